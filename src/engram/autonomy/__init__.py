@@ -1,0 +1,1 @@
+"""Scheduled, event and pressure triggers, and self-healing jobs."""

@@ -1,0 +1,88 @@
+"""Settings of the kernel, read from ``ENGRAM_*`` environment variables.
+
+One :class:`EngramSettings` is built by the composition root and passed down; nothing else
+reads the environment. Every field here is listed, with its default, in the README.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+#: Dimension of the ``vector`` column; a model must produce exactly this many values.
+EMBEDDING_DIMENSION = 384
+
+
+class EngramSettings(BaseSettings):
+    """Runtime configuration of one kernel instance."""
+
+    model_config = SettingsConfigDict(env_prefix="ENGRAM_", extra="ignore", frozen=True)
+
+    # --- storage ---
+    database_url: SecretStr | None = Field(
+        default=None,
+        description="Runtime-role URL of an external PostgreSQL; unset starts the embedded one.",
+    )
+    migration_database_url: SecretStr | None = Field(
+        default=None,
+        description="Owner/migration-role URL of the external server; needed to migrate it.",
+    )
+    data_dir: Path = Field(
+        default=Path(".engram"),
+        description="Where the embedded server keeps its data and the model is assembled.",
+    )
+    migrate_on_start: bool = Field(
+        default=True,
+        description="Apply pending migrations when the kernel opens (if a migration URL is known).",
+    )
+    db_pool_min_size: int = Field(default=2, ge=0)
+    db_pool_max_size: int = Field(default=10, ge=1)
+    db_command_timeout_seconds: float = Field(default=30.0, gt=0)
+
+    # --- embeddings ---
+    embedding_model_path: Path | None = Field(
+        default=None,
+        description="Directory of an ONNX model; unset assembles all-MiniLM-L6-v2 in the data dir.",
+    )
+    embedding_model_name: str = Field(default="sentence-transformers/all-MiniLM-L6-v2-int8")
+    embedding_pooling: Literal["mean", "cls"] = "mean"
+    embedding_workers: int = Field(default=1, ge=1, le=16)
+    embedding_threads: int = Field(default=2, ge=1, le=16)
+    embedding_timeout_seconds: float = Field(default=10.0, gt=0)
+
+    # --- server ---
+    host: str = "127.0.0.1"
+    port: int = Field(default=8765, ge=0, le=65535)
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["auto", "json", "console"] = "auto"
+
+    # --- resilience ---
+    breaker_fail_max: int = Field(default=5, ge=1)
+    breaker_reset_seconds: float = Field(default=30.0, gt=0)
+    retry_attempts: int = Field(default=3, ge=0, le=10)
+    retry_initial_wait_seconds: float = Field(default=1.0, ge=0)
+
+    @field_validator("data_dir", "embedding_model_path")
+    @classmethod
+    def _expand(cls, value: Path | None) -> Path | None:
+        return value.expanduser() if value is not None else None
+
+    @property
+    def embedded(self) -> bool:
+        """True when the kernel runs its own PostgreSQL in the data dir."""
+        return self.database_url is None
+
+    @property
+    def model_dir(self) -> Path:
+        """Directory the embedding model is loaded from."""
+        if self.embedding_model_path is not None:
+            return self.embedding_model_path
+        return self.data_dir / "models" / "all-MiniLM-L6-v2-int8"
+
+    @property
+    def pgdata_dir(self) -> Path:
+        """Data directory of the embedded PostgreSQL server."""
+        return self.data_dir / "pg"

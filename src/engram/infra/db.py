@@ -1,0 +1,58 @@
+"""The database port: what the memory code may ask of PostgreSQL.
+
+Implementations translate driver errors into :mod:`engram.errors` at this boundary, so callers
+never see a driver exception. Statements use positional parameters (``$1``); values are never
+formatted into SQL text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol
+
+Row = Mapping[str, Any]
+
+
+class Connection(Protocol):
+    """One database session; inside :meth:`DatabaseAdapter.transaction` every call shares it."""
+
+    async def execute(self, query: str, *args: Any) -> str:
+        """Run a statement and return its status tag (``INSERT 0 1``)."""
+        ...
+
+    async def executemany(self, query: str, args: Sequence[Sequence[Any]]) -> None:
+        """Run one statement for each argument tuple."""
+        ...
+
+    async def fetch(self, query: str, *args: Any) -> list[Row]:
+        """Run a query and return all rows."""
+        ...
+
+    async def fetchrow(self, query: str, *args: Any) -> Row | None:
+        """Run a query and return the first row, or ``None``."""
+        ...
+
+    async def fetchval(self, query: str, *args: Any) -> Any:
+        """Run a query and return the first column of the first row."""
+        ...
+
+
+class DatabaseAdapter(Connection, Protocol):
+    """A pool of connections with explicit, short transactions.
+
+    The query methods inherited from :class:`Connection` each run on a pooled connection
+    in autocommit mode.
+    """
+
+    def transaction(self) -> AbstractAsyncContextManager[Connection]:
+        """A connection inside one transaction: committed on exit, rolled back on error."""
+        ...
+
+    async def ping(self) -> None:
+        """Raise :class:`engram.errors.DatabaseError` unless the database answers ``SELECT 1``."""
+        ...
+
+    async def close(self) -> None:
+        """Close every connection of the pool."""
+        ...

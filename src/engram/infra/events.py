@@ -1,0 +1,35 @@
+"""The event port: events are written to the outbox inside the change's transaction and
+delivered to subscribers after commit, so no acknowledged change loses its event."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+from uuid import UUID
+
+from engram.infra.db import Connection
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One domain event, e.g. ``memory.created``."""
+
+    name: str
+    aggregate_id: UUID
+    payload: dict[str, Any]
+
+
+Subscriber = Callable[[Event], Awaitable[None]]
+
+
+class EventBus(Protocol):
+    """Transactional outbox plus in-process delivery."""
+
+    async def publish(self, conn: Connection, event: Event) -> None:
+        """Write the event to the outbox within the caller's open transaction."""
+        ...
+
+    def subscribe(self, name: str, subscriber: Subscriber) -> None:
+        """Call ``subscriber`` for each delivered event of that name (``*`` for all)."""
+        ...

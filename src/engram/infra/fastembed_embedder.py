@@ -1,0 +1,169 @@
+"""fastembed implementation of the embedding port, bulkheaded in a process pool.
+
+The ONNX model runs in worker processes so a slow or stuck embedding can never block the
+event loop; each call has a timeout, and a worker that overruns it is replaced. The model is
+loaded from a local directory only (no hub access), see :mod:`engram.infra.model_files`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import signal
+import time
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from engram.errors import EmbeddingError, EmbeddingTimeout, ModelFilesError
+from engram.infra.model_files import missing_files
+
+log = structlog.get_logger("engram.infra.embeddings")
+
+_model: Any = None
+
+
+def _load_model(model_dir: str, model_name: str, pooling: str, dimension: int, threads: int) -> Any:
+    """Register the local model with fastembed and load it (runs inside a worker)."""
+    from fastembed import TextEmbedding  # noqa: PLC0415 - loaded in the worker only
+    from fastembed.common.model_description import ModelSource, PoolingType  # noqa: PLC0415
+
+    known = {entry["model"] for entry in TextEmbedding.list_supported_models()}
+    if model_name not in known:
+        TextEmbedding.add_custom_model(
+            model=model_name,
+            pooling=PoolingType.MEAN if pooling == "mean" else PoolingType.CLS,
+            normalization=True,
+            sources=ModelSource(hf=model_name),
+            dim=dimension,
+            model_file="model.onnx",
+        )
+    return TextEmbedding(
+        model_name=model_name,
+        specific_model_path=model_dir,
+        local_files_only=True,
+        threads=threads,
+    )
+
+
+def _init_worker(
+    model_dir: str, model_name: str, pooling: str, dimension: int, threads: int
+) -> None:
+    global _model  # noqa: PLW0603 - one model per worker process, loaded once
+    _model = _load_model(model_dir, model_name, pooling, dimension, threads)
+
+
+def _embed_in_worker(texts: list[str]) -> list[list[float]]:
+    if _model is None:  # pragma: no cover - the initializer always ran
+        raise RuntimeError("embedding worker has no model")
+    return [vector.tolist() for vector in _model.embed(texts, batch_size=max(len(texts), 1))]
+
+
+class FastembedEmbedder:
+    """Embeds text with a local ONNX model in ``workers`` processes."""
+
+    def __init__(
+        self,
+        model_dir: Path,
+        *,
+        model_name: str,
+        pooling: str = "mean",
+        dimension: int = 384,
+        workers: int = 1,
+        threads: int = 2,
+        timeout_seconds: float = 10.0,
+    ) -> None:
+        self._model_dir = model_dir
+        self._model_name = model_name
+        self._pooling = pooling
+        self._dimension = dimension
+        self._workers = workers
+        self._threads = threads
+        self._timeout = timeout_seconds
+        self._pool: ProcessPoolExecutor | None = None
+        self.first_embedding_ms: float | None = None
+
+    @property
+    def dimension(self) -> int:
+        return self._dimension
+
+    @property
+    def model_name(self) -> str:
+        return self._model_name
+
+    def _ensure_pool(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            absent = missing_files(self._model_dir)
+            if absent:
+                raise ModelFilesError(
+                    f"model directory {self._model_dir} lacks {', '.join(absent)}; "
+                    "run `engram prepare-model` or set ENGRAM_EMBEDDING_MODEL_PATH"
+                )
+            self._pool = ProcessPoolExecutor(
+                max_workers=self._workers,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_init_worker,
+                initargs=(
+                    str(self._model_dir),
+                    self._model_name,
+                    self._pooling,
+                    self._dimension,
+                    self._threads,
+                ),
+            )
+        return self._pool
+
+    async def start(self) -> None:
+        """Start the workers and embed one text, so the model is loaded before it is needed."""
+        started = time.perf_counter()
+        vector = await self.embed_one("engram warm-up")
+        self.first_embedding_ms = (time.perf_counter() - started) * 1000
+        if len(vector) != self._dimension:
+            raise EmbeddingError(
+                f"model produces {len(vector)} values, the schema stores {self._dimension}"
+            )
+        log.info(
+            "embeddings.ready", model=self._model_name, warmup_ms=round(self.first_embedding_ms)
+        )
+
+    async def embed_one(self, text: str) -> list[float]:
+        return (await self.embed_batch([text]))[0]
+
+    async def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        pool = self._ensure_pool()
+        future = asyncio.wrap_future(pool.submit(_embed_in_worker, list(texts)))
+        try:
+            return await asyncio.wait_for(future, self._timeout)
+        except TimeoutError as exc:
+            self._recycle("timeout")
+            raise EmbeddingTimeout(timeout_seconds=self._timeout) from exc
+        except BrokenProcessPool as exc:
+            self._recycle("broken")
+            raise EmbeddingError("embedding worker died") from exc
+        except Exception as exc:
+            raise EmbeddingError(f"embedding failed: {type(exc).__name__}") from exc
+
+    def _recycle(self, reason: str) -> None:
+        """Drop the pool (killing its workers) so the next call starts fresh ones."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        log.warning("embeddings.pool_recycled", reason=reason)
+        processes = list(getattr(pool, "_processes", {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.kill()
+
+    async def ping(self) -> None:
+        await self.embed_one("ping")
+
+    async def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await asyncio.to_thread(pool.shutdown, wait=True, cancel_futures=True)

@@ -1,0 +1,192 @@
+"""asyncpg implementation of the database port.
+
+This module is the one boundary where asyncpg's exceptions become engram's: a unique
+violation becomes :class:`~engram.errors.UniqueViolation` naming its constraint, a lost
+connection :class:`~engram.errors.DatabaseUnavailable`, and so on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import asyncpg
+import structlog
+from asyncpg.pool import PoolConnectionProxy
+from pgvector.asyncpg import register_vector
+
+from engram.errors import (
+    DatabaseError,
+    DatabaseUnavailable,
+    EngramError,
+    PermissionDenied,
+    TransientDatabaseError,
+    UniqueViolation,
+)
+from engram.infra.db import Connection, Row
+from engram.infra.resilience import Resilience
+
+T = TypeVar("T")
+log = structlog.get_logger("engram.infra.postgres")
+
+#: Schema that holds engram's tables; the vector type lives where the extension put it.
+SCHEMA = "engram"
+
+_TRANSIENT_SQLSTATES = frozenset({"40001", "40P01", "55P03"})  # serialization, deadlock, lock
+
+
+def translate(exc: BaseException) -> EngramError:  # noqa: PLR0911 - one branch per family
+    """Map a driver or socket exception to the project's error hierarchy."""
+    if isinstance(exc, EngramError):
+        return exc
+    if isinstance(exc, asyncpg.UniqueViolationError):
+        return UniqueViolation(constraint=exc.constraint_name)
+    if isinstance(exc, asyncpg.InsufficientPrivilegeError):
+        return PermissionDenied(str(exc), sqlstate=exc.sqlstate)
+    if isinstance(
+        exc,
+        asyncpg.PostgresConnectionError
+        | asyncpg.CannotConnectNowError
+        | asyncpg.TooManyConnectionsError
+        | asyncpg.AdminShutdownError
+        | asyncpg.CrashShutdownError
+        | asyncpg.ConnectionDoesNotExistError
+        | asyncpg.InterfaceError
+        | ConnectionError
+        | OSError
+        | TimeoutError,
+    ):
+        return DatabaseUnavailable(f"database unreachable: {type(exc).__name__}: {exc}")
+    if isinstance(exc, asyncpg.PostgresError):
+        sqlstate = getattr(exc, "sqlstate", None)
+        if sqlstate in _TRANSIENT_SQLSTATES:
+            return TransientDatabaseError(str(exc), sqlstate=sqlstate)
+        return DatabaseError(str(exc), sqlstate=sqlstate)
+    return DatabaseError(f"{type(exc).__name__}: {exc}")
+
+
+class _Session:
+    """A :class:`Connection` over one asyncpg connection, translating its errors."""
+
+    def __init__(self, conn: asyncpg.Connection[Any] | PoolConnectionProxy[Any]) -> None:
+        self._conn = conn
+
+    async def execute(self, query: str, *args: Any) -> str:
+        try:
+            return await self._conn.execute(query, *args)
+        except Exception as exc:
+            raise translate(exc) from exc
+
+    async def executemany(self, query: str, args: Sequence[Sequence[Any]]) -> None:
+        try:
+            await self._conn.executemany(query, args)
+        except Exception as exc:
+            raise translate(exc) from exc
+
+    async def fetch(self, query: str, *args: Any) -> list[Row]:
+        try:
+            return list(await self._conn.fetch(query, *args))
+        except Exception as exc:
+            raise translate(exc) from exc
+
+    async def fetchrow(self, query: str, *args: Any) -> Row | None:
+        try:
+            return await self._conn.fetchrow(query, *args)
+        except Exception as exc:
+            raise translate(exc) from exc
+
+    async def fetchval(self, query: str, *args: Any) -> Any:
+        try:
+            return await self._conn.fetchval(query, *args)
+        except Exception as exc:
+            raise translate(exc) from exc
+
+
+async def _init_connection(conn: asyncpg.Connection[Any]) -> None:
+    try:
+        await register_vector(conn)
+    except ValueError as exc:  # the extension is not installed yet (before migrations)
+        if "unknown type" not in str(exc):
+            raise
+
+
+class PostgresDatabase:
+    """A pool of asyncpg connections implementing :class:`engram.infra.db.DatabaseAdapter`."""
+
+    def __init__(self, pool: asyncpg.Pool[Any], resilience: Resilience) -> None:
+        self._pool = pool
+        self._resilience = resilience
+
+    @classmethod
+    async def connect(
+        cls,
+        dsn: str,
+        *,
+        resilience: Resilience,
+        min_size: int = 2,
+        max_size: int = 10,
+        command_timeout: float = 30.0,
+    ) -> PostgresDatabase:
+        """Open a pool to ``dsn`` with engram's schema first on the search path."""
+        try:
+            pool = await asyncpg.create_pool(
+                dsn,
+                min_size=min_size,
+                max_size=max_size,
+                command_timeout=command_timeout,
+                init=_init_connection,
+                server_settings={
+                    "search_path": f"{SCHEMA}, public",
+                    "application_name": "engram",
+                    "timezone": "UTC",
+                },
+            )
+        except Exception as exc:
+            raise translate(exc) from exc
+        return cls(pool, resilience)
+
+    async def _call(self, fn: Callable[[Connection], Awaitable[T]]) -> T:
+        async def attempt() -> T:
+            try:
+                async with self._pool.acquire() as conn:
+                    return await fn(_Session(conn))
+            except Exception as exc:
+                raise translate(exc) from exc
+
+        return await self._resilience.call(attempt)
+
+    async def execute(self, query: str, *args: Any) -> str:
+        return await self._call(lambda c: c.execute(query, *args))
+
+    async def executemany(self, query: str, args: Sequence[Sequence[Any]]) -> None:
+        await self._call(lambda c: c.executemany(query, args))
+
+    async def fetch(self, query: str, *args: Any) -> list[Row]:
+        return await self._call(lambda c: c.fetch(query, *args))
+
+    async def fetchrow(self, query: str, *args: Any) -> Row | None:
+        return await self._call(lambda c: c.fetchrow(query, *args))
+
+    async def fetchval(self, query: str, *args: Any) -> Any:
+        return await self._call(lambda c: c.fetchval(query, *args))
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Connection]:
+        """One connection inside one transaction; not retried (the caller decides)."""
+        try:
+            async with self._pool.acquire() as conn, conn.transaction():
+                yield _Session(conn)
+        except Exception as exc:
+            raise translate(exc) from exc
+
+    async def ping(self) -> None:
+        value = await self.fetchval("SELECT 1")
+        if value != 1:
+            raise DatabaseError(f"SELECT 1 returned {value!r}")
+
+    async def close(self) -> None:
+        try:
+            await self._pool.close()
+        except Exception as exc:  # noqa: BLE001 - closing must not mask the shutdown path
+            log.warning("db.close_failed", error=type(exc).__name__)

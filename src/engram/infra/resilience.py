@@ -1,0 +1,136 @@
+"""Circuit breaker and retry policy for calls to infrastructure.
+
+Order: the retry loop sits *outside* the breaker. Each attempt is one call through the
+breaker, so five failed attempts (from any callers) open it, and once it is open the retry
+loop stops at once (:class:`~engram.errors.CircuitOpen` is never retried) instead of sleeping
+through 1 + 2 + 4 s against a dependency known to be down. See ADR-001.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import TypeVar
+
+import aiobreaker
+from tenacity import (
+    AsyncRetrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
+
+from engram.errors import (
+    BusinessError,
+    CircuitOpen,
+    DatabaseUnavailable,
+    EmbeddingError,
+    TransientDatabaseError,
+)
+
+T = TypeVar("T")
+
+#: Failures that say "the dependency is unwell"; anything else (a refused request, a bug in a
+#: query) passes through the breaker without counting.
+OUTAGE_ERRORS: tuple[type[BaseException], ...] = (
+    DatabaseUnavailable,
+    EmbeddingError,
+    OSError,
+    TimeoutError,
+)
+
+#: Failures worth another attempt: the next try may well succeed.
+RETRYABLE_ERRORS: tuple[type[BaseException], ...] = (DatabaseUnavailable, TransientDatabaseError)
+
+
+def _not_an_outage(exc: BaseException) -> bool:
+    return not isinstance(exc, OUTAGE_ERRORS)
+
+
+class CircuitBreaker:
+    """aiobreaker with engram's defaults and a single half-open probe.
+
+    aiobreaker lets every caller through once the reset timeout has passed; this wrapper
+    admits exactly one probe at a time until the breaker closes again.
+    """
+
+    def __init__(self, name: str, *, fail_max: int = 5, reset_seconds: float = 30.0) -> None:
+        self.name = name
+        self._reset = timedelta(seconds=reset_seconds)
+        self._breaker = aiobreaker.CircuitBreaker(
+            fail_max=fail_max,
+            timeout_duration=self._reset,
+            # Business outcomes (validation, version conflict, quarantine) never trip it.
+            exclude=[BusinessError, _not_an_outage],
+            name=name,
+        )
+        self._probing = False
+
+    @property
+    def state(self) -> str:
+        """``closed``, ``open`` or ``half_open``."""
+        return str(self._breaker.current_state.name).lower()
+
+    async def call(self, fn: Callable[[], Awaitable[T]]) -> T:
+        """Run ``fn`` through the breaker; raise :class:`CircuitOpen` while it is open."""
+        if self.state == "closed":
+            return await self._guarded(fn)
+        if self._probing:
+            raise CircuitOpen(dependency=self.name, retry_after_seconds=self._retry_after())
+        self._probing = True
+        try:
+            return await self._guarded(fn)
+        finally:
+            self._probing = False
+
+    async def _guarded(self, fn: Callable[[], Awaitable[T]]) -> T:
+        try:
+            result: T = await self._breaker.call_async(fn)
+        except aiobreaker.CircuitBreakerError as exc:
+            raise CircuitOpen(
+                dependency=self.name, retry_after_seconds=self._retry_after()
+            ) from exc.__cause__
+        return result
+
+    def _retry_after(self) -> float:
+        opened: datetime | None = (
+            self._breaker._state_storage.opened_at
+        )  # aiobreaker exposes no getter
+        if opened is None:
+            return self._reset.total_seconds()
+        opened_at = opened.replace(tzinfo=UTC) if opened.tzinfo is None else opened
+        remaining = (opened_at + self._reset - datetime.now(UTC)).total_seconds()
+        return max(remaining, 0.0)
+
+
+class Resilience:
+    """Retry (with exponential backoff and jitter) around a circuit breaker."""
+
+    def __init__(
+        self,
+        breaker: CircuitBreaker,
+        *,
+        retries: int = 3,
+        initial_wait_seconds: float = 1.0,
+    ) -> None:
+        self.breaker = breaker
+        self._retries = retries
+        self._initial_wait = initial_wait_seconds
+
+    async def call(self, fn: Callable[[], Awaitable[T]]) -> T:
+        """Run ``fn``; on a retryable error wait 1, 2, 4 s (plus jitter) and try again."""
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self._retries + 1),
+            wait=wait_exponential_jitter(
+                initial=self._initial_wait,
+                exp_base=2,
+                max=self._initial_wait * 2 ** max(self._retries - 1, 0),
+                jitter=self._initial_wait / 4,
+            ),
+            retry=retry_if_exception_type(RETRYABLE_ERRORS),
+            reraise=True,
+        )
+        async for attempt in retrying:
+            with attempt:
+                return await self.breaker.call(fn)
+        raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover

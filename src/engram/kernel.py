@@ -1,0 +1,235 @@
+"""The composition root: :func:`open_kernel` wires adapters and subsystems into a :class:`Kernel`.
+
+This is the only module that imports concrete infrastructure (asyncpg pool, embedded server,
+fastembed workers, alembic runner); everything else receives Protocols.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+
+from engram.config import EMBEDDING_DIMENSION, EngramSettings
+from engram.errors import ConfigurationError, MigrationError, ModelFilesError
+from engram.infra import migrate
+from engram.infra.db import DatabaseAdapter
+from engram.infra.embedded_server import DATABASE, EmbeddedPostgres
+from engram.infra.embeddings import EmbeddingAdapter
+from engram.infra.fastembed_embedder import FastembedEmbedder
+from engram.infra.model_files import ensure_default_model, missing_files
+from engram.infra.postgres import PostgresDatabase
+from engram.infra.resilience import CircuitBreaker, Resilience
+from engram.observability.health import HealthChecks
+from engram.observability.metrics import EngramMetrics
+
+log = structlog.get_logger("engram.kernel")
+
+RUNTIME_ROLE = "engram_runtime"
+
+
+@dataclass
+class StartupTimings:
+    """How long each step of :func:`open_kernel` took, in seconds."""
+
+    embedded_server: float = 0.0
+    migrations: float = 0.0
+    embeddings: float = 0.0
+    database_pool: float = 0.0
+    total: float = 0.0
+    first_embedding_ms: float | None = None
+
+
+@dataclass
+class Kernel:
+    """A running engram kernel; subsystems are attributes."""
+
+    settings: EngramSettings
+    db: DatabaseAdapter
+    embeddings: EmbeddingAdapter
+    metrics: EngramMetrics
+    health: HealthChecks
+    embedded: bool
+    head_revision: str
+    timings: StartupTimings = field(default_factory=StartupTimings)
+
+    async def schema_revision(self) -> str | None:
+        """The migration revision the database is at (``None`` before the first one)."""
+        value = await self.db.fetchval("SELECT version_num FROM public.alembic_version")
+        return None if value is None else str(value)
+
+    async def check_migrations(self) -> None:
+        """Raise :class:`MigrationError` unless the schema is at the code's head revision."""
+        current = await self.schema_revision()
+        if current != self.head_revision:
+            raise MigrationError(
+                f"schema at {current}, code expects {self.head_revision}: run `engram migrate`"
+            )
+
+
+@asynccontextmanager
+async def open_kernel(
+    database_url: str | None = None,
+    *,
+    data_dir: Path | str | None = None,
+    settings: EngramSettings | None = None,
+    embeddings: EmbeddingAdapter | None = None,
+    metrics: EngramMetrics | None = None,
+) -> AsyncIterator[Kernel]:
+    """Start (or attach to) the database, migrate it, load the model and yield a kernel.
+
+    Without a database URL (argument or ``ENGRAM_DATABASE_URL``) a private PostgreSQL is
+    started in the data dir and stopped on exit. ``embeddings`` lets several kernels share
+    one loaded model (tests do); a kernel closes only the adapters it created.
+    """
+    settings = settings or EngramSettings()
+    overrides: dict[str, object] = {}
+    if database_url is not None:
+        overrides["database_url"] = database_url
+    if data_dir is not None:
+        overrides["data_dir"] = Path(data_dir).expanduser()  # noqa: ASYNC240 - no I/O, a string op
+    if overrides:
+        settings = settings.model_copy(update=overrides)
+
+    timings = StartupTimings()
+    started = time.perf_counter()
+    async with AsyncExitStack() as stack:
+        runtime_url, migration_url = await _database_urls(settings, stack, timings)
+
+        async def run_migrations() -> None:
+            if migration_url is None or not settings.migrate_on_start:
+                return
+            step = time.perf_counter()
+            await asyncio.to_thread(migrate.upgrade, migration_url)
+            timings.migrations = time.perf_counter() - step
+
+        async def load_embeddings() -> EmbeddingAdapter:
+            if embeddings is not None:
+                return embeddings
+            step = time.perf_counter()
+            embedder = await _start_embedder(settings)
+            stack.push_async_callback(embedder.close)
+            timings.embeddings = time.perf_counter() - step
+            timings.first_embedding_ms = embedder.first_embedding_ms
+            return embedder
+
+        # Migrating and loading the model are independent; do them side by side.
+        _, embedder = await asyncio.gather(run_migrations(), load_embeddings())
+
+        step = time.perf_counter()
+        breaker = CircuitBreaker(
+            "postgres",
+            fail_max=settings.breaker_fail_max,
+            reset_seconds=settings.breaker_reset_seconds,
+        )
+        db = await PostgresDatabase.connect(
+            runtime_url,
+            resilience=Resilience(
+                breaker,
+                retries=settings.retry_attempts,
+                initial_wait_seconds=settings.retry_initial_wait_seconds,
+            ),
+            min_size=settings.db_pool_min_size,
+            max_size=settings.db_pool_max_size,
+            command_timeout=settings.db_command_timeout_seconds,
+        )
+        stack.push_async_callback(db.close)
+        timings.database_pool = time.perf_counter() - step
+
+        kernel = Kernel(
+            settings=settings,
+            db=db,
+            embeddings=embedder,
+            metrics=metrics or EngramMetrics(),
+            health=HealthChecks(),
+            embedded=settings.embedded,
+            head_revision=migrate.head_revision(),
+            timings=timings,
+        )
+        kernel.health.add("database", db.ping, timeout_seconds=5.0)
+        kernel.health.add("migrations", kernel.check_migrations, timeout_seconds=5.0)
+        kernel.health.add("embedding_model", embedder.ping, timeout_seconds=2.0)
+        timings.total = time.perf_counter() - started
+        log.info(
+            "kernel.opened",
+            embedded=settings.embedded,
+            startup_ms=round(timings.total * 1000),
+            schema=kernel.head_revision,
+        )
+        yield kernel
+        log.info("kernel.closing")
+
+
+async def _database_urls(
+    settings: EngramSettings, stack: AsyncExitStack, timings: StartupTimings
+) -> tuple[str, str | None]:
+    """The runtime URL and the migration URL (None when the kernel may not migrate)."""
+    if settings.database_url is not None:
+        migration = settings.migration_database_url
+        return settings.database_url.get_secret_value(), (
+            migration.get_secret_value() if migration is not None else None
+        )
+    step = time.perf_counter()
+    server = EmbeddedPostgres(settings.pgdata_dir)
+    await asyncio.to_thread(server.start)
+    stack.callback(server.stop)
+    await migrate.ensure_database(server.admin_url(), DATABASE)
+    timings.embedded_server = time.perf_counter() - step
+    # Migrations run as the bootstrap superuser, which switches to the owner role itself.
+    return server.url(user=RUNTIME_ROLE), server.admin_url(DATABASE)
+
+
+async def _start_embedder(settings: EngramSettings) -> FastembedEmbedder:
+    if settings.embedding_model_path is None:
+        await asyncio.to_thread(ensure_default_model, settings.model_dir)
+    embedder = FastembedEmbedder(
+        settings.model_dir,
+        model_name=settings.embedding_model_name,
+        pooling=settings.embedding_pooling,
+        dimension=EMBEDDING_DIMENSION,
+        workers=settings.embedding_workers,
+        threads=settings.embedding_threads,
+        timeout_seconds=settings.embedding_timeout_seconds,
+    )
+    try:
+        await embedder.start()
+    except BaseException:
+        await embedder.close()
+        raise
+    return embedder
+
+
+async def run_migrations(settings: EngramSettings, revision: str = "head") -> str:
+    """Migrate the configured database to ``revision`` and return the revision it is at."""
+    if settings.database_url is not None:
+        if settings.migration_database_url is None:
+            raise ConfigurationError(
+                "ENGRAM_MIGRATION_DATABASE_URL is required to migrate an external database"
+            )
+        url = settings.migration_database_url.get_secret_value()
+        await asyncio.to_thread(migrate.upgrade, url, revision)
+        return await asyncio.to_thread(migrate.current_revision_sync, url) or "base"
+    server = EmbeddedPostgres(settings.pgdata_dir)
+    await asyncio.to_thread(server.start)
+    try:
+        await migrate.ensure_database(server.admin_url(), DATABASE)
+        url = server.admin_url(DATABASE)
+        await asyncio.to_thread(migrate.upgrade, url, revision)
+        return await asyncio.to_thread(migrate.current_revision_sync, url) or "base"
+    finally:
+        await asyncio.to_thread(server.stop)
+
+
+def prepare_model(settings: EngramSettings) -> tuple[bool, Path]:
+    """Make sure the embedding model directory is complete; True if files were copied."""
+    if settings.embedding_model_path is not None:
+        absent = missing_files(settings.model_dir)
+        if absent:
+            raise ModelFilesError(f"{settings.model_dir} lacks {', '.join(absent)}")
+        return False, settings.model_dir
+    return ensure_default_model(settings.model_dir), settings.model_dir

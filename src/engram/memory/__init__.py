@@ -1,0 +1,1 @@
+"""The memory subsystem: types, the Librarian Gate, temporal engine, conflicts, consolidation."""

@@ -1,0 +1,303 @@
+"""Type-specific schemas: what each of the eight memory types must look like.
+
+The rules are written down, with their reasons, in ``adr/ADR-004-memory-type-rules.md``.
+:func:`validate_record` runs the envelope limits and the record's type schema and returns
+every problem found (empty when the record is valid); the Gate's schema check calls it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+from typing import Annotated, Any, ClassVar
+from urllib.parse import urlparse
+from uuid import UUID
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+)
+
+from engram.memory.types import MemoryRecord, MemoryType
+
+# --- envelope limits (documented in the ADR and docs/memory-types.md) -------------------------
+MAX_CONTENT_CHARS = 16_000
+MAX_METADATA_BYTES = 16_384
+MAX_METADATA_DEPTH = 5
+MAX_METADATA_KEY_CHARS = 64
+MAX_TAGS = 32
+MAX_TAG_CHARS = 64
+MAX_EVIDENCE_LINKS = 100
+MAX_AGENT_CHARS = 128
+MAX_NAMESPACE_CHARS = 64
+
+_NAMESPACE = re.compile(r"^[a-z0-9][a-z0-9_.:-]*$")
+
+NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=500)]
+
+# Words that open an instruction rather than a statement. A belief states what is so;
+# "Always use tabs" is a rule for someone to follow, which belongs in a skill or preference.
+IMPERATIVE_OPENERS = frozenset(
+    {
+        "add", "always", "ask", "avoid", "be", "call", "change", "check", "click", "copy",
+        "create", "delete", "disable", "do", "don't", "dont", "download", "drop", "enable",
+        "ensure", "execute", "fetch", "forget", "give", "go", "ignore", "install", "keep",
+        "kill", "let", "make", "move", "never", "open", "please", "print", "push", "put",
+        "read", "remember", "remove", "reply", "respond", "restart", "return", "reveal", "run",
+        "say", "send", "set", "share", "show", "stop", "tell", "try", "turn", "update", "use",
+        "write",
+    }
+)  # fmt: skip
+
+_INJECTION = re.compile(
+    r"\b(ignore|disregard|forget)\b.{0,40}\b(previous|prior|above|earlier|all)\b.{0,20}"
+    r"\b(instructions?|prompts?|rules|messages?)\b"
+    r"|\byou are now\b|\bsystem prompt\b|\bnew instructions?\b\s*:",
+    re.IGNORECASE | re.DOTALL,
+)
+_FIRST_WORD = re.compile(r"[A-Za-z']+")
+
+
+def looks_imperative(text: str) -> bool:
+    """True when the text opens like an instruction ("Use tabs", "Never push to main")."""
+    match = _FIRST_WORD.search(text.strip())
+    return match is not None and match.group(0).lower() in IMPERATIVE_OPENERS
+
+
+def looks_like_injection(text: str) -> bool:
+    """True when the text addresses the reading agent ("ignore previous instructions")."""
+    return _INJECTION.search(text) is not None
+
+
+class TypeSchema(BaseModel):
+    """Fields of the envelope a type schema looks at; subclasses add the type's rules."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+    memory_type: ClassVar[MemoryType]
+
+    content: Annotated[str, StringConstraints(min_length=1, max_length=MAX_CONTENT_CHARS)]
+    metadata: dict[str, Any]
+    event_time: datetime | None
+    evidence_links: tuple[UUID, ...]
+
+    @field_validator("content")
+    @classmethod
+    def _content_has_text(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("content is blank")
+        if "\x00" in value:
+            raise ValueError("content contains a NUL character")
+        return value
+
+
+class _Meta(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class BeliefSchema(TypeSchema):
+    """A declarative statement about what is so, never an instruction or a question."""
+
+    memory_type = MemoryType.BELIEF
+
+    @field_validator("content")
+    @classmethod
+    def _declarative(cls, value: str) -> str:
+        if looks_imperative(value):
+            raise ValueError("a belief states what is so; this reads as an instruction")
+        if value.rstrip().endswith("?"):
+            raise ValueError("a belief states what is so; this is a question")
+        return value
+
+
+class DecisionMeta(_Meta):
+    rationale: NonEmpty
+    alternatives: list[NonEmpty] = Field(default_factory=list, max_length=20)
+
+
+class DecisionSchema(TypeSchema):
+    """A choice that was made, carrying why it was made (``metadata.rationale``)."""
+
+    memory_type = MemoryType.DECISION
+    metadata: DecisionMeta  # type: ignore[assignment]
+
+
+class EpisodeSchema(TypeSchema):
+    """Something that happened, at a known time (``event_time`` is required)."""
+
+    memory_type = MemoryType.EPISODE
+
+    @field_validator("event_time")
+    @classmethod
+    def _has_time(cls, value: datetime | None) -> datetime | None:
+        if value is None:
+            raise ValueError("an episode needs event_time: when did it happen?")
+        return value
+
+
+class SkillMeta(_Meta):
+    steps: Annotated[list[NonEmpty], Field(min_length=1, max_length=100)]
+
+
+class SkillSchema(TypeSchema):
+    """How to do something: ordered, non-empty ``metadata.steps``."""
+
+    memory_type = MemoryType.SKILL
+    metadata: SkillMeta  # type: ignore[assignment]
+
+
+class EntityMeta(_Meta):
+    name: NonEmpty
+    kind: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,63}$")]
+
+
+class EntitySchema(TypeSchema):
+    """A thing the agent knows about: ``metadata.name`` and a lowercase ``metadata.kind``."""
+
+    memory_type = MemoryType.ENTITY
+    metadata: EntityMeta  # type: ignore[assignment]
+
+
+class PreferenceMeta(_Meta):
+    subject: NonEmpty
+
+
+class PreferenceSchema(TypeSchema):
+    """What someone prefers, naming what the preference is about (``metadata.subject``)."""
+
+    memory_type = MemoryType.PREFERENCE
+    metadata: PreferenceMeta  # type: ignore[assignment]
+
+
+class ReflectionSchema(TypeSchema):
+    """A conclusion drawn from other records, which it cites in ``evidence_links``."""
+
+    memory_type = MemoryType.REFLECTION
+
+    @field_validator("evidence_links")
+    @classmethod
+    def _cites(cls, value: tuple[UUID, ...]) -> tuple[UUID, ...]:
+        if not value:
+            raise ValueError("a reflection cites the records it draws on (evidence_links)")
+        return value
+
+
+class ResourceMeta(_Meta):
+    locator: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=2048)]
+
+    @field_validator("locator")
+    @classmethod
+    def _locatable(cls, value: str) -> str:
+        parsed = urlparse(value)
+        if parsed.scheme and (parsed.netloc or parsed.path):
+            return value
+        if value.startswith(("/", "./", "../", "~/")):
+            return value
+        raise ValueError("locator must be a URI (scheme://...) or a file path")
+
+
+class ResourceSchema(TypeSchema):
+    """A pointer to something outside the kernel: ``metadata.locator`` (URI or path)."""
+
+    memory_type = MemoryType.RESOURCE
+    metadata: ResourceMeta  # type: ignore[assignment]
+
+
+SCHEMAS: dict[MemoryType, type[TypeSchema]] = {
+    schema.memory_type: schema
+    for schema in (
+        BeliefSchema,
+        DecisionSchema,
+        EpisodeSchema,
+        SkillSchema,
+        EntitySchema,
+        PreferenceSchema,
+        ReflectionSchema,
+        ResourceSchema,
+    )
+}
+
+
+def validate_record(record: MemoryRecord) -> list[str]:
+    """Check the envelope limits and the record's type schema; return every problem found."""
+    problems = _envelope_problems(record)
+    schema = SCHEMAS[record.type]
+    try:
+        schema.model_validate(
+            {
+                "content": record.content,
+                "metadata": record.metadata,
+                "event_time": record.event_time,
+                "evidence_links": record.evidence_links,
+            }
+        )
+    except ValidationError as exc:
+        problems.extend(_describe(error) for error in exc.errors())
+    return problems
+
+
+def _describe(error: Any) -> str:
+    where = ".".join(str(part) for part in error["loc"])
+    message = str(error["msg"]).removeprefix("Value error, ")
+    return f"{where}: {message}"
+
+
+def _envelope_problems(record: MemoryRecord) -> list[str]:
+    problems: list[str] = []
+    if not record.source_agent.strip() or len(record.source_agent) > MAX_AGENT_CHARS:
+        problems.append(f"source_agent: must be 1-{MAX_AGENT_CHARS} characters")
+    if len(record.namespace) > MAX_NAMESPACE_CHARS or not _NAMESPACE.match(record.namespace):
+        problems.append("namespace: lowercase letters, digits and _.:- only, at most 64")
+    if len(record.evidence_links) > MAX_EVIDENCE_LINKS:
+        problems.append(f"evidence_links: at most {MAX_EVIDENCE_LINKS}")
+    for when in (record.event_time, record.ingestion_time):
+        if when is not None and when.tzinfo is None:
+            problems.append("times must be timezone-aware")
+            break
+    problems.extend(_metadata_problems(record.metadata))
+    return problems
+
+
+def _metadata_problems(metadata: dict[str, Any]) -> list[str]:
+    try:
+        encoded = json.dumps(metadata, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        return [f"metadata: not JSON-serialisable ({exc})"]
+    problems: list[str] = []
+    if len(encoded.encode()) > MAX_METADATA_BYTES:
+        problems.append(f"metadata: larger than {MAX_METADATA_BYTES} bytes as JSON")
+    if _depth(metadata) > MAX_METADATA_DEPTH:
+        problems.append(f"metadata: nested deeper than {MAX_METADATA_DEPTH} levels")
+    long_keys = [key for key in _keys(metadata) if len(key) > MAX_METADATA_KEY_CHARS]
+    if long_keys:
+        problems.append(f"metadata: keys longer than {MAX_METADATA_KEY_CHARS} characters")
+    tags = metadata.get("tags")
+    if tags is not None:
+        if not isinstance(tags, list) or not all(isinstance(tag, str) for tag in tags):
+            problems.append("metadata.tags: a list of strings")
+        elif len(tags) > MAX_TAGS or any(not 0 < len(tag) <= MAX_TAG_CHARS for tag in tags):
+            problems.append(f"metadata.tags: at most {MAX_TAGS}, each 1-{MAX_TAG_CHARS} characters")
+    return problems
+
+
+def _depth(value: object) -> int:
+    if isinstance(value, dict):
+        return 1 + max((_depth(item) for item in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((_depth(item) for item in value), default=0)
+    return 0
+
+
+def _keys(value: object) -> list[str]:
+    if isinstance(value, dict):
+        keys = [str(key) for key in value]
+        for item in value.values():
+            keys.extend(_keys(item))
+        return keys
+    if isinstance(value, list):
+        return [key for item in value for key in _keys(item)]
+    return []

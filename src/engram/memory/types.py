@@ -1,0 +1,294 @@
+"""The type registry: enums, identifiers, the MemoryRecord envelope and the caller identity.
+
+Retrieval may import this module (and ``engram.memory.temporal``); it holds no I/O.
+Type-specific content rules live in :mod:`engram.memory.schemas`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, NewType, Self
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field
+
+RecordId = NewType("RecordId", UUID)
+"""Stable id of a record, shared by all its versions (its lineage)."""
+
+VersionId = NewType("VersionId", UUID)
+"""Id of one version of a record (the ``id`` of the envelope)."""
+
+DecisionId = NewType("DecisionId", UUID)
+"""Id of one Gate decision; the key of its audit row."""
+
+
+class MemoryType(StrEnum):
+    """The eight kinds of memory the kernel stores."""
+
+    BELIEF = "belief"
+    DECISION = "decision"
+    EPISODE = "episode"
+    SKILL = "skill"
+    ENTITY = "entity"
+    PREFERENCE = "preference"
+    REFLECTION = "reflection"
+    RESOURCE = "resource"
+
+
+class AccessLevel(StrEnum):
+    """Who may read a record, from the most open to the most closed."""
+
+    PUBLIC = "public"
+    AGENT = "agent"
+    USER = "user"
+    SYSTEM = "system"
+    SENSITIVE = "sensitive"
+
+    @property
+    def rank(self) -> int:
+        """Position in the order public < agent < user < system < sensitive."""
+        return _ACCESS_ORDER.index(self)
+
+    def allows(self, other: AccessLevel) -> bool:
+        """True if a clearance of ``self`` covers a record at ``other``."""
+        return other.rank <= self.rank
+
+
+_ACCESS_ORDER = tuple(AccessLevel)
+
+
+class GateDecisionType(StrEnum):
+    """Where a write comes from; set by the adapter or subsystem, never by the caller."""
+
+    EXTERNAL = "external"
+    CONSOLIDATION = "consolidation"
+    SELF_HEALING = "self_healing"
+
+
+class GateAction(StrEnum):
+    """What a Gate request asks for."""
+
+    CREATE = "CREATE"
+    UPDATE = "UPDATE"
+    FORGET = "FORGET"
+
+
+class GateDecision(StrEnum):
+    """The Gate's verdict on one request."""
+
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    CONFLICT = "conflict"
+
+
+class ConflictClassification(StrEnum):
+    """How a new record relates to an existing one it conflicts with."""
+
+    CONTRADICTION = "contradiction"
+    SUPERSESSION = "supersession"
+    REFINEMENT = "refinement"
+    UNRESOLVABLE = "unresolvable"
+
+
+class ConsolidationTrigger(StrEnum):
+    """Why a consolidation run started."""
+
+    SCHEDULED_DEEP = "scheduled_deep"
+    SCHEDULED_LIGHT = "scheduled_light"
+    EVENT_DRIVEN = "event_driven"
+    PRESSURE_DRIVEN = "pressure_driven"
+
+
+class ConsolidationPath(StrEnum):
+    """Fast (raw, decaying) or slow (consolidated, durable) path of the CLS model."""
+
+    FAST = "fast"
+    SLOW = "slow"
+
+
+class MemoryStatus(StrEnum):
+    """Lifecycle state of one version; mirrors the ``memory_status`` database enum."""
+
+    ACTIVE = "active"
+    SUPERSEDED = "superseded"
+    CONSOLIDATED = "consolidated"
+    FORGOTTEN = "forgotten"
+    CHALLENGED = "challenged"
+
+
+class TrustLevel(StrEnum):
+    """How far the kernel trusts an agent; read-only agents never write."""
+
+    TRUSTED = "trusted"
+    STANDARD = "standard"
+    RESTRICTED = "restricted"
+    READ_ONLY = "read_only"
+
+
+class EdgeKind(StrEnum):
+    """Typed links between record versions."""
+
+    DERIVED_FROM = "derived_from"
+    SUPERSEDES = "supersedes"
+    RELATES_TO = "relates_to"
+    CONTRADICTS = "contradicts"
+    REFINES = "refines"
+    SIMILAR_TO = "similar_to"
+
+
+class SourceKind(StrEnum):
+    """How the writer came to know what it writes; sets the default confidence."""
+
+    OBSERVED = "observed"
+    TOLD = "told"
+    INFERRED = "inferred"
+
+    @property
+    def default_confidence(self) -> float:
+        """Confidence a record starts with before calibration."""
+        return _SOURCE_CONFIDENCE[self]
+
+
+_SOURCE_CONFIDENCE = {SourceKind.OBSERVED: 0.9, SourceKind.TOLD: 0.75, SourceKind.INFERRED: 0.6}
+
+DEFAULT_NAMESPACE = "default"
+
+
+def utc_now() -> datetime:
+    """The current time, timezone-aware in UTC."""
+    return datetime.now(UTC)
+
+
+class MemoryRecord(BaseModel):
+    """One version of a memory record: the envelope every memory type shares.
+
+    A proposal built with :meth:`draft` has no ``gate_decision_id`` yet; the Gate fills it.
+    ``event_time`` may be ``None`` on a proposal, meaning "unknown: when the kernel learns it".
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_enum_values=False)
+
+    id: UUID
+    record_id: UUID
+    type: MemoryType
+    content: str
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    version: int = Field(default=1, ge=1)
+    superseded_by: UUID | None = None
+
+    # provenance
+    source_agent: str
+    source_confidence: float = Field(ge=0.0, le=1.0)
+    evidence_links: tuple[UUID, ...] = ()
+
+    # bi-temporal: event time = valid in the world, ingestion time = known to the kernel
+    event_time: datetime | None
+    event_time_end: datetime | None = None
+    ingestion_time: datetime
+    ingestion_time_end: datetime | None = None
+
+    # governance
+    access_level: AccessLevel = AccessLevel.AGENT
+    classification: str | None = None
+    gate_decision_id: UUID | None = None
+    gate_decision_type: GateDecisionType | None = None
+    namespace: str = DEFAULT_NAMESPACE
+
+    # concurrency
+    expected_version: int | None = None
+
+    # lifecycle
+    status: MemoryStatus = MemoryStatus.ACTIVE
+    created_at: datetime
+    updated_at: datetime
+    decay_score: float = Field(default=1.0, ge=0.0, le=1.0)
+    consolidation_path: ConsolidationPath = ConsolidationPath.FAST
+
+    @classmethod
+    def draft(
+        cls,
+        type: MemoryType,  # noqa: A002 - the specification names the field "type"
+        content: str,
+        *,
+        source_agent: str,
+        metadata: dict[str, Any] | None = None,
+        event_time: datetime | None = None,
+        access_level: AccessLevel = AccessLevel.AGENT,
+        source_confidence: float | None = None,
+        evidence_links: tuple[UUID, ...] | list[UUID] = (),
+        namespace: str = DEFAULT_NAMESPACE,
+        classification: str | None = None,
+        record_id: UUID | None = None,
+    ) -> Self:
+        """Build a proposal for the Gate, filling ids, version 1 and timestamps.
+
+        Without ``source_confidence`` the record is taken as *told* (0.75), unless its
+        metadata names a ``source_kind`` of ``observed`` or ``inferred``.
+        """
+        now = utc_now()
+        meta = dict(metadata or {})
+        if source_confidence is None:
+            source_confidence = _confidence_from(meta.get("source_kind"))
+        version_id = uuid.uuid4()
+        return cls(
+            id=version_id,
+            record_id=record_id or version_id,
+            type=type,
+            content=content,
+            metadata=meta,
+            source_agent=source_agent,
+            source_confidence=source_confidence,
+            evidence_links=tuple(evidence_links),
+            event_time=event_time,
+            ingestion_time=now,
+            access_level=access_level,
+            classification=classification,
+            namespace=namespace,
+            created_at=now,
+            updated_at=now,
+        )
+
+    @property
+    def is_head(self) -> bool:
+        """True for the newest version of its record."""
+        return self.superseded_by is None
+
+
+def _confidence_from(source_kind: object) -> float:
+    try:
+        return SourceKind(str(source_kind)).default_confidence
+    except ValueError:
+        return SourceKind.TOLD.default_confidence
+
+
+@dataclass(frozen=True, slots=True)
+class CallerIdentity:
+    """An authenticated caller as a protocol adapter presents it to the Gate.
+
+    Built by adapters from a verified token; it carries no secret.
+    """
+
+    agent_id: str
+    trust_level: TrustLevel
+    allowed_types: frozenset[MemoryType] = field(default_factory=lambda: frozenset(MemoryType))
+    max_write_level: AccessLevel = AccessLevel.USER
+    max_read_level: AccessLevel = AccessLevel.USER
+    writes_per_minute: float | None = None
+
+    @property
+    def can_write(self) -> bool:
+        """Read-only agents never write."""
+        return self.trust_level is not TrustLevel.READ_ONLY
+
+    @classmethod
+    def system(cls, name: str = "engram") -> CallerIdentity:
+        """The identity internal subsystems (consolidation, self-healing) write with."""
+        return cls(
+            agent_id=f"system:{name}",
+            trust_level=TrustLevel.TRUSTED,
+            max_write_level=AccessLevel.SENSITIVE,
+            max_read_level=AccessLevel.SENSITIVE,
+        )

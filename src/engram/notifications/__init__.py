@@ -1,0 +1,1 @@
+"""Delivery of escalations (conflicts a person must decide) to sinks."""

@@ -1,0 +1,1 @@
+"""Metrics, structured logging and health checks."""

@@ -1,0 +1,127 @@
+"""Every Prometheus metric of engram, with the names and labels of the specification (§8).
+
+Metrics live on a registry passed in (never the global one), so each kernel, and each test,
+has its own. Label values that are known in advance are pre-set to zero, so dashboards and
+alerts see a series from the first scrape.
+"""
+
+from __future__ import annotations
+
+from itertools import product
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+# Label values known in advance. They mirror enums of engram.memory.types (which this layer
+# may not import); a unit test keeps the two in step.
+GATE_DECISIONS = ("approved", "rejected", "conflict")
+DECISION_TYPES = ("external", "consolidation", "self_healing")
+MEMORY_TYPES = (
+    "belief", "decision", "episode", "skill", "entity", "preference", "reflection", "resource",
+)  # fmt: skip
+CONSOLIDATION_PATHS = ("fast", "slow")
+CONSOLIDATION_TRIGGERS = ("scheduled_deep", "scheduled_light", "event_driven", "pressure_driven")
+CONFLICT_CLASSES = ("contradiction", "supersession", "refinement", "unresolvable")
+LAYER1_CHECKS = ("schema", "access", "pii", "rate_limit", "classification")
+PII_DETECTORS = ("regex", "ner")
+
+_FAST = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1.0, 2.5, 5.0)
+_SLOW = (1.0, 5.0, 15.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0)
+_DEPTH = (1, 2, 3, 5, 10, 20, 50, 100)
+_UNIT = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+
+
+class EngramMetrics:
+    """The ten metrics of the specification, registered on one registry."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.gate_decisions = Counter(
+            "engram_gate_decisions_total",
+            "Gate decisions by outcome and origin.",
+            ["decision", "decision_type"],
+            registry=r,
+        )
+        self.gate_evaluation_seconds = Histogram(
+            "engram_gate_evaluation_seconds",
+            "Time the Gate spends deciding (Layer 1 + Layer 2), embedding excluded.",
+            ["decision_type"],
+            buckets=_FAST,
+            registry=r,
+        )
+        self.write_seconds = Histogram(
+            "engram_write_seconds",
+            "End-to-end write latency: embed, decide, persist and audit.",
+            ["decision_type"],
+            buckets=_FAST,
+            registry=r,
+        )
+        self.memory_records = Gauge(
+            "engram_memory_records_total",
+            "Current (head, not forgotten) records by type and consolidation path.",
+            ["type", "consolidation_path"],
+            registry=r,
+        )
+        self.version_chain_depth = Histogram(
+            "engram_version_chain_depth",
+            "Number of versions of a record when a new version is written.",
+            buckets=_DEPTH,
+            registry=r,
+        )
+        self.pii_flags = Counter(
+            "engram_pii_flags_total",
+            "Records quarantined by PII screening, by detector.",
+            ["detector"],
+            registry=r,
+        )
+        self.consolidation_duration_seconds = Histogram(
+            "engram_consolidation_duration_seconds",
+            "Duration of consolidation runs by trigger.",
+            ["trigger"],
+            buckets=_SLOW,
+            registry=r,
+        )
+        self.conflicts_detected = Counter(
+            "engram_conflicts_detected_total",
+            "Conflicts found between a new record and existing ones, by class.",
+            ["classification"],
+            registry=r,
+        )
+        self.decay_score = Histogram(
+            "engram_decay_score",
+            "Decay (relevance) scores computed, by memory type.",
+            ["type"],
+            buckets=_UNIT,
+            registry=r,
+        )
+        self.gate_layer1_failures = Counter(
+            "engram_gate_layer1_failures_total",
+            "Layer 1 checks that failed, by check.",
+            ["check"],
+            registry=r,
+        )
+        self._preset()
+
+    def _preset(self) -> None:
+        for decision, origin in product(GATE_DECISIONS, DECISION_TYPES):
+            self.gate_decisions.labels(decision=decision, decision_type=origin)
+        for origin in DECISION_TYPES:
+            self.gate_evaluation_seconds.labels(decision_type=origin)
+            self.write_seconds.labels(decision_type=origin)
+        for memory_type, path in product(MEMORY_TYPES, CONSOLIDATION_PATHS):
+            self.memory_records.labels(type=memory_type, consolidation_path=path)
+        for memory_type in MEMORY_TYPES:
+            self.decay_score.labels(type=memory_type)
+        for detector in PII_DETECTORS:
+            self.pii_flags.labels(detector=detector)
+        for trigger in CONSOLIDATION_TRIGGERS:
+            self.consolidation_duration_seconds.labels(trigger=trigger)
+        for classification in CONFLICT_CLASSES:
+            self.conflicts_detected.labels(classification=classification)
+        for check in LAYER1_CHECKS:
+            self.gate_layer1_failures.labels(check=check)
+
+    def exposition(self) -> tuple[bytes, str]:
+        """The registry in Prometheus text format, with its content type."""
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST

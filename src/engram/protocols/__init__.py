@@ -1,0 +1,1 @@
+"""Protocol adapters (HTTP, MCP, CLI): authenticate, set decision_type, translate results."""

@@ -1,0 +1,116 @@
+"""The ``engram`` command line: serve, migrate, prepare the model."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Annotated
+
+import typer
+
+from engram import __version__
+from engram.config import EngramSettings
+from engram.errors import EngramError
+from engram.kernel import prepare_model, run_migrations
+from engram.observability.logging import configure_logging
+
+app = typer.Typer(
+    name="engram",
+    help="engram, a governed memory kernel for AI agents.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+#: Exit codes by error family, one table for the whole CLI.
+EXIT_CODES: dict[type[EngramError], int] = {EngramError: 1}
+EXIT_USAGE = 2
+
+
+def _settings() -> EngramSettings:
+    try:
+        return EngramSettings()
+    except ValueError as exc:
+        typer.echo(f"engram: invalid configuration: {exc}", err=True)
+        raise typer.Exit(EXIT_USAGE) from exc
+
+
+def _fail(exc: EngramError) -> typer.Exit:
+    typer.echo(f"engram: {exc.message}", err=True)
+    code = next((c for kind, c in EXIT_CODES.items() if isinstance(exc, kind)), 1)
+    return typer.Exit(code)
+
+
+@app.command()
+def version() -> None:
+    """Print the version."""
+    typer.echo(__version__)
+
+
+@app.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="Interface to bind (ENGRAM_HOST).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port to listen on (ENGRAM_PORT).")] = None,
+) -> None:
+    """Run the kernel and its HTTP server until Ctrl-C."""
+    import uvicorn  # noqa: PLC0415 - only this command needs the server
+
+    from engram.protocols.http.app import create_app  # noqa: PLC0415
+
+    settings = _settings()
+    overrides = {k: v for k, v in {"host": host, "port": port}.items() if v is not None}
+    if overrides:
+        settings = settings.model_copy(update=overrides)
+    configure_logging(settings.log_level, settings.log_format)
+    where = "embedded PostgreSQL in " + str(settings.data_dir) if settings.embedded else "external"
+    typer.echo(
+        f"engram {__version__}: starting on http://{settings.host}:{settings.port} ({where})"
+    )
+    config = uvicorn.Config(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        access_log=False,
+        timeout_graceful_shutdown=3,
+        lifespan="on",
+    )
+    server = uvicorn.Server(config)
+    try:
+        server.run()
+    except EngramError as exc:
+        raise _fail(exc) from exc
+    if not server.started:
+        raise typer.Exit(1)
+
+
+@app.command()
+def migrate(
+    revision: Annotated[str, typer.Option(help="Target revision.")] = "head",
+) -> None:
+    """Apply migrations (embedded: as the bootstrap superuser; external: the migration URL)."""
+    settings = _settings()
+    configure_logging(settings.log_level, settings.log_format)
+    try:
+        reached = asyncio.run(run_migrations(settings, revision))
+    except EngramError as exc:
+        raise _fail(exc) from exc
+    typer.echo(f"schema at revision {reached}")
+
+
+@app.command("prepare-model")
+def prepare_model_command() -> None:
+    """Assemble the offline embedding model directory (no-op when it is complete)."""
+    settings = _settings()
+    try:
+        copied, where = prepare_model(settings)
+    except EngramError as exc:
+        raise _fail(exc) from exc
+    typer.echo(f"embedding model {'assembled' if copied else 'ready'} in {where}")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        app()
+    except KeyboardInterrupt:  # pragma: no cover - interactive only
+        sys.exit(130)

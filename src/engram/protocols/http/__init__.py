@@ -1,0 +1,1 @@
+"""The HTTP server: health, readiness and metrics (and, later, the REST API)."""

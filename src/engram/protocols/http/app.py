@@ -1,0 +1,69 @@
+"""The HTTP server: ``/healthz`` (liveness), ``/readyz`` (readiness) and ``/metrics``.
+
+The kernel is opened in the application's lifespan and closed when the server stops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse
+
+from engram import __version__
+from engram.config import EngramSettings
+from engram.kernel import Kernel, open_kernel
+
+
+def _kernel(request: Request) -> Kernel:
+    kernel: Kernel = request.app.state.kernel
+    return kernel
+
+
+def create_app(settings: EngramSettings | None = None, *, kernel: Kernel | None = None) -> FastAPI:
+    """Build the ASGI application; it opens its own kernel unless one is passed in."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if kernel is not None:
+            app.state.kernel = kernel
+            yield
+            return
+        async with open_kernel(settings=settings) as opened:
+            app.state.kernel = opened
+            yield
+
+    app = FastAPI(title="engram", version=__version__, lifespan=lifespan)
+
+    @app.get("/healthz", tags=["operations"])
+    async def healthz() -> dict[str, str]:
+        """Liveness: the process is up and its event loop answers."""
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["operations"])
+    async def readyz(request: Request) -> JSONResponse:
+        """Readiness: database reachable, migrations at head, embedding model loaded."""
+        outcomes = await _kernel(request).health.run()
+        ready = all(outcome.ok for outcome in outcomes)
+        body: dict[str, Any] = {
+            "status": "ready" if ready else "not_ready",
+            "checks": {
+                outcome.name: {
+                    "ok": outcome.ok,
+                    "detail": outcome.detail,
+                    "duration_ms": round(outcome.duration_ms, 2),
+                }
+                for outcome in outcomes
+            },
+        }
+        return JSONResponse(body, status_code=200 if ready else 503)
+
+    @app.get("/metrics", tags=["operations"])
+    async def metrics(request: Request) -> Response:
+        """Prometheus metrics in the text exposition format."""
+        payload, content_type = _kernel(request).metrics.exposition()
+        return Response(content=payload, media_type=content_type)
+
+    return app

@@ -1,0 +1,1 @@
+"""Hybrid retrieval and feedback; reads memory through engram.memory.types and .temporal."""
