@@ -54,6 +54,8 @@ def _init_worker(
     model_dir: str, model_name: str, pooling: str, dimension: int, threads: int
 ) -> None:
     global _model  # noqa: PLW0603 - one model per worker process, loaded once
+    # Ctrl-C reaches the whole process group; the parent shuts workers down in order.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _model = _load_model(model_dir, model_name, pooling, dimension, threads)
 
 
@@ -137,8 +139,8 @@ class FastembedEmbedder:
         if not texts:
             return []
         pool = self._ensure_pool()
-        future = asyncio.wrap_future(pool.submit(_embed_in_worker, list(texts)))
         try:
+            future = asyncio.wrap_future(pool.submit(_embed_in_worker, list(texts)))
             return await asyncio.wait_for(future, self._timeout)
         except TimeoutError as exc:
             self._recycle("timeout")

@@ -17,8 +17,10 @@ from tenacity import (
     AsyncRetrying,
     retry_if_exception_type,
     stop_after_attempt,
-    wait_exponential_jitter,
+    wait_exponential,
+    wait_random,
 )
+from tenacity.wait import wait_base
 
 from engram.errors import (
     BusinessError,
@@ -41,6 +43,14 @@ OUTAGE_ERRORS: tuple[type[BaseException], ...] = (
 
 #: Failures worth another attempt: the next try may well succeed.
 RETRYABLE_ERRORS: tuple[type[BaseException], ...] = (DatabaseUnavailable, TransientDatabaseError)
+
+
+def backoff(initial_seconds: float, retries: int) -> wait_base:
+    """Waits of ``initial * 2**k`` (1, 2, 4 s by default) plus up to a quarter of ``initial``."""
+    ceiling = initial_seconds * 2 ** max(retries - 1, 0)
+    return wait_exponential(multiplier=initial_seconds, exp_base=2, max=ceiling) + wait_random(
+        0, initial_seconds / 4
+    )
 
 
 def _not_an_outage(exc: BaseException) -> bool:
@@ -121,12 +131,7 @@ class Resilience:
         """Run ``fn``; on a retryable error wait 1, 2, 4 s (plus jitter) and try again."""
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self._retries + 1),
-            wait=wait_exponential_jitter(
-                initial=self._initial_wait,
-                exp_base=2,
-                max=self._initial_wait * 2 ** max(self._retries - 1, 0),
-                jitter=self._initial_wait / 4,
-            ),
+            wait=backoff(self._initial_wait, self._retries),
             retry=retry_if_exception_type(RETRYABLE_ERRORS),
             reraise=True,
         )

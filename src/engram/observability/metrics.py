@@ -9,8 +9,17 @@ from __future__ import annotations
 
 from itertools import product
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+# The *_created series double the exposition without helping any dashboard or alert.
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 # Label values known in advance. They mirror enums of engram.memory.types (which this layer
 # may not import); a unit test keeps the two in step.

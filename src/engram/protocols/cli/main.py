@@ -77,6 +77,9 @@ def serve(
     server = uvicorn.Server(config)
     try:
         server.run()
+    except KeyboardInterrupt:
+        # uvicorn re-raises Ctrl-C after its graceful shutdown has finished: a clean stop.
+        typer.echo("engram: stopped")
     except EngramError as exc:
         raise _fail(exc) from exc
     if not server.started:

@@ -1,0 +1,90 @@
+"""open_kernel: embedded default, external URL, migrations on start, readiness."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import psutil
+
+from engram import open_kernel
+from engram.config import EngramSettings
+from engram.infra.fastembed_embedder import FastembedEmbedder
+from engram.observability.health import CheckOutcome
+from tests.conftest import ScratchDatabase
+
+
+def _postgres_serving(pgdata: Path) -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter(["name", "cmdline"]):
+        cmdline = process.info["cmdline"] or []
+        if process.info["name"] == "postgres" and str(pgdata.resolve()) in " ".join(cmdline):
+            found.append(process)
+    return found
+
+
+def _by_name(outcomes: list[CheckOutcome]) -> dict[str, bool]:
+    return {outcome.name: outcome.ok for outcome in outcomes}
+
+
+async def test_external_database_at_head_is_ready(
+    database: ScratchDatabase, embedder: FastembedEmbedder
+) -> None:
+    """With a URL the kernel uses that server, and reports ready when the schema is at head."""
+    settings = EngramSettings(database_url=database.runtime_url, migrate_on_start=False)
+    async with open_kernel(settings=settings, embeddings=embedder) as kernel:
+        assert not kernel.embedded
+        assert kernel.head_revision == await kernel.schema_revision()
+        assert {"database": True, "migrations": True, "embedding_model": True} == _by_name(
+            await kernel.health.run()
+        )
+        assert "engram_runtime" == await kernel.db.fetchval("SELECT current_user")
+
+
+async def test_unmigrated_database_is_not_ready(
+    empty_database: ScratchDatabase, embedder: FastembedEmbedder
+) -> None:
+    """Without a migration URL nothing is migrated, and readiness names the missing schema."""
+    settings = EngramSettings(database_url=empty_database.runtime_url)
+    async with open_kernel(settings=settings, embeddings=embedder) as kernel:
+        outcomes = {outcome.name: outcome for outcome in await kernel.health.run()}
+    assert outcomes["database"].ok
+    assert not outcomes["migrations"].ok
+    assert outcomes["embedding_model"].ok
+
+
+async def test_migration_url_migrates_on_start(
+    empty_database: ScratchDatabase, embedder: FastembedEmbedder
+) -> None:
+    """Given the migration URL, the kernel brings an empty database to head before serving."""
+    settings = EngramSettings(
+        database_url=empty_database.runtime_url,
+        migration_database_url=empty_database.admin_url,
+    )
+    async with open_kernel(settings=settings, embeddings=embedder) as kernel:
+        assert kernel.head_revision == await kernel.schema_revision()
+        assert all(_by_name(await kernel.health.run()).values())
+
+
+async def test_embedded_default_starts_migrates_stops_and_keeps_data(
+    tmp_path: Path, embedder: FastembedEmbedder
+) -> None:
+    """No URL: a private server in the data dir, stopped on exit; a second start reuses it."""
+    settings = EngramSettings(database_url=None, data_dir=tmp_path / "data")
+    pgdata = settings.pgdata_dir
+    agent = uuid.uuid4()
+    async with open_kernel(settings=settings, embeddings=embedder) as kernel:
+        assert kernel.embedded
+        assert _postgres_serving(pgdata)
+        assert all(_by_name(await kernel.health.run()).values())
+        await kernel.db.execute(
+            "INSERT INTO agents (id, name, token_hash, token_prefix, trust_level) "
+            "VALUES ($1, 'keeper', $2, 'eng_keep', 'trusted')",
+            agent,
+            b"\x09" * 32,
+        )
+    assert [] == _postgres_serving(pgdata)
+    async with open_kernel(settings=settings, embeddings=embedder) as kernel:
+        assert agent == await kernel.db.fetchval("SELECT id FROM agents WHERE name = 'keeper'")
+        assert kernel.timings.migrations < 5
+    assert [] == _postgres_serving(pgdata)

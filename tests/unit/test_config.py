@@ -1,0 +1,46 @@
+"""Settings from ENGRAM_* environment variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from engram.config import EngramSettings
+
+
+def test_defaults_run_embedded_in_the_local_data_dir(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no environment the kernel is embedded, in ./.engram, on 127.0.0.1:8765."""
+    for name in ("ENGRAM_DATABASE_URL", "ENGRAM_DATA_DIR", "ENGRAM_PORT", "ENGRAM_HOST"):
+        monkeypatch.delenv(name, raising=False)
+    settings = EngramSettings()
+    assert settings.embedded
+    assert Path(".engram") == settings.data_dir
+    assert Path(".engram/pg") == settings.pgdata_dir
+    assert Path(".engram/models/all-MiniLM-L6-v2-int8") == settings.model_dir
+    assert ("127.0.0.1", 8765) == (settings.host, settings.port)
+
+
+def test_environment_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ENGRAM_* variables set the matching fields; a URL switches off the embedded server."""
+    monkeypatch.setenv("ENGRAM_DATABASE_URL", "postgresql://engram_runtime:pw@db:5432/engram")
+    monkeypatch.setenv("ENGRAM_EMBEDDING_MODEL_PATH", "/models/bge-small")
+    monkeypatch.setenv("ENGRAM_PORT", "9000")
+    settings = EngramSettings()
+    assert not settings.embedded
+    assert Path("/models/bge-small") == settings.model_dir
+    assert 9000 == settings.port
+
+
+def test_secrets_are_not_shown(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Database URLs (which may hold passwords) never appear in the settings' repr."""
+    monkeypatch.setenv("ENGRAM_DATABASE_URL", "postgresql://u:hunter2@db/engram")
+    assert "hunter2" not in repr(EngramSettings())
+
+
+def test_invalid_values_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A port outside 0-65535 is a configuration error, not a silent default."""
+    monkeypatch.setenv("ENGRAM_PORT", "70000")
+    with pytest.raises(ValidationError):
+        EngramSettings()

@@ -1,0 +1,72 @@
+"""The ten metrics of the specification, on an injected registry."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from engram.memory.types import (
+    ConflictClassification,
+    ConsolidationPath,
+    ConsolidationTrigger,
+    GateDecision,
+    GateDecisionType,
+    MemoryType,
+)
+from engram.observability import metrics as m
+from engram.observability.metrics import EngramMetrics
+
+SPECIFIED = {
+    "engram_gate_decisions_total": ("counter", {"decision", "decision_type"}),
+    "engram_gate_evaluation_seconds": ("histogram", {"decision_type"}),
+    "engram_write_seconds": ("histogram", {"decision_type"}),
+    "engram_memory_records_total": ("gauge", {"type", "consolidation_path"}),
+    "engram_version_chain_depth": ("histogram", set()),
+    "engram_pii_flags_total": ("counter", {"detector"}),
+    "engram_consolidation_duration_seconds": ("histogram", {"trigger"}),
+    "engram_conflicts_detected_total": ("counter", {"classification"}),
+    "engram_decay_score": ("histogram", {"type"}),
+    "engram_gate_layer1_failures_total": ("counter", {"check"}),
+}
+
+
+def _families(metrics: EngramMetrics) -> dict[str, tuple[str, set[str]]]:
+    payload, _ = metrics.exposition()
+    found: dict[str, tuple[str, set[str]]] = {}
+    for family in text_string_to_metric_families(payload.decode()):
+        labels = {
+            label for sample in family.samples for label in sample.labels if label not in {"le"}
+        }
+        name = family.name + "_total" if family.type == "counter" else family.name
+        found[name] = (family.type, labels)
+    return found
+
+
+def test_exposition_has_exactly_the_specified_metrics() -> None:
+    """Every metric of §8 is exported with its type and labels, and nothing else."""
+    families = _families(EngramMetrics())
+    assert SPECIFIED == families
+
+
+def test_registries_are_independent() -> None:
+    """Two kernels (or two tests) never share counters."""
+    first, second = EngramMetrics(), EngramMetrics()
+    first.gate_decisions.labels(decision="approved", decision_type="external").inc()
+    value = second.gate_decisions.labels(decision="approved", decision_type="external")._value.get()
+    assert 0 == value
+
+
+@pytest.mark.parametrize(
+    ("labels", "enum"),
+    [
+        (m.GATE_DECISIONS, GateDecision),
+        (m.DECISION_TYPES, GateDecisionType),
+        (m.MEMORY_TYPES, MemoryType),
+        (m.CONSOLIDATION_PATHS, ConsolidationPath),
+        (m.CONSOLIDATION_TRIGGERS, ConsolidationTrigger),
+        (m.CONFLICT_CLASSES, ConflictClassification),
+    ],
+)
+def test_preset_label_values_match_the_enums(labels: tuple[str, ...], enum: type) -> None:
+    """Label values pre-set to zero are exactly the values of the matching enum."""
+    assert [member.value for member in enum] == list(labels)  # type: ignore[attr-defined]
