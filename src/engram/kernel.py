@@ -158,8 +158,15 @@ async def open_kernel(
         log.info(
             "kernel.opened",
             embedded=settings.embedded,
-            startup_ms=round(timings.total * 1000),
             schema=kernel.head_revision,
+            startup_ms=round(timings.total * 1000),
+            embedded_server_ms=round(timings.embedded_server * 1000),
+            migrations_ms=round(timings.migrations * 1000),
+            embeddings_ms=round(timings.embeddings * 1000),
+            first_embedding_ms=(
+                None if timings.first_embedding_ms is None else round(timings.first_embedding_ms)
+            ),
+            database_pool_ms=round(timings.database_pool * 1000),
         )
         yield kernel
         log.info("kernel.closing")
