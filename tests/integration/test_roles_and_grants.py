@@ -11,9 +11,11 @@ from tests.conftest import ScratchDatabase
 
 AUDIT_INSERT = """
     INSERT INTO engram.librarian_audit
-        (decision_id, action, decision, decision_type, reason, agent_id, caller,
-         input_snapshot, decision_source)
-    VALUES ($1, 'CREATE', 'rejected', 'external', 'test', 'tester', '{}', '{}', 'test')
+        (decision_id, occurred_at, action, decision, outcome, decision_type, reason, agent_id,
+         caller, input_snapshot, layer1_checks, decision_source, duration_ms, lane, prev_hash,
+         row_hash)
+    VALUES ($1, now(), 'CREATE', 'rejected', 'none', 'external', 'test', 'tester', '{}', '{}',
+            '[]', 'test', 0, 0, sha256('a'), sha256('b'))
 """
 
 

@@ -58,6 +58,10 @@ def upgrade() -> None:
             status             engram.memory_status NOT NULL DEFAULT 'active',
             consolidation_path text NOT NULL DEFAULT 'fast',
             decay_score        real NOT NULL DEFAULT 1.0,
+            importance         real NOT NULL DEFAULT 0.5,
+            content_hash       bytea NOT NULL,
+            repetitions        integer NOT NULL DEFAULT 1,
+            last_reinforced_at timestamptz,
             created_at         timestamptz NOT NULL DEFAULT now(),
             updated_at         timestamptz NOT NULL DEFAULT now(),
             embedding          vector(384),
@@ -67,8 +71,9 @@ def upgrade() -> None:
             CONSTRAINT memories_record_version_key UNIQUE (record_id, version),
             CONSTRAINT memories_superseded_by_fkey FOREIGN KEY (superseded_by)
                 REFERENCES engram.memories (id) DEFERRABLE INITIALLY DEFERRED,
+            -- Deferred: the Gate appends the audit row last, to hold its lane lock briefly.
             CONSTRAINT memories_gate_decision_fkey FOREIGN KEY (gate_decision_id)
-                REFERENCES engram.librarian_audit (decision_id),
+                REFERENCES engram.librarian_audit (decision_id) DEFERRABLE INITIALLY DEFERRED,
             CONSTRAINT memories_version_check CHECK (version >= 1),
             CONSTRAINT memories_type_check CHECK (type IN ({_TYPES})),
             CONSTRAINT memories_content_check CHECK (length(content) BETWEEN 1 AND 16000),
@@ -79,6 +84,9 @@ def upgrade() -> None:
                 CHECK (gate_decision_type IN ('external', 'consolidation', 'self_healing')),
             CONSTRAINT memories_path_check CHECK (consolidation_path IN ('fast', 'slow')),
             CONSTRAINT memories_decay_check CHECK (decay_score BETWEEN 0 AND 1),
+            CONSTRAINT memories_importance_check CHECK (importance BETWEEN 0 AND 1),
+            CONSTRAINT memories_content_hash_check CHECK (length(content_hash) = 32),
+            CONSTRAINT memories_repetitions_check CHECK (repetitions >= 1),
             CONSTRAINT memories_event_interval_check
                 CHECK (event_time_end IS NULL OR event_time_end >= event_time),
             CONSTRAINT memories_ingestion_interval_check
@@ -110,6 +118,14 @@ def upgrade() -> None:
         "(namespace, type, status, ingestion_time DESC)"
     )
     op.execute(
+        "CREATE INDEX memories_head_hash_idx ON engram.memories (namespace, type, content_hash) "
+        "WHERE superseded_by IS NULL"
+    )
+    op.execute(
+        "CREATE INDEX memories_unembedded_idx ON engram.memories (ingestion_time) "
+        "WHERE embedding IS NULL AND superseded_by IS NULL"
+    )
+    op.execute(
         f"""
         CREATE TABLE engram.memory_edges (
             id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -118,7 +134,8 @@ def upgrade() -> None:
             kind        text NOT NULL,
             weight      real NOT NULL DEFAULT 1.0,
             provenance  jsonb NOT NULL DEFAULT '{{}}'::jsonb,
-            decision_id uuid REFERENCES engram.librarian_audit (decision_id),
+            decision_id uuid REFERENCES engram.librarian_audit (decision_id)
+                DEFERRABLE INITIALLY DEFERRED,
             created_at  timestamptz NOT NULL DEFAULT now(),
             CONSTRAINT memory_edges_kind_check CHECK (kind IN ({_EDGES})),
             CONSTRAINT memory_edges_weight_check CHECK (weight BETWEEN 0 AND 1),
@@ -134,7 +151,8 @@ def upgrade() -> None:
     # close, re-mark or re-embed a version may change.
     op.execute(
         "GRANT UPDATE (superseded_by, event_time_end, ingestion_time_end, status, access_level, "
-        "decay_score, updated_at, embedding, embedding_model) ON engram.memories TO engram_runtime"
+        "decay_score, updated_at, embedding, embedding_model, repetitions, last_reinforced_at) "
+        "ON engram.memories TO engram_runtime"
     )
     op.execute("GRANT SELECT, INSERT ON engram.memory_edges TO engram_runtime")
     op.execute("GRANT USAGE ON TYPE engram.memory_status TO engram_runtime")
