@@ -12,6 +12,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from engram import Kernel, open_kernel
 from engram.config import EMBEDDING_DIMENSION, EngramSettings
 from engram.infra import migrate
 from engram.infra.embedded_server import EmbeddedPostgres
@@ -113,3 +114,16 @@ def embedder(model_dir: Path) -> Iterator[FastembedEmbedder]:
     asyncio.run(adapter.start())
     yield adapter
     asyncio.run(adapter.close())
+
+
+@pytest.fixture
+async def kernel(database: ScratchDatabase, embedder: FastembedEmbedder) -> AsyncIterator[Kernel]:
+    """A kernel on this test's own database, sharing the session's embedding model."""
+    settings = EngramSettings(
+        database_url=database.runtime_url,
+        migrate_on_start=False,
+        retry_initial_wait_seconds=0.01,
+        db_pool_max_size=40,
+    )
+    async with open_kernel(settings=settings, embeddings=embedder) as opened:
+        yield opened

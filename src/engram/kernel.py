@@ -16,15 +16,22 @@ from pathlib import Path
 import structlog
 
 from engram.config import EMBEDDING_DIMENSION, EngramSettings
-from engram.errors import ConfigurationError, MigrationError, ModelFilesError
+from engram.errors import ConfigurationError, EngramError, MigrationError, ModelFilesError
 from engram.infra import migrate
 from engram.infra.db import DatabaseAdapter
 from engram.infra.embedded_server import DATABASE, EmbeddedPostgres
+from engram.infra.embedding_batcher import BatchingEmbedder
 from engram.infra.embeddings import EmbeddingAdapter
 from engram.infra.fastembed_embedder import FastembedEmbedder
 from engram.infra.model_files import ensure_default_model, missing_files
+from engram.infra.outbox import OutboxEventBus
 from engram.infra.postgres import PostgresDatabase
 from engram.infra.resilience import CircuitBreaker, Resilience
+from engram.memory.audit import AuditLog
+from engram.memory.conflict import SubjectConflictDetector
+from engram.memory.gate import LibrarianGate
+from engram.memory.gate_advisor import HeuristicAdvisor
+from engram.memory.rate_limit import RateLimiter
 from engram.observability.health import HealthChecks
 from engram.observability.metrics import EngramMetrics
 
@@ -54,6 +61,9 @@ class Kernel:
     embeddings: EmbeddingAdapter
     metrics: EngramMetrics
     health: HealthChecks
+    gate: LibrarianGate
+    audit: AuditLog
+    events: OutboxEventBus
     embedded: bool
     head_revision: str
     timings: StartupTimings = field(default_factory=StartupTimings)
@@ -141,16 +151,37 @@ async def open_kernel(
         stack.push_async_callback(db.close)
         timings.database_pool = time.perf_counter() - step
 
+        metrics = metrics or EngramMetrics()
+        batched = BatchingEmbedder(embedder)
+        stack.push_async_callback(batched.close)
+        events = OutboxEventBus(db)
+        stack.push_async_callback(events.close)
+        audit = AuditLog(db)
+        gate = LibrarianGate(
+            db=db,
+            embeddings=batched,
+            advisor=HeuristicAdvisor(SubjectConflictDetector()),
+            audit=audit,
+            events=events,
+            metrics=metrics,
+            limiter=RateLimiter(),
+        )
         kernel = Kernel(
             settings=settings,
             db=db,
-            embeddings=embedder,
-            metrics=metrics or EngramMetrics(),
+            embeddings=batched,
+            metrics=metrics,
             health=HealthChecks(),
+            gate=gate,
+            audit=audit,
+            events=events,
             embedded=settings.embedded,
             head_revision=migrate.head_revision(),
             timings=timings,
         )
+        if await _schema_current(kernel):
+            await gate.refresh_record_gauge()
+            events.committed()  # deliver what a previous run left in the outbox
         kernel.health.add("database", db.ping, timeout_seconds=5.0)
         kernel.health.add("migrations", kernel.check_migrations, timeout_seconds=5.0)
         kernel.health.add("embedding_model", embedder.ping, timeout_seconds=2.0)
@@ -170,6 +201,15 @@ async def open_kernel(
         )
         yield kernel
         log.info("kernel.closing")
+
+
+async def _schema_current(kernel: Kernel) -> bool:
+    try:
+        await kernel.check_migrations()
+    except EngramError:
+        log.warning("kernel.schema_not_current", expected=kernel.head_revision)
+        return False
+    return True
 
 
 async def _database_urls(

@@ -7,11 +7,12 @@ formatted into SQL text.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 Row = Mapping[str, Any]
+T = TypeVar("T")
 
 
 class Connection(Protocol):
@@ -47,6 +48,12 @@ class DatabaseAdapter(Connection, Protocol):
 
     def transaction(self) -> AbstractAsyncContextManager[Connection]:
         """A connection inside one transaction: committed on exit, rolled back on error."""
+        ...
+
+    async def run_in_transaction(self, fn: Callable[[Connection], Awaitable[T]]) -> T:
+        """Run ``fn`` in a transaction; on a lost connection or a transient error roll back and
+        run it again (with backoff, through the circuit breaker). ``fn`` must be safe to
+        repeat: a retry may follow a COMMIT whose acknowledgement was lost."""
         ...
 
     async def ping(self) -> None:

@@ -33,3 +33,7 @@ class EventBus(Protocol):
     def subscribe(self, name: str, subscriber: Subscriber) -> None:
         """Call ``subscriber`` for each delivered event of that name (``*`` for all)."""
         ...
+
+    def committed(self) -> None:
+        """Tell the bus a transaction that published events has committed (deliver them)."""
+        ...

@@ -7,6 +7,7 @@ connection :class:`~engram.errors.DatabaseUnavailable`, and so on.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
@@ -36,7 +37,16 @@ SCHEMA = "engram"
 _TRANSIENT_SQLSTATES = frozenset({"40001", "40P01", "55P03"})  # serialization, deadlock, lock
 
 
-def translate(exc: BaseException) -> EngramError:  # noqa: PLR0911 - one branch per family
+_DRIVER_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
+
+
+def _reraise(exc: Exception) -> Exception:
+    """The exception to raise for ``exc``: driver errors translated, anything else as it is
+    (errors raised by the caller's own code inside a transaction pass through untouched)."""
+    return translate(exc) if isinstance(exc, _DRIVER_ERRORS) else exc
+
+
+def translate(exc: BaseException) -> EngramError:
     """Map a driver or socket exception to the project's error hierarchy."""
     if isinstance(exc, EngramError):
         return exc
@@ -103,12 +113,24 @@ class _Session:
             raise translate(exc) from exc
 
 
+def _encode_json(value: Any) -> str:
+    return json.dumps(value, default=str, ensure_ascii=False)
+
+
 async def _init_connection(conn: asyncpg.Connection[Any]) -> None:
+    # jsonb is exchanged as Python objects; plain json stays text (the audit log hashes it).
+    await conn.set_type_codec(
+        "jsonb", encoder=_encode_json, decoder=json.loads, schema="pg_catalog"
+    )
     try:
         await register_vector(conn)
     except ValueError as exc:  # the extension is not installed yet (before migrations)
         if "unknown type" not in str(exc):
             raise
+        return
+    # Filtered nearest-neighbour queries keep scanning the HNSW graph until they have enough
+    # rows that pass the filter (pgvector >= 0.8), in exact distance order.
+    await conn.execute("SET hnsw.iterative_scan = strict_order")
 
 
 class PostgresDatabase:
@@ -152,7 +174,10 @@ class PostgresDatabase:
                 async with self._pool.acquire() as conn:
                     return await fn(_Session(conn))
             except Exception as exc:
-                raise translate(exc) from exc
+                error = _reraise(exc)
+                if error is exc:
+                    raise
+                raise error from exc
 
         return await self._resilience.call(attempt)
 
@@ -171,6 +196,19 @@ class PostgresDatabase:
     async def fetchval(self, query: str, *args: Any) -> Any:
         return await self._call(lambda c: c.fetchval(query, *args))
 
+    async def run_in_transaction(self, fn: Callable[[Connection], Awaitable[T]]) -> T:
+        async def attempt() -> T:
+            try:
+                async with self._pool.acquire() as conn, conn.transaction():
+                    return await fn(_Session(conn))
+            except Exception as exc:
+                error = _reraise(exc)
+                if error is exc:
+                    raise
+                raise error from exc
+
+        return await self._resilience.call(attempt)
+
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Connection]:
         """One connection inside one transaction; not retried (the caller decides)."""
@@ -178,7 +216,10 @@ class PostgresDatabase:
             async with self._pool.acquire() as conn, conn.transaction():
                 yield _Session(conn)
         except Exception as exc:
-            raise translate(exc) from exc
+            error = _reraise(exc)
+            if error is exc:
+                raise
+            raise error from exc
 
     async def ping(self) -> None:
         value = await self.fetchval("SELECT 1")

@@ -1,0 +1,112 @@
+"""Transactional outbox: events are inserted in the transaction of the change they describe
+and delivered after commit to in-process subscribers and to ``NOTIFY engram_events``.
+
+A crash between commit and delivery loses nothing: undelivered rows stay in ``outbox`` and
+the next drain (at the next commit, or at start-up) delivers them. Delivery is at least once.
+Payloads carry identifiers, never memory content.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import defaultdict
+from typing import Any
+
+import structlog
+
+from engram.infra.db import Connection, DatabaseAdapter
+from engram.infra.events import Event, Subscriber
+
+log = structlog.get_logger("engram.infra.outbox")
+
+CHANNEL = "engram_events"
+_INSERT = """
+INSERT INTO outbox (event_type, aggregate_id, payload, decision_id)
+VALUES ($1, $2, $3, $4)
+"""
+_PENDING = """
+SELECT id, event_type, aggregate_id, payload::text AS payload
+FROM outbox WHERE dispatched_at IS NULL
+ORDER BY id LIMIT $1
+FOR UPDATE SKIP LOCKED
+"""
+_DONE = "UPDATE outbox SET dispatched_at = now(), attempts = attempts + 1 WHERE id = ANY($1)"
+_NOTIFY = "SELECT pg_notify($1, $2)"
+
+
+class OutboxEventBus:
+    """The :class:`~engram.infra.events.EventBus` backed by the ``outbox`` table."""
+
+    def __init__(self, db: DatabaseAdapter, *, batch: int = 200) -> None:
+        self._db = db
+        self._batch = batch
+        self._subscribers: dict[str, list[Subscriber]] = defaultdict(list)
+        self._drain_task: asyncio.Task[None] | None = None
+        self._again = False
+
+    async def publish(self, conn: Connection, event: Event) -> None:
+        decision = event.payload.get("decision_id")
+        await conn.execute(
+            _INSERT,
+            event.name,
+            event.aggregate_id,
+            event.payload,
+            None if decision is None else decision,
+        )
+
+    def subscribe(self, name: str, subscriber: Subscriber) -> None:
+        self._subscribers[name].append(subscriber)
+
+    def committed(self) -> None:
+        """Schedule delivery of what the last commit added (non-blocking)."""
+        if self._drain_task is not None and not self._drain_task.done():
+            self._again = True
+            return
+        self._drain_task = asyncio.get_running_loop().create_task(self._drain_loop())
+
+    async def _drain_loop(self) -> None:
+        while True:
+            self._again = False
+            try:
+                while await self.drain() == self._batch:
+                    pass
+            except Exception as exc:  # noqa: BLE001 - delivery is retried at the next commit
+                log.warning("outbox.drain_failed", error=type(exc).__name__)
+                return
+            if not self._again:
+                return
+
+    async def drain(self) -> int:
+        """Deliver up to one batch of pending events; returns how many were delivered."""
+        async with self._db.transaction() as conn:
+            rows = await conn.fetch(_PENDING, self._batch)
+            if not rows:
+                return 0
+            for row in rows:
+                event = Event(row["event_type"], row["aggregate_id"], json.loads(row["payload"]))
+                await self._deliver(event)
+                await conn.execute(_NOTIFY, CHANNEL, _notice(row["id"], event))
+            await conn.execute(_DONE, [row["id"] for row in rows])
+        return len(rows)
+
+    async def _deliver(self, event: Event) -> None:
+        for subscriber in [*self._subscribers.get(event.name, []), *self._subscribers["*"]]:
+            try:
+                await subscriber(event)
+            except Exception as exc:  # noqa: BLE001 - one subscriber must not block the rest
+                log.warning("outbox.subscriber_failed", event_name=event.name, error=repr(exc))
+
+    async def close(self) -> None:
+        """Wait for a delivery in progress to finish."""
+        if self._drain_task is not None:
+            await asyncio.gather(self._drain_task, return_exceptions=True)
+
+
+def _notice(outbox_id: int, event: Event) -> str:
+    payload: dict[str, Any] = {
+        "id": outbox_id,
+        "event": event.name,
+        "aggregate_id": str(event.aggregate_id),
+    }
+    return json.dumps(payload)

@@ -1,0 +1,41 @@
+"""Named SQL statements kept in ``.sql`` files, one file per aggregate.
+
+A file holds blocks headed ``-- name: statement_name``; a block headed ``-- fragment: name``
+is text that statements include as ``{{name}}`` (a column list, say). Statements take
+positional parameters (``$1``); no value is ever formatted into them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from importlib import resources
+from types import MappingProxyType
+
+_HEADER = re.compile(r"^--\s*(name|fragment):\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
+_INCLUDE = re.compile(r"\{\{([a-z_][a-z0-9_]*)\}\}")
+
+
+def parse_queries(text: str) -> Mapping[str, str]:
+    """Statements of one file by name, fragments substituted."""
+    parts = _HEADER.split(text)
+    statements: dict[str, str] = {}
+    fragments: dict[str, str] = {}
+    for kind, name, body in zip(parts[1::3], parts[2::3], parts[3::3], strict=True):
+        target = statements if kind == "name" else fragments
+        if name in statements or name in fragments:
+            raise ValueError(f"SQL block {name!r} defined twice")
+        target[name] = body.strip()
+
+    def include(match: re.Match[str]) -> str:
+        try:
+            return fragments[match.group(1)]
+        except KeyError:
+            raise ValueError(f"unknown SQL fragment {match.group(1)!r}") from None
+
+    return MappingProxyType({name: _INCLUDE.sub(include, sql) for name, sql in statements.items()})
+
+
+def load_queries(package: str, filename: str) -> Mapping[str, str]:
+    """Parse ``filename`` shipped inside ``package``."""
+    return parse_queries(resources.files(package).joinpath(filename).read_text(encoding="utf-8"))

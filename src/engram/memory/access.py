@@ -1,0 +1,79 @@
+"""The access-control matrix of the Gate (external writes only; see ADR-008).
+
+| trust      | may write types             | highest level written | may change records of  |
+|------------|-----------------------------|-----------------------|------------------------|
+| trusted    | all                         | sensitive             | anyone                 |
+| standard   | all                         | user                  | anyone (at ≤ its level)|
+| restricted | episode, preference, resource, belief | agent       | itself only            |
+| read_only  | none                        | none                  | none                   |
+
+A caller may narrow these with its own ``allowed_types`` and ``max_write_level``; it can
+never widen them beyond its tier.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from engram.memory.types import AccessLevel, CallerIdentity, MemoryRecord, MemoryType, TrustLevel
+
+TIER_TYPES: dict[TrustLevel, frozenset[MemoryType]] = {
+    TrustLevel.TRUSTED: frozenset(MemoryType),
+    TrustLevel.STANDARD: frozenset(MemoryType),
+    TrustLevel.RESTRICTED: frozenset(
+        {MemoryType.EPISODE, MemoryType.PREFERENCE, MemoryType.RESOURCE, MemoryType.BELIEF}
+    ),
+    TrustLevel.READ_ONLY: frozenset(),
+}
+TIER_WRITE_LEVEL: dict[TrustLevel, AccessLevel | None] = {
+    TrustLevel.TRUSTED: AccessLevel.SENSITIVE,
+    TrustLevel.STANDARD: AccessLevel.USER,
+    TrustLevel.RESTRICTED: AccessLevel.AGENT,
+    TrustLevel.READ_ONLY: None,
+}
+TIER_READ_LEVEL: dict[TrustLevel, AccessLevel] = {
+    TrustLevel.TRUSTED: AccessLevel.SENSITIVE,
+    TrustLevel.STANDARD: AccessLevel.USER,
+    TrustLevel.RESTRICTED: AccessLevel.AGENT,
+    TrustLevel.READ_ONLY: AccessLevel.USER,
+}
+
+
+def caller_for_tier(agent_id: str, trust: TrustLevel, **narrowing: object) -> CallerIdentity:
+    """A caller with its tier's defaults, optionally narrowed (``allowed_types=…`` etc.)."""
+    base = CallerIdentity(
+        agent_id=agent_id,
+        trust_level=trust,
+        allowed_types=TIER_TYPES[trust],
+        max_write_level=TIER_WRITE_LEVEL[trust] or AccessLevel.PUBLIC,
+        max_read_level=TIER_READ_LEVEL[trust],
+    )
+    return replace(base, **narrowing)  # type: ignore[arg-type]
+
+
+def write_denial(
+    caller: CallerIdentity, record: MemoryRecord, *, existing: MemoryRecord | None = None
+) -> str | None:
+    """Why ``caller`` may not write ``record`` (and change ``existing``), or None if it may."""
+    tier_level = TIER_WRITE_LEVEL[caller.trust_level]
+    if not caller.can_write or tier_level is None:
+        return f"agent {caller.agent_id!r} is read-only"
+    allowed_types = caller.allowed_types & TIER_TYPES[caller.trust_level]
+    if record.type not in allowed_types:
+        return f"agent {caller.agent_id!r} may not write {record.type.value} records"
+    ceiling = min(caller.max_write_level, tier_level, key=lambda level: level.rank)
+    if not ceiling.allows(record.access_level):
+        return (
+            f"agent {caller.agent_id!r} may write up to access level {ceiling.value}, "
+            f"not {record.access_level.value}"
+        )
+    if existing is not None:
+        if existing.type not in allowed_types:
+            return f"agent {caller.agent_id!r} may not change {existing.type.value} records"
+        if not ceiling.allows(existing.access_level):
+            return (
+                f"agent {caller.agent_id!r} may not change a {existing.access_level.value} record"
+            )
+        if caller.trust_level is TrustLevel.RESTRICTED and existing.source_agent != caller.agent_id:
+            return "a restricted agent may change only records it wrote"
+    return None

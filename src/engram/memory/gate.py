@@ -1,0 +1,449 @@
+"""The Librarian Gate: the only way anything reaches memory storage.
+
+``evaluate`` runs Layer 1 (:mod:`engram.memory.checks`), embeds the content, asks Layer 2
+(:mod:`engram.memory.gate_advisor`) and then commits, in one transaction, the version rows,
+edges, outbox event and the decision's audit row (:mod:`engram.memory.write_path`). A rejected
+or conflicting evaluation writes its audit row alone. Every evaluation leaves exactly one
+audit row; one that cannot be audited fails (ADR-005).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping
+from uuid import UUID
+
+import structlog
+
+from engram.errors import EmbeddingError, UniqueViolation
+from engram.infra.db import DatabaseAdapter
+from engram.infra.embeddings import EmbeddingAdapter
+from engram.infra.events import EventBus
+from engram.memory import store
+from engram.memory.audit import AuditEntry, AuditLog
+from engram.memory.checks import Layer1Input, Layer1Outcome, run_layer1
+from engram.memory.fingerprint import content_hash
+from engram.memory.gate_advisor import (
+    AdvisorAction,
+    AdvisorContext,
+    AdvisorDecision,
+    GateAdvisor,
+    Neighbour,
+)
+from engram.memory.gate_io import (
+    GateRequest,
+    GateResult,
+    WriteOutcome,
+    advisor_decision_from_json,
+    checks_from_json,
+)
+from engram.memory.rate_limit import RateLimiter
+from engram.memory.types import (
+    AccessLevel,
+    GateAction,
+    GateDecision,
+    GateDecisionType,
+    MemoryRecord,
+)
+from engram.memory.write_path import Conflict, Plan, Timing, WritePath, audit_entry
+from engram.observability.metrics import EngramMetrics
+
+log = structlog.get_logger("engram.memory.gate")
+
+_RACE_CONSTRAINTS = frozenset({"memories_record_version_key", "memories_one_head_idx"})
+NEIGHBOURS = 8
+
+
+class LibrarianGate:
+    """Decides every CREATE, UPDATE and FORGET, and persists the approved ones."""
+
+    def __init__(
+        self,
+        *,
+        db: DatabaseAdapter,
+        embeddings: EmbeddingAdapter,
+        advisor: GateAdvisor,
+        audit: AuditLog,
+        events: EventBus,
+        metrics: EngramMetrics,
+        limiter: RateLimiter | None = None,
+    ) -> None:
+        self._db = db
+        self._embeddings = embeddings
+        self._advisor = advisor
+        self._audit = audit
+        self._events = events
+        self._metrics = metrics
+        self._limiter = limiter or RateLimiter()
+        self._writes = WritePath(db=db, audit=audit, events=events)
+
+    @property
+    def advisor(self) -> GateAdvisor:
+        """The Layer 2 advisor in use."""
+        return self._advisor
+
+    async def evaluate(self, request: GateRequest) -> GateResult:
+        """Decide one request and persist the outcome; see the module docstring."""
+        timing = Timing(started=time.perf_counter())
+        decision_id = uuid.uuid4()
+        if request.request_id is not None:
+            prior = await self._audit.by_request(request.request_id)
+            if prior is not None:
+                return await self._replay(prior)
+        record = request.record
+        head = None
+        if request.action is not GateAction.CREATE:
+            head = await store.head(self._db, record.record_id)
+        evidence = await store.resolve_evidence(self._db, list(record.evidence_links))
+        missing = [str(ref) for ref in record.evidence_links if ref not in evidence]
+        if request.action is GateAction.FORGET:
+            missing = []
+        layer1 = run_layer1(
+            Layer1Input(
+                action=request.action,
+                record=record,
+                caller=request.caller_identity,
+                decision_type=request.decision_type,
+                expected_version=request.expected_version,
+                head=head,
+                missing_evidence=missing,
+            ),
+            self._limiter,
+        )
+        self._log_layer1(decision_id, request, layer1)
+        if not layer1.passed:
+            return await self._finish_rejected(request, decision_id, layer1, timing)
+        if (
+            head is not None
+            and request.expected_version is not None
+            and head.version != request.expected_version
+        ):
+            conflict = Conflict(expected=request.expected_version, actual=head.version)
+            return await self._finish_conflict(
+                request, decision_id, layer1, advice=None, conflict=conflict, timing=timing
+            )
+
+        plan, timing = await self._plan(request, layer1, head, evidence, timing)
+        self._log_layer2(decision_id, plan.advice)
+        evaluation_seconds = time.perf_counter() - timing.started - timing.embed_seconds
+        try:
+            result = await self._writes.commit(plan, decision_id=decision_id, timing=timing)
+        except Conflict as conflict:
+            return await self._finish_conflict(
+                request, decision_id, layer1, advice=plan.advice, conflict=conflict, timing=timing
+            )
+        except UniqueViolation as exc:
+            if exc.constraint in _RACE_CONSTRAINTS:
+                return await self._finish_conflict(
+                    request,
+                    decision_id,
+                    layer1,
+                    advice=plan.advice,
+                    conflict=Conflict(request.expected_version, None),
+                    timing=timing,
+                )
+            if exc.constraint == "librarian_audit_request_id_key" and request.request_id:
+                prior = await self._audit.by_request(request.request_id)
+                if prior is not None:
+                    return await self._replay(prior)
+            if exc.constraint == "memories_pkey":
+                layer1 = _with_schema_failure(layer1, f"record {record.id} already exists")
+                return await self._finish_rejected(request, decision_id, layer1, timing)
+            raise
+        self._events.committed()
+        self._observe(request, result, plan, evaluation_seconds, timing)
+        return result
+
+    # --- planning ---------------------------------------------------------------------------
+
+    async def _plan(
+        self,
+        request: GateRequest,
+        layer1: Layer1Outcome,
+        head: MemoryRecord | None,
+        evidence: Mapping[UUID, UUID],
+        timing: Timing,
+    ) -> tuple[Plan, Timing]:
+        record = layer1.record
+        if request.action is GateAction.FORGET:
+            return Plan(request, layer1, record, head, None, None, (), evidence), timing
+        embedding: list[float] | None = None
+        embed_started = time.perf_counter()
+        try:
+            embedding = await self._embeddings.embed_one(record.content)
+        except EmbeddingError as exc:
+            log.warning("gate.embedding_degraded", error=type(exc).__name__)
+        timing = Timing(timing.started, time.perf_counter() - embed_started)
+        fingerprint = content_hash(record.content)
+        exact = None
+        if request.action is GateAction.CREATE:
+            exact = await store.exact_duplicate(
+                self._db,
+                namespace=record.namespace,
+                memory_type=record.type,
+                content_hash=fingerprint,
+            )
+        neighbours: tuple[Neighbour, ...] = ()
+        if embedding is not None:
+            neighbours = tuple(
+                await store.nearest_heads(
+                    self._db,
+                    embedding=embedding,
+                    namespace=record.namespace,
+                    memory_type=record.type,
+                    limit=NEIGHBOURS,
+                )
+            )
+        context = AdvisorContext(
+            action=request.action,
+            decision_type=request.decision_type,
+            caller=request.caller_identity,
+            head=head,
+            exact_duplicate=exact,
+            neighbours=neighbours,
+            embedded=embedding is not None,
+        )
+        advice = await self._advisor.advise(record, context)
+        record = record.model_copy(update={"source_confidence": advice.confidence})
+        target = None
+        if advice.action is AdvisorAction.NOOP:
+            pool = [n.record for n in neighbours] + ([exact.record] if exact else [])
+            pool += [head] if head is not None else []
+            target = next((r for r in pool if r.record_id == advice.target_record_id), None)
+        plan = Plan(
+            request=request,
+            layer1=layer1,
+            record=record,
+            head=head,
+            advice=advice,
+            target=target,
+            embedding=tuple(embedding) if embedding is not None else (),
+            evidence=evidence,
+            fingerprint=fingerprint,
+            embedding_model=self._embeddings.model_name,
+        )
+        return plan, timing
+
+    # --- endings ----------------------------------------------------------------------------
+
+    async def _finish_rejected(
+        self,
+        request: GateRequest,
+        decision_id: UUID,
+        layer1: Layer1Outcome,
+        timing: Timing,
+    ) -> GateResult:
+        failures = layer1.failures
+        reason = "; ".join(f"{c.name}: {c.detail}" for c in failures)
+        entry = audit_entry(
+            request,
+            decision_id=decision_id,
+            decision=GateDecision.REJECTED,
+            outcome=WriteOutcome.NONE,
+            reason=reason,
+            checks=layer1.checks,
+            advice=None,
+            record_id=request.record.record_id,
+            version_id=None,
+            duration_ms=(time.perf_counter() - timing.started) * 1000,
+        )
+        await self._writes.audit_only(entry)
+        result = GateResult(
+            decision=GateDecision.REJECTED,
+            decision_id=decision_id,
+            reason=reason,
+            layer1_checks=layer1.checks,
+            layer2_decision=None,
+            modified_record=None,
+            retry_after_seconds=layer1.retry_after_seconds,
+            failed_checks=failures,
+        )
+        for check in failures:
+            self._metrics.gate_layer1_failures.labels(check=check.name).inc()
+        self._observe_decision(request, result, timing)
+        return result
+
+    async def _finish_conflict(
+        self,
+        request: GateRequest,
+        decision_id: UUID,
+        layer1: Layer1Outcome,
+        *,
+        advice: AdvisorDecision | None,
+        conflict: Conflict,
+        timing: Timing,
+    ) -> GateResult:
+        actual = conflict.actual
+        if actual is None:
+            current = await store.head(self._db, request.record.record_id)
+            actual = None if current is None else current.version
+        reason = f"expected version {request.expected_version}, current version is {actual}"
+        entry = audit_entry(
+            request,
+            decision_id=decision_id,
+            decision=GateDecision.CONFLICT,
+            outcome=WriteOutcome.NONE,
+            reason=reason,
+            checks=layer1.checks,
+            advice=advice,
+            record_id=request.record.record_id,
+            version_id=None,
+            duration_ms=(time.perf_counter() - timing.started) * 1000,
+        )
+        await self._writes.audit_only(entry)
+        result = GateResult(
+            decision=GateDecision.CONFLICT,
+            decision_id=decision_id,
+            reason=reason,
+            layer1_checks=layer1.checks,
+            layer2_decision=advice,
+            modified_record=None,
+            record_id=request.record.record_id,
+            current_version=actual,
+        )
+        self._observe_decision(request, result, timing)
+        return result
+
+    async def _replay(self, entry: AuditEntry) -> GateResult:
+        """The result of an evaluation already recorded for this request id."""
+        modified = None
+        if entry.version_id is not None:
+            modified = await store.version_by_id(self._db, entry.version_id)
+        checks = checks_from_json(entry.layer1_checks)
+        import json  # noqa: PLC0415 - only replays parse stored decisions
+
+        advice = advisor_decision_from_json(
+            None if entry.layer2_decision is None else json.loads(entry.layer2_decision)
+        )
+        return GateResult(
+            decision=GateDecision(entry.decision),
+            decision_id=entry.decision_id,
+            reason=entry.reason,
+            layer1_checks=checks,
+            layer2_decision=advice,
+            modified_record=modified,
+            outcome=WriteOutcome(entry.outcome),
+            record_id=entry.record_id,
+            version=None if modified is None else modified.version,
+            degraded=False,
+            replayed=True,
+            failed_checks=[c for c in checks if not c.passed],
+        )
+
+    # --- signals ----------------------------------------------------------------------------
+
+    def _observe(
+        self,
+        request: GateRequest,
+        result: GateResult,
+        plan: Plan,
+        evaluation_seconds: float,
+        timing: Timing,
+    ) -> None:
+        origin = request.decision_type.value
+        metrics = self._metrics
+        metrics.gate_evaluation_seconds.labels(decision_type=origin).observe(evaluation_seconds)
+        metrics.write_seconds.labels(decision_type=origin).observe(
+            time.perf_counter() - timing.started
+        )
+        if plan.layer1.pii_kinds:
+            metrics.pii_flags.labels(detector="regex").inc()
+        if plan.layer1.pii_error:
+            metrics.gate_layer1_failures.labels(check="pii").inc()
+        if plan.advice is not None:
+            for conflict in plan.advice.conflicts:
+                metrics.conflicts_detected.labels(
+                    classification=conflict.classification.value
+                ).inc()
+        record = result.modified_record
+        if record is not None and result.outcome in (WriteOutcome.CREATED, WriteOutcome.UPDATED):
+            metrics.version_chain_depth.observe(record.version)
+        if record is not None and result.outcome in (WriteOutcome.CREATED, WriteOutcome.FORGOTTEN):
+            delta = 1 if result.outcome is WriteOutcome.CREATED else -1
+            metrics.memory_records.labels(
+                type=record.type.value, consolidation_path=record.consolidation_path.value
+            ).inc(delta)
+        self._observe_decision(request, result, timing, evaluation_seconds=evaluation_seconds)
+
+    def _observe_decision(
+        self,
+        request: GateRequest,
+        result: GateResult,
+        timing: Timing,
+        *,
+        evaluation_seconds: float | None = None,
+    ) -> None:
+        origin = request.decision_type.value
+        self._metrics.gate_decisions.labels(
+            decision=result.decision.value, decision_type=origin
+        ).inc()
+        if evaluation_seconds is None:
+            evaluation_seconds = time.perf_counter() - timing.started - timing.embed_seconds
+            self._metrics.gate_evaluation_seconds.labels(decision_type=origin).observe(
+                evaluation_seconds
+            )
+        level = (result.modified_record or request.record).access_level
+        log.info(
+            "gate.evaluate",
+            decision_id=str(result.decision_id),
+            decision_type=origin,
+            action=request.action.value,
+            memory_type=request.record.type.value,
+            decision=result.decision.value,
+            outcome=result.outcome.value,
+            duration_ms=round((time.perf_counter() - timing.started) * 1000, 3),
+            caller=(
+                request.caller_identity.agent_id
+                if AccessLevel.AGENT.allows(level)
+                else "[redacted]"
+            ),
+        )
+
+    def _log_layer1(self, decision_id: UUID, request: GateRequest, layer1: Layer1Outcome) -> None:
+        log.debug(
+            "gate.layer1",
+            decision_id=str(decision_id),
+            decision_type=request.decision_type.value,
+            action=request.action.value,
+            passed=layer1.passed,
+            failed=[c.name for c in layer1.failures],
+            quarantined=bool(layer1.pii_kinds),
+        )
+
+    def _log_layer2(self, decision_id: UUID, advice: AdvisorDecision | None) -> None:
+        if advice is None:
+            return
+        log.debug(
+            "gate.layer2",
+            decision_id=str(decision_id),
+            advice=advice.action.value,
+            source=advice.source,
+            conflicts=len(advice.conflicts),
+            importance=advice.importance,
+        )
+
+    async def refresh_record_gauge(self) -> None:
+        """Set ``engram_memory_records_total`` from the database (at start-up, and periodically)."""
+        counts = await store.count_heads(self._db)
+        gauge = self._metrics.memory_records
+        seen = set()
+        for memory_type, path, n in counts:
+            gauge.labels(type=memory_type, consolidation_path=path).set(n)
+            seen.add((memory_type, path))
+        from engram.observability.metrics import CONSOLIDATION_PATHS, MEMORY_TYPES  # noqa: PLC0415
+
+        for memory_type in MEMORY_TYPES:
+            for path in CONSOLIDATION_PATHS:
+                if (memory_type, path) not in seen:
+                    gauge.labels(type=memory_type, consolidation_path=path).set(0)
+
+
+def _with_schema_failure(layer1: Layer1Outcome, problem: str) -> Layer1Outcome:
+    from engram.memory.checks import SCHEMA, CheckResult  # noqa: PLC0415
+
+    checks = [CheckResult.fail(SCHEMA, problem) if c.name == SCHEMA else c for c in layer1.checks]
+    return Layer1Outcome(checks, layer1.record, layer1.pii_kinds, layer1.pii_error)
+
+
+__all__ = ["GateDecisionType", "GateRequest", "GateResult", "LibrarianGate", "WriteOutcome"]

@@ -1,0 +1,1 @@
+"""SQL of the memory aggregates, one file each (versions, audit)."""

@@ -1,0 +1,39 @@
+-- SQL of the audit aggregate (engram.librarian_audit, engram.audit_chain_heads).
+
+-- fragment: audit_columns
+seq, decision_id, request_id, occurred_at, action, decision, outcome, decision_type, reason,
+agent_id, caller::text AS caller, record_id, version_id, input_snapshot::text AS input_snapshot,
+layer1_checks::text AS layer1_checks, layer2_decision::text AS layer2_decision,
+decision_source, duration_ms, lane, prev_hash, row_hash
+
+-- name: lock_lane
+SELECT last_hash FROM audit_chain_heads WHERE lane = $1 FOR UPDATE
+
+-- name: insert_entry
+INSERT INTO librarian_audit (
+    decision_id, request_id, occurred_at, action, decision, outcome, decision_type, reason,
+    agent_id, caller, record_id, version_id, input_snapshot, layer1_checks, layer2_decision,
+    decision_source, duration_ms, lane, prev_hash, row_hash
+) VALUES (
+    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10::json, $11, $12, $13::json, $14::json, $15::json,
+    $16, $17, $18, $19, $20
+)
+RETURNING seq
+
+-- name: advance_lane
+UPDATE audit_chain_heads SET last_seq = $2, last_hash = $3 WHERE lane = $1
+
+-- name: by_request
+SELECT {{audit_columns}} FROM librarian_audit WHERE request_id = $1
+
+-- name: by_decision
+SELECT {{audit_columns}} FROM librarian_audit WHERE decision_id = $1
+
+-- name: page_after
+SELECT {{audit_columns}} FROM librarian_audit WHERE seq > $1 ORDER BY seq LIMIT $2
+
+-- name: lane_heads
+SELECT lane, last_seq, last_hash FROM audit_chain_heads ORDER BY lane
+
+-- name: count_entries
+SELECT count(*) FROM librarian_audit

@@ -1,0 +1,198 @@
+"""Reads and writes of version rows, used by the Gate inside its transactions.
+
+All statements live in ``sql/versions.sql``. Nothing here decides anything: the Gate calls
+these after its checks, within one transaction per evaluation.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from engram.infra.db import Connection, Row
+from engram.infra.sql import load_queries
+from engram.memory.gate_advisor import Neighbour
+from engram.memory.types import (
+    AccessLevel,
+    ConsolidationPath,
+    EdgeKind,
+    GateDecisionType,
+    MemoryRecord,
+    MemoryStatus,
+    MemoryType,
+)
+
+SQL = load_queries("engram.memory.sql", "versions.sql")
+
+
+def record_from_row(row: Row) -> MemoryRecord:
+    """Build the envelope from a row selected with the ``record_columns`` fragment."""
+    metadata = row["metadata"]
+    return MemoryRecord(
+        id=row["id"],
+        record_id=row["record_id"],
+        type=MemoryType(row["type"]),
+        content=row["content"],
+        metadata=json.loads(metadata) if isinstance(metadata, str) else dict(metadata),
+        version=row["version"],
+        superseded_by=row["superseded_by"],
+        source_agent=row["source_agent"],
+        source_confidence=row["source_confidence"],
+        evidence_links=tuple(row["evidence_links"] or ()),
+        event_time=row["event_time"],
+        event_time_end=row["event_time_end"],
+        ingestion_time=row["ingestion_time"],
+        ingestion_time_end=row["ingestion_time_end"],
+        access_level=AccessLevel(row["access_level"]),
+        classification=row["classification"],
+        gate_decision_id=row["gate_decision_id"],
+        gate_decision_type=GateDecisionType(row["gate_decision_type"]),
+        expected_version=row["expected_version"],
+        namespace=row["namespace"],
+        status=MemoryStatus(row["status"]),
+        consolidation_path=ConsolidationPath(row["consolidation_path"]),
+        decay_score=row["decay_score"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+def _neighbour(row: Row) -> Neighbour:
+    return Neighbour(record_from_row(row), float(row["similarity"]), int(row["repetitions"]))
+
+
+async def head(conn: Connection, record_id: UUID, *, lock: bool = False) -> MemoryRecord | None:
+    """The current version of a record (locked for the transaction when ``lock``)."""
+    row = await conn.fetchrow(SQL["head_for_update" if lock else "head"], record_id)
+    return None if row is None else record_from_row(row)
+
+
+async def exact_duplicate(
+    conn: Connection, *, namespace: str, memory_type: MemoryType, content_hash: bytes
+) -> Neighbour | None:
+    """An active head of the same type and namespace with the same normalised content."""
+    row = await conn.fetchrow(SQL["exact_duplicate"], namespace, memory_type.value, content_hash)
+    return None if row is None else _neighbour(row)
+
+
+async def nearest_heads(
+    conn: Connection,
+    *,
+    embedding: Sequence[float],
+    namespace: str,
+    memory_type: MemoryType,
+    limit: int = 8,
+) -> list[Neighbour]:
+    """Active heads of the same type and namespace, closest first (HNSW, cosine)."""
+    rows = await conn.fetch(SQL["nearest_heads"], embedding, namespace, memory_type.value, limit)
+    return [_neighbour(row) for row in rows]
+
+
+async def resolve_evidence(conn: Connection, refs: Sequence[UUID]) -> Mapping[UUID, UUID]:
+    """Map each cited id (a version id or a record id) to the version it names."""
+    if not refs:
+        return {}
+    rows = await conn.fetch(SQL["resolve_evidence"], list(refs))
+    return {row["ref"]: row["version_id"] for row in rows}
+
+
+async def insert_version(
+    conn: Connection,
+    record: MemoryRecord,
+    *,
+    decision_id: UUID,
+    decision_type: GateDecisionType,
+    content_hash: bytes,
+    importance: float,
+    embedding: Sequence[float] | None,
+    embedding_model: str | None,
+    not_before: datetime | None = None,
+) -> MemoryRecord:
+    """Insert one version row and return it as stored; its ingestion time is the
+    transaction's time (never earlier than ``not_before``, the previous version's)."""
+    row = await conn.fetchrow(
+        SQL["insert_version"],
+        record.id,
+        record.record_id,
+        record.version,
+        record.type.value,
+        record.content,
+        record.metadata,
+        record.source_agent,
+        record.source_confidence,
+        list(record.evidence_links),
+        record.event_time,
+        not_before,
+        record.access_level.value,
+        record.classification,
+        decision_id,
+        decision_type.value,
+        record.expected_version,
+        record.namespace,
+        record.consolidation_path.value,
+        importance,
+        content_hash,
+        None if embedding is None else list(embedding),
+        embedding_model if embedding is not None else None,
+    )
+    if row is None:  # pragma: no cover - INSERT ... RETURNING always returns the row
+        raise RuntimeError("insert_version returned no row")
+    return record_from_row(row)
+
+
+async def close_head(conn: Connection, version_id: UUID, successor_id: UUID) -> bool:
+    """Mark a head superseded by ``successor_id`` and end its ingestion interval."""
+    return await conn.fetchrow(SQL["close_head"], version_id, successor_id) is not None
+
+
+async def forget_head(conn: Connection, version_id: UUID) -> bool:
+    """End both intervals of a head and mark it forgotten."""
+    return await conn.fetchrow(SQL["forget_head"], version_id) is not None
+
+
+async def reinforce(
+    conn: Connection,
+    version_id: UUID,
+    *,
+    embedding: Sequence[float] | None,
+    embedding_model: str | None,
+) -> int:
+    """Count one more repetition of a record (and fill a missing embedding)."""
+    value = await conn.fetchval(
+        SQL["reinforce"],
+        version_id,
+        None if embedding is None else list(embedding),
+        embedding_model if embedding is not None else None,
+    )
+    return int(value)
+
+
+async def add_edge(
+    conn: Connection,
+    *,
+    source: UUID,
+    target: UUID,
+    kind: EdgeKind,
+    decision_id: UUID,
+    weight: float = 1.0,
+    provenance: Mapping[str, Any] | None = None,
+) -> None:
+    """Link two versions inside the caller's transaction (idempotent)."""
+    await conn.execute(
+        SQL["insert_edge"], source, target, kind.value, weight, dict(provenance or {}), decision_id
+    )
+
+
+async def count_heads(conn: Connection) -> list[tuple[str, str, int]]:
+    """Live (head, not forgotten) records by type and consolidation path."""
+    rows = await conn.fetch(SQL["count_heads"])
+    return [(row["type"], row["consolidation_path"], int(row["n"])) for row in rows]
+
+
+async def version_by_id(conn: Connection, version_id: UUID) -> MemoryRecord | None:
+    """One version by its own id."""
+    row = await conn.fetchrow(SQL["version_by_id"], version_id)
+    return None if row is None else record_from_row(row)

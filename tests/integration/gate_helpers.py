@@ -1,0 +1,59 @@
+"""Builders shared by the Gate's integration tests."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+from engram.memory.access import caller_for_tier
+from engram.memory.gate_io import GateRequest
+from engram.memory.types import (
+    CallerIdentity,
+    GateAction,
+    GateDecisionType,
+    MemoryRecord,
+    MemoryType,
+    TrustLevel,
+)
+
+EXTERNAL = GateDecisionType.EXTERNAL
+WHEN = datetime(2026, 10, 1, 12, 0, tzinfo=UTC)
+
+STANDARD = caller_for_tier("agent-standard", TrustLevel.STANDARD)
+TRUSTED = caller_for_tier("agent-trusted", TrustLevel.TRUSTED)
+RESTRICTED = caller_for_tier("agent-restricted", TrustLevel.RESTRICTED)
+READ_ONLY = caller_for_tier("agent-reader", TrustLevel.READ_ONLY)
+SYSTEM = CallerIdentity.system("tests")
+
+
+def belief(content: str, **fields: Any) -> MemoryRecord:
+    """A belief proposal by the standard agent."""
+    fields.setdefault("source_agent", "agent-standard")
+    return MemoryRecord.draft(MemoryType.BELIEF, content, **fields)
+
+
+def create(
+    record: MemoryRecord,
+    caller: CallerIdentity = STANDARD,
+    origin: GateDecisionType = EXTERNAL,
+    **extra: Any,
+) -> GateRequest:
+    """A CREATE request."""
+    return GateRequest(GateAction.CREATE, record, caller, origin, **extra)
+
+
+def update(
+    record_id: UUID,
+    content: str,
+    expected_version: int | None,
+    caller: CallerIdentity = STANDARD,
+    origin: GateDecisionType = EXTERNAL,
+    *,
+    memory_type: MemoryType = MemoryType.BELIEF,
+    **fields: Any,
+) -> GateRequest:
+    """An UPDATE request proposing new content for ``record_id``."""
+    fields.setdefault("source_agent", caller.agent_id)
+    proposal = MemoryRecord.draft(memory_type, content, record_id=record_id, **fields)
+    return GateRequest(GateAction.UPDATE, proposal, caller, origin, expected_version)
