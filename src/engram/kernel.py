@@ -32,6 +32,7 @@ from engram.memory.conflict import SubjectConflictDetector
 from engram.memory.gate import LibrarianGate
 from engram.memory.gate_advisor import HeuristicAdvisor
 from engram.memory.rate_limit import RateLimiter
+from engram.memory.temporal import TemporalEngine
 from engram.observability.health import HealthChecks
 from engram.observability.metrics import EngramMetrics
 
@@ -62,6 +63,7 @@ class Kernel:
     metrics: EngramMetrics
     health: HealthChecks
     gate: LibrarianGate
+    temporal: TemporalEngine
     audit: AuditLog
     events: OutboxEventBus
     embedded: bool
@@ -173,6 +175,7 @@ async def open_kernel(
             metrics=metrics,
             health=HealthChecks(),
             gate=gate,
+            temporal=TemporalEngine(db),
             audit=audit,
             events=events,
             embedded=settings.embedded,

@@ -131,7 +131,8 @@ async def test_swapped_rows_are_found(audited: Kernel, owner: asyncpg.Connection
     columns = "reason, agent_id, input_snapshot, row_hash, prev_hash, decision_id"
     a = await owner.fetchrow(f"SELECT {columns} FROM engram.librarian_audit WHERE seq = $1", first)
     b = await owner.fetchrow(f"SELECT {columns} FROM engram.librarian_audit WHERE seq = $1", second)
-    assert a is not None and b is not None
+    assert a is not None
+    assert b is not None
     await owner.execute(
         "UPDATE engram.librarian_audit SET decision_id = gen_random_uuid() WHERE seq = $1", first
     )

@@ -202,7 +202,8 @@ async def test_evidence_links_become_derived_from_edges(kernel: Kernel) -> None:
             )
         )
     )
-    assert one.record_id is not None and one.modified_record is not None
+    assert one.record_id is not None
+    assert one.modified_record is not None
     reflection = MemoryRecord.draft(
         MemoryType.REFLECTION,
         "Friday deploys fail more often than others.",
@@ -263,8 +264,7 @@ async def test_every_evaluation_leaves_exactly_one_audit_row(kernel: Kernel) -> 
         update(first.record_id, "Always keep logs.", 2),
     ]
     decisions = [first.decision]
-    for request in requests:
-        decisions.append((await kernel.gate.evaluate(request)).decision)
+    decisions += [(await kernel.gate.evaluate(request)).decision for request in requests]
     assert [
         GateDecision.APPROVED,
         GateDecision.APPROVED,

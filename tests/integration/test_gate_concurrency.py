@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from dataclasses import replace
 
 import pytest
@@ -62,7 +63,7 @@ async def test_racing_updaters_one_wins_per_version_and_the_chain_never_forks(
     heads = [row for row in versions if row["superseded_by"] is None]
     assert 1 == len(heads)
     assert 1 + successes == heads[0]["version"]
-    for older, newer in zip(versions, versions[1:], strict=False):
+    for older, newer in itertools.pairwise(versions):
         assert newer["id"] == older["superseded_by"]
     assert 1 + attempts == await kernel.db.fetchval("SELECT count(*) FROM librarian_audit")
     report = await kernel.audit.verify()

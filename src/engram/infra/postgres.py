@@ -37,7 +37,13 @@ SCHEMA = "engram"
 _TRANSIENT_SQLSTATES = frozenset({"40001", "40P01", "55P03"})  # serialization, deadlock, lock
 
 
-_DRIVER_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
+_DRIVER_ERRORS = (
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.InternalClientError,
+    OSError,
+    TimeoutError,
+)
 
 
 def _reraise(exc: Exception) -> Exception:
@@ -63,6 +69,7 @@ def translate(exc: BaseException) -> EngramError:
         | asyncpg.CrashShutdownError
         | asyncpg.ConnectionDoesNotExistError
         | asyncpg.InterfaceError
+        | asyncpg.exceptions.InternalClientError
         | ConnectionError
         | OSError
         | TimeoutError,
@@ -168,13 +175,21 @@ class PostgresDatabase:
             raise translate(exc) from exc
         return cls(pool, resilience)
 
+    async def _on_error(self, exc: Exception) -> Exception:
+        error = _reraise(exc)
+        if isinstance(error, DatabaseUnavailable):
+            # One dead connection usually means the server restarted or killed backends: the
+            # idle ones in the pool are dead too. Replace them all before the next attempt.
+            await self._pool.expire_connections()
+        return error
+
     async def _call(self, fn: Callable[[Connection], Awaitable[T]]) -> T:
         async def attempt() -> T:
             try:
                 async with self._pool.acquire() as conn:
                     return await fn(_Session(conn))
             except Exception as exc:
-                error = _reraise(exc)
+                error = await self._on_error(exc)
                 if error is exc:
                     raise
                 raise error from exc
@@ -202,7 +217,7 @@ class PostgresDatabase:
                 async with self._pool.acquire() as conn, conn.transaction():
                     return await fn(_Session(conn))
             except Exception as exc:
-                error = _reraise(exc)
+                error = await self._on_error(exc)
                 if error is exc:
                     raise
                 raise error from exc
@@ -216,7 +231,7 @@ class PostgresDatabase:
             async with self._pool.acquire() as conn, conn.transaction():
                 yield _Session(conn)
         except Exception as exc:
-            error = _reraise(exc)
+            error = await self._on_error(exc)
             if error is exc:
                 raise
             raise error from exc

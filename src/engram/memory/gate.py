@@ -9,9 +9,12 @@ audit row; one that cannot be audited fails (ADR-005).
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
 from uuid import UUID
 
 import structlog
@@ -21,8 +24,8 @@ from engram.infra.db import DatabaseAdapter
 from engram.infra.embeddings import EmbeddingAdapter
 from engram.infra.events import EventBus
 from engram.memory import store
-from engram.memory.audit import AuditEntry, AuditLog
-from engram.memory.checks import Layer1Input, Layer1Outcome, run_layer1
+from engram.memory.audit import AuditEntry, AuditLog, canonical_json
+from engram.memory.checks import SCHEMA, CheckResult, Layer1Input, Layer1Outcome, run_layer1
 from engram.memory.fingerprint import content_hash
 from engram.memory.gate_advisor import (
     AdvisorAction,
@@ -36,18 +39,20 @@ from engram.memory.gate_io import (
     GateResult,
     WriteOutcome,
     advisor_decision_from_json,
+    caller_json,
     checks_from_json,
 )
 from engram.memory.rate_limit import RateLimiter
 from engram.memory.types import (
     AccessLevel,
+    CallerIdentity,
     GateAction,
     GateDecision,
     GateDecisionType,
     MemoryRecord,
 )
 from engram.memory.write_path import Conflict, Plan, Timing, WritePath, audit_entry
-from engram.observability.metrics import EngramMetrics
+from engram.observability.metrics import CONSOLIDATION_PATHS, MEMORY_TYPES, EngramMetrics
 
 log = structlog.get_logger("engram.memory.gate")
 
@@ -154,6 +159,72 @@ class LibrarianGate:
         self._events.committed()
         self._observe(request, result, plan, evaluation_seconds, timing)
         return result
+
+    async def reject_input(
+        self,
+        *,
+        action: GateAction,
+        caller: CallerIdentity,
+        decision_type: GateDecisionType,
+        raw: Mapping[str, Any],
+        problems: list[str],
+        request_id: str | None = None,
+    ) -> GateResult:
+        """Reject input an adapter could not even turn into a record, and audit it.
+
+        The raw input is recorded as given (made JSON-safe), so a malformed request leaves the
+        same trace as any other rejected one: one audit row, nothing else.
+        """
+        started = time.perf_counter()
+        decision_id = uuid.uuid4()
+        check = CheckResult.fail(SCHEMA, "; ".join(problems), problems=problems)
+        reason = f"schema: {check.detail}"
+        entry = AuditEntry(
+            decision_id=decision_id,
+            request_id=request_id or str(decision_id),
+            occurred_at=datetime.now(UTC),
+            action=action.value,
+            decision=GateDecision.REJECTED.value,
+            outcome=WriteOutcome.NONE.value,
+            decision_type=decision_type.value,
+            reason=reason,
+            agent_id=caller.agent_id,
+            caller=canonical_json(caller_json(caller)),
+            record_id=None,
+            version_id=None,
+            input_snapshot=canonical_json(
+                {"action": action.value, "raw": json.loads(json.dumps(raw, default=str))}
+            ),
+            layer1_checks=canonical_json([check.to_json()]),
+            layer2_decision=None,
+            decision_source="layer1",
+            duration_ms=round((time.perf_counter() - started) * 1000, 3),
+        )
+        await self._writes.audit_only(entry)
+        self._metrics.gate_layer1_failures.labels(check=SCHEMA).inc()
+        self._metrics.gate_decisions.labels(
+            decision=GateDecision.REJECTED.value, decision_type=decision_type.value
+        ).inc()
+        log.info(
+            "gate.evaluate",
+            decision_id=str(decision_id),
+            decision_type=decision_type.value,
+            action=action.value,
+            memory_type=None,
+            decision=GateDecision.REJECTED.value,
+            outcome=WriteOutcome.NONE.value,
+            duration_ms=entry.duration_ms,
+            caller=caller.agent_id,
+        )
+        return GateResult(
+            decision=GateDecision.REJECTED,
+            decision_id=decision_id,
+            reason=reason,
+            layer1_checks=[check],
+            layer2_decision=None,
+            modified_record=None,
+            failed_checks=[check],
+        )
 
     # --- planning ---------------------------------------------------------------------------
 
@@ -311,8 +382,6 @@ class LibrarianGate:
         if entry.version_id is not None:
             modified = await store.version_by_id(self._db, entry.version_id)
         checks = checks_from_json(entry.layer1_checks)
-        import json  # noqa: PLC0415 - only replays parse stored decisions
-
         advice = advisor_decision_from_json(
             None if entry.layer2_decision is None else json.loads(entry.layer2_decision)
         )
@@ -431,8 +500,6 @@ class LibrarianGate:
         for memory_type, path, n in counts:
             gauge.labels(type=memory_type, consolidation_path=path).set(n)
             seen.add((memory_type, path))
-        from engram.observability.metrics import CONSOLIDATION_PATHS, MEMORY_TYPES  # noqa: PLC0415
-
         for memory_type in MEMORY_TYPES:
             for path in CONSOLIDATION_PATHS:
                 if (memory_type, path) not in seen:
@@ -440,8 +507,6 @@ class LibrarianGate:
 
 
 def _with_schema_failure(layer1: Layer1Outcome, problem: str) -> Layer1Outcome:
-    from engram.memory.checks import SCHEMA, CheckResult  # noqa: PLC0415
-
     checks = [CheckResult.fail(SCHEMA, problem) if c.name == SCHEMA else c for c in layer1.checks]
     return Layer1Outcome(checks, layer1.record, layer1.pii_kinds, layer1.pii_error)
 

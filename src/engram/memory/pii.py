@@ -11,10 +11,13 @@ What it detects
 * ``email``: ``local@domain.tld`` with a dotted domain and an alphabetic TLD of 2+ letters.
   User info in a URL (``scheme://user@host``) and SSH remotes (``git@host:org/repo``) are not
   addresses.
-* ``phone``: ``phonenumbers.PhoneNumberMatcher`` at leniency VALID, region ``US``. Explicit
-  ``+CC`` numbers of every country go through the same matcher. A hit is dropped when it is
-  glued to other token characters (``INV-2024-000123``) or follows an order, ticket, invoice,
-  build or similar label.
+* ``phone``: ``phonenumbers.PhoneNumberMatcher`` at leniency VALID, default region ``US``.
+  It reads each run of digits and phone punctuation that no more specific finding (card,
+  IBAN, id) already covers. Explicit ``+CC`` numbers of every country are read too. A number
+  in national format (leading trunk ``0``, as in ``020 7946 0958``) counts only when a phone
+  word (``phone``, ``tel``, ``mobile``, ``call``, ...) occurs in the text and one of a dozen
+  common regions accepts it. A hit is dropped when it is glued to other token characters
+  (``INV-2024-000123``) or follows an order, ticket, invoice, build or similar label.
 * ``us_ssn``: ``AAA-GG-SSSS`` accepted by ``stdnum.us.ssn`` (no 000/666/9xx area, no 00 group,
   no 0000 serial, no published samples). Without dashes it also needs an SSN keyword before it.
 * ``national_id``: UK NINO (prefix rules), Spanish DNI and NIE, Italian codice fiscale, French
@@ -25,8 +28,10 @@ What it detects
   there is one. A random nine-digit number passes a Luhn or 11-proof check one time in ten,
   which is too often to trust on its own.
 * ``payment_card``: 13 to 19 digits, grouped by spaces or dashes or not at all. They must pass
-  the Luhn check and start with a known issuer prefix (Visa, Mastercard, Amex, Discover,
-  Diners, JCB, UnionPay, Maestro).
+  the Luhn check, start with a known issuer prefix (Visa, Mastercard, Amex, Discover, Diners,
+  JCB, UnionPay, Maestro) and have a length that issuer uses. Visa counts at 16 and 19 digits
+  only: 13-digit Visa is retired, and EAN-13 barcodes starting with 4 look the same. A grouped
+  run that continues an IBAN-like group before it (``DE89 3704 ...``) is not a card.
 * ``iban``: country code, check digits and BBAN, accepted by ``stdnum.iban`` (country length
   and format, mod 97).
 * ``aws_access_key_id``: ``AKIA``/``ASIA``/... followed by 16 upper-case letters and digits.
@@ -35,36 +40,48 @@ What it detects
   ``SecretAccessKey``). The value must mix upper and lower case and have entropy >= 4.
 * ``github_token``: ``ghp_``/``gho_``/``ghu_``/``ghs_``/``ghr_`` + 36 or more characters, and
   ``github_pat_`` fine-grained tokens.
-* ``slack_token``: ``xoxb-``/``xoxp-``/``xoxa-``/``xoxr-``/``xoxs-``/``xoxo-`` tokens and
-  ``hooks.slack.com`` webhook URLs.
+* ``slack_token``: ``xoxb-``/``xoxp-``/``xoxa-``/``xoxr-``/``xoxs-``/``xoxo-`` tokens,
+  rotating ``xoxe.xoxp-1-...`` tokens and ``hooks.slack.com`` webhook URLs.
 * ``stripe_key``: ``sk_``/``rk_``/``pk_`` + ``live_``/``test_`` keys and ``whsec_`` webhook
   secrets.
 * ``jwt``: three base64url segments whose first segment decodes to a JSON object with
   ``"alg"``.
 * ``private_key``: a ``-----BEGIN ... PRIVATE KEY-----`` header (RSA, EC, DSA, OPENSSH,
-  ENCRYPTED, PGP ``... PRIVATE KEY BLOCK``) followed by at least 32 base64 characters. The
-  span runs to the matching END line, or to the end of the base64 body when the END line is
-  missing.
+  ENCRYPTED, PGP ``... PRIVATE KEY BLOCK``) followed by key material: at least one unbroken
+  run of 24 base64 characters. A bare header mentioned in prose is not a key. The span runs
+  to the matching END line, or to the end of the base64 body when the END line is missing.
 * ``url_password``: the password in ``scheme://user:password@host``. It is not flagged when
   the password is empty or a placeholder.
 * ``secret_assignment``: a value assigned to a secret-looking name: ``api_key=``,
   ``"client_secret": "..."``, ``DB_PASSWORD='...'``, ``token: ...``, ``the api key is ...``,
-  ``Authorization: Bearer ...``. The rule:
+  ``api key 4f9b...``, ``Authorization: Bearer ...`` or ``Basic ...``. The name is one
+  identifier, or two words (``api key``, ``db password``), followed by ``=``, ``:``, ``:=``,
+  ``=>``, ``is``/``was`` or just a space. A short phrase may sit between name and operator
+  (``the password for the router is ...``). The span is the value, without quotes. The
+  rule:
 
   - the name, split into words (``snake_case``, ``kebab-case``, ``camelCase``), contains a
     password word (``password``, ``passwd``, ``pwd``, ``pass``, ``passphrase``, ``pw``) or a
-    secret word (``secret``, ``token``, ``apikey``, ``credential(s)``, or ``key`` after
-    ``api``/``access``/``private``/``signing``/...). It contains no word that marks metadata
-    (``hash``, ``name``, ``url``, ``id``, ``max``, ``type``, ``length``, ...);
+    secret word (``secret``, ``token``, ``apikey``, ``credential(s)``, ``key`` after
+    ``api``/``access``/``private``/``signing``/..., or an upper-case environment name ending
+    in ``_KEY`` such as ``OPENAI_KEY``). A lower-case ``cache_key`` or ``sort_key`` is not
+    secret. The name contains no word that marks metadata (``hash``, ``name``, ``url``,
+    ``id``, ``max``, ``type``, ``length``, ...);
   - the value is not a placeholder: empty, ``changeme``, ``your_key_here``, ``<...>``,
     ``${VAR}``, ``{{var}}``, ``$VAR``, ``****``, ``xxxx``, ``example``/``dummy``/``redacted``,
-    and so on. It is not a reference either: a dotted path, a ``SCREAMING_SNAKE`` name, or a
-    call or subscript such as ``os.environ[...]``. It holds no URL (``url_password`` covers
-    those) and no ``sha256:`` style digest;
+    and so on, nor base64 of such a placeholder (``cGFzc3dvcmQ=``). An unquoted value is not
+    a reference either: a dotted path, a ``SCREAMING_SNAKE`` name, or a call or subscript
+    such as ``os.environ[...]``. It holds no URL (``url_password`` covers those) and no
+    ``sha256:`` style digest;
   - password values: length >= 8, Shannon entropy >= 2.5 bits/char, and at least two
     character classes (lower, upper, digit, symbol);
   - other values: length >= 12, Shannon entropy >= 3.0 bits/char, not only digits, and not a
-    run of plain words (``bert-base-uncased``).
+    run of plain words (``bert-base-uncased``);
+  - a value separated from its name by a space only (no ``=``, ``:`` or ``is``) must look
+    random: length >= 20, entropy >= 3.5 bits/char, letters and digits.
+
+  A secret named in prose further from its value than a short ``for ...``/``of ...`` phrase
+  is missed. That is the price of not flagging every random-looking string.
 
 Precision and recall
 --------------------
@@ -77,13 +94,25 @@ AWS secrets. The labelled corpus ``tests/data/pii_corpus.tsv`` and ``benchmarks/
 measure the trade-off; the goals are recall >= 0.97 and a false-positive rate <= 0.02 on the
 hard negatives.
 
+Known limits
+------------
+* IBANs in lower case, Corsican NIRs (``2A``/``2B``), and national ids or phone numbers glued
+  to other digits by a space (``SIN 046 454 286 2024``) are missed.
+* A phone number in national format needs a phone word somewhere in the text, and a region
+  from ``_NATIONAL_REGIONS``.
+* Cost grows with the number of digit runs, since each run goes to the phone matcher. A
+  record with no digits scans in tens of microseconds. A 2,000-character record that is all
+  digit soup (``1 1 1 ...``) takes 10 to 15 ms.
+
 Adding a kind
 -------------
 1. Add a member to :class:`PiiKind` and a priority in ``_PRIORITY``. When spans overlap, the
    higher priority wins; give a specific format a higher priority than a generic one.
-2. Write a detector ``_find_<kind>(text) -> Iterator[_Span]``. It starts with a cheap
-   pre-filter (a substring test or a simple compiled regex) that returns at once on text
-   that cannot match. Only then does it run the expensive validators. Yield spans only.
+2. Write a detector ``_find_<kind>(t: _Text) -> Iterator[_Span]``. It starts with a cheap
+   pre-filter that returns at once on text that cannot match: a substring test on ``t.raw``
+   or ``t.lower``, or the digit count ``t.digits``. Only then does it run its regexes and
+   the expensive validators. Case-insensitive regexes over the whole text are slow in
+   ``re``; test the lowered text instead. Yield spans only.
 3. Append it to ``_DETECTORS``. Add positives and hard negatives to the corpus, add cases
    to ``tests/unit/test_pii.py``, and bump :data:`DETECTOR_VERSION`.
 """
@@ -336,19 +365,10 @@ def _find_jwts(t: _Text) -> Iterator[_Span]:
 
 # --------------------------------------------------------------------------- vendor tokens
 
+# Prefixes of AWS access key ids: long-term user keys (AKIA), STS (ASIA), and other principals.
 _AWS_KEY_PREFIXES = (
-    "AKIA",
-    "ASIA",
-    "ABIA",
-    "ACCA",
-    "AGPA",
-    "AIDA",
-    "AIPA",
-    "ANPA",
-    "ANVA",
-    "APKA",
-    "AROA",
-)
+    "AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AIPA", "ANPA", "ANVA", "APKA", "AROA",
+)  # fmt: skip
 _AWS_KEY_ID = re.compile(
     rf"(?<![A-Za-z0-9])(?:{'|'.join(_AWS_KEY_PREFIXES)})[A-Z0-9]{{16}}(?![A-Za-z0-9])"
 )
@@ -434,7 +454,8 @@ _ASSIGNMENT = re.compile(
     r"(?<![\w.\-])"
     r"(?P<key>(?:[A-Za-z]{2,12} )?[\w.\-]{0,40}?"
     r"(?i:key|secret|token|pass|pwd|pw|credentials?|creds)[\w.\-]{0,40})"
-    r"[\"']?(?P<op>[ \t]{0,3}(?::=|=>|=|:)[ \t]{0,3}|[ \t]+(?:is|was)[ \t]+|[ \t]+)"
+    r"(?:(?P<gap>[ \t]+(?:for|of|on|at|to|in)[ \t][^.\n:=;,\"'`]{1,40}?)?"
+    r"[\"']?(?:[ \t]{0,3}(?::=|=>|=|:)[ \t]{0,3}|[ \t]+(?:is|was)[ \t]+)|[\"']?(?P<loose>[ \t]+))"
     r"(?:\"(?P<dq>[^\"\n]{1,512})\"|'(?P<sq>[^'\n]{1,512})'|`(?P<bq>[^`\n]{1,512})`"
     r"|(?P<bare>[^\s\"'`,;&(){}\[\]<>]{1,512}))"
 )
@@ -480,6 +501,8 @@ def _key_class(key: str) -> str | None:
     for before, word in itertools.pairwise(words):
         if word == "key" and before in _KEY_QUALIFIERS:
             return "secret"
+    if len(words) > 1 and words[-1] == "key" and key.isupper():
+        return "secret"  # an environment variable such as OPENAI_KEY or MAPBOX_KEY
     return None
 
 
@@ -550,28 +573,30 @@ def _name_starts(text: str, lower: str) -> set[int]:
     return starts
 
 
-def _assignment_matches(t: _Text) -> Iterator[re.Match[str]]:
+def _assignment_candidates(t: _Text) -> Iterator[int]:
+    """Offsets to try the assignment pattern at, in order."""
     if not any(stem in t.lower for stem in _SECRET_STEMS):
         return
-    if len(t.lower) != len(t.raw):  # lower() changed offsets (rare scripts): scan it all
-        yield from _ASSIGNMENT.finditer(t.raw)
+    if len(t.lower) != len(t.raw):  # lower() changed offsets (rare scripts): try every match
+        yield from (m.start() for m in _ASSIGNMENT.finditer(t.raw))
         return
-    for start in sorted(_name_starts(t.raw, t.lower)):
-        m = _ASSIGNMENT.match(t.raw, start)
-        if m is not None:
-            yield m
+    yield from sorted(_name_starts(t.raw, t.lower))
 
 
 def _find_assignments(t: _Text) -> Iterator[_Span]:
     text = t.raw
-    for m in _assignment_matches(t):
+    claimed = 0  # end of the last reported value; names inside it are part of the value
+    for at in _assignment_candidates(t):
+        m = _ASSIGNMENT.match(text, at) if at >= claimed else None
+        if m is None:
+            continue
         key_class = _key_class(m.group("key"))
         if key_class is None:
             continue
         group = next(g for g in ("dq", "sq", "bq", "bare") if m.group(g) is not None)
         value = m.group(group)
         start = m.start(group)
-        if not m.group("op").strip():
+        if m.group("loose") is not None:
             key_class = "loose"
         if group == "bare":
             value = value.rstrip(".,:;")
@@ -582,6 +607,7 @@ def _find_assignments(t: _Text) -> Iterator[_Span]:
         end = start + len(value)
         next_char = text[end] if group == "bare" and end < len(text) else ""
         if _secret_value_ok(value, key_class, next_char, bare=group == "bare"):
+            claimed = end
             yield PiiKind.SECRET_ASSIGNMENT, start, end
     if "bearer" not in t.lower and "basic" not in t.lower:
         return

@@ -170,6 +170,19 @@ async def reinforce(
     return int(value)
 
 
+async def fill_embedding(
+    conn: Connection, version_id: UUID, *, embedding: Sequence[float], embedding_model: str
+) -> bool:
+    """Store the embedding a degraded write lacked; False if it already has one."""
+    row = await conn.fetchrow(SQL["fill_embedding"], version_id, list(embedding), embedding_model)
+    return row is not None
+
+
+async def unembedded_heads(conn: Connection, *, limit: int) -> list[MemoryRecord]:
+    """Active heads stored without an embedding (degraded mode), oldest first."""
+    return [record_from_row(row) for row in await conn.fetch(SQL["unembedded_heads"], limit)]
+
+
 async def add_edge(
     conn: Connection,
     *,
@@ -196,3 +209,8 @@ async def version_by_id(conn: Connection, version_id: UUID) -> MemoryRecord | No
     """One version by its own id."""
     row = await conn.fetchrow(SQL["version_by_id"], version_id)
     return None if row is None else record_from_row(row)
+
+
+async def version_chain(conn: Connection, record_id: UUID) -> list[MemoryRecord]:
+    """Every version of a record, oldest first."""
+    return [record_from_row(row) for row in await conn.fetch(SQL["version_chain"], record_id)]

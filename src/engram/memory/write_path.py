@@ -29,6 +29,7 @@ from engram.memory.types import (
     EdgeKind,
     GateAction,
     GateDecision,
+    GateDecisionType,
     MemoryRecord,
     MemoryStatus,
 )
@@ -240,9 +241,16 @@ class WritePath:
         target = plan.target
         if target is None:  # the advisor named a record the Gate did not offer it
             raise RuntimeError("NOOP advice without a known target")
-        await store.reinforce(
-            conn, target.id, embedding=plan.vector, embedding_model=plan.embedding_model
-        )
+        if plan.request.decision_type is GateDecisionType.SELF_HEALING:
+            # A repair, not a repetition: fill what a degraded write left out, count nothing.
+            if plan.vector is not None and plan.embedding_model is not None:
+                await store.fill_embedding(
+                    conn, target.id, embedding=plan.vector, embedding_model=plan.embedding_model
+                )
+        else:
+            await store.reinforce(
+                conn, target.id, embedding=plan.vector, embedding_model=plan.embedding_model
+            )
         return await self._approve(
             conn,
             plan=plan,

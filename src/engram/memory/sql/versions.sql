@@ -81,6 +81,19 @@ SET repetitions = repetitions + 1,
 WHERE id = $1
 RETURNING repetitions
 
+-- name: fill_embedding
+UPDATE memories
+SET embedding = $2, embedding_model = $3
+WHERE id = $1 AND embedding IS NULL
+RETURNING id
+
+-- name: unembedded_heads
+SELECT {{record_columns}}
+FROM memories
+WHERE embedding IS NULL AND superseded_by IS NULL AND status = 'active'
+ORDER BY ingestion_time
+LIMIT $1
+
 -- name: insert_edge
 INSERT INTO memory_edges (source_id, target_id, kind, weight, provenance, decision_id)
 VALUES ($1, $2, $3, $4, $5, $6)
@@ -96,3 +109,9 @@ GROUP BY type, consolidation_path
 SELECT {{record_columns}}
 FROM memories
 WHERE id = $1
+
+-- name: version_chain
+SELECT {{record_columns}}
+FROM memories
+WHERE record_id = $1
+ORDER BY version

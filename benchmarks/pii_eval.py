@@ -1,0 +1,140 @@
+"""PII screening quality and speed on the labelled corpus.
+
+Prints one JSON object. Each corpus line is ``label<TAB>text``, where the label is a
+comma-separated list of expected kinds or ``none``; lines starting with ``#`` are comments.
+
+- An expected kind counts as found when ``scan`` reports at least one finding of that kind on
+  the line (recall is per line and kind).
+- A false positive is a kind reported on a line whose label does not list it (per kind:
+  ``false_positives``). The false-positive rate is the share of ``none`` lines with any
+  finding at all; ``false_positive_lines`` also counts positive lines with an extra kind.
+- Precision is found kinds / all reported (line, kind) pairs.
+- Latency is the wall time of one ``scan`` call, over every line of the corpus repeated
+  ``--repeat`` times.
+
+    python benchmarks/pii_eval.py [--corpus PATH] [--repeat 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from engram.memory.pii import DETECTOR, DETECTOR_VERSION, PiiKind, scan
+
+DEFAULT_CORPUS = Path(__file__).resolve().parent.parent / "tests" / "data" / "pii_corpus.tsv"
+RECALL_GOAL = 0.97
+FP_RATE_GOAL = 0.02
+
+
+def load_corpus(path: Path) -> list[tuple[frozenset[PiiKind], str]]:
+    """The ``(expected kinds, text)`` cases of a corpus file; ``none`` gives an empty set."""
+    cases: list[tuple[frozenset[PiiKind], str]] = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        label, sep, text = line.partition("\t")
+        if not sep:
+            raise SystemExit(f"{path}:{number}: expected label<TAB>text")
+        kinds = frozenset() if label == "none" else frozenset(PiiKind(k) for k in label.split(","))
+        cases.append((kinds, text))
+    return cases
+
+
+def _percentile(sorted_values: list[float], q: float) -> float:
+    index = min(len(sorted_values) - 1, round(q * (len(sorted_values) - 1)))
+    return sorted_values[index]
+
+
+def evaluate(cases: list[tuple[frozenset[PiiKind], str]], repeat: int) -> dict[str, Any]:
+    """Quality counts per kind and overall, and scan latency percentiles."""
+    per_kind = {kind: {"expected": 0, "found": 0, "false_positives": 0} for kind in PiiKind}
+    negatives = [text for kinds, text in cases if not kinds]
+    negatives_flagged = 0
+    false_positive_lines = 0
+    reported_pairs = 0
+    for expected, text in cases:
+        reported = {finding.kind for finding in scan(text)}
+        reported_pairs += len(reported)
+        if not expected and reported:
+            negatives_flagged += 1
+        if reported - expected:
+            false_positive_lines += 1
+        for kind in expected:
+            per_kind[kind]["expected"] += 1
+            per_kind[kind]["found"] += kind in reported
+        for kind in reported - expected:
+            per_kind[kind]["false_positives"] += 1
+
+    timings: list[float] = []
+    for _ in range(repeat):
+        for _, text in cases:
+            started = time.perf_counter()
+            scan(text)
+            timings.append((time.perf_counter() - started) * 1e6)
+    timings.sort()
+
+    expected_total = sum(k["expected"] for k in per_kind.values())
+    found_total = sum(k["found"] for k in per_kind.values())
+    recall = found_total / expected_total if expected_total else 1.0
+    fp_rate = negatives_flagged / len(negatives) if negatives else 0.0
+    precision = found_total / reported_pairs if reported_pairs else 1.0
+    return {
+        "per_kind": {
+            str(kind): {
+                **counts,
+                "recall": round(counts["found"] / counts["expected"], 4)
+                if counts["expected"]
+                else None,
+            }
+            for kind, counts in per_kind.items()
+        },
+        "overall": {
+            "recall": round(recall, 4),
+            "false_positive_rate": round(fp_rate, 4),
+            "negatives_flagged": negatives_flagged,
+            "false_positive_lines": false_positive_lines,
+            "precision": round(precision, 4),
+        },
+        "latency_us": {
+            "samples": len(timings),
+            "p50": round(_percentile(timings, 0.50), 1),
+            "p95": round(_percentile(timings, 0.95), 1),
+            "p99": round(_percentile(timings, 0.99), 1),
+            "mean": round(statistics.fmean(timings), 1),
+        },
+        "goals": {
+            f"recall>={RECALL_GOAL}": recall >= RECALL_GOAL,
+            f"false_positive_rate<={FP_RATE_GOAL}": fp_rate <= FP_RATE_GOAL,
+        },
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    parser.add_argument("--repeat", type=int, default=20, help="corpus passes for timing")
+    args = parser.parse_args()
+    cases = load_corpus(args.corpus)
+    positives = sum(1 for kinds, _ in cases if kinds)
+    result = {
+        "parameters": {
+            "corpus": str(args.corpus),
+            "lines": len(cases),
+            "positives": positives,
+            "negatives": len(cases) - positives,
+            "detector": DETECTOR,
+            "detector_version": DETECTOR_VERSION,
+            "timing_repeat": args.repeat,
+        },
+        **evaluate(cases, args.repeat),
+    }
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,151 @@
+"""The in-process adapter: an external agent's handle on a kernel in the same process.
+
+It does what every protocol adapter does: takes input as a client sends it (plain mappings,
+as parsed from JSON), validates it into a record, and always marks the request
+``decision_type = external``. The input model forbids unknown fields, so a client that sends
+``"decision_type": "consolidation"`` gets a typed, audited rejection, never internal authority.
+Malformed input is audited too (:meth:`LibrarianGate.reject_input`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from engram.kernel import Kernel
+from engram.memory.gate_io import GateRequest, GateResult
+from engram.memory.types import (
+    AccessLevel,
+    CallerIdentity,
+    GateAction,
+    GateDecisionType,
+    MemoryRecord,
+    MemoryType,
+)
+
+#: The only origin this adapter can produce.
+ORIGIN = GateDecisionType.EXTERNAL
+
+
+class WriteInput(BaseModel):
+    """What an external client may send to create or update a record."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: MemoryType
+    content: str
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    event_time: datetime | None = None
+    access_level: AccessLevel = AccessLevel.AGENT
+    source_confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+    evidence_links: list[UUID] = Field(default_factory=list, max_length=100)
+    namespace: str = "default"
+    classification: str | None = None
+
+    def to_record(self, agent_id: str, *, record_id: UUID | None = None) -> MemoryRecord:
+        """A proposal by ``agent_id`` (a new record, or a new version of ``record_id``)."""
+        return MemoryRecord.draft(
+            self.type,
+            self.content,
+            source_agent=agent_id,
+            metadata=self.metadata,
+            event_time=self.event_time,
+            access_level=self.access_level,
+            source_confidence=self.source_confidence,
+            evidence_links=self.evidence_links,
+            namespace=self.namespace,
+            classification=self.classification,
+            record_id=record_id,
+        )
+
+
+def _problems(exc: ValidationError) -> list[str]:
+    return [
+        f"{'.'.join(str(p) for p in error['loc']) or 'input'}: {error['msg']}"
+        for error in exc.errors()
+    ]
+
+
+class AgentSession:
+    """Writes on behalf of one authenticated external agent."""
+
+    def __init__(self, kernel: Kernel, caller: CallerIdentity) -> None:
+        self._kernel = kernel
+        self._caller = caller
+
+    async def remember(
+        self, payload: Mapping[str, Any], *, request_id: str | None = None
+    ) -> GateResult:
+        """CREATE a record from client input."""
+        try:
+            data = WriteInput.model_validate(dict(payload))
+        except ValidationError as exc:
+            return await self._reject(GateAction.CREATE, payload, exc, request_id)
+        record = data.to_record(self._caller.agent_id)
+        return await self._kernel.gate.evaluate(
+            GateRequest(GateAction.CREATE, record, self._caller, ORIGIN, request_id=request_id)
+        )
+
+    async def update(
+        self,
+        record_id: UUID,
+        payload: Mapping[str, Any],
+        *,
+        expected_version: int | None,
+        request_id: str | None = None,
+    ) -> GateResult:
+        """UPDATE a record from client input (``expected_version`` as read by the client)."""
+        try:
+            data = WriteInput.model_validate(dict(payload))
+        except ValidationError as exc:
+            return await self._reject(GateAction.UPDATE, payload, exc, request_id)
+        record = data.to_record(self._caller.agent_id, record_id=record_id)
+        return await self._kernel.gate.evaluate(
+            GateRequest(
+                GateAction.UPDATE, record, self._caller, ORIGIN, expected_version, request_id
+            )
+        )
+
+    async def forget(
+        self,
+        record_id: UUID,
+        *,
+        expected_version: int | None = None,
+        request_id: str | None = None,
+    ) -> GateResult:
+        """FORGET a record."""
+        head = await self._kernel.temporal.current(record_id)
+        if head is None:
+            return await self._kernel.gate.reject_input(
+                action=GateAction.FORGET,
+                caller=self._caller,
+                decision_type=ORIGIN,
+                raw={"record_id": str(record_id)},
+                problems=[f"no record {record_id}"],
+                request_id=request_id,
+            )
+        return await self._kernel.gate.evaluate(
+            GateRequest.forget(
+                head, self._caller, ORIGIN, expected_version=expected_version, request_id=request_id
+            )
+        )
+
+    async def _reject(
+        self,
+        action: GateAction,
+        payload: Mapping[str, Any],
+        exc: ValidationError,
+        request_id: str | None,
+    ) -> GateResult:
+        return await self._kernel.gate.reject_input(
+            action=action,
+            caller=self._caller,
+            decision_type=ORIGIN,
+            raw=payload,
+            problems=_problems(exc),
+            request_id=request_id,
+        )

@@ -1,0 +1,272 @@
+"""PII screening: per-kind detection, exact spans, overlap resolution, value hygiene, corpus."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engram.memory import pii
+from engram.memory.pii import DETECTOR, DETECTOR_VERSION, PiiFinding, PiiKind, scan
+from engram.observability.metrics import PII_DETECTORS
+
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "pii_corpus.tsv"
+
+# Vendor tokens are assembled here rather than written whole, so that secret scanners do not
+# take this file for a leak. Each is well formed and random-looking, and revokes nothing.
+GITHUB_PAT = "ghp_" + "aB3dE5fG7hI9jK1lM3nO5pQ7rS9tU1vW3xY5"
+SLACK_BOT = "xoxb-" + "482910375520-7721093847561-" + "Qm2Lp7Rt3Vw8Zc1Nb5Hj6Kf0"
+SLACK_HOOK = (
+    "https://hooks.slack.com/services/" + "T4XKQ2M7P/B7JD2N6WQ3R/" + "Zc1Nb5Hj6Kf0Gs4Xy8Tq2Lm9"
+)
+STRIPE_LIVE = "sk_" + "live_" + "4fHk29XmQpL7vRt2ZwYb8NcJ"
+AWS_KEY_ID = "AKIA" + "Z7Q2X4V6B8N0M3K5"
+AWS_SECRET = "wK8s2Lq9" + "Zp4Xv7Rt1Nb6Hj3Mf0Ce5Y" + "+/Ga2Ui8Po"
+
+
+def _b64url(data: dict[str, object]) -> str:
+    raw = json.dumps(data, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+JWT = ".".join(
+    [
+        _b64url({"alg": "HS256", "typ": "JWT"}),
+        _b64url({"sub": "user_8842", "iat": 1718035200}),
+        "dBjftJeZ4CVPmB92K27uhbUJU1p1r_wW1gFWFOEjXk",
+    ]
+)
+PEM_BODY = "MIIEowIBAAKCAQEAq8xZ0yG3mK9vN2pL5tR8wQ1eJ4hU7cB6dF0aS3iO9nM2kY5x"
+PRIVATE_KEY = f"-----BEGIN RSA PRIVATE KEY----- {PEM_BODY} -----END RSA PRIVATE KEY-----"
+
+
+def _spans(text: str) -> list[tuple[PiiKind, str]]:
+    return [(finding.kind, text[finding.start : finding.end]) for finding in scan(text)]
+
+
+def _load_corpus() -> list[tuple[frozenset[PiiKind], str]]:
+    cases: list[tuple[frozenset[PiiKind], str]] = []
+    for line in CORPUS.read_text(encoding="utf-8").splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        label, _, text = line.partition("\t")
+        kinds = frozenset() if label == "none" else frozenset(PiiKind(k) for k in label.split(","))
+        cases.append((kinds, text))
+    return cases
+
+
+POSITIVES = [
+    (PiiKind.EMAIL, "Send the digest to {v} on Mondays.", "ops+digest@quillstack.com"),
+    (PiiKind.EMAIL, "Contact: {v}.", "marta.duarte@lusoteca.pt"),
+    (PiiKind.PHONE, "Customer prefers a callback at {v} after 4pm.", "(415) 555-0132"),
+    (PiiKind.PHONE, "Sam's mobile is {v} while in London.", "+44 20 7946 0958"),
+    (PiiKind.PHONE, "Phone: {v} (UK landline).", "020 7946 0958"),
+    (PiiKind.US_SSN, "The W-4 lists {v} for the employee.", "536-22-1942"),
+    (PiiKind.US_SSN, "Her SSN, {v}, was pasted by mistake.", "536221942"),
+    (PiiKind.NATIONAL_ID, "National Insurance number {v}.", "AB 12 34 56 C"),
+    (PiiKind.NATIONAL_ID, "Spanish DNI {v} on the passport copy.", "12345678Z"),
+    (PiiKind.NATIONAL_ID, "The NIE is {v}.", "X1234567L"),
+    (PiiKind.NATIONAL_ID, "Codice fiscale {v} of the owner.", "RSSMRA85T10A562S"),
+    (PiiKind.NATIONAL_ID, "Her SIN is {v} per the T4 slip.", "130 692 544"),
+    (PiiKind.NATIONAL_ID, "Dutch BSN {v} of the new hire.", "123456782"),
+    (PiiKind.NATIONAL_ID, "Steuer-ID {v} for payroll.", "86 095 742 719"),
+    (PiiKind.NATIONAL_ID, "INSEE number {v} on the Carte Vitale.", "1 84 12 76 451 089 46"),
+    (PiiKind.NATIONAL_ID, "Aadhaar {v} came with the KYC form.", "4991 1866 5246"),
+    (PiiKind.NATIONAL_ID, "PAN {v} for the TDS certificate.", "ABCPE1234F"),
+    (PiiKind.PAYMENT_CARD, "Corporate card {v}, expires 09/27.", "4111 1111 1111 1111"),
+    (PiiKind.PAYMENT_CARD, "Amex {v} was declined.", "378282246310005"),
+    (PiiKind.PAYMENT_CARD, "Refund to {v}.", "5555-5555-5555-4444"),
+    (PiiKind.IBAN, "Pay the freelancer to IBAN {v}.", "DE89 3704 0044 0532 0130 00"),
+    (PiiKind.IBAN, "Compact form: {v}.", "GB82WEST12345698765432"),
+    (PiiKind.AWS_ACCESS_KEY_ID, "Found {v} in an old CI log.", AWS_KEY_ID),
+    (PiiKind.AWS_SECRET_ACCESS_KEY, "aws_secret_access_key = {v}", AWS_SECRET),
+    (PiiKind.GITHUB_TOKEN, "CI uses {v} for releases.", GITHUB_PAT),
+    (PiiKind.SLACK_TOKEN, "Bot token: {v}.", SLACK_BOT),
+    (PiiKind.SLACK_TOKEN, "Alerts go to {v} from Grafana.", SLACK_HOOK),
+    (PiiKind.STRIPE_KEY, "Live key {v} belongs in the vault.", STRIPE_LIVE),
+    (PiiKind.JWT, "The session cookie was {v}.", JWT),
+    (PiiKind.PRIVATE_KEY, "Deploy key: {v} (rotate it).", PRIVATE_KEY),
+    (PiiKind.URL_PASSWORD, "DATABASE_URL=postgresql://app:{v}@db:5432/app", "Vx7pQ2rT9kLm"),
+    (PiiKind.URL_PASSWORD, "Broker amqp://orders:{v}@mq.internal:5672/ is live.", "r4bb1t-s3cret"),
+    (PiiKind.SECRET_ASSIGNMENT, "api_key={v}", "9fK2mQ7xLp3RtV8wZc1N"),
+    (PiiKind.SECRET_ASSIGNMENT, 'DB_PASSWORD="{v}"', "Tr0ub4dor&3"),
+    (PiiKind.SECRET_ASSIGNMENT, "Remember the staging password is {v}.", "Pl4tform!Stg"),
+    (PiiKind.SECRET_ASSIGNMENT, "Authorization: Basic {v}", "YWRtaW46czNjcjN0UGFzcw=="),
+]
+
+NEGATIVES = [
+    "Cron mail goes to admin@localhost on the build box.",
+    "Clone git@github.com:acme/engram.git for the sources.",
+    "Order #2125550143 shipped on 12/03/2024.",
+    "Build number 4155550132 is unrelated to any phone.",
+    "Upgraded fastapi from 0.110.3 to 0.115.6.",
+    "Trace 550e8400-e29b-41d4-a716-446655440000 shows the slow query.",
+    "The VPN gateway is 203.0.113.45 and DNS is 192.168.1.53.",
+    "SSN 987-65-4321 is in the advertising range and never issued.",
+    "Sample SSN 078-05-1120 is on the blocklist.",
+    "Reference 123456782 appeared twice in the export.",
+    "The SIN function returned 0.8415.",
+    "Card 4111 1111 1111 1112 fails the Luhn check.",
+    "EAN barcode 4006381333931 on the box.",
+    "IBAN DE89 3704 0044 0532 0130 01 has a wrong checksum.",
+    "The AWS docs use AKIAIOSFODNN7EXAMPLE as a sample access key.",
+    "Use the AWS secret access key from the vault, never inline.",
+    "ghp_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx is the placeholder in the docs.",
+    "Set SLACK_BOT_TOKEN=xoxb-your-bot-token before running locally.",
+    "Stripe test keys look like sk_test_ and sk_test_123 is rejected.",
+    "eyJ is the base64 prefix of a JSON object.",
+    "PEM header -----BEGIN PUBLIC KEY----- is the public half.",
+    "-----BEGIN OPENSSH PRIVATE KEY----- must be followed by the key body.",
+    "Connection template: postgresql://user:password@localhost:5432/engram",
+    "Use redis://default:${REDIS_PASSWORD}@cache:6379 in the helm values.",
+    "api_key=YOUR_KEY_HERE in the README template.",
+    "password=changeme is the dev default.",
+    'api_key = os.environ["ENGRAM_API_KEY"]',
+    "max_tokens=4096 and tokenizer: bert-base-uncased",
+    'hash = "sha256:3d5f8a7c2e1b9f4a6c0d8e2b5a7f9c1e3d5b7a9c2e4f6a8b0c1d3e5f7a9b2c4d"',
+    "password_policy: minimum 12 characters, one digit, one symbol.",
+    "K8s secret data: password: cGFzc3dvcmQ= (base64 of the word password)",
+    "The API key is rotated every 90 days by the platform team.",
+]
+
+
+@pytest.mark.parametrize(
+    ("kind", "template", "value"),
+    POSITIVES,
+    ids=[f"{k}-{i}" for i, (k, _, _) in enumerate(POSITIVES)],
+)
+def test_each_kind_is_found_with_its_exact_span(kind: PiiKind, template: str, value: str) -> None:
+    """A value of each kind is the one finding in its sentence, and its span slices the value."""
+    text = template.replace("{v}", value)
+    assert [(kind, value)] == _spans(text)
+
+
+@pytest.mark.parametrize("text", NEGATIVES)
+def test_hard_negatives_are_not_flagged(text: str) -> None:
+    """Versions, ids, placeholders, failed checksums and references are not findings."""
+    assert [] == scan(text)
+
+
+def test_every_kind_has_a_positive_case() -> None:
+    """The parametrised positives cover every kind the screen reports."""
+    assert set(PiiKind) == {kind for kind, _, _ in POSITIVES}
+
+
+def test_findings_are_sorted_and_disjoint() -> None:
+    """Several findings in one text come back in text order and never overlap."""
+    text = f"Mail kim@parcel.io, call (415) 555-0132, card 4111 1111 1111 1111, key {AWS_KEY_ID}."
+    findings = scan(text)
+    expected = [PiiKind.EMAIL, PiiKind.PHONE, PiiKind.PAYMENT_CARD, PiiKind.AWS_ACCESS_KEY_ID]
+    assert expected == [finding.kind for finding in findings]
+    assert all(a.end <= b.start for a, b in itertools.pairwise(findings))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (f"GITHUB_TOKEN={GITHUB_PAT}", [(PiiKind.GITHUB_TOKEN, GITHUB_PAT)]),
+        (f"token={JWT}", [(PiiKind.JWT, JWT)]),
+        (f'"private_key": "{PRIVATE_KEY}"', [(PiiKind.PRIVATE_KEY, PRIVATE_KEY)]),
+        (f"aws_secret_access_key={AWS_SECRET}", [(PiiKind.AWS_SECRET_ACCESS_KEY, AWS_SECRET)]),
+        (
+            "postgres://admin:S3cr3tPw9@db.example.com/app",
+            [(PiiKind.URL_PASSWORD, "S3cr3tPw9")],
+        ),
+        ("card 4111 1111 1111 1111", [(PiiKind.PAYMENT_CARD, "4111 1111 1111 1111")]),
+        (
+            "IBAN DE89 3704 0044 0532 0130 00",
+            [(PiiKind.IBAN, "DE89 3704 0044 0532 0130 00")],
+        ),
+    ],
+    ids=["github-over-assignment", "jwt-over-assignment", "key-over-assignment",
+         "aws-over-assignment", "url-password-over-email", "card-over-phone", "iban-over-card"],
+)  # fmt: skip
+def test_overlaps_keep_the_most_specific_kind(
+    text: str, expected: list[tuple[PiiKind, str]]
+) -> None:
+    """When detectors claim the same characters, only the most specific finding survives."""
+    assert expected == _spans(text)
+
+
+def test_resolution_prefers_priority_then_length() -> None:
+    """Of overlapping spans the most specific kind wins, a longer span breaks a tie."""
+    spans = [
+        (PiiKind.EMAIL, 10, 40),
+        (PiiKind.URL_PASSWORD, 10, 18),
+        (PiiKind.SECRET_ASSIGNMENT, 50, 62),
+        (PiiKind.SECRET_ASSIGNMENT, 50, 70),
+        (PiiKind.PHONE, 0, 9),
+    ]
+    expected = [
+        PiiFinding(PiiKind.PHONE, 0, 9),
+        PiiFinding(PiiKind.URL_PASSWORD, 10, 18),
+        PiiFinding(PiiKind.SECRET_ASSIGNMENT, 50, 70),
+    ]
+    assert expected == pii._resolve(spans)
+
+
+def test_a_finding_holds_only_kind_and_span() -> None:
+    """PiiFinding has no field for the value, and neither repr nor str shows it."""
+    text = f"deploy with {GITHUB_PAT} today"
+    (finding,) = scan(text)
+    assert ["kind", "start", "end"] == [field.name for field in dataclasses.fields(PiiFinding)]
+    assert not hasattr(finding, "__dict__")
+    assert GITHUB_PAT not in repr(finding)
+    assert GITHUB_PAT not in str(finding)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        finding.start = 0  # type: ignore[misc]
+
+
+def test_detector_labels_match_the_metric() -> None:
+    """The detector label is one the PII metric declares, and the version names it."""
+    assert DETECTOR in PII_DETECTORS
+    assert DETECTOR_VERSION.startswith(f"{DETECTOR}@")
+
+
+@pytest.mark.parametrize("text", ["", "a", "     ", "12345", "\n\n\t"])
+def test_empty_and_tiny_texts_have_no_findings(text: str) -> None:
+    """Empty or very short text is scanned without error and yields nothing."""
+    assert [] == scan(text)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.text(
+        alphabet=st.sampled_from(list("0123456789 +-()./:@=_abcxyzAKIXEeyJ\n\"'é")), max_size=200
+    )
+)
+def test_scan_never_fails_and_spans_stay_in_bounds(text: str) -> None:
+    """On arbitrary text, scan returns sorted, disjoint spans inside the text."""
+    findings = scan(text)
+    assert all(0 <= f.start < f.end <= len(text) for f in findings)
+    assert all(a.end <= b.start for a, b in itertools.pairwise(findings))
+
+
+def test_corpus_has_the_agreed_shape() -> None:
+    """The corpus has 300+ cases, 8+ positives per kind, and a large share of hard negatives."""
+    cases = _load_corpus()
+    positives_per_kind = {kind: sum(kind in kinds for kinds, _ in cases) for kind in PiiKind}
+    negatives = sum(not kinds for kinds, _ in cases)
+    assert 300 <= len(cases)
+    assert dict.fromkeys(PiiKind, True) == {k: n >= 8 for k, n in positives_per_kind.items()}
+    assert 0.35 <= negatives / len(cases) <= 0.55
+
+
+def test_corpus_meets_recall_and_false_positive_goals() -> None:
+    """Recall over expected kinds is at least 0.97, and false-positive lines stay within 2%."""
+    expected_total = found = negatives = false_positive_lines = 0
+    for expected, text in _load_corpus():
+        reported = {finding.kind for finding in scan(text)}
+        expected_total += len(expected)
+        found += len(expected & reported)
+        negatives += not expected
+        # A false positive: any finding on a negative line, or a kind the label does not list.
+        false_positive_lines += bool(reported - expected)
+    assert 0.97 <= found / expected_total
+    assert 0.02 >= false_positive_lines / negatives
