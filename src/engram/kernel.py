@@ -154,7 +154,11 @@ async def open_kernel(
         timings.database_pool = time.perf_counter() - step
 
         metrics = metrics or EngramMetrics()
-        batched = BatchingEmbedder(embedder)
+        batched = BatchingEmbedder(
+            embedder,
+            max_batch=settings.embedding_batch_size,
+            max_in_flight=settings.embedding_workers,
+        )
         stack.push_async_callback(batched.close)
         events = OutboxEventBus(db)
         stack.push_async_callback(events.close)

@@ -1,8 +1,9 @@
-"""Micro-batching in front of an embedding adapter.
+"""Coalescing of concurrent embedding requests in front of an embedding adapter.
 
-Concurrent writers each ask for one embedding; the model is far cheaper per text in a batch.
-Requests that arrive while a batch is being computed wait for the next one, so under load
-batches grow by themselves and an idle kernel adds no delay.
+Concurrent writers each ask for one embedding. Requests wait in a queue and are sent to the
+model in batches of at most ``max_batch`` texts, with at most ``max_in_flight`` batches running
+at once (one per model worker): under load batches grow by themselves and every worker stays
+busy; an idle kernel adds no delay.
 """
 
 from __future__ import annotations
@@ -16,11 +17,15 @@ from engram.infra.embeddings import EmbeddingAdapter
 class BatchingEmbedder:
     """An :class:`EmbeddingAdapter` that coalesces concurrent ``embed_one`` calls."""
 
-    def __init__(self, inner: EmbeddingAdapter, *, max_batch: int = 32) -> None:
+    def __init__(
+        self, inner: EmbeddingAdapter, *, max_batch: int = 8, max_in_flight: int = 1
+    ) -> None:
         self._inner = inner
-        self._max_batch = max_batch
+        self._max_batch = max(1, max_batch)
+        self._max_in_flight = max(1, max_in_flight)
         self._pending: list[tuple[str, asyncio.Future[list[float]]]] = []
-        self._runner: asyncio.Task[None] | None = None
+        self._in_flight = 0
+        self._tasks: set[asyncio.Task[None]] = set()
 
     @property
     def dimension(self) -> int:
@@ -33,27 +38,34 @@ class BatchingEmbedder:
     async def embed_one(self, text: str) -> list[float]:
         future: asyncio.Future[list[float]] = asyncio.get_running_loop().create_future()
         self._pending.append((text, future))
-        if self._runner is None or self._runner.done():
-            self._runner = asyncio.get_running_loop().create_task(self._run())
+        self._dispatch()
         return await future
 
-    async def _run(self) -> None:
-        while self._pending:
-            batch = self._pending[: self._max_batch]
+    def _dispatch(self) -> None:
+        while self._pending and self._in_flight < self._max_in_flight:
+            batch = [item for item in self._pending[: self._max_batch] if not item[1].done()]
             del self._pending[: self._max_batch]
-            batch = [(text, future) for text, future in batch if not future.cancelled()]
             if not batch:
                 continue
-            try:
-                vectors = await self._inner.embed_batch([text for text, _ in batch])
-            except Exception as exc:  # noqa: BLE001 - handed to every waiter of the batch
-                for _, future in batch:
-                    if not future.done():
-                        future.set_exception(exc)
-                continue
+            self._in_flight += 1
+            task = asyncio.get_running_loop().create_task(self._embed(batch))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _embed(self, batch: list[tuple[str, asyncio.Future[list[float]]]]) -> None:
+        try:
+            vectors = await self._inner.embed_batch([text for text, _ in batch])
+        except Exception as exc:  # noqa: BLE001 - handed to every waiter of the batch
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+        else:
             for (_, future), vector in zip(batch, vectors, strict=True):
                 if not future.done():
                     future.set_result(vector)
+        finally:
+            self._in_flight -= 1
+            self._dispatch()
 
     async def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
         return await self._inner.embed_batch(texts)
@@ -62,5 +74,5 @@ class BatchingEmbedder:
         await self._inner.ping()
 
     async def close(self) -> None:
-        if self._runner is not None:
-            await asyncio.gather(self._runner, return_exceptions=True)
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -37,6 +38,7 @@ from engram.memory.gate_advisor import (
 from engram.memory.gate_io import (
     GateRequest,
     GateResult,
+    GateTimings,
     WriteOutcome,
     advisor_decision_from_json,
     caller_json,
@@ -157,8 +159,7 @@ class LibrarianGate:
                 return await self._finish_rejected(request, decision_id, layer1, timing)
             raise
         self._events.committed()
-        self._observe(request, result, plan, evaluation_seconds, timing)
-        return result
+        return self._observe(request, result, plan, evaluation_seconds, timing)
 
     async def reject_input(
         self,
@@ -332,8 +333,7 @@ class LibrarianGate:
         )
         for check in failures:
             self._metrics.gate_layer1_failures.labels(check=check.name).inc()
-        self._observe_decision(request, result, timing)
-        return result
+        return self._observe_decision(request, result, timing)
 
     async def _finish_conflict(
         self,
@@ -373,8 +373,7 @@ class LibrarianGate:
             record_id=request.record.record_id,
             current_version=actual,
         )
-        self._observe_decision(request, result, timing)
-        return result
+        return self._observe_decision(request, result, timing)
 
     async def _replay(self, entry: AuditEntry) -> GateResult:
         """The result of an evaluation already recorded for this request id."""
@@ -409,7 +408,7 @@ class LibrarianGate:
         plan: Plan,
         evaluation_seconds: float,
         timing: Timing,
-    ) -> None:
+    ) -> GateResult:
         origin = request.decision_type.value
         metrics = self._metrics
         metrics.gate_evaluation_seconds.labels(decision_type=origin).observe(evaluation_seconds)
@@ -433,7 +432,9 @@ class LibrarianGate:
             metrics.memory_records.labels(
                 type=record.type.value, consolidation_path=record.consolidation_path.value
             ).inc(delta)
-        self._observe_decision(request, result, timing, evaluation_seconds=evaluation_seconds)
+        return self._observe_decision(
+            request, result, timing, evaluation_seconds=evaluation_seconds
+        )
 
     def _observe_decision(
         self,
@@ -442,7 +443,7 @@ class LibrarianGate:
         timing: Timing,
         *,
         evaluation_seconds: float | None = None,
-    ) -> None:
+    ) -> GateResult:
         origin = request.decision_type.value
         self._metrics.gate_decisions.labels(
             decision=result.decision.value, decision_type=origin
@@ -468,6 +469,13 @@ class LibrarianGate:
                 else "[redacted]"
             ),
         )
+        total = time.perf_counter() - timing.started
+        timings = GateTimings(
+            embedding_ms=round(timing.embed_seconds * 1000, 3),
+            evaluation_ms=round(evaluation_seconds * 1000, 3),
+            total_ms=round(total * 1000, 3),
+        )
+        return replace(result, timings=timings)
 
     def _log_layer1(self, decision_id: UUID, request: GateRequest, layer1: Layer1Outcome) -> None:
         log.debug(

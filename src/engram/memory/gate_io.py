@@ -87,6 +87,15 @@ def caller_json(caller: CallerIdentity) -> dict[str, Any]:
 
 
 @dataclass(frozen=True, slots=True)
+class GateTimings:
+    """Where one evaluation's time went, in milliseconds."""
+
+    embedding_ms: float
+    evaluation_ms: float
+    total_ms: float
+
+
+@dataclass(frozen=True, slots=True)
 class GateResult:
     """Output of the Librarian Gate."""
 
@@ -104,6 +113,7 @@ class GateResult:
     degraded: bool = False
     replayed: bool = False
     failed_checks: list[CheckResult] = field(default_factory=list)
+    timings: GateTimings | None = None
 
     @property
     def approved(self) -> bool:

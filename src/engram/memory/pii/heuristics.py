@@ -1,0 +1,61 @@
+"""Tests on matched values and their context that several detectors share.
+
+Shannon entropy and character classes tell a random value from a word, the placeholder test
+tells a real value from a stand-in such as ``changeme`` or ``${VAR}``, and :func:`preceded_by`
+looks for a context keyword in a window before a match.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+
+
+def entropy(value: str) -> float:
+    """Shannon entropy of the characters of ``value``, in bits per character."""
+    size = len(value)
+    if size == 0:
+        return 0.0
+    return -sum(n / size * math.log2(n / size) for n in Counter(value).values())
+
+
+def char_classes(value: str) -> int:
+    """How many of lower case, upper case, digits and other characters occur in ``value``."""
+    return (
+        any(c.islower() for c in value)
+        + any(c.isupper() for c in value)
+        + any(c.isdigit() for c in value)
+        + any(not c.isalnum() for c in value)
+    )
+
+
+_PLACEHOLDER_WORDS = frozenset(
+    {
+        "password", "passwd", "pass", "pwd", "pw", "secret", "token", "apikey", "api_key",
+        "key", "changeme", "change_me", "null", "none", "nil", "undefined", "empty", "redacted",
+        "hidden", "masked", "example", "sample", "dummy", "placeholder", "todo", "tbd", "test",
+        "foo", "bar", "foobar", "xxx", "letmein", "default", "admin", "root", "user",
+        "username", "mypassword", "mysecret", "yourpassword", "secret123", "password123",
+    }
+)  # fmt: skip
+_PLACEHOLDER_MARKERS = re.compile(
+    r"(?i)your[_\-]?|example|placeholder|changeme|change[_\-]me|redacted|dummy|sample|"
+    r"xxxx|\*\*\*|\.\.\.|<|>|\$\{|\$\(|\{\{|%\(|^\$|^%|^\{|^\[|insert[_\-]|replace[_\-]?me|"
+    r"not[_\-]?a[_\-]?real|fake|notreal"
+)
+
+
+def is_placeholder(value: str) -> bool:
+    """True for empty values, template variables and stand-ins such as ``changeme``."""
+    stripped = value.strip().strip("\"'`")
+    if not stripped or stripped.lower() in _PLACEHOLDER_WORDS:
+        return True
+    if len(set(stripped.lower())) <= 2:
+        return True
+    return _PLACEHOLDER_MARKERS.search(stripped) is not None
+
+
+def preceded_by(pattern: re.Pattern[str], text: str, start: int, window: int) -> bool:
+    """True if ``pattern`` occurs in the ``window`` characters before ``start``."""
+    return pattern.search(text, max(0, start - window), start) is not None
