@@ -49,9 +49,9 @@ class EngramSettings(BaseSettings):
     )
     embedding_model_name: str = Field(default="sentence-transformers/all-MiniLM-L6-v2-int8")
     embedding_pooling: Literal["mean", "cls"] = "mean"
-    embedding_workers: int = Field(default=2, ge=1, le=16)
-    embedding_threads: int = Field(default=1, ge=1, le=16)
-    embedding_batch_size: int = Field(default=8, ge=1, le=256)
+    embedding_workers: int = Field(default=1, ge=1, le=16)
+    embedding_threads: int = Field(default=2, ge=1, le=16)
+    embedding_batch_size: int = Field(default=16, ge=1, le=256)
     embedding_timeout_seconds: float = Field(default=10.0, gt=0)
 
     # --- server ---

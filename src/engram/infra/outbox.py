@@ -32,15 +32,18 @@ ORDER BY id LIMIT $1
 FOR UPDATE SKIP LOCKED
 """
 _DONE = "UPDATE outbox SET dispatched_at = now(), attempts = attempts + 1 WHERE id = ANY($1)"
-_NOTIFY = "SELECT pg_notify($1, $2)"
+_NOTIFY = "SELECT pg_notify($1, notice) FROM unnest($2::text[]) AS notice"
 
 
 class OutboxEventBus:
     """The :class:`~engram.infra.events.EventBus` backed by the ``outbox`` table."""
 
-    def __init__(self, db: DatabaseAdapter, *, batch: int = 200) -> None:
+    def __init__(
+        self, db: DatabaseAdapter, *, batch: int = 200, delay_seconds: float = 0.02
+    ) -> None:
         self._db = db
         self._batch = batch
+        self._delay = delay_seconds
         self._subscribers: dict[str, list[Subscriber]] = defaultdict(list)
         self._drain_task: asyncio.Task[None] | None = None
         self._again = False
@@ -66,6 +69,8 @@ class OutboxEventBus:
         self._drain_task = asyncio.get_running_loop().create_task(self._drain_loop())
 
     async def _drain_loop(self) -> None:
+        # A short pause lets the events of concurrent commits go out in one batch.
+        await asyncio.sleep(self._delay)
         while True:
             self._again = False
             try:
@@ -83,10 +88,12 @@ class OutboxEventBus:
             rows = await conn.fetch(_PENDING, self._batch)
             if not rows:
                 return 0
+            notices = []
             for row in rows:
                 event = Event(row["event_type"], row["aggregate_id"], json.loads(row["payload"]))
                 await self._deliver(event)
-                await conn.execute(_NOTIFY, CHANNEL, _notice(row["id"], event))
+                notices.append(_notice(row["id"], event))
+            await conn.execute(_NOTIFY, CHANNEL, notices)
             await conn.execute(_DONE, [row["id"] for row in rows])
         return len(rows)
 

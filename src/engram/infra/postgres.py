@@ -140,6 +140,14 @@ async def _init_connection(conn: asyncpg.Connection[Any]) -> None:
     await conn.execute("SET hnsw.iterative_scan = strict_order")
 
 
+async def _keep_session(conn: asyncpg.Connection[Any]) -> None:
+    """Reset hook on release. asyncpg has already rolled back any open transaction; engram
+    changes no session state after ``_init_connection``, so the extra ``RESET ALL`` round trip
+    asyncpg would otherwise make on every release is skipped (and the session settings of
+    ``_init_connection`` survive)."""
+    del conn
+
+
 class PostgresDatabase:
     """A pool of asyncpg connections implementing :class:`engram.infra.db.DatabaseAdapter`."""
 
@@ -165,6 +173,7 @@ class PostgresDatabase:
                 max_size=max_size,
                 command_timeout=command_timeout,
                 init=_init_connection,
+                reset=_keep_session,
                 server_settings={
                     "search_path": f"{SCHEMA}, public",
                     "application_name": "engram",

@@ -171,7 +171,6 @@ class AuditLog:
             prev_hash,
             row_hash,
         )
-        await conn.execute(SQL["advance_lane"], lane, seq, row_hash)
         return int(seq)
 
     async def by_request(self, request_id: str) -> AuditEntry | None:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import replace
 import uuid
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
@@ -248,25 +248,17 @@ class LibrarianGate:
             log.warning("gate.embedding_degraded", error=type(exc).__name__)
         timing = Timing(timing.started, time.perf_counter() - embed_started)
         fingerprint = content_hash(record.content)
-        exact = None
-        if request.action is GateAction.CREATE:
-            exact = await store.exact_duplicate(
-                self._db,
-                namespace=record.namespace,
-                memory_type=record.type,
-                content_hash=fingerprint,
-            )
-        neighbours: tuple[Neighbour, ...] = ()
-        if embedding is not None:
-            neighbours = tuple(
-                await store.nearest_heads(
-                    self._db,
-                    embedding=embedding,
-                    namespace=record.namespace,
-                    memory_type=record.type,
-                    limit=NEIGHBOURS,
-                )
-            )
+        exact, nearest = await store.candidates(
+            self._db,
+            embedding=embedding,
+            namespace=record.namespace,
+            memory_type=record.type,
+            content_hash=fingerprint,
+            limit=NEIGHBOURS,
+        )
+        if request.action is not GateAction.CREATE:
+            exact = None  # an UPDATE is measured against its own record, not duplicates
+        neighbours: tuple[Neighbour, ...] = tuple(nearest)
         context = AdvisorContext(
             action=request.action,
             decision_type=request.decision_type,

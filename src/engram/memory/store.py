@@ -31,7 +31,8 @@ SQL = load_queries("engram.memory.sql", "versions.sql")
 def record_from_row(row: Row) -> MemoryRecord:
     """Build the envelope from a row selected with the ``record_columns`` fragment."""
     metadata = row["metadata"]
-    return MemoryRecord(
+    # Rows were validated when they were written; construct without validating again.
+    return MemoryRecord.model_construct(
         id=row["id"],
         record_id=row["record_id"],
         type=MemoryType(row["type"]),
@@ -78,17 +79,29 @@ async def exact_duplicate(
     return None if row is None else _neighbour(row)
 
 
-async def nearest_heads(
+async def candidates(
     conn: Connection,
     *,
-    embedding: Sequence[float],
+    embedding: Sequence[float] | None,
     namespace: str,
     memory_type: MemoryType,
+    content_hash: bytes,
     limit: int = 8,
-) -> list[Neighbour]:
-    """Active heads of the same type and namespace, closest first (HNSW, cosine)."""
-    rows = await conn.fetch(SQL["nearest_heads"], embedding, namespace, memory_type.value, limit)
-    return [_neighbour(row) for row in rows]
+) -> tuple[Neighbour | None, list[Neighbour]]:
+    """The exact duplicate (if any) and the nearest active heads of one type and namespace.
+
+    Without an embedding (degraded mode) only the exact duplicate can be found.
+    """
+    if embedding is None:
+        exact = await exact_duplicate(
+            conn, namespace=namespace, memory_type=memory_type, content_hash=content_hash
+        )
+        return exact, []
+    rows = await conn.fetch(
+        SQL["candidates"], list(embedding), namespace, memory_type.value, content_hash, limit
+    )
+    exact = next((_neighbour(row) for row in rows if row["exact"]), None)
+    return exact, [_neighbour(row) for row in rows if not row["exact"]]
 
 
 async def resolve_evidence(conn: Connection, refs: Sequence[UUID]) -> Mapping[UUID, UUID]:

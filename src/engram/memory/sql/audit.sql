@@ -10,18 +10,23 @@ decision_source, duration_ms, lane, prev_hash, row_hash
 SELECT last_hash FROM audit_chain_heads WHERE lane = $1 FOR UPDATE
 
 -- name: insert_entry
-INSERT INTO librarian_audit (
-    decision_id, request_id, occurred_at, action, decision, outcome, decision_type, reason,
-    agent_id, caller, record_id, version_id, input_snapshot, layer1_checks, layer2_decision,
-    decision_source, duration_ms, lane, prev_hash, row_hash
-) VALUES (
-    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10::json, $11, $12, $13::json, $14::json, $15::json,
-    $16, $17, $18, $19, $20
+-- Append the row and move its lane's head to it, in one round trip (the lane is locked).
+WITH entry AS (
+    INSERT INTO librarian_audit (
+        decision_id, request_id, occurred_at, action, decision, outcome, decision_type,
+        reason, agent_id, caller, record_id, version_id, input_snapshot, layer1_checks,
+        layer2_decision, decision_source, duration_ms, lane, prev_hash, row_hash
+    ) VALUES (
+        $1, $2, $3, $4, $5, $6, $7, $8, $9, $10::json, $11, $12, $13::json, $14::json,
+        $15::json, $16, $17, $18, $19, $20
+    )
+    RETURNING seq, lane, row_hash
 )
-RETURNING seq
-
--- name: advance_lane
-UPDATE audit_chain_heads SET last_seq = $2, last_hash = $3 WHERE lane = $1
+UPDATE audit_chain_heads AS h
+SET last_seq = entry.seq, last_hash = entry.row_hash
+FROM entry
+WHERE h.lane = entry.lane
+RETURNING entry.seq
 
 -- name: by_request
 SELECT {{audit_columns}} FROM librarian_audit WHERE request_id = $1

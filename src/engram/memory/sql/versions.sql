@@ -26,13 +26,22 @@ WHERE namespace = $1 AND type = $2 AND content_hash = $3
 ORDER BY ingestion_time
 LIMIT 1
 
--- name: nearest_heads
-SELECT {{record_columns}}, (1 - (embedding <=> $1))::float8 AS similarity
-FROM memories
-WHERE namespace = $2 AND type = $3 AND superseded_by IS NULL AND status = 'active'
-  AND embedding IS NOT NULL
-ORDER BY embedding <=> $1
-LIMIT $4
+-- name: candidates
+-- The exact duplicate (same normalised content) and the nearest active heads, in one trip.
+(SELECT {{record_columns}}, true AS exact,
+        coalesce((1 - (embedding <=> $1))::float8, 1.0) AS similarity
+ FROM memories
+ WHERE namespace = $2 AND type = $3 AND content_hash = $4
+   AND superseded_by IS NULL AND status = 'active'
+ ORDER BY ingestion_time
+ LIMIT 1)
+UNION ALL
+(SELECT {{record_columns}}, false AS exact, (1 - (embedding <=> $1))::float8 AS similarity
+ FROM memories
+ WHERE namespace = $2 AND type = $3 AND superseded_by IS NULL AND status = 'active'
+   AND embedding IS NOT NULL
+ ORDER BY embedding <=> $1
+ LIMIT $5)
 
 -- name: resolve_evidence
 SELECT DISTINCT ON (ref) ref, m.id AS version_id
