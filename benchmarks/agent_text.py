@@ -4,25 +4,97 @@ from __future__ import annotations
 
 import random
 
-PEOPLE = ["Dana", "Priya", "Marco", "Aiko", "Tomasz", "Lena", "Kwame", "Sofia", "Ravi", "Ines",
-          "Jonas", "Mei", "Oluwaseun", "Hannah", "Diego", "Yusuf", "Clara", "Bjorn"]
-SERVICES = ["ledger service", "billing API", "search cluster", "auth gateway", "notification worker",
-            "reporting pipeline", "checkout flow", "inventory sync", "feature flag service",
-            "mobile backend", "data warehouse loader", "fraud scorer", "email relay",
-            "image resizer", "session store", "audit exporter", "pricing engine", "geo lookup"]
-TECH = ["PostgreSQL 16", "Redis 7", "Kafka", "Elasticsearch", "ClickHouse", "Go 1.22", "Rust",
-        "Python 3.12", "Node 20", "Kubernetes", "Nomad", "S3", "GCS", "RabbitMQ", "gRPC", "Envoy"]
+PEOPLE = [
+    "Dana",
+    "Priya",
+    "Marco",
+    "Aiko",
+    "Tomasz",
+    "Lena",
+    "Kwame",
+    "Sofia",
+    "Ravi",
+    "Ines",
+    "Jonas",
+    "Mei",
+    "Oluwaseun",
+    "Hannah",
+    "Diego",
+    "Yusuf",
+    "Clara",
+    "Bjorn",
+]
+SERVICES = [
+    "ledger service",
+    "billing API",
+    "search cluster",
+    "auth gateway",
+    "notification worker",
+    "reporting pipeline",
+    "checkout flow",
+    "inventory sync",
+    "feature flag service",
+    "mobile backend",
+    "data warehouse loader",
+    "fraud scorer",
+    "email relay",
+    "image resizer",
+    "session store",
+    "audit exporter",
+    "pricing engine",
+    "geo lookup",
+]
+TECH = [
+    "PostgreSQL 16",
+    "Redis 7",
+    "Kafka",
+    "Elasticsearch",
+    "ClickHouse",
+    "Go 1.22",
+    "Rust",
+    "Python 3.12",
+    "Node 20",
+    "Kubernetes",
+    "Nomad",
+    "S3",
+    "GCS",
+    "RabbitMQ",
+    "gRPC",
+    "Envoy",
+]
 TEAMS = ["payments", "platform", "growth", "data", "security", "mobile", "search", "infra"]
 REGIONS = ["eu-west-1", "us-east-2", "ap-southeast-1", "eu-central-1", "us-west-2"]
 CHANNELS = ["#releases", "#incidents", "#payments-oncall", "#data-eng", "the weekly digest"]
-CAUSES = ["a missing environment variable", "an expired TLS certificate", "a schema migration lock",
-          "a bad feature flag default", "disk pressure on the primary", "a DNS change",
-          "a dependency upgrade", "an exhausted connection pool", "clock skew between nodes"]
-REASONS = ["it halves the p95 latency", "the vendor contract ends in March", "operations asked for it",
-           "it removes a single point of failure", "costs dropped by a third in the trial",
-           "the old client library is unmaintained", "auditors require it", "it simplifies on-call"]
-THINGS = ["short status updates", "tabs over spaces", "written design docs", "morning standups",
-          "pair reviews for migrations", "dark mode dashboards", "async decisions in threads"]
+CAUSES = [
+    "a missing environment variable",
+    "an expired TLS certificate",
+    "a schema migration lock",
+    "a bad feature flag default",
+    "disk pressure on the primary",
+    "a DNS change",
+    "a dependency upgrade",
+    "an exhausted connection pool",
+    "clock skew between nodes",
+]
+REASONS = [
+    "it halves the p95 latency",
+    "the vendor contract ends in March",
+    "operations asked for it",
+    "it removes a single point of failure",
+    "costs dropped by a third in the trial",
+    "the old client library is unmaintained",
+    "auditors require it",
+    "it simplifies on-call",
+]
+THINGS = [
+    "short status updates",
+    "tabs over spaces",
+    "written design docs",
+    "morning standups",
+    "pair reviews for migrations",
+    "dark mode dashboards",
+    "async decisions in threads",
+]
 
 
 def _sentence(rng: random.Random) -> str:

@@ -41,6 +41,7 @@ from typing import Any
 import asyncpg
 import numpy as np
 import psutil
+import uvloop
 from pgvector.asyncpg import register_vector
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -66,9 +67,7 @@ from engram.memory.types import (  # noqa: E402
 )
 
 DATABASE = "engram_bench"
-CALLER = replace(
-    caller_for_tier("bench-writer", TrustLevel.TRUSTED), writes_per_minute=10_000_000
-)
+CALLER = replace(caller_for_tier("bench-writer", TrustLevel.TRUSTED), writes_per_minute=10_000_000)
 
 
 def percentiles(values: list[float]) -> dict[str, float]:
@@ -89,7 +88,12 @@ def percentiles(values: list[float]) -> dict[str, float]:
 
 
 async def seed(
-    server: EmbeddedPostgres, kernel_embed: Any, records: int, pool: int, rng: random.Random
+    server: EmbeddedPostgres,
+    kernel_embed: Any,
+    records: int,
+    pool: int,
+    rng: random.Random,
+    ef_construction: int = 64,
 ) -> dict[str, float]:
     """Bulk-load ``records`` versions and their audit rows; return timings in seconds."""
     started = time.perf_counter()
@@ -151,10 +155,25 @@ async def seed(
             "librarian_audit",
             schema_name="engram",
             columns=[
-                "decision_id", "request_id", "occurred_at", "action", "decision", "outcome",
-                "decision_type", "reason", "agent_id", "caller", "record_id", "version_id",
-                "input_snapshot", "layer1_checks", "decision_source", "duration_ms", "lane",
-                "prev_hash", "row_hash",
+                "decision_id",
+                "request_id",
+                "occurred_at",
+                "action",
+                "decision",
+                "outcome",
+                "decision_type",
+                "reason",
+                "agent_id",
+                "caller",
+                "record_id",
+                "version_id",
+                "input_snapshot",
+                "layer1_checks",
+                "decision_source",
+                "duration_ms",
+                "lane",
+                "prev_hash",
+                "row_hash",
             ],  # fmt: skip
             records=audit_rows,
         )
@@ -162,10 +181,24 @@ async def seed(
             "memories",
             schema_name="engram",
             columns=[
-                "id", "record_id", "version", "type", "content", "metadata", "source_agent",
-                "source_confidence", "event_time", "ingestion_time", "access_level",
-                "gate_decision_id", "gate_decision_type", "namespace", "importance",
-                "content_hash", "embedding", "embedding_model",
+                "id",
+                "record_id",
+                "version",
+                "type",
+                "content",
+                "metadata",
+                "source_agent",
+                "source_confidence",
+                "event_time",
+                "ingestion_time",
+                "access_level",
+                "gate_decision_id",
+                "gate_decision_type",
+                "namespace",
+                "importance",
+                "content_hash",
+                "embedding",
+                "embedding_model",
             ],  # fmt: skip
             records=memory_rows,
         )
@@ -181,7 +214,7 @@ async def seed(
         await conn.execute("SET maintenance_work_mem = '512MB'")
         await conn.execute(
             "CREATE INDEX memories_embedding_hnsw_idx ON engram.memories "
-            "USING hnsw (embedding vector_cosine_ops)"
+            f"USING hnsw (embedding vector_cosine_ops) WITH (ef_construction = {ef_construction})"
         )
         await conn.execute("ANALYZE engram.memories")
         await conn.execute("ANALYZE engram.librarian_audit")
@@ -256,7 +289,9 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                 db_pool_max_size=args.writers + 8,
             )
             async with open_kernel(settings=settings) as kernel:
-                seeding = await seed(server, kernel.embeddings, args.records, args.pool, rng)
+                seeding = await seed(
+                    server, kernel.embeddings, args.records, args.pool, rng, args.ef_construction
+                )
                 fresh = texts(args.single + 2 * args.sustained + 50, seed=args.seed + 1000)
                 warmup, fresh = fresh[:50], fresh[50:]
                 for text in warmup:
@@ -338,9 +373,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         "sustained_vs_embedding_floor": round(ratio, 3),
         "cpu_ms_per_text_embedding_only": floor_cpu,
         "cpu_ms_per_write_sustained": write_cpu,
-        "sustained_decisions": {
-            d.value: sum(1 for x in decisions if x is d) for d in GateDecision
-        },
+        "sustained_decisions": {d.value: sum(1 for x in decisions if x is d) for d in GateDecision},
         "rss_mb_process_and_workers": rss,
         "audit_verify": {
             "ok": report.ok,
@@ -369,10 +402,13 @@ def main() -> None:
     parser.add_argument("--sustained", type=int, default=800, help="writes per sustained phase")
     parser.add_argument("--writers", type=int, default=16, help="concurrent writers")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--ef-construction", type=int, default=64, help="HNSW build parameter (64 = schema's)"
+    )
     args = parser.parse_args()
     args.pool = min(args.pool, args.records)
     configure_logging("warning", "json")  # stdout carries the JSON result only
-    print(json.dumps(asyncio.run(measure(args)), indent=2))
+    print(json.dumps(uvloop.run(measure(args)), indent=2))
 
 
 if __name__ == "__main__":

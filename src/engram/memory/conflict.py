@@ -17,7 +17,7 @@ from uuid import UUID
 
 from engram.memory.types import ConflictClassification, MemoryRecord
 
-_WORD = re.compile(r"[a-z0-9][a-z0-9._-]*")
+_WORD = re.compile(r"[a-z0-9]+(?:[._'-][a-z0-9]+)*")
 _NEGATION = frozenset(
     {"not", "no", "never", "isn't", "aren't", "doesn't", "don't", "won't", "cannot", "can't",
      "without", "longer", "nobody", "none", "neither"}

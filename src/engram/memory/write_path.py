@@ -37,10 +37,12 @@ from engram.memory.types import (
 
 @dataclass(frozen=True, slots=True)
 class Timing:
-    """When an evaluation started, and how much of it went to embedding."""
+    """When an evaluation started, how long it waited for the embedding (``embed_seconds``)
+    and how long the embedding itself took (``embedding_seconds``; it overlaps the checks)."""
 
     started: float
     embed_seconds: float = 0.0
+    embedding_seconds: float = 0.0
 
 
 _ALREADY_AUDITED = "SELECT 1 FROM librarian_audit WHERE decision_id = $1"
