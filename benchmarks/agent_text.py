@@ -104,23 +104,39 @@ def _sentence(rng: random.Random) -> str:
     day = f"2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
     version = f"v{rng.randint(1, 9)}.{rng.randint(0, 30)}.{rng.randint(0, 9)}"
     templates = [
-        f"The {service} runs on {tech} in {rng.choice(REGIONS)} and is owned by the "
-        f"{rng.choice(TEAMS)} team.",
-        f"On {day} the deploy of the {service} {version} failed because of {rng.choice(CAUSES)}; "
-        f"{person} rolled it back after {rng.randint(3, 95)} minutes.",
+        (
+            f"The {service} runs on {tech} in {rng.choice(REGIONS)} and is owned by the "
+            f"{rng.choice(TEAMS)} team."
+        ),
+        (
+            f"On {day} the deploy of the {service} {version} failed because of "
+            f"{rng.choice(CAUSES)}; {person} rolled it back after {rng.randint(3, 95)} minutes."
+        ),
         f"We decided to move the {service} from {tech} to {tech2} because {rng.choice(REASONS)}.",
-        f"{person} prefers {rng.choice(THINGS)} and asked to be pinged in {rng.choice(CHANNELS)} "
-        f"when the {service} changes.",
-        f"The {service} keeps {rng.randint(2, 90)} days of history and serves about "
-        f"{rng.randint(1, 900)} requests per second at peak.",
-        f"{person} and {person2} agreed that the {service} should call the {service2} through "
-        f"{tech} with a timeout of {rng.randint(50, 3000)} milliseconds.",
-        f"Rotating the signing key of the {service} takes {rng.randint(2, 8)} steps and about "
-        f"{rng.randint(5, 60)} minutes, according to {person}.",
-        f"The incident on {day} showed that the {service} retries too aggressively when the "
-        f"{service2} is slow.",
-        f"Budget review: the {service} costs {rng.randint(200, 9000)} dollars a month, mostly "
-        f"for {tech} capacity.",
+        (
+            f"{person} prefers {rng.choice(THINGS)} and asked to be pinged in "
+            f"{rng.choice(CHANNELS)} when the {service} changes."
+        ),
+        (
+            f"The {service} keeps {rng.randint(2, 90)} days of history and serves about "
+            f"{rng.randint(1, 900)} requests per second at peak."
+        ),
+        (
+            f"{person} and {person2} agreed that the {service} should call the {service2} through "
+            f"{tech} with a timeout of {rng.randint(50, 3000)} milliseconds."
+        ),
+        (
+            f"Rotating the signing key of the {service} takes {rng.randint(2, 8)} steps and about "
+            f"{rng.randint(5, 60)} minutes, according to {person}."
+        ),
+        (
+            f"The incident on {day} showed that the {service} retries too aggressively when the "
+            f"{service2} is slow."
+        ),
+        (
+            f"Budget review: the {service} costs {rng.randint(200, 9000)} dollars a month, mostly "
+            f"for {tech} capacity."
+        ),
     ]
     return rng.choice(templates)
 

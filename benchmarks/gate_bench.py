@@ -46,18 +46,16 @@ from pgvector.asyncpg import register_vector
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from agent_text import texts  # noqa: E402
-
-from engram import open_kernel  # noqa: E402
-from engram.config import EngramSettings  # noqa: E402
-from engram.infra import migrate  # noqa: E402
-from engram.infra.embedded_server import EmbeddedPostgres  # noqa: E402
-from engram.memory.access import caller_for_tier  # noqa: E402
-from engram.memory.audit import LANES, AuditEntry, canonical_json, genesis_hash  # noqa: E402
-from engram.memory.fingerprint import content_hash  # noqa: E402
-from engram.memory.gate_io import GateRequest, WriteOutcome  # noqa: E402
-from engram.observability.logging import configure_logging  # noqa: E402
-from engram.memory.types import (  # noqa: E402
+from agent_text import texts
+from engram import open_kernel
+from engram.config import EngramSettings
+from engram.infra import migrate
+from engram.infra.embedded_server import EmbeddedPostgres
+from engram.memory.access import caller_for_tier
+from engram.memory.audit import LANES, AuditEntry, canonical_json, genesis_hash
+from engram.memory.fingerprint import content_hash
+from engram.memory.gate_io import GateRequest, WriteOutcome
+from engram.memory.types import (
     GateAction,
     GateDecision,
     GateDecisionType,
@@ -65,6 +63,7 @@ from engram.memory.types import (  # noqa: E402
     MemoryType,
     TrustLevel,
 )
+from engram.observability.logging import configure_logging
 
 DATABASE = "engram_bench"
 CALLER = replace(caller_for_tier("bench-writer", TrustLevel.TRUSTED), writes_per_minute=10_000_000)
@@ -89,6 +88,7 @@ def percentiles(values: list[float]) -> dict[str, float]:
 
 async def seed(
     server: EmbeddedPostgres,
+    *,
     kernel_embed: Any,
     records: int,
     pool: int,
@@ -174,7 +174,7 @@ async def seed(
                 "lane",
                 "prev_hash",
                 "row_hash",
-            ],  # fmt: skip
+            ],
             records=audit_rows,
         )
         await conn.copy_records_to_table(
@@ -199,7 +199,7 @@ async def seed(
                 "content_hash",
                 "embedding",
                 "embedding_model",
-            ],  # fmt: skip
+            ],
             records=memory_rows,
         )
         for lane, tip in heads.items():
@@ -290,7 +290,12 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
             )
             async with open_kernel(settings=settings) as kernel:
                 seeding = await seed(
-                    server, kernel.embeddings, args.records, args.pool, rng, args.ef_construction
+                    server,
+                    kernel_embed=kernel.embeddings,
+                    records=args.records,
+                    pool=args.pool,
+                    rng=rng,
+                    ef_construction=args.ef_construction,
                 )
                 fresh = texts(args.single + 2 * args.sustained + 50, seed=args.seed + 1000)
                 warmup, fresh = fresh[:50], fresh[50:]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import asyncpg
 
@@ -15,8 +16,8 @@ from tests.conftest import ScratchDatabase
 from tests.integration.gate_helpers import EXTERNAL, STANDARD, belief, create, update
 
 
-async def _wait_for(predicate, timeout: float = 5.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = asyncio.get_running_loop().time() + timeout
+async def _wait_for(predicate: Callable[[], bool], within: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + within
     while not predicate():
         assert asyncio.get_running_loop().time() < deadline, "event not delivered in time"
         await asyncio.sleep(0.01)

@@ -192,7 +192,7 @@ async def test_advisor_routes_repeated_and_clustered_records_to_consolidation() 
 
 
 def test_confidence_is_calibrated_by_trust_and_clamped() -> None:
-    """Told by a restricted agent: 0.75 × 0.85; internal origins keep the source confidence."""
+    """Told by a restricted agent: 0.75 * 0.85; internal origins keep the source confidence."""
     record = belief("x is y.")
     restricted = caller_for_tier("r", TrustLevel.RESTRICTED)
     external = AdvisorContext(GateAction.CREATE, EXTERNAL, restricted)
