@@ -32,6 +32,7 @@ from engram.memory.conflict import SubjectConflictDetector
 from engram.memory.gate import LibrarianGate
 from engram.memory.gate_advisor import HeuristicAdvisor
 from engram.memory.rate_limit import RateLimiter
+from engram.memory.reads import ReadRecorder
 from engram.memory.temporal import TemporalEngine
 from engram.observability.health import HealthChecks
 from engram.observability.metrics import EngramMetrics
@@ -153,42 +154,17 @@ async def open_kernel(
         stack.push_async_callback(db.close)
         timings.database_pool = time.perf_counter() - step
 
-        metrics = metrics or EngramMetrics()
-        batched = BatchingEmbedder(
-            embedder,
-            max_batch=settings.embedding_batch_size,
-            max_in_flight=settings.embedding_workers,
-        )
-        stack.push_async_callback(batched.close)
-        events = OutboxEventBus(db)
-        stack.push_async_callback(events.close)
-        audit = AuditLog(db)
-        gate = LibrarianGate(
+        kernel = _assemble(
+            settings,
             db=db,
-            embeddings=batched,
-            advisor=HeuristicAdvisor(SubjectConflictDetector()),
-            audit=audit,
-            events=events,
-            metrics=metrics,
-            limiter=RateLimiter(),
-        )
-        kernel = Kernel(
-            settings=settings,
-            db=db,
-            embeddings=batched,
-            metrics=metrics,
-            health=HealthChecks(),
-            gate=gate,
-            temporal=TemporalEngine(db),
-            audit=audit,
-            events=events,
-            embedded=settings.embedded,
-            head_revision=migrate.head_revision(),
+            embedder=embedder,
+            metrics=metrics or EngramMetrics(),
+            stack=stack,
             timings=timings,
         )
         if await _schema_current(kernel):
-            await gate.refresh_record_gauge()
-            events.committed()  # deliver what a previous run left in the outbox
+            await kernel.gate.refresh_record_gauge()
+            kernel.events.committed()  # deliver what a previous run left in the outbox
         kernel.health.add("database", db.ping, timeout_seconds=5.0)
         kernel.health.add("migrations", kernel.check_migrations, timeout_seconds=5.0)
         kernel.health.add("embedding_model", embedder.ping, timeout_seconds=2.0)
@@ -208,6 +184,52 @@ async def open_kernel(
         )
         yield kernel
         log.info("kernel.closing")
+
+
+def _assemble(
+    settings: EngramSettings,
+    *,
+    db: PostgresDatabase,
+    embedder: EmbeddingAdapter,
+    metrics: EngramMetrics,
+    stack: AsyncExitStack,
+    timings: StartupTimings,
+) -> Kernel:
+    """Wire the subsystems on top of the open adapters; closers go on ``stack``."""
+    batched = BatchingEmbedder(
+        embedder,
+        max_batch=settings.embedding_batch_size,
+        max_in_flight=settings.embedding_workers,
+    )
+    stack.push_async_callback(batched.close)
+    events = OutboxEventBus(db)
+    stack.push_async_callback(events.close)
+    audit = AuditLog(db)
+    reads = ReadRecorder(db)
+    stack.push_async_callback(reads.close)
+    gate = LibrarianGate(
+        db=db,
+        embeddings=batched,
+        advisor=HeuristicAdvisor(SubjectConflictDetector()),
+        audit=audit,
+        events=events,
+        metrics=metrics,
+        limiter=RateLimiter(),
+    )
+    return Kernel(
+        settings=settings,
+        db=db,
+        embeddings=batched,
+        metrics=metrics,
+        health=HealthChecks(),
+        gate=gate,
+        temporal=TemporalEngine(db, reads=reads, metrics=metrics),
+        audit=audit,
+        events=events,
+        embedded=settings.embedded,
+        head_revision=migrate.head_revision(),
+        timings=timings,
+    )
 
 
 async def _schema_current(kernel: Kernel) -> bool:

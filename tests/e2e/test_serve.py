@@ -15,6 +15,8 @@ import httpx
 import psutil
 import pytest
 
+from engram.infra import migrate
+
 ENGRAM = [sys.executable, "-m", "engram.protocols.cli"]
 TEN_METRICS = [
     "engram_gate_decisions_total",
@@ -129,7 +131,7 @@ def test_migrate_command_brings_the_embedded_database_to_head(
         check=False,
     )
     assert 0 == done.returncode, done.stderr.decode()
-    assert "schema at revision 0004" in done.stdout.decode()
+    assert f"schema at revision {migrate.head_revision()}" in done.stdout.decode()
     assert [] == _postgres_for(data_dir / "pg")
 
 

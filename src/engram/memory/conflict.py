@@ -1,35 +1,65 @@
 """Conflict detection between a proposed record and existing records of the same type.
 
-This is the basic, same-subject detector the Gate's Layer 2 uses: it classifies a pair as a
-contradiction, supersession, refinement or unresolvable conflict from lexical cues (negation,
-changed values, added detail) and the embedding similarity the Gate already computed. It
-records what it finds; acting on it (closing intervals, linking edges, escalating) is the
-resolver's job.
+This is the basic, same-subject detector the Gate's Layer 2 uses. It records what it finds;
+acting on it (closing intervals, linking edges, escalating) is the resolver's job. No model is
+asked anything: the rules use lexical cues (:mod:`engram.memory.conflict_cues`), the explicit
+subject of the record, event times, confidences and the embedding similarity the Gate has
+already computed.
+
+**Same subject.** Only records of the same type and namespace are compared. Where both name
+an explicit subject (``metadata.subject`` of a preference, ``metadata.name`` of an entity, see
+:func:`subject_of`), different subjects never conflict. Otherwise the pair must be close:
+cosine similarity at least ``SAME_SUBJECT_SIMILARITY``, or at least ``RELATED_SIMILARITY``
+with half of the older statement's words kept in order. Statements whose grammatical subjects
+differ ("the staging database …" / "the analytics database …"), whose scope differs ("… for
+the web team" / "… for the data team"), or episodes more than ``EPISODE_WINDOW`` apart (two
+occurrences, not one) are about different things and never conflict.
+
+**Classes**, checked in this order:
+
+1. *Change of value* (a number, version, date, weekday or frequency replaced by another, a
+   moved ``metadata.locator``, or a word saying one statement replaces the other: "switched
+   to", "instead of", "no longer", "moved"; also an exclusive claim dated "now"):
+   **supersession** only when the subject is certain (explicit, or similarity at least
+   ``SAME_SUBJECT_SIMILARITY``), the new record is newer (``event_time``, falling back to
+   ``ingestion_time``; equal event times are ordered by ingestion) and its confidence is at
+   least the older one's. Otherwise **unresolvable**: a person decides. A changed value that
+   comes with another swapped word group is a different fact and no conflict at all.
+2. *Exclusive claim* that does not present itself as a change: a negation added or removed
+   inside the claim, an antonym (enabled/disabled, before/after, passing/failing), or one word
+   group after the verb swapped for another ("uses JWT" / "uses session cookies", "prefers
+   tabs" / "prefers spaces"): **contradiction**. Verbs whose object takes many values at once
+   ("supports", "includes") and additions marked "also" are not exclusive.
+3. *Added detail*: the newer statement keeps the older one's words and adds more:
+   **refinement**.
+4. Anything else (a restatement, less detail, a compatible fact) is no conflict.
+
+A true fact is thus never retired on weak evidence: refinements and unrelated pairs cannot
+reach rule 1, and rule 1 escalates instead of superseding whenever time, confidence or the
+subject leave doubt.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Protocol
 from uuid import UUID
 
-from engram.memory.types import ConflictClassification, MemoryRecord
-
-_WORD = re.compile(r"[a-z0-9]+(?:[._'-][a-z0-9]+)*")
-_NEGATION = frozenset(
-    {"not", "no", "never", "isn't", "aren't", "doesn't", "don't", "won't", "cannot", "can't",
-     "without", "longer", "nobody", "none", "neither"}
-)  # fmt: skip
-_NUMBER = re.compile(r"\d+(?:\.\d+)*")
-_STOP = frozenset(
-    {"the", "a", "an", "is", "are", "was", "were", "be", "to", "of", "and", "or", "in", "on",
-     "for", "with", "at", "by", "it", "this", "that", "uses", "use"}
-)  # fmt: skip
+from engram.memory.conflict_cues import compare
+from engram.memory.types import ConflictClassification, MemoryRecord, MemoryType
 
 #: Embedding similarity above which two records of one type are taken to be about one subject.
 SAME_SUBJECT_SIMILARITY = 0.75
+#: Lower similarity that still counts when the two statements share most of their words.
+RELATED_SIMILARITY = 0.5
+#: Share of the older statement's words the newer must keep to be compared at all.
+SHARED_WORDS = 0.5
+#: Share of the older statement's words that makes the newer a restatement of it.
+RESTATED_WORDS = 0.8
+#: Episodes further apart than this are two occurrences, not two accounts of one.
+EPISODE_WINDOW = timedelta(hours=12)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,12 +109,23 @@ def subject_of(record: MemoryRecord) -> str | None:
     return None
 
 
-def _tokens(text: str) -> set[str]:
-    return {w for w in _WORD.findall(text.casefold()) if w not in _STOP}
+def _locator(record: MemoryRecord) -> str | None:
+    value = record.metadata.get("locator")
+    return value.strip() if isinstance(value, str) else None
 
 
-def _negated(text: str) -> bool:
-    return bool(_tokens(text) & _NEGATION) or "n't" in text.casefold()
+def _is_newer(new: MemoryRecord, old: MemoryRecord) -> bool:
+    """New by event time (ingestion time where unknown); equal event times by ingestion."""
+    new_time, old_time = new.event_time or new.ingestion_time, old.event_time or old.ingestion_time
+    if new_time == old_time:
+        return new.ingestion_time > old.ingestion_time
+    return new_time > old_time
+
+
+def _other_occurrence(new: MemoryRecord, old: MemoryRecord) -> bool:
+    if new.type is not MemoryType.EPISODE or new.event_time is None or old.event_time is None:
+        return False
+    return abs(new.event_time - old.event_time) > EPISODE_WINDOW
 
 
 class SubjectConflictDetector:
@@ -99,7 +140,11 @@ class SubjectConflictDetector:
     ) -> list[ConflictResult]:
         found = []
         for other in existing:
-            if other.record_id == record.record_id or other.type is not record.type:
+            if (
+                other.record_id == record.record_id
+                or other.type is not record.type
+                or other.namespace != record.namespace
+            ):
                 continue
             similarity = (similarities or {}).get(other.id, 0.0)
             result = self._classify(record, other, similarity)
@@ -115,33 +160,39 @@ class SubjectConflictDetector:
         self, new: MemoryRecord, old: MemoryRecord, similarity: float
     ) -> ConflictResult | None:
         new_subject, old_subject = subject_of(new), subject_of(old)
-        same_subject = (
-            new_subject == old_subject
-            if new_subject is not None and old_subject is not None
-            else similarity >= SAME_SUBJECT_SIMILARITY
-        )
-        if not same_subject:
+        explicit = new_subject is not None and old_subject is not None
+        if (explicit and new_subject != old_subject) or _other_occurrence(new, old):
             return None
-        new_tokens, old_tokens = _tokens(new.content), _tokens(old.content)
-        if new_tokens == old_tokens:
+        diff = compare(old.content, new.content)
+        moved = None not in (_locator(new), _locator(old)) and _locator(new) != _locator(old)
+        if (diff.same_words and not moved) or diff.subject_changed:
+            return None
+        related = similarity >= RELATED_SIMILARITY and diff.overlap >= SHARED_WORDS
+        certain = (
+            explicit
+            or similarity >= SAME_SUBJECT_SIMILARITY
+            or (related and diff.kept >= RESTATED_WORDS)
+        )
+        if not (certain or related):
             return None
 
         def result(kind: ConflictClassification, reason: str) -> ConflictResult:
             return ConflictResult(kind, old.record_id, old.id, similarity, reason)
 
-        if _negated(new.content) != _negated(old.content):
-            return result(ConflictClassification.CONTRADICTION, "one statement negates the other")
-        if old_tokens < new_tokens:
-            return result(ConflictClassification.REFINEMENT, "adds detail to the older record")
-        new_numbers = set(_NUMBER.findall(new.content))
-        old_numbers = set(_NUMBER.findall(old.content))
-        if new_numbers and old_numbers and new_numbers != old_numbers:
-            newer = (new.event_time or new.ingestion_time) >= (old.event_time or old.ingestion_time)
-            if newer and new.source_confidence >= old.source_confidence:
+        exclusive = diff.negation_flipped or diff.antonym or diff.alternative
+        replaced = diff.change_marker and diff.overlap >= SHARED_WORDS
+        if diff.value_changed or moved or replaced or (exclusive and diff.dated):
+            if diff.value_changed and diff.other_change and not replaced:
+                return None
+            if certain and _is_newer(new, old) and new.source_confidence >= old.source_confidence:
                 return result(ConflictClassification.SUPERSESSION, "a newer value of the same fact")
             return result(
-                ConflictClassification.UNRESOLVABLE, "changed value, but not newer and as sure"
+                ConflictClassification.UNRESOLVABLE, "a changed value, but not newer and as sure"
             )
-        if new_subject is not None and new_subject == old_subject:
-            return result(ConflictClassification.CONTRADICTION, "different claims on one subject")
+        if diff.negation_flipped:
+            return result(ConflictClassification.CONTRADICTION, "one statement negates the other")
+        if exclusive:
+            return result(ConflictClassification.CONTRADICTION, "mutually exclusive claims")
+        if diff.adds_detail:
+            return result(ConflictClassification.REFINEMENT, "adds detail to the older record")
         return None

@@ -1,28 +1,146 @@
-"""Reads of records over time: current versions and version chains.
+"""Reads of records over time: bi-temporal as-of queries, version chains and decay.
 
-Read-only by construction (it never calls a writing statement); retrieval and protocol
-adapters read through it. Bi-temporal as-of queries and decay build on this module.
+Two clocks (ADR-003): *ingestion time* T, when the kernel learned a version, and *event time*
+E, when it became true in the world. ``query(as_of_ingestion=T)`` answers what the kernel
+believed at T; ``query(as_of_event=E)`` what was true at E as currently known; both together,
+what the kernel believed at T about E. The version answering (T, E) is the newest version
+known at T whose event time is at or before E, so a correction of the past (a newer version
+with an earlier event time) wins wherever it applies. Forgotten and consolidated records are
+left out unless asked for, and callers see only records at or below their read level.
+Every read is counted for decay (off the read path, :mod:`engram.memory.reads`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import datetime
 from uuid import UUID
 
 from engram.infra.db import DatabaseAdapter
 from engram.memory import store
-from engram.memory.types import MemoryRecord
+from engram.memory.decay import relevance
+from engram.memory.reads import ReadRecorder
+from engram.memory.types import (
+    AccessLevel,
+    CallerIdentity,
+    MemoryRecord,
+    MemoryStatus,
+    MemoryType,
+    utc_now,
+)
+from engram.observability.metrics import EngramMetrics
+
+SQL = store.SQL
+DEFAULT_LIMIT = 50
+
+
+def readable_levels(caller: CallerIdentity | None) -> list[str]:
+    """Access levels a caller may read (all of them for internal reads without a caller)."""
+    ceiling = AccessLevel.SENSITIVE if caller is None else caller.max_read_level
+    return [level.value for level in AccessLevel if ceiling.allows(level)]
+
+
+def _ending_statuses(*, include_forgotten: bool, include_consolidated: bool) -> list[str]:
+    ending = []
+    if not include_forgotten:
+        ending.append(MemoryStatus.FORGOTTEN.value)
+    if not include_consolidated:
+        ending.append(MemoryStatus.CONSOLIDATED.value)
+    return ending
 
 
 class TemporalEngine:
-    """Version lookups for one kernel."""
+    """Bi-temporal reads of one kernel."""
 
-    def __init__(self, db: DatabaseAdapter) -> None:
+    def __init__(
+        self,
+        db: DatabaseAdapter,
+        *,
+        reads: ReadRecorder | None = None,
+        metrics: EngramMetrics | None = None,
+    ) -> None:
         self._db = db
+        self._reads = reads
+        self._metrics = metrics
 
-    async def current(self, record_id: UUID) -> MemoryRecord | None:
-        """The newest version of a record (forgotten ones included: check ``status``)."""
-        return await store.head(self._db, record_id)
+    async def query(
+        self,
+        *,
+        record_id: UUID | None = None,
+        as_of_event: datetime | None = None,
+        as_of_ingestion: datetime | None = None,
+        include_superseded: bool = False,
+        include_forgotten: bool = False,
+        include_consolidated: bool = False,
+        caller: CallerIdentity | None = None,
+        types: Sequence[MemoryType] | None = None,
+        namespace: str = "default",
+        limit: int = DEFAULT_LIMIT,
+    ) -> list[MemoryRecord]:
+        """Records (one version each, or every version with ``include_superseded``) as of
+        the given instants; without ``record_id``, a listing of one namespace, newest first."""
+        at = as_of_ingestion or utc_now()
+        ending = _ending_statuses(
+            include_forgotten=include_forgotten, include_consolidated=include_consolidated
+        )
+        levels = readable_levels(caller)
+        if record_id is not None:
+            name = "as_of_history" if include_superseded else "as_of_record"
+            rows = await self._db.fetch(SQL[name], record_id, at, as_of_event, ending, levels)
+        else:
+            wanted = [t.value for t in (types or list(MemoryType))]
+            rows = await self._db.fetch(
+                SQL["as_of_listing"], namespace, at, as_of_event, ending, levels, wanted, limit
+            )
+        records = [store.record_from_row(row) for row in rows]
+        self._note(records)
+        return records
 
-    async def get_version_chain(self, record_id: UUID) -> list[MemoryRecord]:
-        """Every version of a record, oldest first."""
-        return await store.version_chain(self._db, record_id)
+    async def current(
+        self, record_id: UUID, *, caller: CallerIdentity | None = None
+    ) -> MemoryRecord | None:
+        """The newest version of a record, forgotten ones included (check ``status``)."""
+        found = await self.query(
+            record_id=record_id, include_forgotten=True, include_consolidated=True, caller=caller
+        )
+        return found[0] if found else None
+
+    async def get_version_chain(
+        self, record_id: UUID, *, caller: CallerIdentity | None = None
+    ) -> list[MemoryRecord]:
+        """Every version of a record, oldest first (history of forgotten records included)."""
+        chain = await store.version_chain(self._db, record_id)
+        levels = set(readable_levels(caller))
+        if chain and chain[-1].access_level.value not in levels:
+            return []
+        visible = [version for version in chain if version.access_level.value in levels]
+        self._note(visible[-1:])
+        return visible
+
+    async def compute_decay(self, record_id: UUID, *, now: datetime | None = None) -> float:
+        """The current relevance of a record (see :mod:`engram.memory.decay`)."""
+        row = await self._db.fetchrow(SQL["decay_inputs"], record_id)
+        if row is None:
+            raise LookupError(f"no record {record_id}")
+        memory_type = MemoryType(row["type"])
+        now = now or utc_now()
+        last = row["last_accessed_at"] or row["head_ingested"]
+        score = relevance(
+            memory_type,
+            importance=float(row["importance"]),
+            reinforcements=float(row["reinforcements"] or 0.0),
+            days_since_access=(now - last).total_seconds() / 86_400,
+            age_days=(now - row["first_ingested"]).total_seconds() / 86_400,
+        )
+        if self._metrics is not None:
+            self._metrics.decay_score.labels(type=memory_type.value).observe(score)
+        return score
+
+    async def flush_reads(self) -> None:
+        """Persist the read counts gathered so far (they are also flushed every second)."""
+        if self._reads is not None:
+            await self._reads.flush()
+
+    def _note(self, records: Sequence[MemoryRecord]) -> None:
+        if self._reads is not None and records:
+            self._reads.note(record.record_id for record in records)

@@ -124,3 +124,65 @@ SELECT {{record_columns}}
 FROM memories
 WHERE record_id = $1
 ORDER BY version
+
+-- The as-of reads. $2 is the ingestion instant T (what the kernel knew), $3 the event instant
+-- E (what was true in the world; NULL: no event filter), $4 the statuses that end a record
+-- (forgotten, consolidated) unless asked for, $5 the access levels the reader may see.
+-- The version answering (T, E) is the newest version known at T whose event time is at or
+-- before E; an end of validity counts only once it was recorded (by T).
+
+-- fragment: valid_at
+v.ingestion_time <= $2
+AND ($3::timestamptz IS NULL
+     OR (v.event_time <= $3
+         AND (v.event_time_end IS NULL OR $3 < v.event_time_end
+              OR v.ingestion_time_end IS NULL OR v.ingestion_time_end > $2)))
+
+-- fragment: not_ended
+NOT EXISTS (
+    SELECT 1 FROM memories e
+    WHERE e.record_id = v.record_id AND e.status::text = ANY($4::text[])
+      AND e.ingestion_time_end <= $2
+)
+
+-- name: as_of_record
+SELECT {{record_columns}}
+FROM memories v
+WHERE v.record_id = $1 AND {{valid_at}} AND {{not_ended}}
+  AND v.access_level = ANY($5::text[])
+ORDER BY v.version DESC
+LIMIT 1
+
+-- name: as_of_history
+SELECT {{record_columns}}
+FROM memories v
+WHERE v.record_id = $1 AND {{valid_at}} AND {{not_ended}}
+  AND v.access_level = ANY($5::text[])
+ORDER BY v.version
+
+-- name: as_of_listing
+-- $1 namespace, $6 types, $7 limit. Heads are scanned newest change first (partial index
+-- memories_heads_by_type_idx); for each, the version answering (T, E) is picked.
+SELECT v.*
+FROM memories h
+CROSS JOIN LATERAL (
+    SELECT {{record_columns}}
+    FROM memories v
+    WHERE v.record_id = h.record_id AND {{valid_at}}
+    ORDER BY v.version DESC
+    LIMIT 1
+) AS v
+WHERE h.namespace = $1 AND h.superseded_by IS NULL AND h.type = ANY($6::text[])
+  AND {{not_ended}}
+  AND v.access_level = ANY($5::text[])
+ORDER BY h.ingestion_time DESC
+LIMIT $7
+
+-- name: decay_inputs
+SELECT h.type, h.importance, h.ingestion_time AS head_ingested,
+       (SELECT min(f.ingestion_time) FROM memories f WHERE f.record_id = h.record_id)
+           AS first_ingested,
+       a.last_accessed_at, a.reinforcements
+FROM memories h
+LEFT JOIN memory_access a ON a.record_id = h.record_id
+WHERE h.record_id = $1 AND h.superseded_by IS NULL

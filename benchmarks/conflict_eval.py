@@ -1,0 +1,199 @@
+"""Conflict detection quality on the labelled pair set.
+
+Prints one JSON object. Each line of the set is a JSON object with ``id``, ``type``, ``label``
+(``contradiction``, ``supersession``, ``refinement``, ``unresolvable`` or ``none``) and the
+``old`` and ``new`` records (``content`` and, optionally, ``metadata``, ``event_time`` and
+``source_confidence``).
+
+- Both records of a pair are built with ``MemoryRecord.draft`` and must pass the type schema
+  (a reflection gets one random evidence link). The old record is ingested a minute before
+  the new one, as it would be in the store.
+- Every content is embedded with the real model, in batches; the similarity of a pair is the
+  dot product of the two unit vectors (their cosine).
+- The detector runs as the Gate runs it: ``detect(new, [old], similarities={old.id: cosine})``;
+  an empty answer is the prediction ``none``.
+- The confusion matrix maps each label to the counts of what was predicted for it.
+- ``true_facts_retired_on_unrelated_or_refining`` counts pairs labelled ``none`` or
+  ``refinement`` that were predicted ``supersession``: each would retire a true record.
+
+    python benchmarks/conflict_eval.py [--pairs PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from engram.config import EMBEDDING_DIMENSION, EngramSettings
+from engram.infra.embeddings import EmbeddingAdapter
+from engram.memory.conflict import SubjectConflictDetector
+from engram.memory.schemas import validate_record
+from engram.memory.types import MemoryRecord, MemoryType
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_PAIRS = ROOT / "tests" / "data" / "conflict_pairs.jsonl"
+LABELS = ("contradiction", "supersession", "refinement", "unresolvable", "none")
+ACCURACY_GOAL = 0.90
+BATCH = 64
+INGESTED = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Pair:
+    """One labelled pair: the existing record, the proposal and the expected class."""
+
+    id: str
+    label: str
+    old: MemoryRecord
+    new: MemoryRecord
+
+
+def _record(kind: MemoryType, side: dict[str, Any], ingested: datetime) -> MemoryRecord:
+    event_time = side.get("event_time")
+    record = MemoryRecord.draft(
+        kind,
+        side["content"],
+        source_agent="conflict-eval",
+        metadata=side.get("metadata"),
+        event_time=datetime.fromisoformat(event_time) if event_time else None,
+        source_confidence=side.get("source_confidence"),
+        evidence_links=[uuid.uuid4()] if kind is MemoryType.REFLECTION else [],
+    )
+    return record.model_copy(update={"ingestion_time": ingested})
+
+
+def load_pairs(path: Path) -> list[Pair]:
+    """The pairs of a set file; stops at the first invalid line or record."""
+    pairs: list[Pair] = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        if row["label"] not in LABELS:
+            raise SystemExit(f"{path}:{number}: unknown label {row['label']!r}")
+        kind = MemoryType(row["type"])
+        old = _record(kind, row["old"], INGESTED)
+        new = _record(kind, row["new"], INGESTED + timedelta(minutes=1))
+        for record in (old, new):
+            problems = validate_record(record)
+            if problems:
+                raise SystemExit(f"{path}:{number}: invalid record: {'; '.join(problems)}")
+        pairs.append(Pair(row["id"], row["label"], old, new))
+    return pairs
+
+
+async def similarities(embedder: EmbeddingAdapter, pairs: list[Pair]) -> list[float]:
+    """Cosine similarity of each pair's two contents, embedding each distinct text once."""
+    texts = sorted({r.content for p in pairs for r in (p.old, p.new)})
+    vectors: dict[str, list[float]] = {}
+    for start in range(0, len(texts), BATCH):
+        chunk = texts[start : start + BATCH]
+        vectors.update(zip(chunk, await embedder.embed_batch(chunk), strict=True))
+    return [
+        sum(a * b for a, b in zip(vectors[p.old.content], vectors[p.new.content], strict=True))
+        for p in pairs
+    ]
+
+
+async def predict(pairs: list[Pair], sims: list[float]) -> list[str]:
+    """The detector's class for each pair (``none`` when it reports no conflict)."""
+    detector = SubjectConflictDetector()
+    predicted: list[str] = []
+    for pair, similarity in zip(pairs, sims, strict=True):
+        found = await detector.detect(pair.new, [pair.old], similarities={pair.old.id: similarity})
+        predicted.append(found[0].classification.value if found else "none")
+    return predicted
+
+
+def score(labels: list[str], predicted: list[str]) -> dict[str, Any]:
+    """Confusion matrix, per-class precision/recall/F1, accuracy and the goals."""
+    matrix = {gold: dict.fromkeys(LABELS, 0) for gold in LABELS}
+    for gold, guess in zip(labels, predicted, strict=True):
+        matrix[gold][guess] += 1
+    per_class: dict[str, dict[str, float | int]] = {}
+    for label in LABELS:
+        hits = matrix[label][label]
+        said = sum(matrix[gold][label] for gold in LABELS)
+        support = sum(matrix[label].values())
+        precision = hits / said if said else 0.0
+        recall = hits / support if support else 0.0
+        f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+        per_class[label] = {
+            "support": support,
+            "precision": round(precision, 4),
+            "recall": round(recall, 4),
+            "f1": round(f1, 4),
+        }
+    accuracy = sum(matrix[label][label] for label in LABELS) / len(labels) if labels else 0.0
+    retired = matrix["none"]["supersession"] + matrix["refinement"]["supersession"]
+    return {
+        "confusion_matrix": matrix,
+        "per_class": per_class,
+        "accuracy": round(accuracy, 4),
+        "true_facts_retired_on_unrelated_or_refining": retired,
+        "goals": {
+            f"accuracy>={ACCURACY_GOAL}": accuracy >= ACCURACY_GOAL,
+            "true_facts_retired==0": retired == 0,
+        },
+    }
+
+
+async def evaluate(embedder: EmbeddingAdapter, path: Path) -> dict[str, Any]:
+    """Run the whole evaluation of one set file with one embedder; the printed object."""
+    pairs = load_pairs(path)
+    sims = await similarities(embedder, pairs)
+    predicted = await predict(pairs, sims)
+    labels = [p.label for p in pairs]
+    misses = [
+        {"id": p.id, "label": p.label, "predicted": guess, "similarity": round(sim, 3)}
+        for p, guess, sim in zip(pairs, predicted, sims, strict=True)
+        if guess != p.label
+    ]
+    return {
+        "parameters": {
+            "pairs_file": str(path),
+            "pairs": len(pairs),
+            "labels": dict(Counter(labels)),
+            "detector": type(SubjectConflictDetector()).__qualname__,
+            "embedding_model": embedder.model_name,
+        },
+        **score(labels, predicted),
+        "misclassified": misses,
+    }
+
+
+async def _main(path: Path) -> dict[str, Any]:
+    from engram.infra.fastembed_embedder import FastembedEmbedder  # noqa: PLC0415
+    from engram.infra.model_files import ensure_default_model  # noqa: PLC0415
+
+    settings = EngramSettings(data_dir=ROOT / ".engram")
+    ensure_default_model(settings.model_dir)
+    embedder = FastembedEmbedder(
+        settings.model_dir,
+        model_name=settings.embedding_model_name,
+        dimension=EMBEDDING_DIMENSION,
+        timeout_seconds=60.0,
+    )
+    await embedder.start()
+    try:
+        return await evaluate(embedder, path)
+    finally:
+        await embedder.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=Path, default=DEFAULT_PAIRS)
+    args = parser.parse_args()
+    print(json.dumps(asyncio.run(_main(args.pairs)), indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,237 @@
+"""Bi-temporal reads through kernel.temporal, case by case (docs/temporal.md)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from uuid import UUID
+
+import pytest
+
+from engram import Kernel
+from engram.memory.access import caller_for_tier
+from engram.memory.gate_io import GateRequest
+from engram.memory.types import AccessLevel, MemoryRecord, MemoryType, TrustLevel
+from tests.integration.gate_helpers import EXTERNAL, STANDARD, belief, create, update
+
+JAN = datetime(2026, 1, 1, tzinfo=UTC)
+FEB = datetime(2026, 2, 1, tzinfo=UTC)
+MAR = datetime(2026, 3, 1, tzinfo=UTC)
+APR = datetime(2026, 4, 1, tzinfo=UTC)
+DEC_BEFORE = datetime(2025, 12, 1, tzinfo=UTC)
+WRITER = replace(STANDARD, writes_per_minute=100_000)
+
+When = tuple[datetime | None, datetime | None]
+
+
+def _mid(a: datetime, b: datetime) -> datetime:
+    return a + (b - a) / 2
+
+
+class Timeline:
+    """Two versions of one record and the instants around them."""
+
+    def __init__(self, record_id: UUID, t1: datetime, t2: datetime) -> None:
+        self.record_id = record_id
+        self.before = t1 - timedelta(milliseconds=1)
+        self.between = _mid(t1, t2)
+        self.after = t2 + timedelta(milliseconds=1)
+
+
+async def _two_versions(kernel: Kernel, first_event: datetime, second_event: datetime) -> Timeline:
+    first = await kernel.gate.evaluate(
+        create(belief("The deploy target is v2.0.", event_time=first_event), WRITER)
+    )
+    assert first.modified_record is not None
+    assert first.record_id is not None
+    second = await kernel.gate.evaluate(
+        update(first.record_id, "The deploy target is v2.1.", 1, WRITER, event_time=second_event)
+    )
+    assert second.modified_record is not None
+    return Timeline(
+        first.record_id, first.modified_record.ingestion_time, second.modified_record.ingestion_time
+    )
+
+
+async def _version(
+    kernel: Kernel,
+    record_id: UUID,
+    *,
+    as_of_ingestion: datetime | None = None,
+    as_of_event: datetime | None = None,
+) -> int | None:
+    found = await kernel.temporal.query(
+        record_id=record_id, as_of_ingestion=as_of_ingestion, as_of_event=as_of_event
+    )
+    assert len(found) <= 1
+    return found[0].version if found else None
+
+
+async def _answers(
+    kernel: Kernel, record_id: UUID, cases: dict[When, int | None]
+) -> dict[When, int | None]:
+    return {
+        key: await _version(kernel, record_id, as_of_ingestion=key[0], as_of_event=key[1])
+        for key in cases
+    }
+
+
+async def test_forward_update_every_combination(kernel: Kernel) -> None:
+    """v1 true from January, v2 from March: each (T, E) gets the version believed then."""
+    tl = await _two_versions(kernel, JAN, MAR)
+    cases: dict[When, int | None] = {
+        (tl.before, None): None,
+        (tl.between, None): 1,
+        (tl.after, None): 2,
+        (None, DEC_BEFORE): None,
+        (None, FEB): 1,
+        (None, APR): 2,
+        (tl.before, FEB): None,
+        (tl.between, FEB): 1,
+        (tl.between, APR): 1,
+        (tl.after, FEB): 1,
+        (tl.after, APR): 2,
+        (tl.after, DEC_BEFORE): None,
+    }
+    assert cases == await _answers(kernel, tl.record_id, cases)
+
+
+async def test_correction_of_the_past_every_combination(kernel: Kernel) -> None:
+    """v1 said "since March"; v2 corrects it to "since January": old beliefs stay answerable."""
+    tl = await _two_versions(kernel, MAR, JAN)
+    cases: dict[When, int | None] = {
+        (tl.before, None): None,
+        (tl.between, None): 1,
+        (tl.after, None): 2,
+        (tl.between, FEB): None,  # at T1 nothing was believed true in February
+        (tl.between, APR): 1,
+        (tl.after, DEC_BEFORE): None,
+        (tl.after, FEB): 2,  # now we know the January version held in February
+        (tl.after, APR): 2,  # and it, not v1, holds in April
+        (None, FEB): 2,
+        (None, APR): 2,
+        (None, DEC_BEFORE): None,
+    }
+    assert cases == await _answers(kernel, tl.record_id, cases)
+
+
+async def test_forget_ends_both_intervals(kernel: Kernel) -> None:
+    """After FORGET the record is gone from then on, but what was believed before stays."""
+    first = await kernel.gate.evaluate(
+        create(belief("The VPN uses WireGuard.", event_time=JAN), WRITER)
+    )
+    assert first.modified_record is not None
+    assert first.record_id is not None
+    forgotten = await kernel.gate.evaluate(
+        GateRequest.forget(first.modified_record, WRITER, EXTERNAL)
+    )
+    assert forgotten.modified_record is not None
+    t1 = first.modified_record.ingestion_time
+    tf = forgotten.modified_record.ingestion_time_end
+    assert tf is not None
+    assert forgotten.modified_record.event_time_end is not None
+    rid = first.record_id
+    assert 1 == await _version(kernel, rid, as_of_ingestion=_mid(t1, tf))
+    assert 1 == await _version(kernel, rid, as_of_ingestion=_mid(t1, tf), as_of_event=FEB)
+    assert await _version(kernel, rid) is None
+    assert await _version(kernel, rid, as_of_event=FEB) is None
+    assert await _version(kernel, rid, as_of_ingestion=tf + timedelta(milliseconds=1)) is None
+    kept = await kernel.temporal.query(record_id=rid, include_forgotten=True)
+    assert ["forgotten"] == [r.status.value for r in kept]
+    assert 1 == len(await kernel.temporal.get_version_chain(rid))
+
+
+async def test_history_as_of_an_instant(kernel: Kernel) -> None:
+    """include_superseded lists every version known at T, oldest first."""
+    tl = await _two_versions(kernel, JAN, MAR)
+    history = await kernel.temporal.query(record_id=tl.record_id, include_superseded=True)
+    assert [1, 2] == [r.version for r in history]
+    earlier = await kernel.temporal.query(
+        record_id=tl.record_id, include_superseded=True, as_of_ingestion=tl.between
+    )
+    assert [1] == [r.version for r in earlier]
+
+
+async def test_readers_see_only_their_levels(kernel: Kernel) -> None:
+    """Sensitive records reach only callers cleared for them; user-level ones not agents."""
+    trusted = caller_for_tier("t", TrustLevel.TRUSTED)
+    restricted = caller_for_tier("r", TrustLevel.RESTRICTED)
+    secret = await kernel.gate.evaluate(
+        create(belief("Payroll runs on the 25th.", access_level=AccessLevel.SENSITIVE), trusted)
+    )
+    internal = await kernel.gate.evaluate(
+        create(belief("The office wifi is guest-only.", access_level=AccessLevel.USER), WRITER)
+    )
+    assert secret.record_id is not None
+    assert internal.record_id is not None
+    for caller, expected in [(trusted, 1), (STANDARD, 0), (restricted, 0)]:
+        found = await kernel.temporal.query(record_id=secret.record_id, caller=caller)
+        assert expected == len(found), caller.trust_level
+        chain = await kernel.temporal.get_version_chain(secret.record_id, caller=caller)
+        assert expected == len(chain), caller.trust_level
+    assert 1 == len(await kernel.temporal.query(record_id=internal.record_id, caller=STANDARD))
+    assert [] == await kernel.temporal.query(record_id=internal.record_id, caller=restricted)
+
+
+async def test_listing_filters_by_type_and_orders_newest_first(kernel: Kernel) -> None:
+    """A listing returns one version per live record of the asked types, newest change first."""
+    ids = []
+    for n in range(5):
+        result = await kernel.gate.evaluate(
+            create(belief(f"Queue {n} holds {n * 11} jobs."), WRITER)
+        )
+        ids.append(result.record_id)
+    episode = MemoryRecord.draft(
+        MemoryType.EPISODE,
+        "The queue stalled at noon.",
+        source_agent="agent-standard",
+        event_time=FEB,
+    )
+    await kernel.gate.evaluate(create(episode, WRITER))
+    assert ids[0] is not None
+    await kernel.gate.evaluate(update(ids[0], "Queue 0 holds 99 jobs.", 1, WRITER))
+    listed = await kernel.temporal.query(types=[MemoryType.BELIEF], limit=3)
+    assert [ids[0], ids[4], ids[3]] == [r.record_id for r in listed]
+    assert 2 == listed[0].version
+    assert 6 == len(await kernel.temporal.query(limit=50))
+    assert [] == await kernel.temporal.query(namespace="elsewhere")
+
+
+async def test_reads_are_counted_without_versions_or_audit_rows(kernel: Kernel) -> None:
+    """Reading updates the access statistics only, reinforcing at most five reads a day."""
+    created = await kernel.gate.evaluate(create(belief("Docs live in Confluence."), WRITER))
+    assert created.record_id is not None
+    for _ in range(7):
+        await kernel.temporal.query(record_id=created.record_id)
+    await kernel.temporal.get_version_chain(created.record_id)
+    await kernel.temporal.flush_reads()
+    row = await kernel.db.fetchrow(
+        "SELECT access_count, reinforcements FROM memory_access WHERE record_id = $1",
+        created.record_id,
+    )
+    assert row is not None
+    assert (8, 5.0) == (row["access_count"], row["reinforcements"])
+    assert 1 == await kernel.db.fetchval("SELECT count(*) FROM memories")
+    assert 1 == await kernel.db.fetchval("SELECT count(*) FROM librarian_audit")
+
+
+async def test_decay_grows_with_reads_falls_with_time_and_is_observed(kernel: Kernel) -> None:
+    """A record's relevance rises with (capped) reads and falls with time; it is measured."""
+    created = await kernel.gate.evaluate(create(belief("Sprint demos are on Fridays."), WRITER))
+    assert created.record_id is not None
+    fresh = await kernel.temporal.compute_decay(created.record_id)
+    later = await kernel.temporal.compute_decay(
+        created.record_id, now=datetime.now(UTC) + timedelta(days=60)
+    )
+    for _ in range(3):
+        await kernel.temporal.query(record_id=created.record_id)
+    await kernel.temporal.flush_reads()
+    read = await kernel.temporal.compute_decay(created.record_id)
+    assert later < fresh < read <= 1.0
+    observed = kernel.metrics.registry.get_sample_value(
+        "engram_decay_score_count", {"type": "belief"}
+    )
+    assert 3 == observed
+    unknown = MemoryRecord.draft(MemoryType.BELIEF, "x", source_agent="a").id
+    with pytest.raises(LookupError):
+        await kernel.temporal.compute_decay(unknown)
