@@ -36,6 +36,7 @@ from engram.infra.embeddings import EmbeddingAdapter
 from engram.memory.conflict import SubjectConflictDetector
 from engram.memory.schemas import validate_record
 from engram.memory.types import MemoryRecord, MemoryType
+from engram.observability.logging import configure_logging
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PAIRS = ROOT / "tests" / "data" / "conflict_pairs.jsonl"
@@ -173,6 +174,7 @@ async def _main(path: Path) -> dict[str, Any]:
     from engram.infra.fastembed_embedder import FastembedEmbedder  # noqa: PLC0415
     from engram.infra.model_files import ensure_default_model  # noqa: PLC0415
 
+    configure_logging("warning", "json")  # stdout carries the JSON result only
     settings = EngramSettings(data_dir=ROOT / ".engram")
     ensure_default_model(settings.model_dir)
     embedder = FastembedEmbedder(

@@ -62,6 +62,7 @@ async def seed_versions(
     versions_per_record: int,
     with_vectors: bool = False,
     types: list[str] | None = None,
+    first: int = 1,
     chunk: int = 20_000,
 ) -> None:
     """Insert ``records`` lineages of ``versions_per_record`` versions each, then ANALYZE.
@@ -73,8 +74,9 @@ async def seed_versions(
     await conn.execute("DROP INDEX engram.memories_embedding_hnsw_idx")
     await conn.execute("DROP INDEX engram.memories_content_tsv_idx")
     try:
-        for start in range(1, records + 1, chunk):
-            end = min(records, start + chunk - 1)
+        last = first + records - 1
+        for start in range(first, last + 1, chunk):
+            end = min(last, start + chunk - 1)
             await conn.execute(_SEED, versions_per_record, with_vectors, types or TYPES, start, end)
     finally:
         await conn.execute("SET session_replication_role = DEFAULT")

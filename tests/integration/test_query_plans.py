@@ -81,17 +81,23 @@ async def _a_record(conn: asyncpg.Connection) -> Any:
 async def test_temporal_reads_and_head_lookups_use_their_indexes(
     seeded: asyncpg.Connection,
 ) -> None:
-    """As-of reads walk (record_id, version); listings the partial heads index; the Gate's
-    head lookup the unique head index."""
+    """As-of reads walk (record_id, version); listings scan heads (now), versions by ingestion
+    time (as of T) or by event time (as of E); the Gate's head lookup the unique head index."""
     record_id = await _a_record(seeded)
     for name in ("as_of_record", "as_of_history"):
         used = await _plan(seeded, SQL[name], record_id, T, E, ENDING, LEVELS)
         assert "memories_record_version_key" in used, (name, used)
     assert "memories_record_version_key" in await _plan(seeded, SQL["version_chain"], record_id)
     listing = await _plan(
-        seeded, SQL["as_of_listing"], "default", T, None, ENDING, LEVELS, ["belief"], 50
+        seeded, SQL["as_of_listing"], "default", T, None, ENDING, LEVELS, "belief", 50
     )
-    assert {"memories_heads_by_type_idx", "memories_record_version_key"} <= listing, listing
+    assert {"memories_listing_idx", "memories_record_version_key"} <= listing, listing
+    by_event = await _plan(
+        seeded, SQL["as_of_event_listing"], "default", T, E, ENDING, LEVELS, "belief", 50
+    )
+    assert {"memories_event_listing_idx", "memories_record_version_key"} <= by_event, by_event
+    current = await _plan(seeded, SQL["current_listing"], "default", ENDING, LEVELS, "belief", 50)
+    assert "memories_heads_by_type_idx" in current, current
     assert "memories_one_head_idx" in await _plan(seeded, SQL["head"], record_id)
 
 

@@ -138,3 +138,34 @@ def test_system_identity_has_full_clearance() -> None:
     assert "system:consolidation" == system.agent_id
     assert AccessLevel.SENSITIVE == system.max_write_level
     assert frozenset(MemoryType) == system.allowed_types
+
+
+def test_records_read_back_from_rows_equal_validated_ones() -> None:
+    """The fast construction of stored rows builds the same record as validation would."""
+    from engram.memory.store import record_from_row  # noqa: PLC0415
+
+    record = MemoryRecord.draft(
+        MemoryType.DECISION,
+        "We chose Kafka.",
+        source_agent="a",
+        metadata={"rationale": "ordering"},
+        event_time=datetime(2026, 1, 1, tzinfo=UTC),
+    ).model_copy(
+        update={"gate_decision_id": uuid.uuid4(), "gate_decision_type": GateDecisionType.EXTERNAL}
+    )
+    row = {
+        **record.model_dump(),
+        "type": record.type.value,
+        "access_level": record.access_level.value,
+        "gate_decision_type": "external",
+        "status": record.status.value,
+        "consolidation_path": record.consolidation_path.value,
+        "evidence_links": list(record.evidence_links),
+    }
+    rebuilt = record_from_row(row)
+    assert MemoryRecord.model_validate(record.model_dump()) == rebuilt
+    assert record.model_dump() == rebuilt.model_dump()
+    assert (
+        record.model_copy(update={"version": 2}).version
+        == rebuilt.model_copy(update={"version": 2}).version
+    )

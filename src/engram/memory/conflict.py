@@ -10,33 +10,37 @@ already computed.
 an explicit subject (``metadata.subject`` of a preference, ``metadata.name`` of an entity, see
 :func:`subject_of`), different subjects never conflict. Otherwise the pair must be close:
 cosine similarity at least ``SAME_SUBJECT_SIMILARITY``, or at least ``RELATED_SIMILARITY``
-with half of the older statement's words kept in order. Statements whose grammatical subjects
-differ ("the staging database …" / "the analytics database …"), whose scope differs ("… for
-the web team" / "… for the data team"), or episodes more than ``EPISODE_WINDOW`` apart (two
-occurrences, not one) are about different things and never conflict.
+with ``SHARED_WORDS`` of the two statements' words in common, in order. Statements whose
+grammatical subjects differ ("the staging database …" / "the analytics database …"), whose
+scope differs ("… for the web team" / "… for the data team"), and episodes more than
+``EPISODE_WINDOW`` apart (two occurrences, not two accounts of one) never conflict.
 
 **Classes**, checked in this order:
 
-1. *Change of value* (a number, version, date, weekday or frequency replaced by another, a
-   moved ``metadata.locator``, or a word saying one statement replaces the other: "switched
-   to", "instead of", "no longer", "moved"; also an exclusive claim dated "now"):
-   **supersession** only when the subject is certain (explicit, or similarity at least
-   ``SAME_SUBJECT_SIMILARITY``), the new record is newer (``event_time``, falling back to
-   ``ingestion_time``; equal event times are ordered by ingestion) and its confidence is at
-   least the older one's. Otherwise **unresolvable**: a person decides. A changed value that
-   comes with another swapped word group is a different fact and no conflict at all.
+1. *Change of value*: a number, version, date, weekday or frequency replaced by another, a
+   moved ``metadata.locator``, a word saying one statement replaces the other ("switched
+   to", "instead of", "no longer", "moved"), or an exclusive claim dated "now". It is a
+   **supersession** only when the subject is certain (explicit; similarity at least
+   ``SAME_SUBJECT_SIMILARITY``; or the newer keeps ``RESTATED_WORDS`` of the older's words),
+   the new record is newer (``event_time``, else ``ingestion_time``; equal times are ordered
+   by ingestion) and its confidence is at least the older one's. Otherwise it is
+   **unresolvable** and goes to a person. A changed value that comes with another swapped
+   word group ("Node 20 for the frontend" / "Go 1.22 for the backend") is another fact.
 2. *Exclusive claim* that does not present itself as a change: a negation added or removed
-   inside the claim, an antonym (enabled/disabled, before/after, passing/failing), or one word
-   group after the verb swapped for another ("uses JWT" / "uses session cookies", "prefers
-   tabs" / "prefers spaces"): **contradiction**. Verbs whose object takes many values at once
-   ("supports", "includes") and additions marked "also" are not exclusive.
+   inside the claim (not in an appended clause), an antonym (enabled/disabled, before/after,
+   passing/failing), the same words in another order, or exactly one word group after the
+   verb swapped for another ("uses JWT" / "uses session cookies", "prefers tabs" / "prefers
+   spaces"): **contradiction**. Verbs whose object takes many values ("supports",
+   "includes"), additions marked "also" and a changed relation ("on the plan" / "in Denver")
+   are not exclusive.
 3. *Added detail*: the newer statement keeps the older one's words and adds more:
    **refinement**.
 4. Anything else (a restatement, less detail, a compatible fact) is no conflict.
 
-A true fact is thus never retired on weak evidence: refinements and unrelated pairs cannot
-reach rule 1, and rule 1 escalates instead of superseding whenever time, confidence or the
-subject leave doubt.
+So a true fact is never retired on weak evidence: refinements and unrelated pairs never reach
+rule 1, and rule 1 escalates instead of superseding whenever time, confidence or the subject
+leave doubt. The rules were tuned on ``tests/data/conflict_pairs.jsonl``
+(``benchmarks/conflict_eval.py`` measures them).
 """
 
 from __future__ import annotations
@@ -54,7 +58,7 @@ from engram.memory.types import ConflictClassification, MemoryRecord, MemoryType
 SAME_SUBJECT_SIMILARITY = 0.75
 #: Lower similarity that still counts when the two statements share most of their words.
 RELATED_SIMILARITY = 0.5
-#: Share of the older statement's words the newer must keep to be compared at all.
+#: Words the two statements share, over the words of both, for a lower similarity to count.
 SHARED_WORDS = 0.5
 #: Share of the older statement's words that makes the newer a restatement of it.
 RESTATED_WORDS = 0.8
@@ -184,11 +188,20 @@ class SubjectConflictDetector:
         if diff.value_changed or moved or replaced or (exclusive and diff.dated):
             if diff.value_changed and diff.other_change and not replaced:
                 return None
-            if certain and _is_newer(new, old) and new.source_confidence >= old.source_confidence:
-                return result(ConflictClassification.SUPERSESSION, "a newer value of the same fact")
-            return result(
-                ConflictClassification.UNRESOLVABLE, "a changed value, but not newer and as sure"
-            )
+            doubts = [
+                doubt
+                for doubt, present in (
+                    ("the subject is not certain", not certain),
+                    ("the new record is not newer", not _is_newer(new, old)),
+                    ("it is less confident", new.source_confidence < old.source_confidence),
+                )
+                if present
+            ]
+            if doubts:
+                return result(
+                    ConflictClassification.UNRESOLVABLE, f"a changed value, but {'; '.join(doubts)}"
+                )
+            return result(ConflictClassification.SUPERSESSION, "a newer value of the same fact")
         if diff.negation_flipped:
             return result(ConflictClassification.CONTRADICTION, "one statement negates the other")
         if exclusive:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
@@ -23,6 +24,9 @@ from engram.memory.schemas import IMPERATIVE_OPENERS
 _WORD = re.compile(r"\w+(?:[.'/:,_-]\w+)*%?")
 _PURPOSE = re.compile(r"^\s*to\s+([^,]+),", re.IGNORECASE)  # "To rotate a key, ..."
 NOT = "~not"  # the one token every negation word becomes; no stem can collide with it
+MAX_SWAP = 3  # words an exclusive swap or an antonym may replace ("a managed Aurora cluster")
+SWAP_OVERLAP = 0.4  # shared words (Dice) the rest of the two statements must keep for a swap
+DETAIL_KEPT = 0.8  # share of the older statement's words a refinement keeps
 
 
 def stem(word: str) -> str:
@@ -41,84 +45,113 @@ def stem(word: str) -> str:
     return word[:-1] if word.endswith("e") and len(word) > 3 else word
 
 
-def _stems(words: str) -> frozenset[str]:
-    return frozenset(stem(w) for w in words.split())
+def _stems(words: Iterable[str]) -> frozenset[str]:
+    return frozenset(stem(w) for w in words)
 
 
-_BE = frozenset("is are was were be been being am".split())
-_HAVE = frozenset("has have had having".split())
-_AUX = _BE | _HAVE | frozenset("will would can could should must may might shall do does did".split())
-_AUX_TOKENS = frozenset({"be", "have", NOT}) | _AUX
-_DROP = frozenset("a an the do does did its their our his her my your this these those and then".split())
-_DETERMINERS = _DROP | frozenset("that each every some any no to of for in on".split())
-_RELATIVE = frozenset("who that which whose".split())
-_PRONOUNS = frozenset("we i you they he she it user team".split())
-_NEGATION = frozenset("not no never none nothing nobody neither nor".split())
-_LEADING = _NEGATION | frozenset("always please do".split())  # before an instruction's verb
-_BOUNDARY = _DETERMINERS - _DROP | frozenset(
-    "with at from by before after when while if until once using via into during within "
-    "without under over against through unless or so and then".split()
-)
+_BE = frozenset({"is", "are", "was", "were", "be", "been", "being", "am"})
+_HAVE = frozenset({"has", "have", "had", "having"})
+_MODAL = frozenset(
+    {"will", "would", "can", "could", "should", "must", "may", "might", "shall", "do", "does",
+     "did"}
+)  # fmt: skip
+_AUX = _BE | _HAVE | _MODAL
+_AUX_TOKENS = _AUX | {"be", "have", NOT}
+_DROP = frozenset(
+    {"a", "an", "the", "do", "does", "did", "its", "their", "our", "his", "her", "my", "your",
+     "this", "these", "those", "and", "then"}
+)  # fmt: skip
+#: Words after which a noun follows, not a verb.
+_DETERMINERS = _DROP | {"that", "each", "every", "some", "any", "no", "to", "of", "for", "in", "on"}
+_RELATIVE = frozenset({"who", "that", "which", "whose"})
+#: Subjects that may stand for anyone ("we", "the user"): they never tell two subjects apart.
+_ANYONE = frozenset({"we", "i", "you", "they", "he", "she", "it", "user", "team"})
+_NEGATION = frozenset({"not", "no", "never", "none", "nothing", "nobody", "neither", "nor"})
+_LEADING = _NEGATION | {"always", "please", "do"}  # may come before an instruction's verb
+#: Words that end the object of an instruction ("Renew the staging certificate | every …").
+_BOUNDARY = (_DETERMINERS - _DROP) | {
+    "with", "at", "from", "by", "before", "after", "when", "while", "if", "until", "once",
+    "using", "via", "into", "during", "within", "without", "under", "over", "against",
+    "through", "unless", "or", "so", "and", "then",
+}  # fmt: skip
 _SCOPE = frozenset({"for", "of"})
-_QUANTIFIERS = frozenset("about roughly around approximately nearly almost over under".split())
-_PREPOSITIONS = frozenset("in on at with by from for to of via over through as into".split())
+_QUANTIFIERS = frozenset(
+    {"about", "roughly", "around", "approximately", "nearly", "almost", "over", "under"}
+)
+_PREPOSITIONS = frozenset(
+    {"in", "on", "at", "with", "by", "from", "for", "to", "of", "via", "over", "through", "as",
+     "into"}
+)  # fmt: skip
 #: Words that say one statement replaces the other ("switched to", "instead of", "no longer").
-_CHANGE = _stems("longer anymore instead switched moved migrated replaced rather renamed upgraded")
+_CHANGE = _stems(
+    {"longer", "anymore", "instead", "switched", "moved", "migrated", "replaced", "rather",
+     "renamed", "upgraded"}
+)  # fmt: skip
 #: Words that date a statement ("now"): they turn an exclusive claim into a change.
 _NOW = frozenset({"now", "currently"})
 #: Words that say the newer statement adds to the older one instead of replacing it.
-_ALSO = frozenset("also too additionally addition besides".split())
+_ALSO = frozenset({"also", "too", "additionally", "addition", "besides"})
 #: Verbs whose object can have many values at once ("supports Apple Pay" and "PayPal").
 _MANY = _stems(
-    "support include contain cover offer provide accept know speak list show integrate own "
-    "enjoy attend visit mention document ask request"
-)
+    {"support", "include", "contain", "cover", "offer", "provide", "accept", "know", "speak",
+     "list", "show", "integrate", "own", "enjoy", "attend", "visit", "mention", "document",
+     "ask", "request"}
+)  # fmt: skip
 _VALUE_WORDS = frozenset(
-    "one two three four five six seven eight nine ten eleven twelve twenty thirty fifty "
-    "hundred thousand million billion half third quarter once twice daily weekly nightly "
-    "hourly monthly yearly annually quarterly biweekly fortnightly monday tuesday wednesday "
-    "thursday friday saturday sunday january february march april june july august september "
-    "october november december".split()
-)
-_ANTONYMS = tuple(
+    {"one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+     "twelve", "twenty", "thirty", "fifty", "hundred", "thousand", "million", "billion", "half",
+     "third", "quarter", "once", "twice", "daily", "weekly", "nightly", "hourly", "monthly",
+     "yearly", "annually", "quarterly", "biweekly", "fortnightly", "monday", "tuesday",
+     "wednesday", "thursday", "friday", "saturday", "sunday", "january", "february", "march",
+     "april", "june", "july", "august", "september", "october", "november", "december"}
+)  # fmt: skip
+_ANTONYMS = frozenset(
     (stem(a), stem(b))
     for a, b in (
-        pair.split("/")
-        for pair in (
-            "enabled/disabled on/off allowed/forbidden allowed/denied allowed/blocked "
-            "public/private publicly/private passing/failing succeeded/failed approved/rejected "
-            "accepted/rejected sync/async synchronously/asynchronously before/after more/fewer "
-            "more/less optimistic/pessimistic required/optional mandatory/optional up/out "
-            "up/down true/false open/closed internal/external always/never included/excluded "
-            "increased/decreased higher/lower faster/slower start/stop light/dark "
-            "renewing/cancelling within/exceeding staying/exceeding active/paused "
-            "earlier/later with/without"
-        ).split()
+        ("enabled", "disabled"), ("on", "off"), ("allowed", "forbidden"), ("allowed", "denied"),
+        ("allowed", "blocked"), ("public", "private"), ("publicly", "private"),
+        ("passing", "failing"), ("succeeded", "failed"), ("approved", "rejected"),
+        ("accepted", "rejected"), ("sync", "async"), ("synchronously", "asynchronously"),
+        ("before", "after"), ("more", "fewer"), ("more", "less"),
+        ("optimistic", "pessimistic"), ("required", "optional"), ("mandatory", "optional"),
+        ("up", "out"), ("up", "down"), ("true", "false"), ("open", "closed"),
+        ("internal", "external"), ("always", "never"), ("included", "excluded"),
+        ("increased", "decreased"), ("higher", "lower"), ("faster", "slower"),
+        ("start", "stop"), ("light", "dark"), ("renewing", "cancelling"),
+        ("within", "exceeding"), ("staying", "exceeding"), ("active", "paused"),
+        ("earlier", "later"), ("with", "without"),
     )
-)
-_ANTONYM_PAIRS = frozenset(_ANTONYMS) | frozenset((b, a) for a, b in _ANTONYMS)
+)  # fmt: skip
+_ANTONYM_PAIRS = _ANTONYMS | {(b, a) for a, b in _ANTONYMS}
 _NEGATING_PREFIXES = ("un", "in", "im", "dis", "non")
 _VERB_WORDS = frozenset(
-    """use run prefer like dislike love hate want need lead own manage report live work deploy
-    store write read send call handle support require take return expire start end finish fail
-    break depend host serve point belong contain include list show track trigger block allow
-    cover document hold keep settle retry rebuild refresh authenticate talk mirror ship come
-    make cause respond reduce increase decide adopt pin cap agree standardise standardize pay
-    renew expose speak rotate receive go get give push merge move switch migrate replace change
-    open close remain stay seem become last affect approve reject ask pair launch happen occur
-    limit count encrypt retrain exceed churn plan estimate feed export publish emit spend cost
-    enjoy trust mean fit understand know integrate offer provide accept attend visit mention
-    schedule expect wait choose pick favour favor avoid drop add remove enable disable forbid
-    perform crash succeed complete resolve squash rebase tag build scale restart clear purge
-    reload check verify install upgrade page rollback roll notify escalate archive backup
-    restore review test commit""".split()
-)
-_VERB_STEMS = frozenset(stem(w) for w in _VERB_WORDS)
+    {"use", "run", "prefer", "like", "dislike", "love", "hate", "want", "need", "lead", "own",
+     "manage", "report", "live", "work", "deploy", "store", "write", "read", "send", "call",
+     "handle", "support", "require", "take", "return", "expire", "start", "end", "finish",
+     "fail", "break", "depend", "host", "serve", "point", "belong", "contain", "include",
+     "list", "show", "track", "trigger", "block", "allow", "cover", "document", "hold", "keep",
+     "settle", "retry", "rebuild", "refresh", "authenticate", "talk", "mirror", "ship", "come",
+     "make", "cause", "respond", "reduce", "increase", "decide", "adopt", "pin", "cap",
+     "agree", "standardise", "standardize", "pay", "renew", "expose", "speak", "rotate",
+     "receive", "go", "get", "give", "push", "merge", "move", "switch", "migrate", "replace",
+     "change", "open", "close", "remain", "stay", "seem", "become", "last", "affect",
+     "approve", "reject", "ask", "pair", "launch", "happen", "occur", "limit", "count",
+     "encrypt", "retrain", "exceed", "churn", "plan", "estimate", "feed", "export", "publish",
+     "emit", "spend", "cost", "enjoy", "trust", "mean", "fit", "understand", "know",
+     "integrate", "offer", "provide", "accept", "attend", "visit", "mention", "schedule",
+     "expect", "wait", "choose", "pick", "favour", "favor", "avoid", "drop", "add", "remove",
+     "enable", "disable", "forbid", "perform", "crash", "succeed", "complete", "resolve",
+     "squash", "rebase", "tag", "build", "scale", "restart", "clear", "purge", "reload",
+     "check", "verify", "install", "upgrade", "page", "rollback", "roll", "notify",
+     "escalate", "archive", "backup", "restore", "review", "test"}
+)  # fmt: skip
+_VERB_STEMS = _stems(_VERB_WORDS)
 _INSTRUCTIONS = _VERB_WORDS | IMPERATIVE_OPENERS
 _IRREGULAR = frozenset(
-    """chose chosen held ran took found made went came wrote sent led kept met paid said set
-    built began broke gave got grew knew left lost saw spent stood told won""".split()
-)
+    {"chose", "chosen", "held", "ran", "took", "found", "made", "went", "came", "wrote",
+     "sent", "led", "kept", "met", "paid", "said", "set", "built", "began", "broke", "gave",
+     "got", "grew", "knew", "left", "lost", "saw", "spent", "stood", "told", "won"}
+)  # fmt: skip
 
 
 def _words(text: str) -> list[str]:
@@ -152,11 +185,19 @@ def _token(word: str) -> str:
 
 
 def _instruction_verb(words: list[str]) -> int | None:
+    """Index of the verb an instruction opens with ("Never clear the cache …"), if it is one.
+
+    "Backup jobs run nightly" opens with a verb too, but another verb follows: a statement.
+    """
     lead = 0
     while lead < len(words) - 1 and words[lead] in _LEADING:
         lead += 1
+    if not words or words[lead] not in _INSTRUCTIONS:
+        return None
     follower = words[lead + 1] if lead + 1 < len(words) else ""
-    if words and words[lead] in _INSTRUCTIONS and follower not in _AUX | _SCOPE:
+    if follower in _AUX | _SCOPE:
+        return None
+    if follower in _DETERMINERS | {"and"} or _declarative_verb(words[lead:]) is None:
         return lead
     return None
 
@@ -233,13 +274,13 @@ class Difference:
 
 
 def _subject_changed(old: _Statement, new: _Statement) -> bool:
-    if not old.subject or not new.subject or (old.subject | new.subject) & _PRONOUNS:
+    if not old.subject or not new.subject or (old.subject | new.subject) & _ANYONE:
         return False
     if old.subject <= new.subject or new.subject <= old.subject:
         return False
     # "About 300 customers were …" / "About 1,200 customers were …": a measured quantity
     # changed, not the subject (a version number, as in "the v2 API", still names a thing).
-    quantity = old.subject & new.subject & _QUANTIFIERS or any(
+    quantity = bool(old.subject & new.subject & _QUANTIFIERS) or any(
         t.endswith("%") for t in old.subject | new.subject
     )
     return not (quantity and all(map(is_value, old.subject ^ new.subject)))
@@ -303,7 +344,8 @@ def compare(old_text: str, new_text: str) -> Difference:
         negation = negation or before.count(NOT) != after.count(NOT)
         if not (before and after):
             continue
-        antonym = antonym or (len(before) <= 3 and len(after) <= 3 and _antonym(before, after))
+        short = len(before) <= MAX_SWAP and len(after) <= MAX_SWAP
+        antonym = antonym or (short and _antonym(before, after))
         if any(map(is_value, before)) and any(map(is_value, after)):
             continue
         if set(before + after) <= _CHANGE | _NOW | {NOT, "be", "have", "to"}:
@@ -315,8 +357,8 @@ def compare(old_text: str, new_text: str) -> Difference:
     alternative = (
         single is not None
         and old.verb is not None
-        and overlap >= 0.4
-        and len(single[0]) <= 3
+        and overlap >= SWAP_OVERLAP
+        and len(single[0]) <= MAX_SWAP
         and (single[2] > verb or (old.instruction and single[2] == verb))
         and head not in _MANY
         and not set(added) & _ALSO
@@ -334,5 +376,5 @@ def compare(old_text: str, new_text: str) -> Difference:
         alternative=alternative,
         change_marker=bool(set(inside) & _CHANGE),
         dated=bool(set(inside) & _NOW),
-        adds_detail=len(added) > len(removed) and shared >= 0.8 * len(a) and not swaps,
+        adds_detail=len(added) > len(removed) and shared >= DETAIL_KEPT * len(a) and not swaps,
     )

@@ -28,36 +28,59 @@ from engram.memory.types import (
 SQL = load_queries("engram.memory.sql", "versions.sql")
 
 
+_TYPES = {member.value: member for member in MemoryType}
+_LEVELS = {member.value: member for member in AccessLevel}
+_ORIGINS = {member.value: member for member in GateDecisionType}
+_STATUSES = {member.value: member for member in MemoryStatus}
+_PATHS = {member.value: member for member in ConsolidationPath}
+_FIELDS = frozenset(MemoryRecord.model_fields)
+
+
+def _trusted(values: dict[str, Any]) -> MemoryRecord:
+    """A record from values the database already holds valid (written through the Gate).
+
+    Like ``model_construct`` without its per-field default handling, which dominated reads of
+    long version chains; every field is given, so nothing is left to fill in.
+    """
+    record = MemoryRecord.__new__(MemoryRecord)
+    object.__setattr__(record, "__dict__", values)
+    object.__setattr__(record, "__pydantic_fields_set__", set(_FIELDS))
+    object.__setattr__(record, "__pydantic_extra__", None)
+    object.__setattr__(record, "__pydantic_private__", None)
+    return record
+
+
 def record_from_row(row: Row) -> MemoryRecord:
     """Build the envelope from a row selected with the ``record_columns`` fragment."""
     metadata = row["metadata"]
-    # Rows were validated when they were written; construct without validating again.
-    return MemoryRecord.model_construct(
-        id=row["id"],
-        record_id=row["record_id"],
-        type=MemoryType(row["type"]),
-        content=row["content"],
-        metadata=json.loads(metadata) if isinstance(metadata, str) else dict(metadata),
-        version=row["version"],
-        superseded_by=row["superseded_by"],
-        source_agent=row["source_agent"],
-        source_confidence=row["source_confidence"],
-        evidence_links=tuple(row["evidence_links"] or ()),
-        event_time=row["event_time"],
-        event_time_end=row["event_time_end"],
-        ingestion_time=row["ingestion_time"],
-        ingestion_time_end=row["ingestion_time_end"],
-        access_level=AccessLevel(row["access_level"]),
-        classification=row["classification"],
-        gate_decision_id=row["gate_decision_id"],
-        gate_decision_type=GateDecisionType(row["gate_decision_type"]),
-        expected_version=row["expected_version"],
-        namespace=row["namespace"],
-        status=MemoryStatus(row["status"]),
-        consolidation_path=ConsolidationPath(row["consolidation_path"]),
-        decay_score=row["decay_score"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
+    return _trusted(
+        {
+            "id": row["id"],
+            "record_id": row["record_id"],
+            "type": _TYPES[row["type"]],
+            "content": row["content"],
+            "metadata": json.loads(metadata) if isinstance(metadata, str) else dict(metadata),
+            "version": row["version"],
+            "superseded_by": row["superseded_by"],
+            "source_agent": row["source_agent"],
+            "source_confidence": row["source_confidence"],
+            "evidence_links": tuple(row["evidence_links"] or ()),
+            "event_time": row["event_time"],
+            "event_time_end": row["event_time_end"],
+            "ingestion_time": row["ingestion_time"],
+            "ingestion_time_end": row["ingestion_time_end"],
+            "access_level": _LEVELS[row["access_level"]],
+            "classification": row["classification"],
+            "gate_decision_id": row["gate_decision_id"],
+            "gate_decision_type": _ORIGINS[row["gate_decision_type"]],
+            "namespace": row["namespace"],
+            "expected_version": row["expected_version"],
+            "status": _STATUSES[row["status"]],
+            "created_at": row["created_at"],
+            "updated_at": row["updated_at"],
+            "decay_score": row["decay_score"],
+            "consolidation_path": _PATHS[row["consolidation_path"]],
+        }
     )
 
 

@@ -88,10 +88,27 @@ class TemporalEngine:
             name = "as_of_history" if include_superseded else "as_of_record"
             rows = await self._db.fetch(SQL[name], record_id, at, as_of_event, ending, levels)
         else:
-            wanted = [t.value for t in (types or list(MemoryType))]
-            rows = await self._db.fetch(
-                SQL["as_of_listing"], namespace, at, as_of_event, ending, levels, wanted, limit
-            )
+            rows = []
+            for memory_type in types or list(MemoryType):
+                if as_of_ingestion is None and as_of_event is None:
+                    rows += await self._db.fetch(
+                        SQL["current_listing"], namespace, ending, levels, memory_type.value, limit
+                    )
+                else:
+                    name = "as_of_listing" if as_of_event is None else "as_of_event_listing"
+                    rows += await self._db.fetch(
+                        SQL[name],
+                        namespace,
+                        at,
+                        as_of_event,
+                        ending,
+                        levels,
+                        memory_type.value,
+                        limit,
+                    )
+            # One query per type (each an ordered index scan); merge newest change first.
+            rows.sort(key=lambda row: row["ingestion_time"], reverse=True)
+            rows = rows[:limit]
         records = [store.record_from_row(row) for row in rows]
         self._note(records)
         return records

@@ -161,22 +161,52 @@ WHERE v.record_id = $1 AND {{valid_at}} AND {{not_ended}}
 ORDER BY v.version
 
 -- name: as_of_listing
--- $1 namespace, $6 types, $7 limit. Heads are scanned newest change first (partial index
--- memories_heads_by_type_idx); for each, the version answering (T, E) is picked.
+-- $1 namespace, $6 one type, $7 limit. Versions of the type are scanned back from T
+-- (memories_listing_idx); the one whose ingestion interval contains T witnesses that its record
+-- existed then (one per record), and for it the version answering (T, E) is picked.
 SELECT v.*
-FROM memories h
+FROM memories w
 CROSS JOIN LATERAL (
     SELECT {{record_columns}}
     FROM memories v
-    WHERE v.record_id = h.record_id AND {{valid_at}}
+    WHERE v.record_id = w.record_id AND {{valid_at}}
     ORDER BY v.version DESC
     LIMIT 1
 ) AS v
-WHERE h.namespace = $1 AND h.superseded_by IS NULL AND h.type = ANY($6::text[])
+WHERE w.namespace = $1 AND w.type = $6 AND w.ingestion_time <= $2
+  AND (w.ingestion_time_end IS NULL OR w.ingestion_time_end > $2
+       -- an ended record (forgotten) still answers when its ending is not excluded
+       OR (w.superseded_by IS NULL AND NOT (w.status::text = ANY($4::text[]))))
+  AND v.access_level = ANY($5::text[])
+ORDER BY w.ingestion_time DESC
+LIMIT $7
+
+-- name: as_of_event_listing
+-- $1 namespace, $6 one type, $7 limit. Versions that began by E and were known by T, newest
+-- event first (memories_event_listing_idx); a version answers for its record when no later
+-- version known by T also began by E.
+SELECT {{record_columns}}
+FROM memories v
+WHERE v.namespace = $1 AND v.type = $6 AND {{valid_at}}
+  AND NOT EXISTS (
+      SELECT 1 FROM memories n
+      WHERE n.record_id = v.record_id AND n.version > v.version
+        AND n.ingestion_time <= $2 AND n.event_time <= $3
+  )
   AND {{not_ended}}
   AND v.access_level = ANY($5::text[])
-ORDER BY h.ingestion_time DESC
+ORDER BY v.event_time DESC
 LIMIT $7
+
+-- name: current_listing
+-- The common case (now, no event instant): the heads themselves, newest change first.
+SELECT {{record_columns}}
+FROM memories v
+WHERE v.namespace = $1 AND v.superseded_by IS NULL AND v.type = $4
+  AND NOT (v.status::text = ANY($2::text[]))
+  AND v.access_level = ANY($3::text[])
+ORDER BY v.ingestion_time DESC
+LIMIT $5
 
 -- name: decay_inputs
 SELECT h.type, h.importance, h.ingestion_time AS head_ingested,

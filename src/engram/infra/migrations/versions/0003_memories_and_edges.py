@@ -113,9 +113,10 @@ def upgrade() -> None:
         "CREATE INDEX memories_event_range_idx ON engram.memories "
         "USING gist (tstzrange(event_time, event_time_end))"
     )
+    # Every version of a type by ingestion time: as-of listings scan it back from T.
     op.execute(
         "CREATE INDEX memories_listing_idx ON engram.memories "
-        "(namespace, type, status, ingestion_time DESC)"
+        "(namespace, type, ingestion_time DESC)"
     )
     op.execute(
         "CREATE INDEX memories_head_hash_idx ON engram.memories (namespace, type, content_hash) "

@@ -41,6 +41,11 @@ def upgrade() -> None:
         "CREATE INDEX memories_heads_by_type_idx ON engram.memories "
         "(namespace, type, ingestion_time DESC) WHERE superseded_by IS NULL"
     )
+    # Versions of one type by event time: listings of what was true at an instant E.
+    op.execute(
+        "CREATE INDEX memories_event_listing_idx ON engram.memories "
+        "(namespace, type, event_time DESC)"
+    )
     op.execute("REVOKE ALL ON engram.memory_access FROM PUBLIC")
     op.execute("GRANT SELECT, INSERT, UPDATE ON engram.memory_access TO engram_runtime")
     op.execute("RESET ROLE")
@@ -48,6 +53,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.execute("SET ROLE engram_owner")
+    op.execute("DROP INDEX engram.memories_event_listing_idx")
     op.execute("DROP INDEX engram.memories_heads_by_type_idx")
     op.execute("DROP TABLE engram.memory_access")
     op.execute("RESET ROLE")
