@@ -50,8 +50,12 @@ format: $(STAMP)  ## rewrite files with ruff format and safe fixes
 	$(BIN)/ruff format src tests benchmarks
 	$(BIN)/ruff check --fix src tests benchmarks
 
-bench: model  ## run the benchmarks (each prints one JSON object)
+bench: model  ## run the benchmarks (each prints one JSON object; several minutes)
 	$(BIN)/python benchmarks/cold_start.py
+	$(BIN)/python benchmarks/pii_eval.py
+	$(BIN)/python benchmarks/conflict_eval.py
+	$(BIN)/python benchmarks/gate_bench.py
+	$(BIN)/python benchmarks/temporal_bench.py
 
 clean:  ## remove the virtualenv and caches (keeps the data dir .engram)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
