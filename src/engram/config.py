@@ -60,6 +60,11 @@ class EngramSettings(BaseSettings):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["auto", "json", "console"] = "auto"
 
+    # --- notifications ---
+    webhook_url: SecretStr | None = Field(
+        default=None, description="Where escalations are POSTed as JSON (unset: no webhook)."
+    )
+
     # --- resilience ---
     breaker_fail_max: int = Field(default=5, ge=1)
     breaker_reset_seconds: float = Field(default=30.0, gt=0)

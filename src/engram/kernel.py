@@ -27,6 +27,7 @@ from engram.infra.model_files import ensure_default_model, missing_files
 from engram.infra.outbox import OutboxEventBus
 from engram.infra.postgres import PostgresDatabase
 from engram.infra.resilience import CircuitBreaker, Resilience
+from engram.infra.webhook import WebhookSink
 from engram.memory.audit import AuditLog
 from engram.memory.conflict import SubjectConflictDetector
 from engram.memory.gate import LibrarianGate
@@ -34,6 +35,13 @@ from engram.memory.gate_advisor import HeuristicAdvisor
 from engram.memory.rate_limit import RateLimiter
 from engram.memory.reads import ReadRecorder
 from engram.memory.temporal import TemporalEngine
+from engram.notifications.dispatcher import (
+    ESCALATED_EVENTS,
+    AdminQueue,
+    LogSink,
+    NotificationDispatcher,
+    NotificationSink,
+)
 from engram.observability.health import HealthChecks
 from engram.observability.metrics import EngramMetrics
 
@@ -67,6 +75,8 @@ class Kernel:
     temporal: TemporalEngine
     audit: AuditLog
     events: OutboxEventBus
+    notifications: NotificationDispatcher
+    admin_queue: AdminQueue
     embedded: bool
     head_revision: str
     timings: StartupTimings = field(default_factory=StartupTimings)
@@ -216,6 +226,13 @@ def _assemble(
         metrics=metrics,
         limiter=RateLimiter(),
     )
+    admin_queue = AdminQueue(db)
+    sinks: list[NotificationSink] = [LogSink(), admin_queue]
+    if settings.webhook_url is not None:
+        sinks.append(WebhookSink(settings.webhook_url.get_secret_value()))
+    notifications = NotificationDispatcher(sinks)
+    for name in ESCALATED_EVENTS:
+        events.subscribe(name, notifications.handle)
     return Kernel(
         settings=settings,
         db=db,
@@ -226,6 +243,8 @@ def _assemble(
         temporal=TemporalEngine(db, reads=reads, metrics=metrics),
         audit=audit,
         events=events,
+        notifications=notifications,
+        admin_queue=admin_queue,
         embedded=settings.embedded,
         head_revision=migrate.head_revision(),
         timings=timings,

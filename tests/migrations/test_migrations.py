@@ -50,7 +50,7 @@ def _dump(catalog: dict[str, list[list[object]]]) -> str:
     return "{\n" + ",\n".join(sections) + "\n}\n"
 
 
-@pytest.mark.parametrize("stop_at", ["0001", "0002", "0003", "0004"])
+@pytest.mark.parametrize("stop_at", ["0001", "0002", "0003", "0004", "0005"])
 async def test_each_revision_downgrades_cleanly(
     empty_database: ScratchDatabase, stop_at: str
 ) -> None:

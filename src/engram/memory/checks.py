@@ -74,6 +74,7 @@ class Layer1Input:
     expected_version: int | None
     head: MemoryRecord | None
     missing_evidence: Sequence[str] = ()
+    status: MemoryStatus | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +142,8 @@ def check_schema(request: Layer1Input) -> CheckResult:
                 )
             problems.extend(validate_record(request.record))
     problems.extend(f"evidence_links: no record {ref}" for ref in request.missing_evidence)
+    if request.status is not None and request.decision_type is GateDecisionType.EXTERNAL:
+        problems.append("status: only internal origins set the status of a version")
     if problems:
         return CheckResult.fail(SCHEMA, "; ".join(problems), problems=problems)
     return CheckResult.ok(SCHEMA)

@@ -21,7 +21,7 @@ from uuid import UUID
 
 import structlog
 
-from engram.errors import EmbeddingError, UniqueViolation
+from engram.errors import EmbeddingError, EngramError, UniqueViolation
 from engram.infra.db import DatabaseAdapter
 from engram.infra.embeddings import EmbeddingAdapter
 from engram.infra.events import EventBus
@@ -46,6 +46,7 @@ from engram.memory.gate_io import (
     checks_from_json,
 )
 from engram.memory.rate_limit import RateLimiter
+from engram.memory.resolution import resolution_requests
 from engram.memory.types import (
     AccessLevel,
     CallerIdentity,
@@ -145,6 +146,7 @@ class LibrarianGate:
                 expected_version=request.expected_version,
                 head=head,
                 missing_evidence=missing,
+                status=request.status,
             ),
             self._limiter,
         )
@@ -196,7 +198,36 @@ class LibrarianGate:
                 return await self._finish_rejected(request, decision_id, layer1, timing)
             raise
         self._events.committed()
-        return self._observe(request, result, plan, evaluation_seconds, timing)
+        result = self._observe(request, result, plan, evaluation_seconds, timing)
+        if request.decision_type is not GateDecisionType.SELF_HEALING:
+            result = replace(result, resolutions=await self._resolve(result))
+        return result
+
+    async def _resolve(self, result: GateResult) -> tuple[GateResult, ...]:
+        """Carry out the resolutions of the conflicts this write was found to have."""
+        advice, newer = result.layer2_decision, result.modified_record
+        if advice is None or newer is None or not advice.conflicts:
+            return ()
+        if result.outcome not in (WriteOutcome.CREATED, WriteOutcome.UPDATED):
+            return ()
+        done: list[GateResult] = []
+        for conflict in advice.conflicts:
+            older = await store.head(self._db, conflict.existing_record_id)
+            if older is None or older.id != conflict.existing_version_id:
+                log.info("conflict.resolution_skipped", reason="record moved on")
+                continue
+            for follow_up in resolution_requests(
+                conflict, newer=newer, older=older, decision_id=result.decision_id
+            ):
+                try:
+                    outcome = await self.evaluate(follow_up)
+                except EngramError as exc:
+                    log.warning("conflict.resolution_failed", error=type(exc).__name__)
+                    continue
+                done.append(outcome)
+                if follow_up.record.record_id == newer.record_id and outcome.modified_record:
+                    newer = outcome.modified_record
+        return tuple(done)
 
     async def reject_input(
         self,
@@ -447,7 +478,7 @@ class LibrarianGate:
             metrics.pii_flags.labels(detector="regex").inc()
         if plan.layer1.pii_error:
             metrics.gate_layer1_failures.labels(check="pii").inc()
-        if plan.advice is not None:
+        if plan.advice is not None and request.decision_type is not GateDecisionType.SELF_HEALING:
             for conflict in plan.advice.conflicts:
                 metrics.conflicts_detected.labels(
                     classification=conflict.classification.value

@@ -42,6 +42,7 @@ from engram.memory.types import (
     GateAction,
     GateDecisionType,
     MemoryRecord,
+    MemoryStatus,
     MemoryType,
     TrustLevel,
 )
@@ -215,10 +216,7 @@ class HeuristicAdvisor:
 
         if context.action is GateAction.UPDATE:
             head = context.head
-            if head is not None and (head.content, head.metadata) == (
-                record.content,
-                record.metadata,
-            ):
+            if head is not None and _unchanged(head, record):
                 return decide(
                     AdvisorAction.NOOP,
                     "content and metadata equal the current version",
@@ -255,6 +253,17 @@ class HeuristicAdvisor:
                 update_candidate_of=best.record.record_id,
             )
         return decide(AdvisorAction.ADD, "new record")
+
+
+def _unchanged(head: MemoryRecord, proposal: MemoryRecord) -> bool:
+    """The proposal restates the head: same content and metadata, and no new event times
+    (a proposal without event times leaves them as they are)."""
+    return (
+        (head.content, head.metadata) == (proposal.content, proposal.metadata)
+        and proposal.event_time in (None, head.event_time)
+        and proposal.event_time_end in (None, head.event_time_end)
+        and proposal.status in (MemoryStatus.ACTIVE, head.status)
+    )
 
 
 class RLAdvisor:

@@ -22,6 +22,7 @@ from engram.memory.types import (
     GateDecision,
     GateDecisionType,
     MemoryRecord,
+    MemoryStatus,
 )
 
 
@@ -50,6 +51,9 @@ class GateRequest:
     decision_type: GateDecisionType
     expected_version: int | None = None
     request_id: str | None = None
+    #: Status of the new version; only internal origins may set it (conflict resolution marks
+    #: records ``challenged``). Layer 1 rejects it on external requests.
+    status: MemoryStatus | None = None
 
     @classmethod
     def forget(
@@ -70,6 +74,7 @@ class GateRequest:
             "action": self.action.value,
             "expected_version": self.expected_version,
             "request_id": self.request_id,
+            "status": None if self.status is None else self.status.value,
             "record": self.record.model_dump(mode="json"),
         }
 
@@ -114,6 +119,8 @@ class GateResult:
     replayed: bool = False
     failed_checks: list[CheckResult] = field(default_factory=list)
     timings: GateTimings | None = None
+    #: Internal evaluations that carried out the resolution of detected conflicts.
+    resolutions: tuple[GateResult, ...] = ()
 
     @property
     def approved(self) -> bool:

@@ -254,7 +254,11 @@ def _envelope_problems(record: MemoryRecord) -> list[str]:
         problems.append("namespace: lowercase letters, digits and _.:- only, at most 64")
     if len(record.evidence_links) > MAX_EVIDENCE_LINKS:
         problems.append(f"evidence_links: at most {MAX_EVIDENCE_LINKS}")
-    for when in (record.event_time, record.ingestion_time):
+    if record.event_time_end is not None and (
+        record.event_time is None or record.event_time_end < record.event_time
+    ):
+        problems.append("event_time_end: needs an event_time at or before it")
+    for when in (record.event_time, record.event_time_end, record.ingestion_time):
         if when is not None and when.tzinfo is None:
             problems.append("times must be timezone-aware")
             break

@@ -173,6 +173,8 @@ async def insert_version(
         content_hash,
         None if embedding is None else list(embedding),
         embedding_model if embedding is not None else None,
+        record.status.value,
+        record.event_time_end,
     )
     if row is None:  # pragma: no cover - INSERT ... RETURNING always returns the row
         raise RuntimeError("insert_version returned no row")

@@ -25,6 +25,7 @@ from engram.memory.checks import CheckResult, Layer1Outcome
 from engram.memory.gate_advisor import AdvisorAction, AdvisorDecision
 from engram.memory.gate_io import GateRequest, GateResult, WriteOutcome, caller_json
 from engram.memory.types import (
+    ConflictClassification,
     ConsolidationPath,
     EdgeKind,
     GateAction,
@@ -46,6 +47,14 @@ class Timing:
 
 
 _ALREADY_AUDITED = "SELECT 1 FROM librarian_audit WHERE decision_id = $1"
+
+#: The edge each conflict class leaves between the new version and the existing one.
+CONFLICT_EDGES = {
+    ConflictClassification.CONTRADICTION: EdgeKind.CONTRADICTS,
+    ConflictClassification.SUPERSESSION: EdgeKind.SUPERSEDES,
+    ConflictClassification.REFINEMENT: EdgeKind.REFINES,
+    ConflictClassification.UNRESOLVABLE: EdgeKind.RELATES_TO,
+}
 
 
 class Conflict(Exception):
@@ -171,6 +180,7 @@ class WritePath:
         new = new.model_copy(update={"id": plan.record.id})
         ingested = await self._insert(conn, plan, new, decision_id)
         await self._evidence_edges(conn, plan, new.id, decision_id)
+        await self._conflict_links(conn, plan, ingested, decision_id)
         await self._publish(conn, "memory.created", new, decision_id, plan)
         return await self._approve(
             conn,
@@ -205,6 +215,7 @@ class WritePath:
             provenance={"reason": "update", "agent": plan.request.caller_identity.agent_id},
         )
         await self._evidence_edges(conn, plan, new.id, decision_id)
+        await self._conflict_links(conn, plan, ingested, decision_id)
         await self._publish(conn, "memory.updated", new, decision_id, plan)
         return await self._approve(
             conn,
@@ -273,9 +284,8 @@ class WritePath:
                 "gate_decision_id": decision_id,
                 "gate_decision_type": plan.request.decision_type,
                 "expected_version": plan.request.expected_version,
-                "status": MemoryStatus.ACTIVE,
+                "status": plan.request.status or MemoryStatus.ACTIVE,
                 "consolidation_path": ConsolidationPath.FAST,
-                "event_time_end": None,
                 "ingestion_time_end": None,
             }
         )
@@ -317,6 +327,47 @@ class WritePath:
                 decision_id=decision_id,
                 provenance={"reason": "evidence_links"},
             )
+
+    async def _conflict_links(
+        self, conn: Connection, plan: Plan, new: MemoryRecord, decision_id: UUID
+    ) -> None:
+        """Record each conflict Layer 2 found as an edge from the new version; an unresolvable
+        one also goes out as ``memory.conflict_detected`` (to a person, via notifications).
+
+        Self-healing writes (among them the resolutions themselves) record none: they restate
+        records whose conflicts were already recorded.
+        """
+        if plan.advice is None or plan.request.decision_type is GateDecisionType.SELF_HEALING:
+            return
+        for conflict in plan.advice.conflicts:
+            await store.add_edge(
+                conn,
+                source=new.id,
+                target=conflict.existing_version_id,
+                kind=CONFLICT_EDGES[conflict.classification],
+                decision_id=decision_id,
+                weight=min(1.0, max(0.0, conflict.similarity)),
+                provenance={
+                    "classification": conflict.classification.value,
+                    "reason": conflict.reason,
+                    "rule": plan.advice.source,
+                },
+            )
+            if conflict.classification is ConflictClassification.UNRESOLVABLE:
+                payload: dict[str, Any] = {
+                    "record_id": str(new.record_id),
+                    "version_id": str(new.id),
+                    "existing_record_id": str(conflict.existing_record_id),
+                    "existing_version_id": str(conflict.existing_version_id),
+                    "classification": conflict.classification.value,
+                    "reason": conflict.reason,
+                    "decision_id": str(decision_id),
+                    "type": new.type.value,
+                    "namespace": new.namespace,
+                }
+                await self._events.publish(
+                    conn, Event("memory.conflict_detected", new.record_id, payload)
+                )
 
     async def _publish(
         self, conn: Connection, name: str, record: MemoryRecord, decision_id: UUID, plan: Plan

@@ -55,11 +55,11 @@ INSERT INTO memories (
     evidence_links, event_time, ingestion_time, access_level, classification,
     gate_decision_id, gate_decision_type, expected_version, namespace, status,
     consolidation_path, importance, content_hash, embedding, embedding_model,
-    created_at, updated_at
+    created_at, updated_at, event_time_end
 ) VALUES (
     $1, $2, $3, $4, $5, $6, $7, $8, $9, coalesce($10, now()),
-    greatest(now(), coalesce($11, now())), $12, $13, $14, $15, $16, $17, 'active',
-    $18, $19, $20, $21, $22, now(), now()
+    greatest(now(), coalesce($11, now())), $12, $13, $14, $15, $16, $17, $23::engram.memory_status,
+    $18, $19, $20, $21, $22, now(), now(), $24
 )
 RETURNING {{record_columns}}
 
@@ -129,14 +129,15 @@ ORDER BY version
 -- E (what was true in the world; NULL: no event filter), $4 the statuses that end a record
 -- (forgotten, consolidated) unless asked for, $5 the access levels the reader may see.
 -- The version answering (T, E) is the newest version known at T whose event time is at or
--- before E; an end of validity counts only once it was recorded (by T).
+-- before E, provided its validity had not ended by E. An end of validity written with the version counts from its ingestion; one
+-- written by FORGET counts only from the forget (the end of its ingestion interval) on.
 
--- fragment: valid_at
-v.ingestion_time <= $2
-AND ($3::timestamptz IS NULL
-     OR (v.event_time <= $3
-         AND (v.event_time_end IS NULL OR $3 < v.event_time_end
-              OR v.ingestion_time_end IS NULL OR v.ingestion_time_end > $2)))
+-- fragment: known_began
+v.ingestion_time <= $2 AND ($3::timestamptz IS NULL OR v.event_time <= $3)
+
+-- fragment: still_valid
+($3::timestamptz IS NULL OR v.event_time_end IS NULL OR $3 < v.event_time_end
+ OR (v.status = 'forgotten' AND v.ingestion_time_end > $2))
 
 -- fragment: not_ended
 NOT EXISTS (
@@ -146,17 +147,20 @@ NOT EXISTS (
 )
 
 -- name: as_of_record
-SELECT {{record_columns}}
-FROM memories v
-WHERE v.record_id = $1 AND {{valid_at}} AND {{not_ended}}
-  AND v.access_level = ANY($5::text[])
-ORDER BY v.version DESC
-LIMIT 1
+SELECT v.*
+FROM (
+    SELECT {{record_columns}}
+    FROM memories v
+    WHERE v.record_id = $1 AND {{known_began}}
+    ORDER BY v.version DESC
+    LIMIT 1
+) AS v
+WHERE {{still_valid}} AND {{not_ended}} AND v.access_level = ANY($5::text[])
 
 -- name: as_of_history
 SELECT {{record_columns}}
 FROM memories v
-WHERE v.record_id = $1 AND {{valid_at}} AND {{not_ended}}
+WHERE v.record_id = $1 AND {{known_began}} AND {{not_ended}}
   AND v.access_level = ANY($5::text[])
 ORDER BY v.version
 
@@ -169,7 +173,7 @@ FROM memories w
 CROSS JOIN LATERAL (
     SELECT {{record_columns}}
     FROM memories v
-    WHERE v.record_id = w.record_id AND {{valid_at}}
+    WHERE v.record_id = w.record_id AND {{known_began}}
     ORDER BY v.version DESC
     LIMIT 1
 ) AS v
@@ -177,7 +181,7 @@ WHERE w.namespace = $1 AND w.type = $6 AND w.ingestion_time <= $2
   AND (w.ingestion_time_end IS NULL OR w.ingestion_time_end > $2
        -- an ended record (forgotten) still answers when its ending is not excluded
        OR (w.superseded_by IS NULL AND NOT (w.status::text = ANY($4::text[]))))
-  AND v.access_level = ANY($5::text[])
+  AND {{still_valid}} AND v.access_level = ANY($5::text[])
 ORDER BY w.ingestion_time DESC
 LIMIT $7
 
@@ -187,7 +191,7 @@ LIMIT $7
 -- version known by T also began by E.
 SELECT {{record_columns}}
 FROM memories v
-WHERE v.namespace = $1 AND v.type = $6 AND {{valid_at}}
+WHERE v.namespace = $1 AND v.type = $6 AND {{known_began}} AND {{still_valid}}
   AND NOT EXISTS (
       SELECT 1 FROM memories n
       WHERE n.record_id = v.record_id AND n.version > v.version
@@ -204,6 +208,7 @@ SELECT {{record_columns}}
 FROM memories v
 WHERE v.namespace = $1 AND v.superseded_by IS NULL AND v.type = $4
   AND NOT (v.status::text = ANY($2::text[]))
+  AND (v.event_time_end IS NULL OR v.event_time_end > now())
   AND v.access_level = ANY($3::text[])
 ORDER BY v.ingestion_time DESC
 LIMIT $5

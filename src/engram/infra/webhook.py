@@ -1,0 +1,65 @@
+"""A notification sink that POSTs escalations as JSON to a webhook, with retries.
+
+Retries (tenacity) follow the kernel's policy: up to three more attempts, exponential waits,
+only on connection errors, timeouts and 5xx/429 answers; a 4xx answer is final.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import httpx
+import structlog
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+log = structlog.get_logger("engram.infra.webhook")
+
+
+class _Escalation(Protocol):
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def payload(self) -> dict[str, Any]: ...
+
+    @property
+    def key(self) -> str: ...
+
+
+def _retryable(exc: BaseException) -> bool:
+    if isinstance(exc, httpx.HTTPStatusError):
+        return exc.response.status_code >= 500 or exc.response.status_code == 429
+    return isinstance(exc, httpx.TransportError)
+
+
+class WebhookSink:
+    """POSTs each escalation to ``url``."""
+
+    name = "webhook"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        retries: int = 3,
+        initial_wait_seconds: float = 1.0,
+        timeout_seconds: float = 5.0,
+    ) -> None:
+        self._url = url
+        self._retries = retries
+        self._wait = initial_wait_seconds
+        self._timeout = timeout_seconds
+
+    async def deliver(self, escalation: _Escalation) -> None:
+        body = {"kind": escalation.kind, "key": escalation.key, **escalation.payload}
+        async with httpx.AsyncClient(timeout=self._timeout) as client:
+            async for attempt in AsyncRetrying(
+                stop=stop_after_attempt(self._retries + 1),
+                wait=wait_exponential(multiplier=self._wait, max=self._wait * 4),
+                retry=retry_if_exception(_retryable),
+                reraise=True,
+            ):
+                with attempt:
+                    response = await client.post(self._url, json=body)
+                    response.raise_for_status()
+        log.info("webhook.delivered", kind=escalation.kind)

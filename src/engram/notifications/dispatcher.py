@@ -1,0 +1,120 @@
+"""Delivery of escalations (conflicts a person must decide) to sinks.
+
+The dispatcher subscribes to ``memory.conflict_detected`` on the event bus (delivered after
+commit from the outbox, so an escalation is never lost with a crash) and hands each one to
+every sink: the log, the admin queue (a table the CLI lists), and optionally a webhook. A sink
+that fails is logged and does not stop the others; the admin queue is idempotent per event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+from uuid import UUID
+
+import structlog
+
+from engram.infra.db import DatabaseAdapter, Row
+from engram.infra.events import Event
+
+log = structlog.get_logger("engram.notifications")
+
+ESCALATED_EVENTS = ("memory.conflict_detected",)
+
+_QUEUE = """
+INSERT INTO escalations (kind, record_id, dedupe_key, payload)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT (dedupe_key) DO NOTHING
+"""
+_OPEN = """
+SELECT id, kind, record_id, payload, created_at FROM escalations
+WHERE acknowledged_at IS NULL ORDER BY created_at, id LIMIT $1
+"""
+_ACK = """
+UPDATE escalations SET acknowledged_at = now(), acknowledged_by = $2
+WHERE id = $1 AND acknowledged_at IS NULL RETURNING id
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Escalation:
+    """Something a person must decide; carries identifiers, never memory content."""
+
+    kind: str
+    record_id: UUID
+    payload: dict[str, Any]
+
+    @property
+    def key(self) -> str:
+        """Identity of the escalation, so a redelivered event queues once."""
+        decision = self.payload.get("decision_id")
+        return f"{self.kind}:{decision}:{self.payload.get('existing_version_id')}"
+
+
+class NotificationSink(Protocol):
+    """Somewhere escalations go."""
+
+    @property
+    def name(self) -> str:
+        """Short name for logs."""
+        ...
+
+    async def deliver(self, escalation: Escalation) -> None:
+        """Deliver one escalation (raise if it could not be delivered)."""
+        ...
+
+
+class LogSink:
+    """Writes escalations to the structured log (identifiers only)."""
+
+    name = "log"
+
+    async def deliver(self, escalation: Escalation) -> None:
+        log.warning(
+            "notification.escalated",
+            kind=escalation.kind,
+            record_id=str(escalation.record_id),
+            classification=escalation.payload.get("classification"),
+            existing_record_id=escalation.payload.get("existing_record_id"),
+        )
+
+
+class AdminQueue:
+    """The admin queue: escalations stored until a person acknowledges them."""
+
+    name = "admin_queue"
+
+    def __init__(self, db: DatabaseAdapter) -> None:
+        self._db = db
+
+    async def deliver(self, escalation: Escalation) -> None:
+        await self._db.execute(
+            _QUEUE, escalation.kind, escalation.record_id, escalation.key, escalation.payload
+        )
+
+    async def pending(self, *, limit: int = 100) -> list[Row]:
+        """Open escalations, oldest first."""
+        return await self._db.fetch(_OPEN, limit)
+
+    async def acknowledge(self, escalation_id: int, *, by: str) -> bool:
+        """Close one escalation; False if it was unknown or already closed."""
+        return await self._db.fetchrow(_ACK, escalation_id, by) is not None
+
+
+class NotificationDispatcher:
+    """Fans escalations out to its sinks."""
+
+    def __init__(self, sinks: Sequence[NotificationSink]) -> None:
+        self.sinks = list(sinks)
+
+    async def handle(self, event: Event) -> None:
+        """Event-bus subscriber for the escalated event kinds."""
+        if event.name not in ESCALATED_EVENTS:
+            return
+        escalation = Escalation(event.name, event.aggregate_id, dict(event.payload))
+        for sink in self.sinks:
+            try:
+                await sink.deliver(escalation)
+            except Exception as exc:  # noqa: BLE001 - one failing sink must not silence the rest
+                log.error("notification.sink_failed", sink=sink.name, error=type(exc).__name__)

@@ -1,0 +1,204 @@
+"""Each conflict class end to end through gate.evaluate: linked, resolved through the Gate,
+and (when a person must decide) escalated to the admin queue, the log and a webhook."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import Any
+from uuid import UUID
+
+import pytest
+from structlog.testing import capture_logs
+
+from engram import Kernel
+from engram.infra.webhook import WebhookSink
+from engram.memory.gate_io import GateResult, WriteOutcome
+from engram.memory.types import GateDecision, MemoryRecord
+from engram.notifications.dispatcher import Escalation
+from tests.integration.gate_helpers import STANDARD, belief, create
+
+WRITER = replace(STANDARD, writes_per_minute=100_000)
+MARCH = datetime(2025, 3, 1, 9, tzinfo=UTC)
+APRIL = datetime(2025, 4, 10, 9, tzinfo=UTC)
+FEBRUARY = datetime(2025, 2, 1, 9, tzinfo=UTC)
+MAY = datetime(2025, 5, 1, 9, tzinfo=UTC)
+
+
+async def _write(kernel: Kernel, record: MemoryRecord) -> GateResult:
+    result = await kernel.gate.evaluate(create(record, WRITER))
+    assert GateDecision.APPROVED == result.decision, result.reason
+    return result
+
+
+async def _edges(kernel: Kernel, source: UUID) -> list[str]:
+    rows = await kernel.db.fetch("SELECT kind FROM memory_edges WHERE source_id = $1", source)
+    return sorted(row["kind"] for row in rows)
+
+
+async def _wait_for(predicate: Callable[[], Any], within: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + within
+    while not await predicate():
+        assert asyncio.get_running_loop().time() < deadline, "not delivered in time"
+        await asyncio.sleep(0.02)
+
+
+async def test_supersession_ends_the_older_fact_where_the_newer_begins(kernel: Kernel) -> None:
+    """v2.1 after v2.0: a supersedes link, and v2.0's validity closed in April, via the Gate."""
+    old = await _write(
+        kernel, belief("The deploy target for the web app is v2.0.", event_time=MARCH)
+    )
+    new = await _write(
+        kernel, belief("The deploy target for the web app is v2.1.", event_time=APRIL)
+    )
+    assert new.layer2_decision is not None
+    assert ["supersession"] == [c.classification.value for c in new.layer2_decision.conflicts]
+    assert new.modified_record is not None
+    assert old.record_id is not None
+    assert ["supersedes"] == await _edges(kernel, new.modified_record.id)
+    assert [WriteOutcome.UPDATED] == [r.outcome for r in new.resolutions]
+    closed = new.resolutions[0].modified_record
+    assert closed is not None
+    assert (old.record_id, 2, APRIL) == (closed.record_id, closed.version, closed.event_time_end)
+    assert "self_healing" == await kernel.db.fetchval(
+        "SELECT decision_type FROM librarian_audit WHERE decision_id = $1",
+        new.resolutions[0].decision_id,
+    )
+    in_march = await kernel.temporal.query(record_id=old.record_id, as_of_event=MARCH)
+    in_may = await kernel.temporal.query(record_id=old.record_id, as_of_event=MAY)
+    assert ([2], []) == ([r.version for r in in_march], in_may)
+    live = await kernel.temporal.query(limit=10)
+    assert [new.record_id] == [r.record_id for r in live]
+    assert (await kernel.audit.verify()).ok
+
+
+async def test_contradiction_links_and_challenges_both_records(kernel: Kernel) -> None:
+    """JWT vs session cookies: a contradicts link, and both records marked challenged."""
+    old = await _write(
+        kernel, belief("The public API authenticates requests with JWT bearer tokens.")
+    )
+    new = await _write(
+        kernel, belief("The public API authenticates requests with session cookies.")
+    )
+    assert new.layer2_decision is not None
+    assert new.modified_record is not None
+    assert ["contradiction"] == [c.classification.value for c in new.layer2_decision.conflicts]
+    assert ["contradicts"] == await _edges(kernel, new.modified_record.id)
+    heads = await kernel.db.fetch(
+        "SELECT status::text FROM memories WHERE superseded_by IS NULL ORDER BY record_id"
+    )
+    assert ["challenged", "challenged"] == [row["status"] for row in heads]
+    assert 2 == len(new.resolutions)
+    assert {old.record_id, new.record_id} == {r.record_id for r in new.resolutions}
+
+
+async def test_refinement_is_linked_and_changes_no_state(kernel: Kernel) -> None:
+    """Added detail: a refines link; both records stay active, no resolution write."""
+    await _write(kernel, belief("The ledger job settles payments nightly."))
+    new = await _write(
+        kernel,
+        belief(
+            "The ledger job settles payments nightly at 02:00 UTC and retries failed batches once."
+        ),
+    )
+    assert new.modified_record is not None
+    assert ["refines"] == await _edges(kernel, new.modified_record.id)
+    assert () == new.resolutions
+    statuses = await kernel.db.fetch("SELECT DISTINCT status::text FROM memories")
+    assert [("active",)] == [tuple(r) for r in statuses]
+
+
+async def test_unresolvable_conflict_reaches_a_person(kernel: Kernel) -> None:
+    """An older, no surer value retires nothing: it is queued, logged and published."""
+    old = await _write(
+        kernel,
+        belief(
+            "The API gateway allows 100 requests per minute per key.",
+            event_time=MAY,
+            source_confidence=0.9,
+        ),
+    )
+    with capture_logs() as logs:
+        new = await _write(
+            kernel,
+            belief(
+                "The API gateway allows 60 requests per minute per key.",
+                event_time=FEBRUARY,
+                source_confidence=0.9,
+            ),
+        )
+        assert new.layer2_decision is not None
+        assert new.modified_record is not None
+        assert ["unresolvable"] == [c.classification.value for c in new.layer2_decision.conflicts]
+
+        async def queued() -> bool:
+            return bool(await kernel.admin_queue.pending())
+
+        await _wait_for(queued)
+    assert () == new.resolutions
+    assert ["relates_to"] == await _edges(kernel, new.modified_record.id)
+    [item] = await kernel.admin_queue.pending()
+    assert ("memory.conflict_detected", new.record_id) == (item["kind"], item["record_id"])
+    assert str(old.record_id) == item["payload"]["existing_record_id"]
+    assert "60 requests" not in json.dumps(item["payload"])
+    escalated = [e for e in logs if e["event"] == "notification.escalated"]
+    assert [str(new.record_id)] == [e["record_id"] for e in escalated]
+    assert await kernel.admin_queue.acknowledge(item["id"], by="admin")
+    assert [] == await kernel.admin_queue.pending()
+    assert not await kernel.admin_queue.acknowledge(item["id"], by="admin")
+    active = await kernel.db.fetchval("SELECT count(*) FROM memories WHERE status = 'active'")
+    assert 2 == active
+
+
+class _Hook(BaseHTTPRequestHandler):
+    """A loopback webhook that fails its first ``failures`` requests with 503."""
+
+    failures = 1
+    bodies: list[dict[str, Any]] = []  # noqa: RUF012 - shared by the test's server only
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if type(self).failures > 0:
+            type(self).failures -= 1
+            self.send_response(503)
+        else:
+            type(self).bodies.append(body)
+            self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        del args
+
+
+@pytest.fixture
+def webhook() -> Iterator[str]:
+    """A real HTTP server on loopback that answers 503 once, then 204."""
+    _Hook.failures, _Hook.bodies = 1, []
+    server = HTTPServer(("127.0.0.1", 0), _Hook)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}/hook"
+    server.shutdown()
+    server.server_close()
+
+
+async def test_webhook_sink_retries_a_failing_endpoint(webhook: str) -> None:
+    """A 503 is retried; the escalation arrives once, with its identifiers."""
+    sink = WebhookSink(webhook, retries=3, initial_wait_seconds=0.01)
+    escalation = Escalation(
+        "memory.conflict_detected",
+        UUID(int=7),
+        {"decision_id": "d1", "existing_version_id": "v1", "classification": "unresolvable"},
+    )
+    await sink.deliver(escalation)
+    assert 1 == len(_Hook.bodies)
+    assert ("memory.conflict_detected", "unresolvable") == (
+        _Hook.bodies[0]["kind"],
+        _Hook.bodies[0]["classification"],
+    )
+    assert 0 == _Hook.failures
