@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from engram import __version__
 from engram.config import EngramSettings
 from engram.errors import EngramError
-from engram.kernel import prepare_model, run_migrations
+from engram.kernel import open_kernel, prepare_model, run_migrations
 from engram.observability.logging import configure_logging
 
 app = typer.Typer(
@@ -109,6 +110,64 @@ def prepare_model_command() -> None:
     except EngramError as exc:
         raise _fail(exc) from exc
     typer.echo(f"embedding model {'assembled' if copied else 'ready'} in {where}")
+
+
+conflicts = typer.Typer(help="The admin queue of conflicts a person must decide.")
+app.add_typer(conflicts, name="conflicts")
+
+
+@conflicts.command("list")
+def conflicts_list(
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+    limit: Annotated[int, typer.Option(help="Most entries to show.")] = 100,
+) -> None:
+    """List open escalations, oldest first."""
+    settings = _settings()
+    configure_logging("warning", settings.log_format)
+
+    async def pending() -> list[dict[str, Any]]:
+        async with open_kernel(settings=settings) as kernel:
+            return [dict(row) for row in await kernel.admin_queue.pending(limit=limit)]
+
+    try:
+        rows = asyncio.run(pending())
+    except EngramError as exc:
+        raise _fail(exc) from exc
+    for row in rows:
+        if as_json:
+            typer.echo(json.dumps(row, default=str, sort_keys=True))
+        else:
+            payload = row["payload"]
+            typer.echo(
+                f"{row['id']:>6}  {row['created_at']:%Y-%m-%d %H:%M}  {row['kind']}  "
+                f"record {row['record_id']} vs {payload.get('existing_record_id')}: "
+                f"{payload.get('reason', '')}"
+            )
+    if not rows and not as_json:
+        typer.echo("no open escalations")
+
+
+@conflicts.command("ack")
+def conflicts_ack(
+    escalation_id: Annotated[int, typer.Argument(help="Id shown by `engram conflicts list`.")],
+    by: Annotated[str, typer.Option(help="Who decided.")] = "admin",
+) -> None:
+    """Close one escalation once a person has decided it."""
+    settings = _settings()
+    configure_logging("warning", settings.log_format)
+
+    async def acknowledge() -> bool:
+        async with open_kernel(settings=settings) as kernel:
+            return await kernel.admin_queue.acknowledge(escalation_id, by=by)
+
+    try:
+        closed = asyncio.run(acknowledge())
+    except EngramError as exc:
+        raise _fail(exc) from exc
+    if not closed:
+        typer.echo(f"engram: no open escalation {escalation_id}", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"escalation {escalation_id} closed")
 
 
 def main() -> None:
