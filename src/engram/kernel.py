@@ -75,6 +75,7 @@ class Kernel:
     temporal: TemporalEngine
     audit: AuditLog
     events: OutboxEventBus
+    conflicts: SubjectConflictDetector
     notifications: NotificationDispatcher
     admin_queue: AdminQueue
     embedded: bool
@@ -215,12 +216,13 @@ def _assemble(
     events = OutboxEventBus(db)
     stack.push_async_callback(events.close)
     audit = AuditLog(db)
+    conflicts = SubjectConflictDetector()
     reads = ReadRecorder(db)
     stack.push_async_callback(reads.close)
     gate = LibrarianGate(
         db=db,
         embeddings=batched,
-        advisor=HeuristicAdvisor(SubjectConflictDetector()),
+        advisor=HeuristicAdvisor(conflicts),
         audit=audit,
         events=events,
         metrics=metrics,
@@ -243,6 +245,7 @@ def _assemble(
         temporal=TemporalEngine(db, reads=reads, metrics=metrics),
         audit=audit,
         events=events,
+        conflicts=conflicts,
         notifications=notifications,
         admin_queue=admin_queue,
         embedded=settings.embedded,

@@ -202,3 +202,13 @@ async def test_webhook_sink_retries_a_failing_endpoint(webhook: str) -> None:
         _Hook.bodies[0]["classification"],
     )
     assert 0 == _Hook.failures
+
+
+async def test_kernel_conflicts_detects_and_names_each_resolution(kernel: Kernel) -> None:
+    """kernel.conflicts detects on demand and says how each class is resolved."""
+    old = belief("The deploy target for the web app is v2.0.", event_time=MARCH)
+    new = belief("The deploy target for the web app is v2.1.", event_time=APRIL)
+    [found] = await kernel.conflicts.detect(new, [old], similarities={old.id: 0.98})
+    resolution = await kernel.conflicts.resolve(found)
+    assert ("supersession", False) == (found.classification.value, resolution.escalated)
+    assert "end the older record's validity" in resolution.action

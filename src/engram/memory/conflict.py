@@ -104,6 +104,15 @@ class ConflictResolver(Protocol):
         ...
 
 
+#: What resolving each class does (carried out by the Gate, see engram.memory.resolution).
+RESOLUTIONS = {
+    ConflictClassification.SUPERSESSION: "link supersedes; end the older record's validity",
+    ConflictClassification.CONTRADICTION: "link contradicts; mark both records challenged",
+    ConflictClassification.REFINEMENT: "link refines",
+    ConflictClassification.UNRESOLVABLE: "link relates_to; escalate to a person",
+}
+
+
 def subject_of(record: MemoryRecord) -> str | None:
     """The subject a record names explicitly (preference subject, entity name), lowercased."""
     for key in ("subject", "name"):
@@ -157,15 +166,24 @@ class SubjectConflictDetector:
         return found
 
     async def resolve(self, conflict: ConflictResult) -> ResolutionResult:
-        escalate = conflict.classification is ConflictClassification.UNRESOLVABLE
-        return ResolutionResult(conflict=conflict, action="recorded", escalated=escalate)
+        """The resolution the Gate carries out for this class (ADR-010)."""
+        return ResolutionResult(
+            conflict=conflict,
+            action=RESOLUTIONS[conflict.classification],
+            escalated=conflict.classification is ConflictClassification.UNRESOLVABLE,
+        )
 
     def _classify(
         self, new: MemoryRecord, old: MemoryRecord, similarity: float
     ) -> ConflictResult | None:
         new_subject, old_subject = subject_of(new), subject_of(old)
         explicit = new_subject is not None and old_subject is not None
-        if (explicit and new_subject != old_subject) or _other_occurrence(new, old):
+        if (
+            (explicit and new_subject != old_subject)
+            or _other_occurrence(new, old)
+            # neither certain nor related whatever the words say: spare the parse
+            or (not explicit and similarity < RELATED_SIMILARITY)
+        ):
             return None
         diff = compare(old.content, new.content)
         moved = None not in (_locator(new), _locator(old)) and _locator(new) != _locator(old)

@@ -13,6 +13,7 @@ object after the verb, and for "To <task>, <instruction>" it is the task. Pure f
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -231,6 +232,7 @@ class _Statement:
     instruction: bool
 
 
+@functools.lru_cache(maxsize=8192)  # neighbours recur from write to write
 def _statement(text: str) -> _Statement:
     words = _words(text)
     purpose = _PURPOSE.match(text)

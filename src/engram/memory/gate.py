@@ -39,16 +39,15 @@ from engram.memory.gate_advisor import (
 from engram.memory.gate_io import (
     GateRequest,
     GateResult,
-    GateTimings,
     WriteOutcome,
     advisor_decision_from_json,
     caller_json,
     checks_from_json,
 )
+from engram.memory.gate_signals import GateSignals
 from engram.memory.rate_limit import RateLimiter
 from engram.memory.resolution import resolution_requests
 from engram.memory.types import (
-    AccessLevel,
     CallerIdentity,
     GateAction,
     GateDecision,
@@ -86,6 +85,7 @@ class LibrarianGate:
         self._metrics = metrics
         self._limiter = limiter or RateLimiter()
         self._writes = WritePath(db=db, audit=audit, events=events)
+        self._signals = GateSignals(metrics)
 
     @property
     def advisor(self) -> GateAdvisor:
@@ -150,7 +150,7 @@ class LibrarianGate:
             ),
             self._limiter,
         )
-        self._log_layer1(decision_id, request, layer1)
+        self._signals.layer1(decision_id, request, layer1)
         if not layer1.passed:
             return await self._finish_rejected(request, decision_id, layer1, timing)
         if (
@@ -171,7 +171,7 @@ class LibrarianGate:
             timing=timing,
             pending=embedding,
         )
-        self._log_layer2(decision_id, plan.advice)
+        self._signals.layer2(decision_id, plan.advice)
         evaluation_seconds = time.perf_counter() - timing.started - timing.embed_seconds
         try:
             result = await self._writes.commit(plan, decision_id=decision_id, timing=timing)
@@ -198,7 +198,7 @@ class LibrarianGate:
                 return await self._finish_rejected(request, decision_id, layer1, timing)
             raise
         self._events.committed()
-        result = self._observe(request, result, plan, evaluation_seconds, timing)
+        result = self._signals.write(request, result, plan, evaluation_seconds, timing)
         if request.decision_type is not GateDecisionType.SELF_HEALING:
             result = replace(result, resolutions=await self._resolve(result))
         return result
@@ -392,7 +392,7 @@ class LibrarianGate:
         )
         for check in failures:
             self._metrics.gate_layer1_failures.labels(check=check.name).inc()
-        return self._observe_decision(request, result, timing)
+        return self._signals.decision(request, result, timing)
 
     async def _finish_conflict(
         self,
@@ -432,7 +432,7 @@ class LibrarianGate:
             record_id=request.record.record_id,
             current_version=actual,
         )
-        return self._observe_decision(request, result, timing)
+        return self._signals.decision(request, result, timing)
 
     async def _replay(self, entry: AuditEntry) -> GateResult:
         """The result of an evaluation already recorded for this request id."""
@@ -456,107 +456,6 @@ class LibrarianGate:
             degraded=False,
             replayed=True,
             failed_checks=[c for c in checks if not c.passed],
-        )
-
-    # --- signals ----------------------------------------------------------------------------
-
-    def _observe(
-        self,
-        request: GateRequest,
-        result: GateResult,
-        plan: Plan,
-        evaluation_seconds: float,
-        timing: Timing,
-    ) -> GateResult:
-        origin = request.decision_type.value
-        metrics = self._metrics
-        metrics.gate_evaluation_seconds.labels(decision_type=origin).observe(evaluation_seconds)
-        metrics.write_seconds.labels(decision_type=origin).observe(
-            time.perf_counter() - timing.started
-        )
-        if plan.layer1.pii_kinds:
-            metrics.pii_flags.labels(detector="regex").inc()
-        if plan.layer1.pii_error:
-            metrics.gate_layer1_failures.labels(check="pii").inc()
-        if plan.advice is not None and request.decision_type is not GateDecisionType.SELF_HEALING:
-            for conflict in plan.advice.conflicts:
-                metrics.conflicts_detected.labels(
-                    classification=conflict.classification.value
-                ).inc()
-        record = result.modified_record
-        if record is not None and result.outcome in (WriteOutcome.CREATED, WriteOutcome.UPDATED):
-            metrics.version_chain_depth.observe(record.version)
-        if record is not None and result.outcome in (WriteOutcome.CREATED, WriteOutcome.FORGOTTEN):
-            delta = 1 if result.outcome is WriteOutcome.CREATED else -1
-            metrics.memory_records.labels(
-                type=record.type.value, consolidation_path=record.consolidation_path.value
-            ).inc(delta)
-        return self._observe_decision(
-            request, result, timing, evaluation_seconds=evaluation_seconds
-        )
-
-    def _observe_decision(
-        self,
-        request: GateRequest,
-        result: GateResult,
-        timing: Timing,
-        *,
-        evaluation_seconds: float | None = None,
-    ) -> GateResult:
-        origin = request.decision_type.value
-        self._metrics.gate_decisions.labels(
-            decision=result.decision.value, decision_type=origin
-        ).inc()
-        if evaluation_seconds is None:
-            evaluation_seconds = time.perf_counter() - timing.started - timing.embed_seconds
-            self._metrics.gate_evaluation_seconds.labels(decision_type=origin).observe(
-                evaluation_seconds
-            )
-        level = (result.modified_record or request.record).access_level
-        log.info(
-            "gate.evaluate",
-            decision_id=str(result.decision_id),
-            decision_type=origin,
-            action=request.action.value,
-            memory_type=request.record.type.value,
-            decision=result.decision.value,
-            outcome=result.outcome.value,
-            duration_ms=round((time.perf_counter() - timing.started) * 1000, 3),
-            caller=(
-                request.caller_identity.agent_id
-                if AccessLevel.AGENT.allows(level)
-                else "[redacted]"
-            ),
-        )
-        total = time.perf_counter() - timing.started
-        timings = GateTimings(
-            embedding_ms=round(timing.embedding_seconds * 1000, 3),
-            evaluation_ms=round(evaluation_seconds * 1000, 3),
-            total_ms=round(total * 1000, 3),
-        )
-        return replace(result, timings=timings)
-
-    def _log_layer1(self, decision_id: UUID, request: GateRequest, layer1: Layer1Outcome) -> None:
-        log.debug(
-            "gate.layer1",
-            decision_id=str(decision_id),
-            decision_type=request.decision_type.value,
-            action=request.action.value,
-            passed=layer1.passed,
-            failed=[c.name for c in layer1.failures],
-            quarantined=bool(layer1.pii_kinds),
-        )
-
-    def _log_layer2(self, decision_id: UUID, advice: AdvisorDecision | None) -> None:
-        if advice is None:
-            return
-        log.debug(
-            "gate.layer2",
-            decision_id=str(decision_id),
-            advice=advice.action.value,
-            source=advice.source,
-            conflicts=len(advice.conflicts),
-            importance=advice.importance,
         )
 
     async def refresh_record_gauge(self) -> None:
