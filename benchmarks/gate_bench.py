@@ -28,7 +28,6 @@ import json
 import os
 import platform
 import random
-import statistics
 import sys
 import tempfile
 import time
@@ -64,26 +63,10 @@ from engram.memory.types import (
     TrustLevel,
 )
 from engram.observability.logging import configure_logging
+from stats import percentiles
 
 DATABASE = "engram_bench"
 CALLER = replace(caller_for_tier("bench-writer", TrustLevel.TRUSTED), writes_per_minute=10_000_000)
-
-
-def percentiles(values: list[float]) -> dict[str, float]:
-    """p50/p95/p99/mean/max of a sample, rounded to microseconds."""
-    ordered = sorted(values)
-
-    def pick(q: float) -> float:
-        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-    return {
-        "p50": round(pick(0.50), 3),
-        "p95": round(pick(0.95), 3),
-        "p99": round(pick(0.99), 3),
-        "mean": round(statistics.fmean(values), 3),
-        "max": round(ordered[-1], 3),
-        "n": len(values),
-    }
 
 
 async def seed(

@@ -20,7 +20,6 @@ import json
 import os
 import platform
 import random
-import statistics
 import sys
 import tempfile
 import time
@@ -43,27 +42,11 @@ from engram.memory.access import caller_for_tier
 from engram.memory.types import MemoryType, TrustLevel
 from engram.observability.logging import configure_logging
 from seed_versions import TYPES, seed_versions
+from stats import percentiles
 
 DATABASE = "engram_temporal"
 START = datetime(2025, 1, 1, tzinfo=UTC)
 READER = caller_for_tier("bench-reader", TrustLevel.STANDARD)
-
-
-def percentiles(values: list[float]) -> dict[str, float]:
-    """p50/p95/p99/mean/max in milliseconds."""
-    ordered = sorted(values)
-
-    def pick(q: float) -> float:
-        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-    return {
-        "p50": round(pick(0.50), 3),
-        "p95": round(pick(0.95), 3),
-        "p99": round(pick(0.99), 3),
-        "mean": round(statistics.fmean(values), 3),
-        "max": round(ordered[-1], 3),
-        "n": len(values),
-    }
 
 
 async def timed(n: int, call: Callable[[int], Awaitable[Any]]) -> tuple[dict[str, float], int]:

@@ -191,15 +191,22 @@ class WritePath:
             record=ingested,
         )
 
-    async def _update(
-        self, conn: Connection, plan: Plan, decision_id: UUID, timing: Timing
-    ) -> GateResult:
+    async def _lock_head(self, conn: Connection, plan: Plan) -> MemoryRecord:
+        """Lock the record's head for this transaction; a missing, forgotten or moved head
+        (against ``expected_version``, when given) is a :class:`Conflict`."""
         expected = plan.request.expected_version
         locked = await store.head(conn, plan.record.record_id, lock=True)
         if locked is None or locked.status is MemoryStatus.FORGOTTEN:
             raise Conflict(expected, None if locked is None else locked.version)
-        if locked.version != expected:
+        if expected is not None and locked.version != expected:
             raise Conflict(expected, locked.version)
+        return locked
+
+    async def _update(
+        self, conn: Connection, plan: Plan, decision_id: UUID, timing: Timing
+    ) -> GateResult:
+        expected = plan.request.expected_version
+        locked = await self._lock_head(conn, plan)
         new = self._stamped(
             plan, decision_id, version=locked.version + 1, record_id=locked.record_id
         ).model_copy(update={"id": plan.new_version_id})
@@ -230,11 +237,7 @@ class WritePath:
         self, conn: Connection, plan: Plan, decision_id: UUID, timing: Timing
     ) -> GateResult:
         expected = plan.request.expected_version
-        locked = await store.head(conn, plan.record.record_id, lock=True)
-        if locked is None or locked.status is MemoryStatus.FORGOTTEN:
-            raise Conflict(expected, None if locked is None else locked.version)
-        if expected is not None and locked.version != expected:
-            raise Conflict(expected, locked.version)
+        locked = await self._lock_head(conn, plan)
         if not await store.forget_head(conn, locked.id):
             raise Conflict(expected, locked.version)
         forgotten = await store.head(conn, locked.record_id)
