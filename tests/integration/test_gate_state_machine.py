@@ -97,11 +97,13 @@ def test_gate_matches_a_model_of_version_chains(
             self.evaluations += 1
             return self.run(self.kernel.gate.evaluate(request))
 
-        def live_with(self, text: str) -> uuid.UUID | None:
-            for record_id, item in self.model.items():
-                if not item.forgotten and normalise(item.content) == normalise(text):
-                    return record_id
-            return None
+        def live_with(self, text: str) -> set[uuid.UUID]:
+            """Live records holding ``text``: any of them may be the one reinforced."""
+            return {
+                record_id
+                for record_id, item in self.model.items()
+                if not item.forgotten and normalise(item.content) == normalise(text)
+            }
 
         @initialize()
         def start(self) -> None:
@@ -113,9 +115,11 @@ def test_gate_matches_a_model_of_version_chains(
             existing = self.live_with(text)
             result = self.evaluate(create(belief(text), CALLER))
             assert GateDecision.APPROVED == result.decision
-            if existing is not None:
-                assert (WriteOutcome.REINFORCED, existing) == (result.outcome, result.record_id)
-                return existing
+            if existing:
+                assert WriteOutcome.REINFORCED == result.outcome
+                assert result.record_id is not None
+                assert result.record_id in existing
+                return result.record_id
             assert WriteOutcome.CREATED == result.outcome
             assert result.record_id is not None
             self.model[result.record_id] = ModelRecord(1, text)

@@ -20,5 +20,3 @@ ON CONFLICT (record_id) DO UPDATE SET
         - CASE WHEN a.period_start = excluded.period_start THEN least(a.period_count, $3)
                ELSE 0 END
 
--- name: access_of
-SELECT access_count, last_accessed_at, reinforcements FROM memory_access WHERE record_id = $1
