@@ -366,33 +366,19 @@ class LibrarianGate:
         timing: Timing,
     ) -> GateResult:
         failures = layer1.failures
-        reason = "; ".join(f"{c.name}: {c.detail}" for c in failures)
-        entry = audit_entry(
-            request,
-            decision_id=decision_id,
-            decision=GateDecision.REJECTED,
-            outcome=WriteOutcome.NONE,
-            reason=reason,
-            checks=layer1.checks,
-            advice=None,
-            record_id=request.record.record_id,
-            version_id=None,
-            duration_ms=(time.perf_counter() - timing.started) * 1000,
-        )
-        await self._writes.audit_only(entry)
+        for check in failures:
+            self._metrics.gate_layer1_failures.labels(check=check.name).inc()
         result = GateResult(
             decision=GateDecision.REJECTED,
             decision_id=decision_id,
-            reason=reason,
+            reason="; ".join(f"{c.name}: {c.detail}" for c in failures),
             layer1_checks=layer1.checks,
             layer2_decision=None,
             modified_record=None,
             retry_after_seconds=layer1.retry_after_seconds,
             failed_checks=failures,
         )
-        for check in failures:
-            self._metrics.gate_layer1_failures.labels(check=check.name).inc()
-        return self._signals.decision(request, result, timing)
+        return await self._finish_unwritten(request, result, timing)
 
     async def _finish_conflict(
         self,
@@ -408,30 +394,35 @@ class LibrarianGate:
         if actual is None:
             current = await store.head(self._db, request.record.record_id)
             actual = None if current is None else current.version
-        reason = f"expected version {request.expected_version}, current version is {actual}"
-        entry = audit_entry(
-            request,
-            decision_id=decision_id,
-            decision=GateDecision.CONFLICT,
-            outcome=WriteOutcome.NONE,
-            reason=reason,
-            checks=layer1.checks,
-            advice=advice,
-            record_id=request.record.record_id,
-            version_id=None,
-            duration_ms=(time.perf_counter() - timing.started) * 1000,
-        )
-        await self._writes.audit_only(entry)
         result = GateResult(
             decision=GateDecision.CONFLICT,
             decision_id=decision_id,
-            reason=reason,
+            reason=f"expected version {request.expected_version}, current version is {actual}",
             layer1_checks=layer1.checks,
             layer2_decision=advice,
             modified_record=None,
             record_id=request.record.record_id,
             current_version=actual,
         )
+        return await self._finish_unwritten(request, result, timing)
+
+    async def _finish_unwritten(
+        self, request: GateRequest, result: GateResult, timing: Timing
+    ) -> GateResult:
+        """Audit an evaluation that changes nothing else (rejected or conflicting)."""
+        entry = audit_entry(
+            request,
+            decision_id=result.decision_id,
+            decision=result.decision,
+            outcome=WriteOutcome.NONE,
+            reason=result.reason,
+            checks=result.layer1_checks,
+            advice=result.layer2_decision,
+            record_id=request.record.record_id,
+            version_id=None,
+            duration_ms=(time.perf_counter() - timing.started) * 1000,
+        )
+        await self._writes.audit_only(entry)
         return self._signals.decision(request, result, timing)
 
     async def _replay(self, entry: AuditEntry) -> GateResult:
