@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, TypeVar
 
 import asyncpg
@@ -192,16 +192,28 @@ class PostgresDatabase:
             await self._pool.expire_connections()
         return error
 
-    async def _call(self, fn: Callable[[Connection], Awaitable[T]]) -> T:
+    @asynccontextmanager
+    async def _session(self, *, in_transaction: bool) -> AsyncIterator[Connection]:
+        """A pooled connection (inside a transaction if asked); driver errors translated."""
+        try:
+            async with self._pool.acquire() as conn:
+                if in_transaction:
+                    async with conn.transaction():
+                        yield _Session(conn)
+                else:
+                    yield _Session(conn)
+        except Exception as exc:
+            error = await self._on_error(exc)
+            if error is exc:
+                raise
+            raise error from exc
+
+    async def _call(
+        self, fn: Callable[[Connection], Awaitable[T]], *, in_transaction: bool = False
+    ) -> T:
         async def attempt() -> T:
-            try:
-                async with self._pool.acquire() as conn:
-                    return await fn(_Session(conn))
-            except Exception as exc:
-                error = await self._on_error(exc)
-                if error is exc:
-                    raise
-                raise error from exc
+            async with self._session(in_transaction=in_transaction) as conn:
+                return await fn(conn)
 
         return await self._resilience.call(attempt)
 
@@ -221,29 +233,11 @@ class PostgresDatabase:
         return await self._call(lambda c: c.fetchval(query, *args))
 
     async def run_in_transaction(self, fn: Callable[[Connection], Awaitable[T]]) -> T:
-        async def attempt() -> T:
-            try:
-                async with self._pool.acquire() as conn, conn.transaction():
-                    return await fn(_Session(conn))
-            except Exception as exc:
-                error = await self._on_error(exc)
-                if error is exc:
-                    raise
-                raise error from exc
+        return await self._call(fn, in_transaction=True)
 
-        return await self._resilience.call(attempt)
-
-    @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[Connection]:
+    def transaction(self) -> AbstractAsyncContextManager[Connection]:
         """One connection inside one transaction; not retried (the caller decides)."""
-        try:
-            async with self._pool.acquire() as conn, conn.transaction():
-                yield _Session(conn)
-        except Exception as exc:
-            error = await self._on_error(exc)
-            if error is exc:
-                raise
-            raise error from exc
+        return self._session(in_transaction=True)
 
     async def ping(self) -> None:
         value = await self.fetchval("SELECT 1")
