@@ -119,3 +119,26 @@ class VersionConflict(BusinessError):
 
 class Quarantined(BusinessError):
     """The record was quarantined as sensitive pending review."""
+
+
+class Quarantine(BusinessError):
+    """The quarantine of a record could not be changed as asked."""
+
+
+# --- identity and adapters --------------------------------------------------------------------
+
+
+class Unauthenticated(BusinessError):
+    """No valid agent token was presented."""
+
+
+class Forbidden(BusinessError):
+    """The authenticated caller is not allowed to do this."""
+
+
+class NotFound(BusinessError):
+    """No such object (or none the caller may see)."""
+
+
+class AlreadyExists(BusinessError):
+    """An object with this name already exists."""

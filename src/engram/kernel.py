@@ -15,6 +15,7 @@ from pathlib import Path
 
 import structlog
 
+from engram.agents.registry import AgentRegistry
 from engram.config import EMBEDDING_DIMENSION, EngramSettings
 from engram.errors import ConfigurationError, EngramError, MigrationError, ModelFilesError
 from engram.infra import migrate
@@ -44,6 +45,7 @@ from engram.notifications.dispatcher import (
 )
 from engram.observability.health import HealthChecks
 from engram.observability.metrics import EngramMetrics
+from engram.retrieval.search import Retrieval
 
 log = structlog.get_logger("engram.kernel")
 
@@ -78,6 +80,8 @@ class Kernel:
     conflicts: SubjectConflictDetector
     notifications: NotificationDispatcher
     admin_queue: AdminQueue
+    retrieval: Retrieval
+    agents: AgentRegistry
     embedded: bool
     head_revision: str
     timings: StartupTimings = field(default_factory=StartupTimings)
@@ -235,6 +239,7 @@ def _assemble(
     notifications = NotificationDispatcher(sinks)
     for name in ESCALATED_EVENTS:
         events.subscribe(name, notifications.handle)
+    temporal = TemporalEngine(db, reads=reads, metrics=metrics)
     return Kernel(
         settings=settings,
         db=db,
@@ -242,12 +247,14 @@ def _assemble(
         metrics=metrics,
         health=HealthChecks(),
         gate=gate,
-        temporal=TemporalEngine(db, reads=reads, metrics=metrics),
+        temporal=temporal,
         audit=audit,
         events=events,
         conflicts=conflicts,
         notifications=notifications,
         admin_queue=admin_queue,
+        retrieval=Retrieval(db, batched, temporal),
+        agents=AgentRegistry(db),
         embedded=settings.embedded,
         head_revision=migrate.head_revision(),
         timings=timings,

@@ -134,6 +134,21 @@ class TemporalEngine:
         self._note(visible[-1:])
         return visible
 
+    async def versions(
+        self, version_ids: Sequence[UUID], *, caller: CallerIdentity | None = None
+    ) -> dict[UUID, MemoryRecord]:
+        """The given versions by id, those the caller may not read left out (no read counted)."""
+        if not version_ids:
+            return {}
+        rows = await self._db.fetch(
+            SQL["versions_by_ids"], list(version_ids), readable_levels(caller)
+        )
+        return {row["id"]: store.record_from_row(row) for row in rows}
+
+    def note_reads(self, records: Sequence[MemoryRecord]) -> None:
+        """Count one read of each record for decay (recorded off the read path)."""
+        self._note(records)
+
     async def compute_decay(self, record_id: UUID, *, now: datetime | None = None) -> float:
         """The current relevance of a record (see :mod:`engram.memory.decay`)."""
         row = await self._db.fetchrow(SQL["decay_inputs"], record_id)

@@ -221,3 +221,9 @@ SELECT h.type, h.importance, h.ingestion_time AS head_ingested,
 FROM memories h
 LEFT JOIN memory_access a ON a.record_id = h.record_id
 WHERE h.record_id = $1 AND h.superseded_by IS NULL
+
+-- name: versions_by_ids
+-- $1 version ids, $2 the access levels the reader may see.
+SELECT {{record_columns}}
+FROM memories
+WHERE id = ANY($1::uuid[]) AND access_level = ANY($2::text[])

@@ -1,0 +1,1 @@
+"""The registry of agents: hashed tokens, trust levels and permissions (see ADR-011)."""

@@ -1,0 +1,268 @@
+"""Hybrid search: nearest neighbours by embedding and full-text matches, fused by rank.
+
+Both legs run in the database, each returning up to ``depth`` versions the caller may read;
+their rankings are fused with reciprocal rank fusion (score = Σ 1 / (k + rank), k = 60), so a
+record found by both legs outranks one found by either alone, and neither leg's raw scores
+(cosine distance, ``ts_rank_cd``) have to be made comparable. If the query cannot be embedded
+the text leg answers alone and the result says so (``degraded``).
+
+Current heads are searched by default. With ``as_of_ingestion`` / ``as_of_event`` the legs
+search the versions known at that instant, and each record found is then resolved with the
+as-of rule of :mod:`engram.memory.temporal`, so a search at T returns what the kernel held at T.
+``include_superseded`` searches every version (each hit is one version).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import structlog
+
+from engram.errors import EngramError, Forbidden, NotFound, ValidationFailed
+from engram.infra.db import DatabaseAdapter, Row
+from engram.infra.embeddings import EmbeddingAdapter
+from engram.infra.sql import load_queries
+from engram.memory.temporal import TemporalEngine, readable_levels
+from engram.memory.types import CallerIdentity, MemoryRecord, MemoryStatus, MemoryType
+
+log = structlog.get_logger("engram.retrieval")
+SQL = load_queries("engram.retrieval.sql", "search.sql")
+
+#: The constant of reciprocal rank fusion (Cormack et al. use 60).
+RRF_K = 60
+MAX_LIMIT = 100
+MAX_QUERY_CHARS = 2000
+VECTOR = "vector"
+TEXT = "text"
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """One record found, its fused score and the rank each leg gave it (1 = best)."""
+
+    record: MemoryRecord
+    score: float
+    ranks: dict[str, int]
+
+    @property
+    def legs(self) -> tuple[str, ...]:
+        """Which legs found it (``vector``, ``text``)."""
+        return tuple(sorted(self.ranks))
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """The hits, best first, and how the search went."""
+
+    hits: list[SearchHit]
+    degraded: bool = False
+    embed_ms: float = 0.0
+    query_ms: float = 0.0
+    legs: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class FeedbackReceipt:
+    """A stored rating."""
+
+    id: int
+    record_id: UUID
+    version_id: UUID
+    useful: bool
+    signal: str
+    created_at: datetime
+
+
+def fuse(
+    rankings: dict[str, Sequence[UUID]], *, k: int = RRF_K
+) -> list[tuple[UUID, float, dict[str, int]]]:
+    """Reciprocal rank fusion of several rankings of ids; best first, ties by id order seen."""
+    scores: dict[UUID, float] = {}
+    ranks: dict[UUID, dict[str, int]] = {}
+    for leg, ids in rankings.items():
+        for position, item in enumerate(ids, start=1):
+            scores[item] = scores.get(item, 0.0) + 1.0 / (k + position)
+            ranks.setdefault(item, {})[leg] = position
+    ordered = sorted(scores, key=lambda item: (-scores[item], min(ranks[item].values())))
+    return [(item, scores[item], ranks[item]) for item in ordered]
+
+
+def _excluded(include_consolidated: bool) -> list[str]:
+    ending = [MemoryStatus.FORGOTTEN.value]
+    if not include_consolidated:
+        ending.append(MemoryStatus.CONSOLIDATED.value)
+    return ending
+
+
+class Retrieval:
+    """Search and feedback for one kernel."""
+
+    def __init__(
+        self, db: DatabaseAdapter, embeddings: EmbeddingAdapter, temporal: TemporalEngine
+    ) -> None:
+        self._db = db
+        self._embeddings = embeddings
+        self._temporal = temporal
+
+    async def search(
+        self,
+        caller: CallerIdentity,
+        query: str,
+        *,
+        types: Sequence[MemoryType] | None = None,
+        limit: int = 10,
+        as_of_event: datetime | None = None,
+        as_of_ingestion: datetime | None = None,
+        include_superseded: bool = False,
+        include_consolidated: bool = False,
+        namespace: str = "default",
+    ) -> SearchResult:
+        """The ``limit`` best records for ``query`` that ``caller`` may read."""
+        text = query.strip()
+        problems = []
+        if not text:
+            problems.append("query: must not be empty")
+        if len(text) > MAX_QUERY_CHARS:
+            problems.append(f"query: at most {MAX_QUERY_CHARS} characters")
+        if not 1 <= limit <= MAX_LIMIT:
+            problems.append(f"limit: between 1 and {MAX_LIMIT}")
+        if problems:
+            raise ValidationFailed(errors=problems)
+
+        started = time.perf_counter()
+        vector: list[float] | None
+        try:
+            vector = await self._embeddings.embed_one(text)
+        except EngramError as exc:
+            log.warning("retrieval.embedding_failed", error=type(exc).__name__)
+            vector = None
+        embedded = time.perf_counter()
+
+        versioned = include_superseded or as_of_ingestion is not None or as_of_event is not None
+        depth = min(max(limit * 4, 40), 200)
+        args: list[Any] = [
+            namespace,
+            None if types is None else [t.value for t in types],
+            readable_levels(caller),
+            _excluded(include_consolidated) if not versioned or include_superseded else [],
+            depth,
+        ]
+        if versioned:
+            args += [as_of_ingestion, as_of_event]
+        scope = "versions" if versioned else "heads"
+        rankings = await self._legs(scope, text, vector, args)
+        fused = fuse({leg: [row["id"] for row in rows] for leg, rows in rankings.items()})
+
+        if versioned and not include_superseded:
+            hits = await self._resolve_as_of(
+                caller,
+                rankings,
+                fused,
+                limit=limit,
+                as_of_event=as_of_event,
+                as_of_ingestion=as_of_ingestion,
+                include_consolidated=include_consolidated,
+            )
+        else:
+            records = await self._temporal.versions([i for i, _, _ in fused[:limit]], caller=caller)
+            hits = [
+                SearchHit(records[i], score, ranks)
+                for i, score, ranks in fused[:limit]
+                if i in records
+            ]
+        self._temporal.note_reads([hit.record for hit in hits])
+        done = time.perf_counter()
+        result = SearchResult(
+            hits=hits,
+            degraded=vector is None,
+            embed_ms=(embedded - started) * 1000,
+            query_ms=(done - embedded) * 1000,
+            legs={leg: len(rows) for leg, rows in rankings.items()},
+        )
+        log.info(
+            "retrieval.search",
+            agent_id=caller.agent_id,
+            hits=len(hits),
+            vector_rows=result.legs.get(VECTOR, 0),
+            text_rows=result.legs.get(TEXT, 0),
+            degraded=result.degraded,
+            as_of=versioned and not include_superseded,
+            embed_ms=round(result.embed_ms, 2),
+            query_ms=round(result.query_ms, 2),
+        )
+        return result
+
+    async def _legs(
+        self, scope: str, text: str, vector: list[float] | None, args: list[Any]
+    ) -> dict[str, list[Row]]:
+        """Run the legs side by side (each on its own pooled connection)."""
+        legs = {TEXT: self._db.fetch(SQL[f"text_{scope}"], text, *args)}
+        if vector is not None:
+            legs[VECTOR] = self._db.fetch(SQL[f"vector_{scope}"], vector, *args)
+        names = list(legs)
+        rows = await asyncio.gather(*legs.values())
+        return dict(zip(names, rows, strict=True))
+
+    async def _resolve_as_of(
+        self,
+        caller: CallerIdentity,
+        rankings: dict[str, list[Row]],
+        fused: list[tuple[UUID, float, dict[str, int]]],
+        *,
+        limit: int,
+        as_of_event: datetime | None,
+        as_of_ingestion: datetime | None,
+        include_consolidated: bool,
+    ) -> list[SearchHit]:
+        """One hit per record: the version answering (T, E), in fused order."""
+        record_of = {row["id"]: row["record_id"] for rows in rankings.values() for row in rows}
+        hits: list[SearchHit] = []
+        seen: set[UUID] = set()
+        for version_id, score, ranks in fused:
+            record_id = record_of[version_id]
+            if record_id in seen:
+                continue
+            seen.add(record_id)
+            found = await self._temporal.query(
+                record_id=record_id,
+                as_of_event=as_of_event,
+                as_of_ingestion=as_of_ingestion,
+                include_consolidated=include_consolidated,
+                caller=caller,
+            )
+            if found:
+                hits.append(SearchHit(found[0], score, ranks))
+            if len(hits) == limit:
+                break
+        return hits
+
+    async def feedback(
+        self, caller: CallerIdentity, record_id: UUID, *, useful: bool, signal: str = "explicit"
+    ) -> FeedbackReceipt:
+        """Store whether a retrieved record helped; a useful record also counts as a read."""
+        if caller.agent_id.startswith("system:"):
+            raise Forbidden("feedback comes from authenticated agents only")
+        if (
+            not signal
+            or len(signal) > 32
+            or not signal.replace("_", "").isalpha()
+            or not signal.islower()
+        ):
+            raise ValidationFailed(errors=["signal: 1-32 lower-case letters or '_'"])
+        head = await self._temporal.current(record_id, caller=caller)
+        if head is None or head.status is MemoryStatus.FORGOTTEN:
+            raise NotFound(f"no record {record_id}")
+        row = await self._db.fetchrow(
+            SQL["insert_feedback"], record_id, head.id, caller.agent_id, useful, signal
+        )
+        assert row is not None  # noqa: S101 - INSERT … RETURNING returns the row
+        if useful:
+            self._temporal.note_reads([head])
+        log.info("retrieval.feedback", agent_id=caller.agent_id, useful=useful, signal=signal)
+        return FeedbackReceipt(row["id"], record_id, head.id, useful, signal, row["created_at"])
