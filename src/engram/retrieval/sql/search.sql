@@ -16,7 +16,8 @@ AND ($7::timestamptz IS NULL
 AND ($8::timestamptz IS NULL OR event_time <= $8)
 
 -- fragment: any_word
-replace(plainto_tsquery('english', $1)::text, ' & ', ' | ')::tsquery
+-- (the 'simple' configuration keeps the already stemmed lexemes as they are)
+to_tsquery('simple', replace(plainto_tsquery('english', $1)::text, ' & ', ' | '))
 
 -- name: vector_heads
 -- $1 the query embedding; nearest first (memories_embedding_hnsw_idx, iterative scan).
