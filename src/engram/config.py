@@ -60,6 +60,11 @@ class EngramSettings(BaseSettings):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["auto", "json", "console"] = "auto"
 
+    # --- agents ---
+    agent_token: SecretStr | None = Field(
+        default=None, description="The agent token `engram mcp` (stdio) acts with."
+    )
+
     # --- notifications ---
     webhook_url: SecretStr | None = Field(
         default=None, description="Where escalations are POSTed as JSON (unset: no webhook)."

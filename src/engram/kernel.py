@@ -33,6 +33,7 @@ from engram.memory.audit import AuditLog
 from engram.memory.conflict import SubjectConflictDetector
 from engram.memory.gate import LibrarianGate
 from engram.memory.gate_advisor import HeuristicAdvisor
+from engram.memory.quarantine import QuarantineDesk
 from engram.memory.rate_limit import RateLimiter
 from engram.memory.reads import ReadRecorder
 from engram.memory.temporal import TemporalEngine
@@ -81,6 +82,7 @@ class Kernel:
     notifications: NotificationDispatcher
     admin_queue: AdminQueue
     retrieval: Retrieval
+    quarantine: QuarantineDesk
     agents: AgentRegistry
     embedded: bool
     head_revision: str
@@ -254,6 +256,7 @@ def _assemble(
         notifications=notifications,
         admin_queue=admin_queue,
         retrieval=Retrieval(db, batched, temporal),
+        quarantine=QuarantineDesk(db, audit),
         agents=AgentRegistry(db),
         embedded=settings.embedded,
         head_revision=migrate.head_revision(),

@@ -122,6 +122,30 @@ def entry_from_row(row: Row) -> AuditEntry:
     )
 
 
+_JSON_COLUMNS = ("caller", "input_snapshot", "layer1_checks", "layer2_decision")
+
+
+def row_json(row: Row) -> dict[str, Any]:
+    """A stored row as a JSON-ready object: JSON columns parsed, hashes in hex, times in ISO.
+
+    The stored text of the JSON columns is what the hash covers; parsing it here is for
+    reading only (verification always uses the stored text).
+    """
+    out: dict[str, Any] = {}
+    for key, value in row.items():
+        if key in _JSON_COLUMNS:
+            out[key] = None if value is None else json.loads(value)
+        elif isinstance(value, bytes | bytearray | memoryview):
+            out[key] = bytes(value).hex()
+        elif isinstance(value, datetime):
+            out[key] = value.isoformat()
+        elif isinstance(value, UUID):
+            out[key] = str(value)
+        else:
+            out[key] = value
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class VerifyReport:
     """Result of verifying the audit log."""
@@ -197,6 +221,25 @@ class AuditLog:
             for row in page:
                 yield row
             last = int(page[-1]["seq"])
+
+    async def search(
+        self,
+        *,
+        after_seq: int = 0,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        agent_id: str | None = None,
+        decision: str | None = None,
+        action: str | None = None,
+        limit: int = 100,
+    ) -> list[dict[str, Any]]:
+        """Entries matching the filters (as :func:`row_json`), in ``seq`` order after
+        ``after_seq`` (a cursor). ``since`` is inclusive and ``until`` exclusive, on
+        ``occurred_at``."""
+        rows = await self._db.fetch(
+            SQL["search"], after_seq, since, until, agent_id, decision, action, limit
+        )
+        return [row_json(row) for row in rows]
 
     async def verify(self, *, batch: int = 2000) -> VerifyReport:
         """Recompute every hash and link; name the first row that fails."""

@@ -42,3 +42,15 @@ SELECT lane, last_seq, last_hash FROM audit_chain_heads ORDER BY lane
 
 -- name: count_entries
 SELECT count(*) FROM librarian_audit
+
+-- name: search
+-- Admin listing: $1 after seq, $2 since, $3 until, $4 agent, $5 decision, $6 action, $7 limit.
+SELECT {{audit_columns}} FROM librarian_audit
+WHERE seq > $1
+  AND ($2::timestamptz IS NULL OR occurred_at >= $2)
+  AND ($3::timestamptz IS NULL OR occurred_at < $3)
+  AND ($4::text IS NULL OR agent_id = $4)
+  AND ($5::text IS NULL OR decision = $5)
+  AND ($6::text IS NULL OR action = $6)
+ORDER BY seq
+LIMIT $7

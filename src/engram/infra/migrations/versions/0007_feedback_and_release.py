@@ -45,6 +45,11 @@ def upgrade() -> None:
         "ADD CONSTRAINT librarian_audit_action_check "
         "CHECK (action IN ('CREATE', 'UPDATE', 'FORGET', 'RELEASE'))"
     )
+    # The quarantine listing: heads the PII check holds at sensitive.
+    op.execute(
+        "CREATE INDEX memories_quarantine_idx ON engram.memories (ingestion_time) "
+        "WHERE superseded_by IS NULL AND access_level = 'sensitive' AND metadata ? 'pii'"
+    )
     op.execute(
         "ALTER TABLE engram.librarian_audit DROP CONSTRAINT librarian_audit_outcome_check, "
         "ADD CONSTRAINT librarian_audit_outcome_check "
@@ -55,6 +60,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.execute("SET ROLE engram_owner")
+    op.execute("DROP INDEX engram.memories_quarantine_idx")
     op.execute(
         "ALTER TABLE engram.librarian_audit DROP CONSTRAINT librarian_audit_outcome_check, "
         "ADD CONSTRAINT librarian_audit_outcome_check "
