@@ -76,9 +76,11 @@ class TemporalEngine:
         types: Sequence[MemoryType] | None = None,
         namespace: str = "default",
         limit: int = DEFAULT_LIMIT,
+        count_read: bool = True,
     ) -> list[MemoryRecord]:
         """Records (one version each, or every version with ``include_superseded``) as of
-        the given instants; without ``record_id``, a listing of one namespace, newest first."""
+        the given instants; without ``record_id``, a listing of one namespace, newest first.
+        ``count_read=False`` leaves the read out of the access statistics (internal lookups)."""
         at = as_of_ingestion or utc_now()
         ending = _ending_statuses(
             include_forgotten=include_forgotten, include_consolidated=include_consolidated
@@ -110,15 +112,20 @@ class TemporalEngine:
             rows.sort(key=lambda row: row["ingestion_time"], reverse=True)
             rows = rows[:limit]
         records = [store.record_from_row(row) for row in rows]
-        self._note(records)
+        if count_read:
+            self._note(records)
         return records
 
     async def current(
-        self, record_id: UUID, *, caller: CallerIdentity | None = None
+        self, record_id: UUID, *, caller: CallerIdentity | None = None, count_read: bool = True
     ) -> MemoryRecord | None:
         """The newest version of a record, forgotten ones included (check ``status``)."""
         found = await self.query(
-            record_id=record_id, include_forgotten=True, include_consolidated=True, caller=caller
+            record_id=record_id,
+            include_forgotten=True,
+            include_consolidated=True,
+            caller=caller,
+            count_read=count_read,
         )
         return found[0] if found else None
 

@@ -235,6 +235,7 @@ class Retrieval:
                 as_of_ingestion=as_of_ingestion,
                 include_consolidated=include_consolidated,
                 caller=caller,
+                count_read=False,
             )
             if found:
                 hits.append(SearchHit(found[0], score, ranks))
@@ -255,7 +256,7 @@ class Retrieval:
             or not signal.islower()
         ):
             raise ValidationFailed(errors=["signal: 1-32 lower-case letters or '_'"])
-        head = await self._temporal.current(record_id, caller=caller)
+        head = await self._temporal.current(record_id, caller=caller, count_read=False)
         if head is None or head.status is MemoryStatus.FORGOTTEN:
             raise NotFound(f"no record {record_id}")
         row = await self._db.fetchrow(

@@ -15,9 +15,25 @@ AND ($7::timestamptz IS NULL
      OR (ingestion_time <= $7 AND (ingestion_time_end IS NULL OR ingestion_time_end > $7)))
 AND ($8::timestamptz IS NULL OR event_time <= $8)
 
--- fragment: any_word
--- (the 'simple' configuration keeps the already stemmed lexemes as they are)
-to_tsquery('simple', replace(plainto_tsquery('english', $1)::text, ' & ', ' | '))
+-- fragment: rare_words
+-- The stemmed words of $1, any of them (OR), leaving out words that the planner's statistics
+-- (most_common_elems of content_tsv, kept by ANALYZE) estimate in more than 1,000 versions:
+-- such words barely rank (a cut-off on document frequency) and each would make the leg read
+-- and rank a thousand rows or more. A small store keeps all its words; a query made only of
+-- common words has no text leg. The 'simple' configuration keeps stemmed lexemes as they are.
+to_tsquery('simple', coalesce((
+    SELECT string_agg(quote_literal(w.lexeme), ' | ')
+    FROM unnest(tsvector_to_array(to_tsvector('english', $1))) AS w(lexeme)
+    WHERE w.lexeme NOT IN (
+        SELECT e.lexeme
+        FROM pg_stats AS s,
+             unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) AS e(lexeme, freq)
+        WHERE s.schemaname = current_schema() AND s.tablename = 'memories'
+          AND s.attname = 'content_tsv' AND e.lexeme IS NOT NULL
+          AND e.freq * (SELECT c.reltuples FROM pg_class AS c WHERE c.oid = 'memories'::regclass)
+              > 1000
+    )
+), ''))
 
 -- name: vector_heads
 -- $1 the query embedding; nearest first (memories_embedding_hnsw_idx, iterative scan).
@@ -27,9 +43,8 @@ ORDER BY embedding <=> $1::vector
 LIMIT $6
 
 -- name: text_heads
--- $1 the query text: its stemmed words, any of them (OR), ranked by cover density, so a
--- question phrased in other words than the record still finds it.
-SELECT m.id, m.record_id FROM memories m, {{any_word}} AS q
+-- $1 the query text; versions holding any of its distinctive words, by cover density.
+SELECT m.id, m.record_id FROM memories m, {{rare_words}} AS q
 WHERE m.content_tsv @@ q AND {{heads}}
 ORDER BY ts_rank_cd(m.content_tsv, q) DESC, m.ingestion_time DESC
 LIMIT $6
@@ -41,7 +56,7 @@ ORDER BY embedding <=> $1::vector
 LIMIT $6
 
 -- name: text_versions
-SELECT m.id, m.record_id FROM memories m, {{any_word}} AS q
+SELECT m.id, m.record_id FROM memories m, {{rare_words}} AS q
 WHERE m.content_tsv @@ q AND {{versions}}
 ORDER BY ts_rank_cd(m.content_tsv, q) DESC, m.ingestion_time DESC
 LIMIT $6

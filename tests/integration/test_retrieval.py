@@ -1,0 +1,229 @@
+"""Hybrid retrieval and feedback through kernel.retrieval, against the real model and database."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+from uuid import UUID, uuid4
+
+import pytest
+
+from engram import Kernel
+from engram.config import EMBEDDING_DIMENSION, EngramSettings
+from engram.errors import Forbidden, NotFound, ValidationFailed
+from engram.infra.fastembed_embedder import FastembedEmbedder
+from engram.memory.access import caller_for_tier
+from engram.memory.gate_io import GateRequest
+from engram.memory.types import (
+    AccessLevel,
+    CallerIdentity,
+    GateAction,
+    MemoryRecord,
+    MemoryType,
+    TrustLevel,
+)
+from engram.retrieval.search import Retrieval
+from tests.integration.gate_helpers import (
+    EXTERNAL,
+    STANDARD,
+    TRUSTED,
+    WHEN,
+    belief,
+    create,
+    update,
+)
+
+WRITER = replace(STANDARD, writes_per_minute=100_000)
+READER = caller_for_tier("reader", TrustLevel.STANDARD)
+
+FACTS = [
+    "The billing service stores invoices in PostgreSQL 16 on the eu-west cluster.",
+    "Deployments to production happen every Tuesday after the change review meeting.",
+    "The on-call rotation hands over each Monday at nine in the morning.",
+    "Grafana dashboards for the checkout flow live in the payments folder.",
+    "Kafka topic orders-v2 keeps seven days of retention for replays.",
+]
+
+
+async def _write(kernel: Kernel, content: str, caller: CallerIdentity = WRITER) -> UUID:
+    result = await kernel.gate.evaluate(create(belief(content), caller))
+    assert result.approved, result.reason
+    assert result.record_id is not None
+    return result.record_id
+
+
+async def _seed(kernel: Kernel) -> dict[str, UUID]:
+    return {fact: await _write(kernel, fact) for fact in FACTS}
+
+
+async def test_a_paraphrase_finds_the_record_through_the_vector_leg(kernel: Kernel) -> None:
+    ids = await _seed(kernel)
+    result = await kernel.retrieval.search(READER, "where are customer bills kept", limit=3)
+    assert ids[FACTS[0]] == result.hits[0].record.record_id
+    assert "vector" in result.hits[0].legs
+    assert not result.degraded
+    assert result.hits[0].score > result.hits[1].score
+
+
+async def test_an_exact_rare_word_brings_in_the_text_leg_and_both_legs_rank_first(
+    kernel: Kernel,
+) -> None:
+    ids = await _seed(kernel)
+    result = await kernel.retrieval.search(READER, "orders-v2 retention", limit=5)
+    top = result.hits[0]
+    assert ids[FACTS[4]] == top.record.record_id
+    assert ("text", "vector") == top.legs
+    assert {"text": 1, "vector": 1} == top.ranks
+    assert all(hit.legs == ("vector",) for hit in result.hits[1:])
+
+
+async def test_results_are_current_unless_history_is_asked_for(kernel: Kernel) -> None:
+    first = await kernel.gate.evaluate(
+        create(belief("The staging database runs PostgreSQL 14."), WRITER)
+    )
+    assert first.record_id is not None
+    assert first.modified_record is not None
+    second = await kernel.gate.evaluate(
+        update(first.record_id, "The staging database runs PostgreSQL 17.", 1, WRITER)
+    )
+    assert second.approved
+    current = await kernel.retrieval.search(READER, "staging database PostgreSQL", limit=5)
+    assert [2] == [hit.record.version for hit in current.hits]
+    history = await kernel.retrieval.search(
+        READER, "staging database PostgreSQL", limit=5, include_superseded=True
+    )
+    assert [1, 2] == sorted(hit.record.version for hit in history.hits)
+    before_update = first.modified_record.ingestion_time + timedelta(microseconds=1)
+    as_of = await kernel.retrieval.search(
+        READER, "staging database PostgreSQL", limit=5, as_of_ingestion=before_update
+    )
+    assert ["The staging database runs PostgreSQL 14."] == [h.record.content for h in as_of.hits]
+    too_early = first.modified_record.ingestion_time - timedelta(seconds=1)
+    assert (
+        []
+        == (
+            await kernel.retrieval.search(READER, "staging database", as_of_ingestion=too_early)
+        ).hits
+    )
+
+
+async def test_forgotten_records_and_other_namespaces_are_left_out(kernel: Kernel) -> None:
+    ids = await _seed(kernel)
+    head = await kernel.temporal.current(ids[FACTS[3]])
+    assert head is not None
+    forgotten = await kernel.gate.evaluate(GateRequest.forget(head, WRITER, EXTERNAL))
+    assert forgotten.approved
+    result = await kernel.retrieval.search(READER, "Grafana dashboards checkout", limit=10)
+    assert ids[FACTS[3]] not in {hit.record.record_id for hit in result.hits}
+    elsewhere = await kernel.retrieval.search(READER, "Grafana", namespace="elsewhere")
+    assert [] == elsewhere.hits
+
+
+async def test_callers_see_only_the_levels_they_may_read(kernel: Kernel) -> None:
+    await _seed(kernel)
+    quarantined = await _write(
+        kernel, "Escalations about invoices go to dana.fischer@example.com directly."
+    )
+    assert AccessLevel.SENSITIVE is (await kernel.temporal.current(quarantined)).access_level  # type: ignore[union-attr]
+    query = "who receives invoice escalations"
+    standard = await kernel.retrieval.search(READER, query, limit=10)
+    assert quarantined not in {hit.record.record_id for hit in standard.hits}
+    trusted = await kernel.retrieval.search(TRUSTED, query, limit=10)
+    assert quarantined == trusted.hits[0].record.record_id
+    restricted = caller_for_tier("tiny", TrustLevel.RESTRICTED)
+    user_level = MemoryRecord.draft(
+        MemoryType.BELIEF,
+        "The invoice archive moves to cold storage after two years.",
+        source_agent=WRITER.agent_id,
+        access_level=AccessLevel.USER,
+    )
+    stored = await kernel.gate.evaluate(
+        GateRequest(GateAction.CREATE, user_level, WRITER, EXTERNAL)
+    )
+    assert stored.approved
+    seen = await kernel.retrieval.search(restricted, "invoice archive cold storage", limit=10)
+    assert stored.record_id not in {hit.record.record_id for hit in seen.hits}
+
+
+async def test_type_filter_limit_and_read_counting(kernel: Kernel) -> None:
+    ids = await _seed(kernel)
+    episode = MemoryRecord.draft(
+        MemoryType.EPISODE,
+        "On Tuesday the production deployment was delayed by the change review.",
+        source_agent=WRITER.agent_id,
+        event_time=WHEN,
+    )
+    stored = await kernel.gate.evaluate(GateRequest(GateAction.CREATE, episode, WRITER, EXTERNAL))
+    assert stored.approved
+    only = await kernel.retrieval.search(
+        READER, "production deployment Tuesday", types=[MemoryType.EPISODE]
+    )
+    assert [stored.record_id] == [hit.record.record_id for hit in only.hits]
+    two = await kernel.retrieval.search(READER, "production deployment Tuesday", limit=2)
+    assert 2 == len(two.hits)
+    await kernel.temporal.flush_reads()
+    counted = await kernel.db.fetchval(
+        "SELECT access_count FROM memory_access WHERE record_id = $1", ids[FACTS[1]]
+    )
+    assert counted >= 1
+    assert len(FACTS) + 1 == await kernel.db.fetchval("SELECT count(*) FROM librarian_audit")
+
+
+@pytest.mark.parametrize(
+    ("query", "limit", "problem"),
+    [("   ", 10, "query"), ("x" * 2001, 10, "query"), ("fine", 0, "limit"), ("fine", 101, "limit")],
+)
+async def test_bad_search_input_is_a_typed_rejection(
+    kernel: Kernel, query: str, limit: int, problem: str
+) -> None:
+    with pytest.raises(ValidationFailed, match=problem):
+        await kernel.retrieval.search(READER, query, limit=limit)
+
+
+async def test_feedback_is_stored_and_a_useful_rating_counts_as_a_read(kernel: Kernel) -> None:
+    ids = await _seed(kernel)
+    receipt = await kernel.retrieval.feedback(READER, ids[FACTS[2]], useful=True)
+    await kernel.retrieval.feedback(READER, ids[FACTS[2]], useful=False, signal="ignored")
+    rows = await kernel.db.fetch(
+        "SELECT agent_id, useful, signal, version_id FROM memory_feedback ORDER BY id"
+    )
+    assert [("reader", True, "explicit"), ("reader", False, "ignored")] == [
+        (r["agent_id"], r["useful"], r["signal"]) for r in rows
+    ]
+    assert receipt.version_id == rows[0]["version_id"]
+    await kernel.temporal.flush_reads()
+    assert 1 == await kernel.db.fetchval(
+        "SELECT access_count FROM memory_access WHERE record_id = $1", ids[FACTS[2]]
+    )
+
+
+async def test_feedback_rejections(kernel: Kernel) -> None:
+    ids = await _seed(kernel)
+    with pytest.raises(NotFound):
+        await kernel.retrieval.feedback(READER, uuid4(), useful=True)
+    with pytest.raises(ValidationFailed, match="signal"):
+        await kernel.retrieval.feedback(READER, ids[FACTS[0]], useful=True, signal="Bad Signal!")
+    with pytest.raises(Forbidden):
+        await kernel.retrieval.feedback(CallerIdentity.system("x"), ids[FACTS[0]], useful=True)
+    secret = await _write(kernel, "The vault root token sits with ops.lead@example.com today.")
+    with pytest.raises(NotFound):
+        await kernel.retrieval.feedback(READER, secret, useful=True)
+    assert 0 == await kernel.db.fetchval("SELECT count(*) FROM memory_feedback")
+
+
+async def test_without_the_model_the_text_leg_answers_alone(kernel: Kernel, tmp_path: Path) -> None:
+    """An embedding adapter whose model files are gone (a real failure) degrades the search."""
+    ids = await _seed(kernel)
+    broken = FastembedEmbedder(
+        tmp_path,
+        model_name=EngramSettings().embedding_model_name,
+        dimension=EMBEDDING_DIMENSION,
+        workers=1,
+        threads=1,
+    )
+    retrieval = Retrieval(kernel.db, broken, kernel.temporal)
+    result = await retrieval.search(READER, "Kafka orders-v2 retention")
+    assert result.degraded
+    assert [ids[FACTS[4]]] == [hit.record.record_id for hit in result.hits]
+    assert ("text",) == result.hits[0].legs
