@@ -51,7 +51,7 @@ from datetime import timedelta
 from typing import Protocol
 from uuid import UUID
 
-from engram.memory.conflict_cues import compare
+from engram.memory.conflict_cues import compare, word_overlap
 from engram.memory.types import ConflictClassification, MemoryRecord, MemoryType
 
 #: Embedding similarity above which two records of one type are taken to be about one subject.
@@ -62,6 +62,10 @@ RELATED_SIMILARITY = 0.5
 SHARED_WORDS = 0.5
 #: Share of the older statement's words that makes the newer a restatement of it.
 RESTATED_WORDS = 0.8
+#: Below this share of distinct shared words two statements are not compared at all: no pair of
+#: the labelled set that is a conflict shares less than 0.3 (``benchmarks/conflict_eval.py``),
+#: while two unrelated texts of the benchmark generator share about 0.24 (median).
+COMPARED_WORDS = 0.25
 #: Episodes further apart than this are two occurrences, not two accounts of one.
 EPISODE_WINDOW = timedelta(hours=12)
 
@@ -183,6 +187,7 @@ class SubjectConflictDetector:
             or _other_occurrence(new, old)
             # neither certain nor related whatever the words say: spare the parse
             or (not explicit and similarity < RELATED_SIMILARITY)
+            or word_overlap(old.content, new.content) < COMPARED_WORDS
         ):
             return None
         diff = compare(old.content, new.content)

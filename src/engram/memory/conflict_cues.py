@@ -326,6 +326,17 @@ def _relation_differs(before: list[str], after: list[str]) -> bool:
     return None not in (first_before, first_after) and first_before != first_after
 
 
+def word_overlap(old_text: str, new_text: str) -> float:
+    """Distinct words the two statements share, over the distinct words of both (Dice).
+
+    Cheap next to :func:`compare` (sets of parsed, cached tokens, no alignment).
+    """
+    old, new = set(_statement(old_text).tokens), set(_statement(new_text).tokens)
+    if not old and not new:
+        return 1.0
+    return 2 * len(old & new) / (len(old) + len(new))
+
+
 def compare(old_text: str, new_text: str) -> Difference:
     """Align the two statements and describe what differs between them."""
     old, new = _statement(old_text), _statement(new_text)

@@ -102,9 +102,13 @@ class LibrarianGate:
                 return await self._replay(prior)
         record = request.record
         # The embedding is the slowest step and needs only the content: start it now, while
-        # the checks run, and drop it if they reject.
+        # the checks run, and drop it if they reject. Internal UPDATEs (conflict resolutions)
+        # mostly restate a version's content; they look for its stored embedding first.
         embedding = None
-        if request.action is not GateAction.FORGET:
+        if request.action is GateAction.CREATE or (
+            request.action is GateAction.UPDATE
+            and request.decision_type is GateDecisionType.EXTERNAL
+        ):
             embedding = asyncio.ensure_future(self._embed(record.content))
         try:
             return await self._evaluate(request, decision_id, timing, embedding)
@@ -121,6 +125,19 @@ class LibrarianGate:
             log.warning("gate.embedding_degraded", error=type(exc).__name__)
             vector = None
         return vector, time.perf_counter() - started
+
+    async def _restated_embedding(
+        self, record: MemoryRecord, head: MemoryRecord | None
+    ) -> tuple[list[float] | None, float]:
+        """The head's stored embedding when ``record`` restates its content, else the model's."""
+        if head is not None and head.content == record.content:
+            started = time.perf_counter()
+            stored = await store.stored_embedding(
+                self._db, head.id, model=self._embeddings.model_name
+            )
+            if stored is not None:
+                return stored, time.perf_counter() - started
+        return await self._embed(record.content)
 
     async def _evaluate(
         self,
@@ -242,8 +259,13 @@ class LibrarianGate:
         """Reject input an adapter could not even turn into a record, and audit it.
 
         The raw input is recorded as given (made JSON-safe), so a malformed request leaves the
-        same trace as any other rejected one: one audit row, nothing else.
+        same trace as any other rejected one: one audit row, nothing else. A retry with a
+        ``request_id`` already recorded returns the recorded result, as :meth:`evaluate` does.
         """
+        if request_id is not None:
+            prior = await self._audit.by_request(request_id)
+            if prior is not None:
+                return await self._replay(prior)
         started = time.perf_counter()
         decision_id = uuid.uuid4()
         check = CheckResult.fail(SCHEMA, "; ".join(problems), problems=problems)
@@ -308,9 +330,11 @@ class LibrarianGate:
         pending: asyncio.Future[tuple[list[float] | None, float]] | None,
     ) -> tuple[Plan, Timing]:
         record = layer1.record
-        if request.action is GateAction.FORGET or pending is None:
+        if request.action is GateAction.FORGET:
             return Plan(request, layer1, record, head, None, None, (), evidence), timing
         waited_from = time.perf_counter()
+        if pending is None:
+            pending = asyncio.ensure_future(self._restated_embedding(record, head))
         embedding, embed_seconds = await pending
         # Evaluation time excludes only the part of the embedding the Gate waited for.
         timing = Timing(timing.started, time.perf_counter() - waited_from, embed_seconds)

@@ -127,6 +127,18 @@ async def candidates(
     return exact, [_neighbour(row) for row in rows if not row["exact"]]
 
 
+async def stored_embedding(
+    conn: Connection, version_id: UUID, *, model: str
+) -> list[float] | None:
+    """The embedding ``model`` made for one version (None if it has none by that model)."""
+    value = await conn.fetchval(SQL["stored_embedding"], version_id, model)
+    if value is None:
+        return None
+    # the driver's vector type converts to a list; a plain sequence is taken as it is
+    values = value.to_list() if hasattr(value, "to_list") else value
+    return [float(x) for x in values]
+
+
 async def resolve_evidence(conn: Connection, refs: Sequence[UUID]) -> Mapping[UUID, UUID]:
     """Map each cited id (a version id or a record id) to the version it names."""
     if not refs:

@@ -241,3 +241,82 @@ LIMIT $2
 UPDATE memories SET access_level = $2, updated_at = now()
 WHERE id = $1
 RETURNING {{record_columns}}
+
+-- Audit replay (engram.memory.replay) and audit state (engram.memory.audit_state): the
+-- versions as a decision found them. $T is the decision's instant; versions written by the
+-- decision itself are left out. A version's status and access level are changed in place
+-- when it is superseded, forgotten or released, so the values it had at $T are rebuilt from
+-- the audit rows that wrote and released it.
+
+-- name: replay_head_as_of
+-- $1 record id, $2 instant, $3 the decision, $4 the version this decision forgot (or NULL).
+SELECT {{record_columns}},
+       CASE
+           WHEN status::text = 'forgotten' AND ingestion_time_end < $2
+                AND id IS DISTINCT FROM $4 THEN 'forgotten'
+           WHEN status::text IN ('superseded', 'forgotten') THEN coalesce(
+               (SELECT a.input_snapshot->>'status' FROM librarian_audit a
+                WHERE a.decision_id = v.gate_decision_id), 'active')
+           ELSE status::text
+       END AS status_at,
+       coalesce(
+           (SELECT r.input_snapshot->>'previous_level' FROM librarian_audit r
+            WHERE r.record_id = v.record_id AND r.version_id = v.id AND r.action = 'RELEASE'
+              AND r.occurred_at >= $2
+            ORDER BY r.seq
+            LIMIT 1),
+           access_level) AS access_level_at
+FROM memories v
+WHERE record_id = $1 AND ingestion_time < $2 AND gate_decision_id <> $3
+ORDER BY version DESC
+LIMIT 1
+
+-- name: replay_candidates_as_of
+-- What `candidates` returned just before instant $6: $1 embedding (NULL: use the exact row only),
+-- $2 namespace, $3 type, $4 content hash, $5 limit, $7 the decision. A version counts when it
+-- was known and not yet ended at $6 and its status then was active; its repetitions then are
+-- today's minus the reinforcements recorded since.
+WITH known AS (
+    SELECT {{record_columns}}, embedding, content_hash,
+           CASE
+               WHEN status::text IN ('superseded', 'forgotten') THEN coalesce(
+                   (SELECT a.input_snapshot->>'status' FROM librarian_audit a
+                    WHERE a.decision_id = v.gate_decision_id), 'active')
+               ELSE status::text
+           END AS status_at,
+           repetitions - (
+               SELECT count(*) FROM librarian_audit a
+               WHERE a.record_id = v.record_id AND a.version_id = v.id
+                 AND a.outcome = 'reinforced' AND a.decision_type <> 'self_healing'
+                 AND a.occurred_at >= $6
+           )::int AS repetitions_at
+    FROM memories v
+    WHERE namespace = $2 AND type = $3 AND ingestion_time < $6
+      AND (ingestion_time_end IS NULL OR ingestion_time_end >= $6)
+      AND gate_decision_id <> $7
+)
+(SELECT k.*, true AS exact, coalesce((1 - (k.embedding <=> $1))::float8, 1.0) AS similarity
+ FROM known k
+ WHERE k.content_hash = $4 AND k.status_at = 'active'
+ ORDER BY k.ingestion_time
+ LIMIT 1)
+UNION ALL
+(SELECT k.*, false AS exact, (1 - (k.embedding <=> $1))::float8 AS similarity
+ FROM known k
+ WHERE k.status_at = 'active' AND k.embedding IS NOT NULL
+ ORDER BY k.embedding <=> $1
+ LIMIT $5)
+
+-- name: replay_evidence_as_of
+-- The cited ids ($1) that named a version or a record known before instant $2 (not $3's own).
+SELECT DISTINCT ref
+FROM unnest($1::uuid[]) AS ref
+JOIN memories m ON (m.id = ref OR m.record_id = ref)
+WHERE m.ingestion_time < $2 AND m.gate_decision_id <> $3
+
+-- name: namespaces_as_of
+SELECT DISTINCT namespace FROM memories WHERE ingestion_time <= $1 ORDER BY namespace
+
+-- name: stored_embedding
+-- $2 the model in use: a vector of another model is not reused.
+SELECT embedding FROM memories WHERE id = $1 AND embedding_model = $2
