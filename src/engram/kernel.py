@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +23,7 @@ from engram.infra.db import DatabaseAdapter
 from engram.infra.embedded_server import DATABASE, EmbeddedPostgres
 from engram.infra.embedding_batcher import BatchingEmbedder
 from engram.infra.embeddings import EmbeddingAdapter
+from engram.infra.events import Event, Subscriber
 from engram.infra.fastembed_embedder import FastembedEmbedder
 from engram.infra.model_files import ensure_default_model, missing_files
 from engram.infra.outbox import OutboxEventBus
@@ -30,13 +31,16 @@ from engram.infra.postgres import PostgresDatabase
 from engram.infra.resilience import CircuitBreaker, Resilience
 from engram.infra.webhook import WebhookSink
 from engram.memory.audit import AuditLog
+from engram.memory.audit_state import AuditState
 from engram.memory.conflict import SubjectConflictDetector
 from engram.memory.gate import LibrarianGate
 from engram.memory.gate_advisor import HeuristicAdvisor
 from engram.memory.quarantine import QuarantineDesk
 from engram.memory.rate_limit import RateLimiter
 from engram.memory.reads import ReadRecorder
+from engram.memory.replay import AuditReplayer
 from engram.memory.temporal import TemporalEngine
+from engram.memory.write_path import CONFLICTS_FOUND
 from engram.notifications.dispatcher import (
     ESCALATED_EVENTS,
     AdminQueue,
@@ -84,6 +88,10 @@ class Kernel:
     retrieval: Retrieval
     quarantine: QuarantineDesk
     agents: AgentRegistry
+    #: Admin tools: reads that count for no decay, audit replay and audit state (ADR-014).
+    admin_temporal: TemporalEngine
+    replay: AuditReplayer
+    audit_state: AuditState
     embedded: bool
     head_revision: str
     timings: StartupTimings = field(default_factory=StartupTimings)
@@ -241,7 +249,9 @@ def _assemble(
     notifications = NotificationDispatcher(sinks)
     for name in ESCALATED_EVENTS:
         events.subscribe(name, notifications.handle)
+    events.subscribe(CONFLICTS_FOUND, _discard_result(gate.resolve_conflicts))
     temporal = TemporalEngine(db, reads=reads, metrics=metrics)
+    admin_temporal = TemporalEngine(db)  # no read recorder: admin reads are not uses
     return Kernel(
         settings=settings,
         db=db,
@@ -258,10 +268,20 @@ def _assemble(
         retrieval=Retrieval(db, batched, temporal),
         quarantine=QuarantineDesk(db, audit),
         agents=AgentRegistry(db),
+        admin_temporal=admin_temporal,
+        replay=AuditReplayer(db, audit=audit, embeddings=batched, resolver=conflicts),
+        audit_state=AuditState(db, reader=admin_temporal),
         embedded=settings.embedded,
         head_revision=migrate.head_revision(),
         timings=timings,
     )
+
+
+def _discard_result(handler: Callable[[Event], Awaitable[object]]) -> Subscriber:
+    async def subscriber(event: Event) -> None:
+        await handler(event)
+
+    return subscriber
 
 
 async def _schema_current(kernel: Kernel) -> bool:

@@ -17,8 +17,9 @@ import pytest
 from structlog.testing import capture_logs
 
 from engram import Kernel
+from engram.infra.events import Event
 from engram.infra.webhook import WebhookSink
-from engram.memory.gate_io import GateResult, WriteOutcome
+from engram.memory.gate_io import GateResult
 from engram.memory.types import GateDecision, MemoryRecord
 from engram.notifications.dispatcher import Escalation
 from tests.integration.gate_helpers import STANDARD, belief, create
@@ -61,13 +62,16 @@ async def test_supersession_ends_the_older_fact_where_the_newer_begins(kernel: K
     assert new.modified_record is not None
     assert old.record_id is not None
     assert ["supersedes"] == await _edges(kernel, new.modified_record.id)
-    assert [WriteOutcome.UPDATED] == [r.outcome for r in new.resolutions]
-    closed = new.resolutions[0].modified_record
+    await kernel.events.settled()  # resolutions follow the commit, from the outbox
+    closed = await kernel.temporal.current(old.record_id)
     assert closed is not None
-    assert (old.record_id, 2, APRIL) == (closed.record_id, closed.version, closed.event_time_end)
-    assert "self_healing" == await kernel.db.fetchval(
-        "SELECT decision_type FROM librarian_audit WHERE decision_id = $1",
-        new.resolutions[0].decision_id,
+    assert (2, APRIL) == (closed.version, closed.event_time_end)
+    assert ("self_healing", "updated") == tuple(
+        await kernel.db.fetchrow(
+            "SELECT decision_type, outcome FROM librarian_audit WHERE decision_id = $1",
+            closed.gate_decision_id,
+        )
+        or ()
     )
     in_march = await kernel.temporal.query(record_id=old.record_id, as_of_event=MARCH)
     in_may = await kernel.temporal.query(record_id=old.record_id, as_of_event=MAY)
@@ -89,12 +93,25 @@ async def test_contradiction_links_and_challenges_both_records(kernel: Kernel) -
     assert new.modified_record is not None
     assert ["contradiction"] == [c.classification.value for c in new.layer2_decision.conflicts]
     assert ["contradicts"] == await _edges(kernel, new.modified_record.id)
+    await kernel.events.settled()
     heads = await kernel.db.fetch(
         "SELECT status::text FROM memories WHERE superseded_by IS NULL ORDER BY record_id"
     )
     assert ["challenged", "challenged"] == [row["status"] for row in heads]
-    assert 2 == len(new.resolutions)
-    assert {old.record_id, new.record_id} == {r.record_id for r in new.resolutions}
+    resolutions = await kernel.db.fetch(
+        "SELECT record_id FROM librarian_audit WHERE decision_type = 'self_healing'"
+    )
+    assert {old.record_id, new.record_id} == {row["record_id"] for row in resolutions}
+    assert 4 == await kernel.db.fetchval("SELECT count(*) FROM librarian_audit")
+    row = await kernel.db.fetchrow(
+        "SELECT aggregate_id, payload FROM outbox WHERE event_type = 'memory.conflicts_found'"
+    )
+    assert row is not None
+    again = await kernel.gate.resolve_conflicts(
+        Event("memory.conflicts_found", row["aggregate_id"], dict(row["payload"]))
+    )
+    assert () == again  # delivered twice (at least once): the second changes nothing
+    assert 4 == await kernel.db.fetchval("SELECT count(*) FROM librarian_audit")
 
 
 async def test_refinement_is_linked_and_changes_no_state(kernel: Kernel) -> None:
@@ -108,7 +125,8 @@ async def test_refinement_is_linked_and_changes_no_state(kernel: Kernel) -> None
     )
     assert new.modified_record is not None
     assert ["refines"] == await _edges(kernel, new.modified_record.id)
-    assert () == new.resolutions
+    await kernel.events.settled()
+    assert 2 == await kernel.db.fetchval("SELECT count(*) FROM librarian_audit")
     statuses = await kernel.db.fetch("SELECT DISTINCT status::text FROM memories")
     assert [("active",)] == [tuple(r) for r in statuses]
 
@@ -140,7 +158,8 @@ async def test_unresolvable_conflict_reaches_a_person(kernel: Kernel) -> None:
             return bool(await kernel.admin_queue.pending())
 
         await _wait_for(queued)
-    assert () == new.resolutions
+    await kernel.events.settled()
+    assert 2 == await kernel.db.fetchval("SELECT count(*) FROM librarian_audit")
     assert ["relates_to"] == await _edges(kernel, new.modified_record.id)
     [item] = await kernel.admin_queue.pending()
     assert ("memory.conflict_detected", new.record_id) == (item["kind"], item["record_id"])

@@ -107,6 +107,20 @@ class OutboxEventBus:
             except Exception as exc:  # noqa: BLE001 - one subscriber must not block the rest
                 log.warning("outbox.subscriber_failed", event_name=event.name, error=repr(exc))
 
+    async def settled(self, *, timeout_seconds: float = 30.0) -> None:
+        """Wait until every event committed so far, and every event their delivery led to,
+        has been delivered."""
+        async with asyncio.timeout(timeout_seconds):
+            while True:
+                task = self._drain_task
+                if task is not None and not task.done():
+                    await asyncio.gather(task, return_exceptions=True)
+                    continue
+                if await self.drain() == 0 and (
+                    self._drain_task is None or self._drain_task.done()
+                ):
+                    return
+
     async def close(self) -> None:
         """Wait for a delivery in progress to finish."""
         if self._drain_task is not None:

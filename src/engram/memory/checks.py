@@ -98,8 +98,16 @@ class Layer1Outcome:
         return [check for check in self.checks if not check.passed]
 
 
-def run_layer1(request: Layer1Input, limiter: RateLimiter) -> Layer1Outcome:
-    """Run the five checks in order and return their results and the (modified) record."""
+def run_layer1(
+    request: Layer1Input,
+    limiter: RateLimiter,
+    *,
+    declarative_types: frozenset[MemoryType] = DECLARATIVE_TYPES,
+) -> Layer1Outcome:
+    """Run the five checks in order and return their results and the (modified) record.
+
+    ``declarative_types`` overrides which types must read as statements (audit replay tries
+    other policies with it; the Gate always uses the default)."""
     external = request.decision_type is GateDecisionType.EXTERNAL
     checks = [check_schema(request)]
     checks.append(check_access(request) if external else _skipped(ACCESS))
@@ -112,7 +120,7 @@ def run_layer1(request: Layer1Input, limiter: RateLimiter) -> Layer1Outcome:
         checks.append(rate_check)
     else:
         checks.append(_skipped(RATE_LIMIT))
-    checks.append(check_classification(request))
+    checks.append(check_classification(request, declarative_types))
     return Layer1Outcome(checks, record, kinds, errored, retry_after)
 
 
@@ -208,7 +216,9 @@ def check_rate(request: Layer1Input, limiter: RateLimiter) -> CheckResult:
     )
 
 
-def check_classification(request: Layer1Input) -> CheckResult:
+def check_classification(
+    request: Layer1Input, declarative_types: frozenset[MemoryType] = DECLARATIVE_TYPES
+) -> CheckResult:
     """The content fits its type, and it does not address the agent that will read it."""
     if request.action is GateAction.FORGET:
         return CheckResult.ok(CLASSIFICATION, "nothing is stored by FORGET")
@@ -218,7 +228,7 @@ def check_classification(request: Layer1Input) -> CheckResult:
             CLASSIFICATION,
             "content addresses the reading agent (instruction injection); not stored as knowledge",
         )
-    if record.type in DECLARATIVE_TYPES:
+    if record.type in declarative_types:
         if looks_imperative(record.content):
             return CheckResult.fail(
                 CLASSIFICATION,

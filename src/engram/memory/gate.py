@@ -14,7 +14,6 @@ import json
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
@@ -24,10 +23,11 @@ import structlog
 from engram.errors import EmbeddingError, EngramError, UniqueViolation
 from engram.infra.db import DatabaseAdapter
 from engram.infra.embeddings import EmbeddingAdapter
-from engram.infra.events import EventBus
+from engram.infra.events import Event, EventBus
 from engram.memory import store
 from engram.memory.audit import AuditEntry, AuditLog, canonical_json
 from engram.memory.checks import SCHEMA, CheckResult, Layer1Input, Layer1Outcome, run_layer1
+from engram.memory.conflict import ConflictResult
 from engram.memory.fingerprint import content_hash
 from engram.memory.gate_advisor import (
     AdvisorAction,
@@ -49,6 +49,7 @@ from engram.memory.rate_limit import RateLimiter
 from engram.memory.resolution import resolution_requests
 from engram.memory.types import (
     CallerIdentity,
+    ConflictClassification,
     GateAction,
     GateDecision,
     GateDecisionType,
@@ -215,26 +216,34 @@ class LibrarianGate:
                 return await self._finish_rejected(request, decision_id, layer1, timing)
             raise
         self._events.committed()
-        result = self._signals.write(request, result, plan, evaluation_seconds, timing)
-        if request.decision_type is not GateDecisionType.SELF_HEALING:
-            result = replace(result, resolutions=await self._resolve(result))
-        return result
+        return self._signals.write(request, result, plan, evaluation_seconds, timing)
 
-    async def _resolve(self, result: GateResult) -> tuple[GateResult, ...]:
-        """Carry out the resolutions of the conflicts this write was found to have."""
-        advice, newer = result.layer2_decision, result.modified_record
-        if advice is None or newer is None or not advice.conflicts:
-            return ()
-        if result.outcome not in (WriteOutcome.CREATED, WriteOutcome.UPDATED):
+    async def resolve_conflicts(self, event: Event) -> tuple[GateResult, ...]:
+        """Carry out the resolutions of one write's conflicts (``memory.conflicts_found``).
+
+        Runs when the outbox delivers the event, after the write committed and its caller had
+        its answer. Each resolution is a ``self_healing`` UPDATE with a request id derived from
+        the write's decision, so a second delivery of the event changes nothing.
+        """
+        payload = event.payload
+        newer = await store.version_by_id(self._db, UUID(payload["version_id"]))
+        if newer is None:
             return ()
         done: list[GateResult] = []
-        for conflict in advice.conflicts:
+        for item in payload["conflicts"]:
+            conflict = ConflictResult(
+                classification=ConflictClassification(item["classification"]),
+                existing_record_id=UUID(item["existing_record_id"]),
+                existing_version_id=UUID(item["existing_version_id"]),
+                similarity=float(item["similarity"]),
+                reason=item["reason"],
+            )
             older = await store.head(self._db, conflict.existing_record_id)
             if older is None or older.id != conflict.existing_version_id:
                 log.info("conflict.resolution_skipped", reason="record moved on")
                 continue
             for follow_up in resolution_requests(
-                conflict, newer=newer, older=older, decision_id=result.decision_id
+                conflict, newer=newer, older=older, decision_id=UUID(payload["decision_id"])
             ):
                 try:
                     outcome = await self.evaluate(follow_up)

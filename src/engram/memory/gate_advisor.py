@@ -30,6 +30,7 @@ Layer 1 is never overridden by any advisor.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
@@ -70,6 +71,22 @@ TYPE_WEIGHT = {
     MemoryType.EPISODE: 0.4,
 }
 _WORD = re.compile(r"\w+")
+
+
+@dataclass(frozen=True, slots=True)
+class HeuristicPolicy:
+    """The thresholds of ``heuristic@1``; the defaults are the documented rules.
+
+    Only audit replay builds a non-default policy (to ask what another policy would have
+    decided); an advisor with one reports its source as ``heuristic@1+policy``.
+    """
+
+    near_duplicate: float = NEAR_DUPLICATE
+    update_candidate: float = UPDATE_CANDIDATE
+    related: float = RELATED
+    related_for_consolidation: int = RELATED_FOR_CONSOLIDATION
+    repetitions_for_consolidation: int = REPETITIONS_FOR_CONSOLIDATION
+    trust_factor: Mapping[TrustLevel, float] = field(default_factory=lambda: dict(TRUST_FACTOR))
 
 
 class AdvisorAction(StrEnum):
@@ -157,10 +174,14 @@ class GateAdvisor(Protocol):
         ...
 
 
-def calibrate_confidence(record: MemoryRecord, context: AdvisorContext) -> float:
+def calibrate_confidence(
+    record: MemoryRecord,
+    context: AdvisorContext,
+    trust_factor: Mapping[TrustLevel, float] = TRUST_FACTOR,
+) -> float:
     """Source confidence adjusted by the caller's trust (internal origins are trusted)."""
     factor = (
-        TRUST_FACTOR[context.caller.trust_level]
+        trust_factor[context.caller.trust_level]
         if context.decision_type is GateDecisionType.EXTERNAL
         else 1.0
     )
@@ -180,15 +201,18 @@ def importance(record: MemoryRecord, confidence: float, max_similarity: float) -
 class HeuristicAdvisor:
     """Versioned rules (``heuristic@1``)."""
 
-    def __init__(self, resolver: ConflictResolver) -> None:
+    def __init__(self, resolver: ConflictResolver, policy: HeuristicPolicy | None = None) -> None:
         self._resolver = resolver
+        self._policy = policy or HeuristicPolicy()
+        self._version = "heuristic@1" if self._policy == HeuristicPolicy() else "heuristic@1+policy"
 
     @property
     def version(self) -> str:
-        return "heuristic@1"
+        return self._version
 
     async def advise(self, record: MemoryRecord, context: AdvisorContext) -> AdvisorDecision:
-        confidence = calibrate_confidence(record, context)
+        policy = self._policy
+        confidence = calibrate_confidence(record, context, policy.trust_factor)
         closest = max((n.similarity for n in context.neighbours), default=0.0)
         score = importance(record, confidence, closest)
         others = [n for n in context.neighbours if n.record.record_id != record.record_id]
@@ -199,8 +223,8 @@ class HeuristicAdvisor:
                 similarities={n.record.id: n.similarity for n in others},
             )
         )
-        related = sum(1 for n in others if n.similarity >= RELATED)
-        route = related >= RELATED_FOR_CONSOLIDATION
+        related = sum(1 for n in others if n.similarity >= policy.related)
+        route = related >= policy.related_for_consolidation
 
         def decide(action: AdvisorAction, rationale: str, **extra: Any) -> AdvisorDecision:
             return AdvisorDecision(
@@ -230,21 +254,22 @@ class HeuristicAdvisor:
             near = [
                 n
                 for n in others
-                if n.similarity >= NEAR_DUPLICATE and significant_tokens(n.record.content) == words
+                if n.similarity >= policy.near_duplicate
+                and significant_tokens(n.record.content) == words
             ]
             duplicate = max(near, key=lambda n: n.similarity) if near else None
             how = "near duplicate"
         else:
             how = "exact duplicate"
         if duplicate is not None:
-            repeated = duplicate.repetitions + 1 >= REPETITIONS_FOR_CONSOLIDATION
+            repeated = duplicate.repetitions + 1 >= policy.repetitions_for_consolidation
             return decide(
                 AdvisorAction.NOOP,
                 f"{how} of an active record (similarity {duplicate.similarity:.3f})",
                 target_record_id=duplicate.record.record_id,
                 route=route or repeated,
             )
-        candidates = [n for n in others if n.similarity >= UPDATE_CANDIDATE]
+        candidates = [n for n in others if n.similarity >= policy.update_candidate]
         if candidates:
             best = max(candidates, key=lambda n: n.similarity)
             return decide(

@@ -119,8 +119,6 @@ class GateResult:
     replayed: bool = False
     failed_checks: list[CheckResult] = field(default_factory=list)
     timings: GateTimings | None = None
-    #: Internal evaluations that carried out the resolution of detected conflicts.
-    resolutions: tuple[GateResult, ...] = ()
 
     @property
     def approved(self) -> bool:

@@ -2,9 +2,10 @@
 
 The new record's own transaction already linked each conflict (``supersedes``,
 ``contradicts``, ``refines``; ``relates_to`` plus a ``memory.conflict_detected`` event for an
-unresolvable one). After it commits, the state changes are proposed to the Gate as
-``self_healing`` UPDATEs by the resolver's system identity, each with a request id derived from
-the decision, so they are audited and idempotent:
+unresolvable one) and, for the state-changing classes, put ``memory.conflicts_found`` in the
+outbox. When that is delivered (after the commit, at least once), the state changes are
+proposed to the Gate as ``self_healing`` UPDATEs by the resolver's system identity, each
+with a request id derived from the decision, so they are audited and idempotent:
 
 * supersession: the older record gets a new version whose validity ends where the newer
   statement begins (``event_time_end``); what was believed before stays answerable;

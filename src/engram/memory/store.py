@@ -127,9 +127,7 @@ async def candidates(
     return exact, [_neighbour(row) for row in rows if not row["exact"]]
 
 
-async def stored_embedding(
-    conn: Connection, version_id: UUID, *, model: str
-) -> list[float] | None:
+async def stored_embedding(conn: Connection, version_id: UUID, *, model: str) -> list[float] | None:
     """The embedding ``model`` made for one version (None if it has none by that model)."""
     value = await conn.fetchval(SQL["stored_embedding"], version_id, model)
     if value is None:

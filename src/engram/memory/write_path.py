@@ -49,6 +49,12 @@ class Timing:
 _ALREADY_AUDITED = "SELECT 1 FROM librarian_audit WHERE decision_id = $1"
 
 #: The edge each conflict class leaves between the new version and the existing one.
+#: The event whose delivery carries out the resolutions of one write's conflicts.
+CONFLICTS_FOUND = "memory.conflicts_found"
+#: Conflict classes whose resolution writes new versions (the others are links only).
+STATE_CHANGING = frozenset(
+    {ConflictClassification.SUPERSESSION, ConflictClassification.CONTRADICTION}
+)
 CONFLICT_EDGES = {
     ConflictClassification.CONTRADICTION: EdgeKind.CONTRADICTS,
     ConflictClassification.SUPERSESSION: EdgeKind.SUPERSEDES,
@@ -104,12 +110,14 @@ def audit_entry(
     record_id: UUID | None,
     version_id: UUID | None,
     duration_ms: float,
+    occurred_at: datetime | None = None,
 ) -> AuditEntry:
-    """The audit row of one evaluation (JSON fields as canonical text)."""
+    """The audit row of one evaluation (JSON fields as canonical text); ``occurred_at``
+    defaults to now (writes pass the database time they stamped on the version)."""
     return AuditEntry(
         decision_id=decision_id,
         request_id=request.request_id or str(decision_id),
-        occurred_at=datetime.now(UTC),
+        occurred_at=occurred_at or datetime.now(UTC),
         action=request.action.value,
         decision=decision.value,
         outcome=outcome.value,
@@ -335,13 +343,37 @@ class WritePath:
         self, conn: Connection, plan: Plan, new: MemoryRecord, decision_id: UUID
     ) -> None:
         """Record each conflict Layer 2 found as an edge from the new version; an unresolvable
-        one also goes out as ``memory.conflict_detected`` (to a person, via notifications).
+        one also goes out as ``memory.conflict_detected`` (to a person, via notifications),
+        and those that change state (supersession, contradiction) as one
+        ``memory.conflicts_found``, which the Gate resolves after the commit (ADR-010).
 
         Self-healing writes (among them the resolutions themselves) record none: they restate
         records whose conflicts were already recorded.
         """
         if plan.advice is None or plan.request.decision_type is GateDecisionType.SELF_HEALING:
             return
+        actionable = [
+            conflict
+            for conflict in plan.advice.conflicts
+            if conflict.classification in STATE_CHANGING
+        ]
+        if actionable:
+            found: dict[str, Any] = {
+                "record_id": str(new.record_id),
+                "version_id": str(new.id),
+                "decision_id": str(decision_id),
+                "conflicts": [
+                    {
+                        "classification": c.classification.value,
+                        "existing_record_id": str(c.existing_record_id),
+                        "existing_version_id": str(c.existing_version_id),
+                        "similarity": c.similarity,
+                        "reason": c.reason,
+                    }
+                    for c in actionable
+                ],
+            }
+            await self._events.publish(conn, Event(CONFLICTS_FOUND, new.record_id, found))
         for conflict in plan.advice.conflicts:
             await store.add_edge(
                 conn,
@@ -419,6 +451,15 @@ class WritePath:
             record_id=record.record_id,
             version_id=record.id,
             duration_ms=(time.perf_counter() - timing.started) * 1000,
+            # The version's own ingestion instant (its end, for FORGET), as the insert or
+            # update returned it: the log and the versions then share one clock (ADR-014).
+            occurred_at=(
+                record.ingestion_time_end
+                if outcome is WriteOutcome.FORGOTTEN
+                else record.ingestion_time
+                if outcome is not WriteOutcome.REINFORCED
+                else None
+            ),
         )
         await self._audit.append(conn, entry)
         return GateResult(

@@ -54,3 +54,19 @@ WHERE seq > $1
   AND ($6::text IS NULL OR action = $6)
 ORDER BY seq
 LIMIT $7
+
+-- name: count_window
+-- Rows with $1 <= occurred_at < $2 (either bound may be NULL).
+SELECT count(*) FROM librarian_audit
+WHERE ($1::timestamptz IS NULL OR occurred_at >= $1)
+  AND ($2::timestamptz IS NULL OR occurred_at < $2)
+
+-- name: liveness_page
+-- Audit state: rows after seq $1 that made a record live or ended it, up to instant $2.
+SELECT seq, decision_id, occurred_at, action, outcome, decision_type, record_id, version_id,
+       input_snapshot->'record'->>'namespace' AS namespace,
+       input_snapshot->'record'->>'type' AS type
+FROM librarian_audit
+WHERE seq > $1 AND occurred_at <= $2 AND outcome IN ('created', 'updated', 'forgotten')
+ORDER BY seq
+LIMIT $3

@@ -11,9 +11,16 @@ import typer
 
 from engram import __version__
 from engram.config import EngramSettings
-from engram.errors import EngramError
+from engram.errors import (
+    BusinessError,
+    ConfigurationError,
+    EngramError,
+    InfrastructureError,
+    NotFound,
+)
 from engram.kernel import open_kernel, prepare_model, run_migrations
 from engram.observability.logging import configure_logging
+from engram.protocols.cli import agents, audit, memories, quarantine
 
 app = typer.Typer(
     name="engram",
@@ -22,8 +29,16 @@ app = typer.Typer(
     add_completion=False,
 )
 
-#: Exit codes by error family, one table for the whole CLI.
-EXIT_CODES: dict[type[EngramError], int] = {EngramError: 1}
+#: Exit codes by error family, one table for the whole CLI (docs/cli.md). The first family
+#: that matches wins, so the specific ones come first. A failed check (audit verify, audit
+#: state) exits with 6 (``output.EXIT_CHECK_FAILED``).
+EXIT_CODES: dict[type[EngramError], int] = {
+    ConfigurationError: 2,
+    NotFound: 3,
+    BusinessError: 4,
+    InfrastructureError: 5,
+    EngramError: 1,
+}
 EXIT_USAGE = 2
 
 
@@ -88,6 +103,21 @@ def serve(
 
 
 @app.command()
+def mcp() -> None:
+    """Serve MCP over stdin/stdout for the agent whose token is in ENGRAM_AGENT_TOKEN."""
+    from engram.protocols.mcp.stdio import run_stdio  # noqa: PLC0415 - only this command
+
+    settings = _settings()
+    configure_logging(settings.log_level, settings.log_format)  # stderr: stdout is the protocol
+    try:
+        run_stdio(settings)
+    except EngramError as exc:
+        raise _fail(exc) from exc
+    except KeyboardInterrupt:
+        pass
+
+
+@app.command()
 def migrate(
     revision: Annotated[str, typer.Option(help="Target revision.")] = "head",
 ) -> None:
@@ -114,6 +144,10 @@ def prepare_model_command() -> None:
 
 conflicts = typer.Typer(help="The admin queue of conflicts a person must decide.")
 app.add_typer(conflicts, name="conflicts")
+app.add_typer(agents.app, name="agents")
+app.add_typer(memories.app, name="memories")
+app.add_typer(audit.app, name="audit")
+app.add_typer(quarantine.app, name="quarantine")
 
 
 @conflicts.command("list")

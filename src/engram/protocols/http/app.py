@@ -15,6 +15,9 @@ from fastapi.responses import JSONResponse
 from engram import __version__
 from engram.config import EngramSettings
 from engram.kernel import Kernel, open_kernel
+from engram.protocols.http.api import install_api
+from engram.protocols.http.bootstrap import Announce, announce_first_agent, to_stdout
+from engram.protocols.mcp.http import McpEndpoint
 
 
 def _kernel(request: Request) -> Kernel:
@@ -22,20 +25,36 @@ def _kernel(request: Request) -> Kernel:
     return kernel
 
 
-def create_app(settings: EngramSettings | None = None, *, kernel: Kernel | None = None) -> FastAPI:
-    """Build the ASGI application; it opens its own kernel unless one is passed in."""
+def create_app(
+    settings: EngramSettings | None = None,
+    *,
+    kernel: Kernel | None = None,
+    announce: Announce = to_stdout,
+) -> FastAPI:
+    """Build the ASGI application; it opens its own kernel unless one is passed in.
+
+    On an empty agent registry the lifespan creates an admin agent and passes its token
+    (shown once) to ``announce``.
+    """
+    mcp_endpoint = McpEndpoint()  # MCP streamable HTTP at /mcp (engram.protocols.mcp.http)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if kernel is not None:
             app.state.kernel = kernel
-            yield
+            await announce_first_agent(kernel, announce)
+            async with mcp_endpoint.serving(kernel):
+                yield
             return
         async with open_kernel(settings=settings) as opened:
             app.state.kernel = opened
-            yield
+            await announce_first_agent(opened, announce)
+            async with mcp_endpoint.serving(opened):
+                yield
 
     app = FastAPI(title="engram", version=__version__, lifespan=lifespan)
+    mcp_endpoint.mount(app)
+    install_api(app)  # the REST API under /v1 (engram.protocols.http.api)
 
     @app.get("/healthz", tags=["operations"])
     async def healthz() -> dict[str, str]:

@@ -1,0 +1,241 @@
+"""``engram audit``: verify the hash chain, export it, replay it, rebuild state from it."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Annotated, Any
+
+import typer
+
+from engram.kernel import Kernel
+from engram.memory.audit_state import StateReport
+from engram.memory.replay import (
+    ADVISORS,
+    ReplayedDecision,
+    ReplayPolicy,
+    ReplayReport,
+    load_policy,
+)
+from engram.protocols.cli.output import (
+    EXIT_CHECK_FAILED,
+    fail,
+    json_text,
+    parse_instant,
+    print_json,
+    print_table,
+    progress,
+    short,
+    when,
+    with_kernel,
+)
+
+app = typer.Typer(help="The hash-chained audit log of Gate decisions.", no_args_is_help=True)
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (stdout holds only data).")]
+SinceOption = Annotated[
+    str | None, typer.Option(help="From this time, inclusive (ISO 8601; UTC if no zone).")
+]
+UntilOption = Annotated[str | None, typer.Option(help="Up to this time, exclusive (ISO 8601).")]
+PAGE = 1000
+
+
+@app.command("verify")
+def verify(as_json: JsonOption = False) -> None:
+    """Recompute every hash and link; name the first row that does not hold (exit 6)."""
+
+    async def work(kernel: Kernel) -> dict[str, Any]:
+        total = await kernel.audit.count()
+        with progress("verifying the audit chain", None) as _:
+            report = await kernel.audit.verify()
+        return {
+            "ok": report.ok,
+            "rows_total": total,
+            "rows_checked": report.rows_checked,
+            "first_bad_seq": report.first_bad_seq,
+            "first_bad_decision_id": (
+                None if report.first_bad_decision_id is None else str(report.first_bad_decision_id)
+            ),
+            "problem": report.problem,
+        }
+
+    result = with_kernel(work)
+    if as_json:
+        print_json(result)
+    elif result["ok"]:
+        typer.echo(f"audit log intact: {result['rows_checked']} rows verified")
+    else:
+        where = f"row seq {result['first_bad_seq']}"
+        if result["first_bad_decision_id"] is not None:
+            where += f" (decision {result['first_bad_decision_id']})"
+        typer.echo(f"audit log TAMPERED at {where}: {result['problem']}")
+    if not result["ok"]:
+        raise fail("the audit log does not verify", EXIT_CHECK_FAILED)
+
+
+@app.command("export")
+def export(
+    since: SinceOption = None,
+    until: UntilOption = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write to this file, not stdout.")
+    ] = None,
+    heads: Annotated[
+        bool, typer.Option("--heads/--no-heads", help="End with a line of the lane heads.")
+    ] = True,
+) -> None:
+    """Write the rows of a window as JSONL (oldest first), then the chain's lane heads."""
+    start, end = parse_instant(since, "--since"), parse_instant(until, "--until")
+
+    sink = None if output is None else output.open("w", encoding="utf-8")
+
+    async def work(kernel: Kernel) -> int:
+        total = await kernel.replay.count(since=start, until=end)
+        return await _export(kernel, sink, start, end, total, heads=heads)
+
+    try:
+        written = with_kernel(work)
+    finally:
+        if sink is not None:
+            sink.close()
+    if output is not None:
+        typer.echo(f"engram: {written} rows written to {output}", err=True)
+
+
+async def _export(
+    kernel: Kernel,
+    sink: IO[str] | None,
+    since: datetime | None,
+    until: datetime | None,
+    total: int,
+    *,
+    heads: bool,
+) -> int:
+    def emit(value: Any) -> None:
+        if sink is None:
+            print_json(value)
+        else:
+            sink.write(json_text(value) + "\n")
+
+    written, after = 0, 0
+    with progress("exporting", total) as advance_to:
+        while True:
+            page = await kernel.audit.search(after_seq=after, since=since, until=until, limit=PAGE)
+            if not page:
+                break
+            for row in page:
+                emit(row)
+            written += len(page)
+            after = int(page[-1]["seq"])
+            advance_to(written)
+    if heads:
+        emit(
+            {
+                "lane_heads": await kernel.audit_state.lane_heads(),
+                "rows": written,
+                "since": since,
+                "until": until,
+                "exported_at": datetime.now(UTC),
+            }
+        )
+    return written
+
+
+def _why(decision: ReplayedDecision) -> str:
+    if decision.skipped is not None:
+        return f"skipped: {decision.skipped}"
+    return "; ".join(decision.reasons) or "same"
+
+
+def _print_replay(report: ReplayReport, *, show_all: bool) -> None:
+    rows = [
+        [
+            d.seq,
+            when(d.occurred_at),
+            d.action,
+            d.agent_id,
+            f"{d.recorded.decision}/{d.recorded.outcome}",
+            "" if d.replayed is None else f"{d.replayed.decision}/{d.replayed.outcome}",
+            _why(d),
+        ]
+        for d in report.decisions
+        if show_all or d.changed
+    ]
+    columns = ["seq", "at", "action", "agent", "recorded", "replayed", "why"]
+    if rows:
+        print_table(f"replay with {report.advisor}", columns, rows)
+    changed, skipped = len(report.changed), len(report.skipped)
+    typer.echo(
+        f"{len(report.decisions)} decisions examined, {changed} would change, "
+        f"{skipped} not replayable (admin releases, unreadable input)"
+    )
+
+
+@app.command("replay")
+def replay(  # noqa: PLR0917 - typer passes every option by keyword
+    since: SinceOption = None,
+    until: UntilOption = None,
+    advisor: Annotated[
+        str, typer.Option(help=f"Layer 2 advisor: {', '.join(ADVISORS)}.")
+    ] = "heuristic",
+    policy: Annotated[
+        Path | None, typer.Option(help="Policy file (TOML, or JSON by its .json name).")
+    ] = None,
+    show_all: Annotated[
+        bool, typer.Option("--all", help="Show every decision, not only the changed ones.")
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Re-evaluate the recorded requests under an advisor and policy; write nothing."""
+    start, end = parse_instant(since, "--since"), parse_instant(until, "--until")
+
+    async def work(kernel: Kernel) -> ReplayReport:
+        chosen = ReplayPolicy() if policy is None else load_policy(policy)
+        total = await kernel.replay.count(since=start, until=end)
+        with progress("replaying", total) as advance_to:
+            return await kernel.replay.replay(
+                since=start, until=end, advisor=advisor, policy=chosen, progress=advance_to
+            )
+
+    report = with_kernel(work)
+    if as_json:
+        print_json(report.to_json(include_unchanged=show_all))
+    else:
+        _print_replay(report, show_all=show_all)
+
+
+@app.command("state")
+def state(
+    as_of: Annotated[
+        str | None, typer.Option(help="The instant to rebuild (ISO 8601; default: now).")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Rebuild the live records at an instant from the audit log and compare them with the
+    store's as-of reads; exit 6 on any difference."""
+    instant = parse_instant(as_of, "--as-of") or datetime.now(UTC)
+
+    async def work(kernel: Kernel) -> StateReport:
+        return await kernel.audit_state.compare(instant)
+
+    report = with_kernel(work)
+    if as_json:
+        print_json(report.to_json())
+    else:
+        typer.echo(
+            f"at {instant.isoformat()}: {report.live_in_log} live records in the audit log, "
+            f"{report.live_in_store} in the store"
+        )
+        if report.differences:
+            rows = [
+                [
+                    d.record_id,
+                    short(d.problem, 70),
+                    "" if d.from_log is None else d.from_log.version_id,
+                    "" if d.from_store is None else d.from_store.version_id,
+                ]
+                for d in report.differences
+            ]
+            print_table("differences", ["record", "problem", "log version", "store version"], rows)
+    if not report.ok:
+        raise fail(f"{len(report.differences)} difference(s)", EXIT_CHECK_FAILED)

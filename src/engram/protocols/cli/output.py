@@ -1,0 +1,152 @@
+"""What the admin commands share: opening a kernel, printing data, progress and errors.
+
+Data goes to stdout (a table, or with ``--json`` one JSON document or one object per line);
+messages, warnings and progress bars go to stderr, so a script can pipe stdout as it is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+from uuid import UUID
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from engram.config import EngramSettings
+from engram.errors import EngramError
+from engram.kernel import Kernel, open_kernel
+from engram.observability.logging import configure_logging
+
+T = TypeVar("T")
+
+#: A check found a problem (tampered audit log, state differing from the store).
+EXIT_CHECK_FAILED = 6
+EXIT_USAGE = 2
+
+# Off a terminal (a pipe, a file) tables are not cut to 80 columns.
+stdout = Console(width=None if sys.stdout.isatty() else 200)
+stderr = Console(stderr=True)
+
+
+def exit_code(exc: EngramError) -> int:
+    """The exit code of an error, from the CLI's one table (``main.EXIT_CODES``)."""
+    from engram.protocols.cli.main import EXIT_CODES  # noqa: PLC0415 - main imports this module
+
+    return next((code for kind, code in EXIT_CODES.items() if isinstance(exc, kind)), 1)
+
+
+def fail(message: str, code: int = 1) -> typer.Exit:
+    """Print ``engram: message`` on stderr and return the exit to raise."""
+    typer.echo(f"engram: {message}", err=True)
+    return typer.Exit(code)
+
+
+def with_kernel(work: Callable[[Kernel], Awaitable[T]]) -> T:
+    """Open a kernel on the configured database, run ``work`` with it, and close it.
+
+    Errors of engram end the command with a message and the documented exit code.
+    """
+    try:
+        settings = EngramSettings()
+    except ValueError as exc:
+        raise fail(f"invalid configuration: {exc}", EXIT_USAGE) from exc
+    configure_logging("warning", settings.log_format)
+
+    async def run() -> T:
+        async with open_kernel(settings=settings) as kernel:
+            return await work(kernel)
+
+    try:
+        return asyncio.run(run())
+    except EngramError as exc:
+        raise fail(exc.message, exit_code(exc)) from exc
+
+
+def parse_instant(value: str | None, option: str) -> datetime | None:
+    """An ISO 8601 instant; one without a zone is taken as UTC."""
+    if value is None:
+        return None
+    try:
+        instant = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise typer.BadParameter(f"{value!r} is not an ISO 8601 time", param_hint=option) from exc
+    return instant if instant.tzinfo is not None else instant.replace(tzinfo=UTC)
+
+
+def parse_uuid(value: str, what: str) -> UUID:
+    """A UUID argument."""
+    try:
+        return UUID(value)
+    except ValueError as exc:
+        raise typer.BadParameter(f"{value!r} is not a UUID", param_hint=what) from exc
+
+
+def _default(value: object) -> str:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value)
+
+
+def json_text(value: Any) -> str:
+    """One line of JSON (sorted keys; times in ISO 8601)."""
+    return json.dumps(value, default=_default, sort_keys=True, ensure_ascii=False)
+
+
+def print_json(value: Any) -> None:
+    """One JSON document (or one line of JSONL) on stdout."""
+    sys.stdout.write(json_text(value) + "\n")
+
+
+def print_table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    """A table on stdout."""
+    table = Table(title=title, show_lines=False)
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*("" if cell is None else str(cell) for cell in row))
+    stdout.print(table)
+
+
+def short(text: str, width: int = 60) -> str:
+    """``text`` on one line, cut to ``width`` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def when(value: datetime | str | None) -> str:
+    """A time for tables: seconds precision, UTC."""
+    if value is None:
+        return ""
+    instant = datetime.fromisoformat(value) if isinstance(value, str) else value
+    return instant.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+@contextmanager
+def progress(description: str, total: int | None) -> Iterator[Callable[[int], None]]:
+    """A progress bar on stderr (only on a terminal); yields ``advance_to(done)``."""
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=stderr,
+        transient=True,
+        redirect_stdout=False,  # data written meanwhile must stay on stdout
+        redirect_stderr=False,
+        disable=not stderr.is_terminal,
+    )
+    with bar:
+        task = bar.add_task(description, total=total)
+
+        def advance_to(done: int) -> None:
+            bar.update(task, completed=done)
+
+        yield advance_to

@@ -1,0 +1,320 @@
+"""``/v1/memories``: propose, read, update and forget records through the Librarian Gate.
+
+Writes go through :class:`AgentSession` with the client's body as sent (so malformed input is
+audited like any rejection, and ``decision_type`` is always ``external``). Versions travel as
+entity tags: ``ETag: "3"`` on reads, ``If-Match: "3"`` on updates (required) and forgets.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Annotated, Any
+from uuid import UUID
+
+from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi.responses import JSONResponse
+
+from engram.agents.registry import Principal
+from engram.errors import NotFound
+from engram.memory.checks import ACCESS, RATE_LIMIT
+from engram.memory.gate_io import GateResult, WriteOutcome
+from engram.memory.types import GateDecision, MemoryRecord, MemoryStatus
+from engram.protocols.http.auth import Caller, KernelDep
+from engram.protocols.http.models import DecisionView, Instant, VersionsView
+from engram.protocols.http.problems import ApiProblem, problem, problem_responses, retry_after
+from engram.protocols.inprocess import AgentSession
+from engram.protocols.views import record_view, result_view
+
+router = APIRouter(prefix="/v1/memories", tags=["memories"])
+
+#: Fields of the current version a PATCH keeps unless the body names them.
+CARRIED = frozenset(
+    {"type", "content", "metadata", "access_level", "namespace", "classification", "evidence_links"}
+)
+_IF_MATCH = re.compile(r'^\s*(?:W/)?"?([0-9]{1,10})"?\s*$')
+_VERSION_MAX = 2**31 - 1
+
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        description="Makes the write safe to retry: a retry returns the recorded decision.",
+        min_length=1,
+        max_length=128,
+        pattern=r"^[\x21-\x7e]+$",
+    ),
+]
+IfMatch = Annotated[
+    str | None,
+    Header(
+        alias="If-Match",
+        description='The version the client read, as its entity tag ("3"; 3 and W/"3" work).',
+        max_length=64,
+    ),
+]
+
+
+def etag(version: int) -> str:
+    """The entity tag of a version."""
+    return f'"{version}"'
+
+
+def expected_version(if_match: str | None, *, required: bool) -> int | None:
+    """The version an If-Match header names (428 when required and missing, 400 if malformed)."""
+    if if_match is None or not if_match.strip():
+        if required:
+            raise ApiProblem(
+                428,
+                "precondition-required",
+                'send If-Match with the version you read (its ETag, e.g. "3")',
+            )
+        return None
+    match = _IF_MATCH.match(if_match)
+    version = int(match.group(1)) if match else 0
+    if not 1 <= version <= _VERSION_MAX:
+        raise ApiProblem(400, "bad-if-match", 'If-Match must name one version, e.g. "3"')
+    return version
+
+
+def request_id(principal: Principal, key: str | None) -> str | None:
+    """The Gate request id of an Idempotency-Key, scoped to the agent (keys of different
+    agents never meet)."""
+    return None if key is None else f"http:{principal.agent.id}:{key}"
+
+
+async def json_object(request: Request) -> dict[str, Any]:
+    """The request body as a JSON object (422 for anything else)."""
+    raw = await request.body()
+    try:
+        data = json.loads(raw) if raw else None
+    except (ValueError, RecursionError):
+        data = None
+    if not isinstance(data, dict):
+        raise ApiProblem(
+            422, "invalid-request", "the body must be a JSON object", errors=["body: object"]
+        )
+    return data
+
+
+def gate_response(result: GateResult) -> Response:
+    """A Gate decision in HTTP: 201/200 approved, 409 conflict, 403/429/422 rejected."""
+    body = result_view(result)
+    if result.decision is GateDecision.APPROVED:
+        headers = {} if result.version is None else {"ETag": etag(result.version)}
+        status = 200
+        if result.outcome is WriteOutcome.CREATED and result.record_id is not None:
+            status = 201
+            headers["Location"] = f"{router.prefix}/{result.record_id}"
+        return JSONResponse(body, status_code=status, headers=headers)
+    extensions: dict[str, Any] = {
+        "decision": body["decision"],
+        "decision_id": body["decision_id"],
+        "record_id": body["record_id"],
+        "failed_checks": body["failed_checks"],
+    }
+    if result.decision is GateDecision.CONFLICT:
+        return problem(
+            409,
+            "version-conflict",
+            result.reason,
+            current_version=result.current_version,
+            **extensions,
+        )
+    failed = {check.name: check for check in result.failed_checks}
+    if ACCESS in failed:
+        return problem(403, "gate-access-denied", result.reason, **extensions)
+    if RATE_LIMIT in failed:
+        seconds = result.retry_after_seconds
+        if seconds is None:
+            seconds = failed[RATE_LIMIT].data.get("retry_after_seconds")
+        if seconds is None:  # this agent may not write at all
+            return problem(403, "gate-access-denied", result.reason, **extensions)
+        return problem(
+            429,
+            "rate-limited",
+            result.reason,
+            headers={"Retry-After": retry_after(seconds)},
+            retry_after_seconds=seconds,
+            **extensions,
+        )
+    return problem(422, "gate-rejected", result.reason, **extensions)
+
+
+async def _live_head(kernel: KernelDep, principal: Principal, record_id: UUID) -> MemoryRecord:
+    """The current version the caller may read (404 when absent, forgotten or hidden)."""
+    head = await kernel.temporal.current(record_id, caller=principal.caller)
+    if head is None or head.status is MemoryStatus.FORGOTTEN:
+        raise NotFound(f"no record {record_id}")
+    return head
+
+
+_WRITE_HEADERS = {
+    "ETag": {"description": "The version written.", "schema": {"type": "string"}},
+}
+_BODY = "#/components/schemas/"
+
+
+@router.post(
+    "",
+    summary="Propose a new memory",
+    status_code=201,
+    response_model=None,
+    responses={
+        201: {
+            "model": DecisionView,
+            "description": "Approved and stored (Location names the record).",
+            "headers": {
+                **_WRITE_HEADERS,
+                "Location": {"description": "The new record.", "schema": {"type": "string"}},
+            },
+        },
+        200: {
+            "model": DecisionView,
+            "description": "Approved without a new record: already known (outcome reinforced) "
+            "or stored as a new version of a record it updates.",
+        },
+        **problem_responses(401, 403, 422, 429),
+    },
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": {"$ref": _BODY + "MemoryInput"}}},
+        }
+    },
+)
+async def create_memory(
+    request: Request, kernel: KernelDep, principal: Caller, idempotency_key: IdempotencyKey = None
+) -> Response:
+    """CREATE a record through the Gate. A Gate rejection answers with every failed check."""
+    payload = await json_object(request)
+    result = await AgentSession(kernel, principal.caller).remember(
+        payload, request_id=request_id(principal, idempotency_key)
+    )
+    return gate_response(result)
+
+
+@router.get(
+    "/{record_id}",
+    summary="Read a record (current, or as of an instant)",
+    response_model=None,
+    responses={
+        200: {
+            "model": MemoryRecord,
+            "description": "The version asked for.",
+            "headers": {"ETag": {"description": "Its version.", "schema": {"type": "string"}}},
+        },
+        **problem_responses(401, 404, 422),
+    },
+)
+async def read_memory(
+    *,
+    record_id: UUID,
+    kernel: KernelDep,
+    principal: Caller,
+    as_of_event: Annotated[
+        Instant | None, Query(description="What was true in the world at this instant.")
+    ] = None,
+    as_of_ingestion: Annotated[
+        Instant | None, Query(description="What the kernel knew at this instant.")
+    ] = None,
+) -> Response:
+    """The current version, or the version answering the as-of instants (bi-temporal read)."""
+    found = await kernel.temporal.query(
+        record_id=record_id,
+        as_of_event=as_of_event,
+        as_of_ingestion=as_of_ingestion,
+        caller=principal.caller,
+    )
+    if not found:
+        raise NotFound(f"no record {record_id}")
+    record = found[0]
+    return JSONResponse(record_view(record), headers={"ETag": etag(record.version)})
+
+
+@router.get(
+    "/{record_id}/versions",
+    summary="Every version of a record",
+    response_model=None,
+    responses={200: {"model": VersionsView}, **problem_responses(401, 404, 422)},
+)
+async def memory_versions(record_id: UUID, kernel: KernelDep, principal: Caller) -> Response:
+    """The version chain, oldest first (versions above the caller's read level left out)."""
+    chain = await kernel.temporal.get_version_chain(record_id, caller=principal.caller)
+    if not chain:
+        raise NotFound(f"no record {record_id}")
+    return JSONResponse(
+        {"record_id": str(record_id), "versions": [record_view(version) for version in chain]}
+    )
+
+
+@router.patch(
+    "/{record_id}",
+    summary="Update a record (a new version)",
+    response_model=None,
+    responses={
+        200: {"model": DecisionView, "description": "Approved.", "headers": _WRITE_HEADERS},
+        **problem_responses(400, 401, 403, 404, 409, 422, 428, 429),
+    },
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": {"$ref": _BODY + "MemoryPatch"}}},
+        }
+    },
+)
+async def update_memory(
+    *,
+    record_id: UUID,
+    request: Request,
+    kernel: KernelDep,
+    principal: Caller,
+    if_match: IfMatch = None,
+    idempotency_key: IdempotencyKey = None,
+) -> Response:
+    """UPDATE through the Gate. Fields not in the body keep the current version's values.
+    If-Match must carry the version read; a stale one answers 409 with the current version."""
+    expected = expected_version(if_match, required=True)
+    payload = await json_object(request)
+    head = await _live_head(kernel, principal, record_id)
+    proposal = {**head.model_dump(mode="json", include=set(CARRIED)), **payload}
+    result = await AgentSession(kernel, principal.caller).update(
+        record_id,
+        proposal,
+        expected_version=expected,
+        request_id=request_id(principal, idempotency_key),
+    )
+    return gate_response(result)
+
+
+@router.delete(
+    "/{record_id}",
+    summary="Forget a record",
+    response_model=None,
+    responses={
+        200: {"model": DecisionView, "description": "Forgotten (the history is kept)."},
+        **problem_responses(400, 401, 403, 404, 409, 422, 429),
+    },
+)
+async def forget_memory(
+    *,
+    record_id: UUID,
+    kernel: KernelDep,
+    principal: Caller,
+    if_match: IfMatch = None,
+    idempotency_key: IdempotencyKey = None,
+) -> Response:
+    """FORGET through the Gate; with If-Match, only if the record is still at that version."""
+    expected = expected_version(if_match, required=False)
+    head = await kernel.temporal.current(record_id, caller=principal.caller)
+    if head is None:
+        raise NotFound(f"no record {record_id}")
+    retry = request_id(principal, idempotency_key)
+    if head.status is MemoryStatus.FORGOTTEN and retry is None:
+        raise NotFound(f"no record {record_id}")
+    result = await AgentSession(kernel, principal.caller).forget(
+        record_id, expected_version=expected, request_id=retry
+    )
+    if head.status is MemoryStatus.FORGOTTEN and not result.replayed:
+        raise NotFound(f"no record {record_id}")  # forgotten before, by another request
+    return gate_response(result)

@@ -1,0 +1,212 @@
+"""Request bodies and documented response shapes of the REST API.
+
+The bodies of writes are not parsed here: they go to :class:`AgentSession` as the client sent
+them, so malformed input is rejected *and audited* by the Gate. Their schemas are published
+from :class:`WriteInput` (``MemoryInput``, and ``MemoryPatch`` with every field optional).
+Responses are rendered by :mod:`engram.protocols.views`; the models below document them.
+"""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
+
+from engram.memory.gate_io import WriteOutcome
+from engram.memory.types import AccessLevel, GateDecision, MemoryRecord, MemoryType
+from engram.protocols.inprocess import WriteInput
+
+#: PostgreSQL text cannot hold NUL; such input is refused before it reaches a query.
+NO_NUL = r"^[^\x00]*$"
+PG_BIGINT_MAX = 2**63 - 1
+
+
+def _utc(value: datetime) -> datetime:
+    try:
+        return value.astimezone(UTC)
+    except OverflowError as exc:
+        raise ValueError("instant out of range") from exc
+
+
+#: An instant with a UTC offset (naive times are ambiguous and refused).
+Instant = Annotated[AwareDatetime, AfterValidator(_utc)]
+
+
+class SearchBody(BaseModel):
+    """A hybrid search (vector + full text) over the records the caller may read."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=2000, pattern=NO_NUL)
+    types: list[MemoryType] | None = Field(default=None, max_length=len(MemoryType))
+    limit: int = Field(default=10, ge=1, le=100)
+    as_of_event: Instant | None = None
+    as_of_ingestion: Instant | None = None
+    include_superseded: bool = False
+    include_consolidated: bool = False
+    namespace: str = Field(default="default", min_length=1, max_length=64, pattern=NO_NUL)
+
+
+class FeedbackBody(BaseModel):
+    """Whether a retrieved record helped."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    record_id: UUID
+    useful: bool
+    signal: str = Field(default="explicit", min_length=1, max_length=32, pattern=NO_NUL)
+
+
+class ReleaseBody(BaseModel):
+    """An admin's release of a quarantined record."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str = Field(min_length=1, max_length=2000, pattern=NO_NUL)
+    level: AccessLevel = AccessLevel.AGENT
+
+
+# --- documented responses --------------------------------------------------------------------
+
+
+class CheckView(BaseModel):
+    """One Layer 1 check of the Gate."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    passed: bool
+    detail: str
+
+
+class DecisionView(BaseModel):
+    """A Gate decision and the record version it wrote (or reinforced)."""
+
+    decision: GateDecision
+    decision_id: UUID
+    reason: str
+    outcome: WriteOutcome
+    record_id: UUID | None
+    version: int | None
+    current_version: int | None
+    retry_after_seconds: float | None
+    degraded: bool
+    replayed: bool
+    layer1_checks: list[CheckView]
+    layer2_decision: dict[str, Any] | None
+    failed_checks: list[CheckView]
+    record: MemoryRecord | None
+
+
+class VersionsView(BaseModel):
+    """Every version of a record the caller may read, oldest first."""
+
+    record_id: UUID
+    versions: list[MemoryRecord]
+
+
+class HitView(BaseModel):
+    """One search hit: the record, its fused score, and each leg's rank (1 = best)."""
+
+    record: MemoryRecord
+    score: float
+    ranks: dict[str, int]
+
+
+class SearchView(BaseModel):
+    """Hits best first; ``degraded`` when the query could not be embedded."""
+
+    hits: list[HitView]
+    degraded: bool
+    legs: dict[str, int]
+
+
+class FeedbackView(BaseModel):
+    """A stored rating."""
+
+    id: int
+    record_id: UUID
+    version_id: UUID
+    useful: bool
+    signal: str
+    created_at: datetime
+
+
+class AuditEntryView(BaseModel):
+    """One audit row (JSON columns parsed, hashes in hex)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    seq: int
+    decision_id: UUID
+    request_id: str
+    occurred_at: datetime
+    action: str
+    decision: str
+    outcome: str
+    decision_type: str
+    reason: str
+    agent_id: str
+
+
+class AuditPage(BaseModel):
+    """A page of audit rows; pass ``next_cursor`` as ``cursor`` for the next one."""
+
+    entries: list[AuditEntryView]
+    next_cursor: int | None
+
+
+class QuarantinePage(BaseModel):
+    """Quarantined records, oldest first; pass ``next_cursor`` as ``cursor`` for more."""
+
+    records: list[MemoryRecord]
+    next_cursor: datetime | None
+
+
+class ReleaseView(BaseModel):
+    """The released record and the id of the audited admin decision."""
+
+    decision_id: UUID
+    record: MemoryRecord
+
+
+class EscalationView(BaseModel):
+    """An open escalation: a conflict a person must decide."""
+
+    id: int
+    kind: str
+    record_id: UUID
+    payload: dict[str, Any]
+    created_at: datetime
+
+
+class ConflictsView(BaseModel):
+    """Open escalations, oldest first."""
+
+    conflicts: list[EscalationView]
+
+
+AuditDecision = Literal["approved", "rejected", "conflict"]
+AuditAction = Literal["CREATE", "UPDATE", "FORGET", "RELEASE"]
+
+
+def write_schemas() -> dict[str, dict[str, Any]]:
+    """Component schemas of the write bodies (``MemoryInput``, ``MemoryPatch``) and their
+    definitions, referenced as ``#/components/schemas/…``."""
+    full = WriteInput.model_json_schema(ref_template="#/components/schemas/{model}")
+    definitions: dict[str, dict[str, Any]] = full.pop("$defs", {})
+    full["title"] = "MemoryInput"
+    full["description"] = "A memory proposed by an agent (unknown fields are rejected)."
+    patch = copy.deepcopy(full)
+    patch.pop("required", None)
+    for field in patch["properties"].values():
+        field.pop("default", None)
+    patch["title"] = "MemoryPatch"
+    patch["description"] = (
+        "The fields to change; the others keep the current version's values "
+        "(event_time and source_confidence start afresh)."
+    )
+    return {**definitions, "MemoryInput": full, "MemoryPatch": patch}

@@ -1,0 +1,61 @@
+"""The MCP server object: engram's tools on the SDK's low-level :class:`Server`.
+
+The low-level server is used rather than the decorator-based one because every argument
+must reach engram as the client sent it (record fields are validated, and audited when
+malformed, by the Gate, not by the SDK) and every outcome must be a result engram shaped.
+Who the caller is comes from a transport-specific function: stdio has one agent for the
+whole process, HTTP one per request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from mcp.server import Server, ServerRequestContext
+from mcp.types import CallToolRequestParams, CallToolResult, ListToolsResult, PaginatedRequestParams
+
+from engram import __version__
+from engram.agents.registry import Principal
+from engram.protocols.mcp.tools import EngramTools, failure
+
+#: Finds the principal of a request (None: not authenticated).
+PrincipalOf = Callable[[ServerRequestContext[Any, Any]], Principal | None]
+
+INSTRUCTIONS = """\
+engram is a governed long-term memory shared by agents. Call `recall` before answering \
+anything that may depend on earlier work, decisions or preferences. Call `remember` for \
+durable knowledge worth keeping (one fact, decision, event, procedure, entity, preference, \
+conclusion or pointer per call), choosing the memory type carefully. Every write passes the \
+Librarian Gate, which may reject it with the reasons; fix the input rather than retrying \
+unchanged. To change a memory, read it (`get` or `recall`) and `update` it with the version \
+you read; use `forget` for memories that are wrong. Rate memories you relied on with \
+`feedback`. `history` and the as_of arguments show how memory looked in the past."""
+
+
+def build_server(tools: EngramTools, principal_of: PrincipalOf) -> Server[Any]:
+    """An MCP server exposing ``tools``, each call acting for ``principal_of(request)``."""
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
+    ) -> ListToolsResult:
+        return ListToolsResult(tools=tools.definitions())
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams
+    ) -> CallToolResult:
+        principal = principal_of(ctx)
+        if principal is None:
+            return failure("unauthenticated", "a valid agent token is required")
+        return await tools.call(params.name, params.arguments, principal)
+
+    return Server(
+        "engram",
+        version=__version__,
+        title="engram memory",
+        description="Governed long-term memory for AI agents",
+        instructions=INSTRUCTIONS,
+        get_tool_input_schema=tools.input_schema,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
