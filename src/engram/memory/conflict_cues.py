@@ -30,6 +30,7 @@ SWAP_OVERLAP = 0.4  # shared words (Dice) the rest of the two statements must ke
 DETAIL_KEPT = 0.8  # share of the older statement's words a refinement keeps
 
 
+@functools.lru_cache(maxsize=65536)  # words recur endlessly; this runs for every word parsed
 def stem(word: str) -> str:
     """A light, consistent stem: plural and verb endings and a final ``e`` dropped."""
     if any(c.isdigit() for c in word) or len(word) <= 3:
@@ -170,11 +171,13 @@ def _words(text: str) -> list[str]:
     return words
 
 
+@functools.lru_cache(maxsize=65536)
 def is_value(token: str) -> bool:
     """Numbers, versions, dates, weekdays, months and frequencies: the values a fact takes."""
     return any(c.isdigit() for c in token) or token in _VALUE_WORDS
 
 
+@functools.lru_cache(maxsize=65536)
 def _token(word: str) -> str:
     if word in _NEGATION:
         return NOT

@@ -1,4 +1,6 @@
-"""The HTTP server: ``/healthz`` (liveness), ``/readyz`` (readiness) and ``/metrics``.
+"""The HTTP server: the REST API under ``/v1`` (:mod:`engram.protocols.http.api`), the MCP
+endpoint at ``/mcp`` (:mod:`engram.protocols.mcp.http`), and ``/healthz`` (liveness),
+``/readyz`` (readiness) and ``/metrics`` without authentication.
 
 The kernel is opened in the application's lifespan and closed when the server stops.
 """

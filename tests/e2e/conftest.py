@@ -1,0 +1,69 @@
+"""Fixtures of the end-to-end tests: a real `engram serve` process on loopback."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.e2e.test_serve import ENGRAM, _env, _free_port
+
+TOKEN = re.compile(r"engram_[A-Za-z0-9_-]{43}")
+
+
+@dataclass
+class Served:
+    """A running server, its address, and what it printed so far."""
+
+    process: subprocess.Popen[bytes]
+    base: str
+    env: dict[str, str]
+    lines: list[str] = field(default_factory=list)
+
+    def output(self) -> str:
+        return "\n".join(self.lines)
+
+
+@pytest.fixture
+def first_serve(tmp_path: Path, model_dir: Path) -> Iterator[Served]:
+    """`engram serve` on a free loopback port with a fresh data dir, ready, its output read."""
+    port = _free_port()
+    env = _env(tmp_path / "engram-data", model_dir, ENGRAM_PORT=str(port))
+    process = subprocess.Popen(  # noqa: S603 - our own CLI
+        [*ENGRAM, "serve"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    server = Served(process, f"http://127.0.0.1:{port}", env)
+
+    def read() -> None:
+        assert process.stdout is not None
+        for raw in process.stdout:
+            server.lines.append(raw.decode(errors="replace").rstrip("\n"))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            if httpx.get(f"{server.base}/readyz", timeout=2).status_code == 200:
+                break
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    try:
+        yield server
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+        reader.join(5)
