@@ -30,7 +30,6 @@ import os
 import platform
 import random
 import sys
-import tempfile
 import time
 import uuid
 from dataclasses import replace
@@ -48,8 +47,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from agent_text import texts
 from engram import open_kernel
-from engram.config import EngramSettings
-from engram.infra import migrate
 from engram.infra.embedded_server import EmbeddedPostgres
 from engram.memory.access import caller_for_tier
 from engram.memory.audit import LANES, AuditEntry, canonical_json, genesis_hash
@@ -64,9 +61,9 @@ from engram.memory.types import (
     TrustLevel,
 )
 from engram.observability.logging import configure_logging
+from harness import DATABASE, runtime_settings, scratch_server
 from stats import percentiles
 
-DATABASE = "engram_bench"
 CALLER = replace(caller_for_tier("bench-writer", TrustLevel.TRUSTED), writes_per_minute=10_000_000)
 
 
@@ -261,81 +258,70 @@ def rss_mb() -> float:
 
 async def measure(args: argparse.Namespace) -> dict[str, Any]:
     rng = random.Random(args.seed)
-    with tempfile.TemporaryDirectory(prefix="engram-gate-bench-") as tmp:
-        server = EmbeddedPostgres(Path(tmp) / "pg")
-        await asyncio.to_thread(server.start)
-        try:
-            await migrate.ensure_database(server.admin_url(), DATABASE)
-            await asyncio.to_thread(migrate.upgrade, server.admin_url(DATABASE))
-            settings = EngramSettings(
-                database_url=server.url(user="engram_runtime", database=DATABASE),
-                migrate_on_start=False,
-                db_pool_max_size=args.writers + 8,
+    async with scratch_server("engram-gate-bench-") as server:
+        settings = runtime_settings(server, db_pool_max_size=args.writers + 8)
+        async with open_kernel(settings=settings) as kernel:
+            seeding = await seed(
+                server,
+                kernel_embed=kernel.embeddings,
+                records=args.records,
+                pool=args.pool,
+                rng=rng,
+                ef_construction=args.ef_construction,
             )
-            async with open_kernel(settings=settings) as kernel:
-                seeding = await seed(
-                    server,
-                    kernel_embed=kernel.embeddings,
-                    records=args.records,
-                    pool=args.pool,
-                    rng=rng,
-                    ef_construction=args.ef_construction,
-                )
-                fresh = texts(args.single + 2 * args.sustained + 50, seed=args.seed + 1000)
-                warmup, fresh = fresh[:50], fresh[50:]
-                for text in warmup:
-                    await kernel.gate.evaluate(request_for(text))
+            fresh = texts(args.single + 2 * args.sustained + 50, seed=args.seed + 1000)
+            warmup, fresh = fresh[:50], fresh[50:]
+            for text in warmup:
+                await kernel.gate.evaluate(request_for(text))
 
-                single_texts, fresh = fresh[: args.single], fresh[args.single :]
-                evaluation, end_to_end, embedding, outcomes = [], [], [], []
-                with_conflicts = 0
-                for text in single_texts:
-                    started = time.perf_counter()
-                    result = await kernel.gate.evaluate(request_for(text))
-                    # what the caller waits for (conflict resolutions follow in the background)
-                    end_to_end.append((time.perf_counter() - started) * 1000)
-                    assert result.timings is not None
-                    evaluation.append(result.timings.evaluation_ms)
-                    embedding.append(result.timings.embedding_ms)
-                    outcomes.append(result.outcome)
-                    advice = result.layer2_decision
-                    with_conflicts += bool(advice is not None and advice.conflicts)
-                await kernel.events.settled()
-
-                floor_texts, write_texts = fresh[: args.sustained], fresh[args.sustained :]
-                queue = list(floor_texts)
-
-                async def embed_worker() -> None:
-                    while queue:
-                        await kernel.embeddings.embed_one(queue.pop())
-
-                pgdata = Path(tmp) / "pg"
-                cpu_before = cpu_seconds(pgdata)
+            single_texts, fresh = fresh[: args.single], fresh[args.single :]
+            evaluation, end_to_end, embedding, outcomes = [], [], [], []
+            with_conflicts = 0
+            for text in single_texts:
                 started = time.perf_counter()
-                await asyncio.gather(*(embed_worker() for _ in range(args.writers)))
-                floor = len(floor_texts) / (time.perf_counter() - started)
-                floor_cpu = cpu_per_item(cpu_before, cpu_seconds(pgdata), len(floor_texts))
+                result = await kernel.gate.evaluate(request_for(text))
+                # what the caller waits for (conflict resolutions follow in the background)
+                end_to_end.append((time.perf_counter() - started) * 1000)
+                assert result.timings is not None
+                evaluation.append(result.timings.evaluation_ms)
+                embedding.append(result.timings.embedding_ms)
+                outcomes.append(result.outcome)
+                advice = result.layer2_decision
+                with_conflicts += bool(advice is not None and advice.conflicts)
+            await kernel.events.settled()
 
-                pending = list(write_texts)
-                decisions: list[GateDecision] = []
+            floor_texts, write_texts = fresh[: args.sustained], fresh[args.sustained :]
+            queue = list(floor_texts)
 
-                async def write_worker() -> None:
-                    while pending:
-                        result = await kernel.gate.evaluate(request_for(pending.pop()))
-                        decisions.append(result.decision)
+            async def embed_worker() -> None:
+                while queue:
+                    await kernel.embeddings.embed_one(queue.pop())
 
-                cpu_before = cpu_seconds(pgdata)
-                started = time.perf_counter()
-                await asyncio.gather(*(write_worker() for _ in range(args.writers)))
-                sustained = len(write_texts) / (time.perf_counter() - started)
-                write_cpu = cpu_per_item(cpu_before, cpu_seconds(pgdata), len(write_texts))
-                rss = rss_mb()
-                verify_started = time.perf_counter()
-                report = await kernel.audit.verify()
-                verify_seconds = time.perf_counter() - verify_started
-                stored = await kernel.db.fetchval("SELECT count(*) FROM memories")
-        finally:
-            await asyncio.to_thread(server.stop)
+            pgdata = server.pgdata
+            cpu_before = cpu_seconds(pgdata)
+            started = time.perf_counter()
+            await asyncio.gather(*(embed_worker() for _ in range(args.writers)))
+            floor = len(floor_texts) / (time.perf_counter() - started)
+            floor_cpu = cpu_per_item(cpu_before, cpu_seconds(pgdata), len(floor_texts))
+
+            pending = list(write_texts)
+            decisions: list[GateDecision] = []
+
+            async def write_worker() -> None:
+                while pending:
+                    result = await kernel.gate.evaluate(request_for(pending.pop()))
+                    decisions.append(result.decision)
+
+            cpu_before = cpu_seconds(pgdata)
+            started = time.perf_counter()
+            await asyncio.gather(*(write_worker() for _ in range(args.writers)))
+            sustained = len(write_texts) / (time.perf_counter() - started)
+            write_cpu = cpu_per_item(cpu_before, cpu_seconds(pgdata), len(write_texts))
+            rss = rss_mb()
+            verify_started = time.perf_counter()
+            report = await kernel.audit.verify()
+            verify_seconds = time.perf_counter() - verify_started
+            stored = await kernel.db.fetchval("SELECT count(*) FROM memories")
 
     gate = percentiles(evaluation)
     e2e = percentiles(end_to_end)
@@ -352,6 +338,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
             "embedding_workers": settings.embedding_workers,
             "embedding_threads": settings.embedding_threads,
             "embedding_batch_size": settings.embedding_batch_size,
+            "embedding_spin": settings.embedding_spin,
             "cpu_count": os.cpu_count(),
             "python": platform.python_version(),
             "text": "generated agent-memory text, 20-60 words (benchmarks/agent_text.py)",

@@ -17,14 +17,12 @@ standard agent, and reports:
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import platform
 import random
 import statistics
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -36,13 +34,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from agent_text import texts
 from engram import open_kernel
-from engram.config import EngramSettings
-from engram.infra import migrate
-from engram.infra.embedded_server import EmbeddedPostgres
 from engram.memory.access import caller_for_tier
 from engram.memory.types import MemoryType, TrustLevel
 from engram.observability.logging import configure_logging
-from gate_bench import DATABASE, rss_mb, seed
+from gate_bench import rss_mb, seed
+from harness import runtime_settings, scratch_server
 from stats import percentiles
 
 READER = caller_for_tier("bench-reader", TrustLevel.STANDARD)
@@ -83,42 +79,32 @@ async def run_case(kernel: Any, items: list[str], **options: Any) -> dict[str, A
 
 async def measure(args: argparse.Namespace) -> dict[str, Any]:
     rng = random.Random(args.seed)
-    with tempfile.TemporaryDirectory(prefix="engram-search-bench-") as tmp:
-        server = EmbeddedPostgres(Path(tmp) / "pg")
-        await asyncio.to_thread(server.start)
-        try:
-            await migrate.ensure_database(server.admin_url(), DATABASE)
-            await asyncio.to_thread(migrate.upgrade, server.admin_url(DATABASE))
-            settings = EngramSettings(
-                database_url=server.url(user="engram_runtime", database=DATABASE),
-                migrate_on_start=False,
+    async with scratch_server("engram-search-bench-") as server:
+        settings = runtime_settings(server)
+        async with open_kernel(settings=settings) as kernel:
+            seeding = await seed(
+                server,
+                kernel_embed=kernel.embeddings,
+                records=args.records,
+                pool=args.pool,
+                rng=rng,
             )
-            async with open_kernel(settings=settings) as kernel:
-                seeding = await seed(
-                    server,
-                    kernel_embed=kernel.embeddings,
-                    records=args.records,
-                    pool=args.pool,
-                    rng=rng,
-                )
-                past = datetime.now(UTC) - timedelta(seconds=1)
-                items = queries(args.queries + 50, args.seed + 2000)
-                for query in items[:50]:  # warm caches and the model
-                    await kernel.retrieval.search(READER, query)
-                items = items[50:]
-                current = await run_case(kernel, items, limit=args.limit)
-                typed = await run_case(
-                    kernel,
-                    items[: args.queries // 2],
-                    limit=args.limit,
-                    types=[MemoryType.BELIEF, MemoryType.EPISODE],
-                )
-                as_of = await run_case(
-                    kernel, items[: args.queries // 2], limit=args.limit, as_of_ingestion=past
-                )
-                rss = rss_mb()
-        finally:
-            await asyncio.to_thread(server.stop)
+            past = datetime.now(UTC) - timedelta(seconds=1)
+            items = queries(args.queries + 50, args.seed + 2000)
+            for query in items[:50]:  # warm caches and the model
+                await kernel.retrieval.search(READER, query)
+            items = items[50:]
+            current = await run_case(kernel, items, limit=args.limit)
+            typed = await run_case(
+                kernel,
+                items[: args.queries // 2],
+                limit=args.limit,
+                types=[MemoryType.BELIEF, MemoryType.EPISODE],
+            )
+            as_of = await run_case(
+                kernel, items[: args.queries // 2], limit=args.limit, as_of_ingestion=past
+            )
+            rss = rss_mb()
     excluding = current["excluding_embedding_ms"]["p95"]
     including = current["including_embedding_ms"]["p95"]
     return {

@@ -15,13 +15,11 @@ runtime role, exactly as adapters call it:
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import platform
 import random
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -35,16 +33,13 @@ import uvloop
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from engram import open_kernel
-from engram.config import EngramSettings
-from engram.infra import migrate
-from engram.infra.embedded_server import EmbeddedPostgres
 from engram.memory.access import caller_for_tier
 from engram.memory.types import MemoryType, TrustLevel
 from engram.observability.logging import configure_logging
+from harness import DATABASE, runtime_settings, scratch_server
 from seed_versions import TYPES, seed_versions
 from stats import percentiles
 
-DATABASE = "engram_temporal"
 START = datetime(2025, 1, 1, tzinfo=UTC)
 READER = caller_for_tier("bench-reader", TrustLevel.STANDARD)
 
@@ -69,88 +64,78 @@ def record_id(r: int) -> uuid.UUID:
 
 async def measure(args: argparse.Namespace) -> dict[str, Any]:
     rng = random.Random(args.seed)
-    with tempfile.TemporaryDirectory(prefix="engram-temporal-bench-") as tmp:
-        server = EmbeddedPostgres(Path(tmp) / "pg")
-        await asyncio.to_thread(server.start)
+    async with scratch_server("engram-temporal-bench-") as server:
+        conn = await asyncpg.connect(server.admin_url(DATABASE))
+        started = time.perf_counter()
         try:
-            await migrate.ensure_database(server.admin_url(), DATABASE)
-            await asyncio.to_thread(migrate.upgrade, server.admin_url(DATABASE))
-            conn = await asyncpg.connect(server.admin_url(DATABASE))
-            started = time.perf_counter()
-            try:
-                await seed_versions(conn, records=args.records, versions_per_record=args.versions)
-                await seed_versions(
-                    conn, records=args.chains, versions_per_record=100, first=args.records + 1
-                )
-                stored = await conn.fetchval("SELECT count(*) FROM engram.memories")
-            finally:
-                await conn.close()
-            seed_seconds = time.perf_counter() - started
-            settings = EngramSettings(
-                database_url=server.url(user="engram_runtime", database=DATABASE),
-                migrate_on_start=False,
+            await seed_versions(conn, records=args.records, versions_per_record=args.versions)
+            await seed_versions(
+                conn, records=args.chains, versions_per_record=100, first=args.records + 1
             )
-            async with open_kernel(settings=settings) as kernel:
-                temporal = kernel.temporal
-                span = args.records * args.versions * 10  # seconds of seeded ingestion history
-                chains = [record_id(args.records + 1 + c) for c in range(args.chains)]
-                records = [record_id(rng.randint(1, args.records)) for _ in range(args.queries)]
-                instants = [START + timedelta(seconds=rng.uniform(0, span)) for _ in records]
-                events = [START + timedelta(days=rng.uniform(0, 330)) for _ in records]
-                types = [MemoryType(rng.choice(TYPES)) for _ in records]
-                for rid in records[:50]:  # warm the caches a little
-                    await temporal.query(record_id=rid)
-
-                chain, _ = await timed(
-                    args.queries,
-                    lambda i: temporal.get_version_chain(chains[i % len(chains)], caller=READER),
-                )
-                current, found_current = await timed(
-                    args.queries, lambda i: temporal.query(record_id=records[i], caller=READER)
-                )
-                as_of_t, found_t = await timed(
-                    args.queries,
-                    lambda i: temporal.query(
-                        record_id=records[i], as_of_ingestion=instants[i], caller=READER
-                    ),
-                )
-                as_of_e, found_e = await timed(
-                    args.queries,
-                    lambda i: temporal.query(
-                        record_id=records[i], as_of_event=events[i], caller=READER
-                    ),
-                )
-                as_of_te, found_te = await timed(
-                    args.queries,
-                    lambda i: temporal.query(
-                        record_id=records[i],
-                        as_of_ingestion=instants[i],
-                        as_of_event=events[i],
-                        caller=READER,
-                    ),
-                )
-                listing_now, listed_now = await timed(
-                    args.queries,
-                    lambda i: temporal.query(types=[types[i]], limit=50, caller=READER),
-                )
-                listing_t, listed_t = await timed(
-                    args.queries,
-                    lambda i: temporal.query(
-                        types=[types[i]], limit=50, as_of_ingestion=instants[i], caller=READER
-                    ),
-                )
-                listing_te, listed_te = await timed(
-                    args.queries,
-                    lambda i: temporal.query(
-                        types=[types[i]],
-                        limit=50,
-                        as_of_ingestion=instants[i],
-                        as_of_event=events[i],
-                        caller=READER,
-                    ),
-                )
+            stored = await conn.fetchval("SELECT count(*) FROM engram.memories")
         finally:
-            await asyncio.to_thread(server.stop)
+            await conn.close()
+        seed_seconds = time.perf_counter() - started
+        settings = runtime_settings(server)
+        async with open_kernel(settings=settings) as kernel:
+            temporal = kernel.temporal
+            span = args.records * args.versions * 10  # seconds of seeded ingestion history
+            chains = [record_id(args.records + 1 + c) for c in range(args.chains)]
+            records = [record_id(rng.randint(1, args.records)) for _ in range(args.queries)]
+            instants = [START + timedelta(seconds=rng.uniform(0, span)) for _ in records]
+            events = [START + timedelta(days=rng.uniform(0, 330)) for _ in records]
+            types = [MemoryType(rng.choice(TYPES)) for _ in records]
+            for rid in records[:50]:  # warm the caches a little
+                await temporal.query(record_id=rid)
+
+            chain, _ = await timed(
+                args.queries,
+                lambda i: temporal.get_version_chain(chains[i % len(chains)], caller=READER),
+            )
+            current, found_current = await timed(
+                args.queries, lambda i: temporal.query(record_id=records[i], caller=READER)
+            )
+            as_of_t, found_t = await timed(
+                args.queries,
+                lambda i: temporal.query(
+                    record_id=records[i], as_of_ingestion=instants[i], caller=READER
+                ),
+            )
+            as_of_e, found_e = await timed(
+                args.queries,
+                lambda i: temporal.query(
+                    record_id=records[i], as_of_event=events[i], caller=READER
+                ),
+            )
+            as_of_te, found_te = await timed(
+                args.queries,
+                lambda i: temporal.query(
+                    record_id=records[i],
+                    as_of_ingestion=instants[i],
+                    as_of_event=events[i],
+                    caller=READER,
+                ),
+            )
+            listing_now, listed_now = await timed(
+                args.queries,
+                lambda i: temporal.query(types=[types[i]], limit=50, caller=READER),
+            )
+            listing_t, listed_t = await timed(
+                args.queries,
+                lambda i: temporal.query(
+                    types=[types[i]], limit=50, as_of_ingestion=instants[i], caller=READER
+                ),
+            )
+            listing_te, listed_te = await timed(
+                args.queries,
+                lambda i: temporal.query(
+                    types=[types[i]],
+                    limit=50,
+                    as_of_ingestion=instants[i],
+                    as_of_event=events[i],
+                    caller=READER,
+                ),
+            )
     worst_as_of = max(x["p95"] for x in (as_of_t, as_of_e, as_of_te, current))
     worst_listing = max(x["p95"] for x in (listing_now, listing_t, listing_te))
     return {

@@ -322,6 +322,7 @@ async def _start_embedder(settings: EngramSettings) -> FastembedEmbedder:
         dimension=EMBEDDING_DIMENSION,
         workers=settings.embedding_workers,
         threads=settings.embedding_threads,
+        spin=settings.embedding_spin,
         timeout_seconds=settings.embedding_timeout_seconds,
     )
     try:

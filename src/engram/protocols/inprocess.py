@@ -10,11 +10,11 @@ Malformed input is audited too (:meth:`LibrarianGate.reject_input`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
-from typing import Any
+from datetime import UTC, datetime
+from typing import Annotated, Any
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
 from engram.kernel import Kernel
 from engram.memory.gate_io import GateRequest, GateResult
@@ -26,6 +26,7 @@ from engram.memory.types import (
     MemoryRecord,
     MemoryType,
 )
+from engram.retrieval.search import MAX_LIMIT, MAX_QUERY_CHARS, SearchResult
 
 #: The only origin this adapter can produce.
 ORIGIN = GateDecisionType.EXTERNAL
@@ -60,6 +61,76 @@ class WriteInput(BaseModel):
             namespace=self.namespace,
             classification=self.classification,
             record_id=record_id,
+        )
+
+
+def _utc(value: datetime) -> datetime:
+    try:
+        return value.astimezone(UTC)
+    except OverflowError as exc:
+        raise ValueError("instant out of range") from exc
+
+
+#: An instant with a UTC offset (naive times are ambiguous and refused), kept in UTC.
+Instant = Annotated[AwareDatetime, AfterValidator(_utc)]
+
+AS_OF_EVENT = (
+    "Optional ISO 8601 instant with a timezone, e.g. 2026-01-31T12:00:00Z: answer with what "
+    "was true in the world at that time (event time), as currently known."
+)
+AS_OF_INGESTION = (
+    "Optional ISO 8601 instant with a timezone: answer with what engram had been told by that "
+    "time (ingestion time), ignoring anything learned later."
+)
+
+
+class SearchInput(BaseModel):
+    """A hybrid search (vector + full text) over the records the caller may read.
+
+    The body of ``POST /v1/search`` and the arguments of the MCP tool ``recall``.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    query: str = Field(
+        min_length=1,
+        max_length=MAX_QUERY_CHARS,
+        description="What you are looking for, in words (matched by meaning and by keywords).",
+    )
+    types: list[MemoryType] | None = Field(
+        default=None,
+        max_length=len(MemoryType),
+        description="Only these kinds of memory (default: all).",
+    )
+    limit: int = Field(
+        default=10, ge=1, le=MAX_LIMIT, description=f"Most hits to return (1-{MAX_LIMIT})."
+    )
+    namespace: str = Field(
+        default="default", min_length=1, max_length=64, description="Namespace to search."
+    )
+    as_of_event: Instant | None = Field(default=None, description=AS_OF_EVENT)
+    as_of_ingestion: Instant | None = Field(default=None, description=AS_OF_INGESTION)
+    include_superseded: bool = Field(
+        default=False,
+        description="Search old versions too (each hit is then one version, not a record).",
+    )
+    include_consolidated: bool = Field(
+        default=False,
+        description="Also return raw records that were already distilled into durable knowledge.",
+    )
+
+    async def run(self, kernel: Kernel, caller: CallerIdentity) -> SearchResult:
+        """Search on behalf of ``caller``."""
+        return await kernel.retrieval.search(
+            caller,
+            self.query,
+            types=self.types,
+            limit=self.limit,
+            as_of_event=self.as_of_event,
+            as_of_ingestion=self.as_of_ingestion,
+            include_superseded=self.include_superseded,
+            include_consolidated=self.include_consolidated,
+            namespace=self.namespace,
         )
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from engram.memory.gate_io import GateResult, result_json
 from engram.memory.types import MemoryRecord
-from engram.retrieval.search import SearchHit, SearchResult
+from engram.retrieval.search import FeedbackReceipt, SearchHit, SearchResult
 
 
 def record_view(record: MemoryRecord) -> dict[str, Any]:
@@ -37,4 +37,16 @@ def search_view(result: SearchResult) -> dict[str, Any]:
         "hits": [hit_view(hit) for hit in result.hits],
         "degraded": result.degraded,
         "legs": dict(result.legs),
+    }
+
+
+def feedback_view(receipt: FeedbackReceipt) -> dict[str, Any]:
+    """A stored usefulness rating."""
+    return {
+        "id": receipt.id,
+        "record_id": str(receipt.record_id),
+        "version_id": str(receipt.version_id),
+        "useful": receipt.useful,
+        "signal": receipt.signal,
+        "created_at": receipt.created_at.isoformat(),
     }

@@ -132,6 +132,8 @@ class Retrieval:
             problems.append(f"query: at most {MAX_QUERY_CHARS} characters")
         if not 1 <= limit <= MAX_LIMIT:
             problems.append(f"limit: between 1 and {MAX_LIMIT}")
+        if "\x00" in text or "\x00" in namespace:
+            problems.append("query, namespace: must not contain NUL characters")
         if problems:
             raise ValidationFailed(errors=problems)
 

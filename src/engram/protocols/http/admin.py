@@ -17,12 +17,12 @@ from engram.protocols.http.models import (
     AuditDecision,
     AuditPage,
     ConflictsView,
-    Instant,
     QuarantinePage,
     ReleaseBody,
     ReleaseView,
 )
 from engram.protocols.http.problems import problem_responses
+from engram.protocols.inprocess import Instant
 from engram.protocols.views import record_view
 
 router = APIRouter(prefix="/v1", tags=["admin"])

@@ -9,45 +9,23 @@ Responses are rendered by :mod:`engram.protocols.views`; the models below docume
 from __future__ import annotations
 
 import copy
-from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from datetime import datetime
+from typing import Any, Literal
 from uuid import UUID
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from engram.memory.gate_io import WriteOutcome
-from engram.memory.types import AccessLevel, GateDecision, MemoryRecord, MemoryType
-from engram.protocols.inprocess import WriteInput
+from engram.memory.types import AccessLevel, GateDecision, MemoryRecord
+from engram.protocols.inprocess import SearchInput, WriteInput
 
 #: PostgreSQL text cannot hold NUL; such input is refused before it reaches a query.
 NO_NUL = r"^[^\x00]*$"
 PG_BIGINT_MAX = 2**63 - 1
 
 
-def _utc(value: datetime) -> datetime:
-    try:
-        return value.astimezone(UTC)
-    except OverflowError as exc:
-        raise ValueError("instant out of range") from exc
-
-
-#: An instant with a UTC offset (naive times are ambiguous and refused).
-Instant = Annotated[AwareDatetime, AfterValidator(_utc)]
-
-
-class SearchBody(BaseModel):
-    """A hybrid search (vector + full text) over the records the caller may read."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    query: str = Field(min_length=1, max_length=2000, pattern=NO_NUL)
-    types: list[MemoryType] | None = Field(default=None, max_length=len(MemoryType))
-    limit: int = Field(default=10, ge=1, le=100)
-    as_of_event: Instant | None = None
-    as_of_ingestion: Instant | None = None
-    include_superseded: bool = False
-    include_consolidated: bool = False
-    namespace: str = Field(default="default", min_length=1, max_length=64, pattern=NO_NUL)
+#: The body of ``POST /v1/search`` (shared with the MCP tool ``recall``).
+SearchBody = SearchInput
 
 
 class FeedbackBody(BaseModel):

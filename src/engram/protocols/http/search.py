@@ -8,7 +8,7 @@ from fastapi.responses import JSONResponse
 from engram.protocols.http.auth import Caller, KernelDep
 from engram.protocols.http.models import FeedbackBody, FeedbackView, SearchBody, SearchView
 from engram.protocols.http.problems import problem_responses
-from engram.protocols.views import search_view
+from engram.protocols.views import feedback_view, search_view
 
 router = APIRouter(prefix="/v1", tags=["search"])
 
@@ -21,18 +21,7 @@ router = APIRouter(prefix="/v1", tags=["search"])
 )
 async def search(body: SearchBody, kernel: KernelDep, principal: Caller) -> JSONResponse:
     """The best records for a query; as of an instant with ``as_of_event``/``as_of_ingestion``."""
-    result = await kernel.retrieval.search(
-        principal.caller,
-        body.query,
-        types=body.types,
-        limit=body.limit,
-        as_of_event=body.as_of_event,
-        as_of_ingestion=body.as_of_ingestion,
-        include_superseded=body.include_superseded,
-        include_consolidated=body.include_consolidated,
-        namespace=body.namespace,
-    )
-    return JSONResponse(search_view(result))
+    return JSONResponse(search_view(await body.run(kernel, principal.caller)))
 
 
 @router.post(
@@ -46,13 +35,4 @@ async def feedback(body: FeedbackBody, kernel: KernelDep, principal: Caller) -> 
     receipt = await kernel.retrieval.feedback(
         principal.caller, body.record_id, useful=body.useful, signal=body.signal
     )
-    return JSONResponse(
-        {
-            "id": receipt.id,
-            "record_id": str(receipt.record_id),
-            "version_id": str(receipt.version_id),
-            "useful": receipt.useful,
-            "signal": receipt.signal,
-            "created_at": receipt.created_at.isoformat(),
-        }
-    )
+    return JSONResponse(feedback_view(receipt))

@@ -42,9 +42,14 @@ from engram.errors import (
 from engram.kernel import Kernel
 from engram.memory.gate_io import GateResult
 from engram.memory.types import AccessLevel, GateDecision, MemoryType
-from engram.protocols.inprocess import AgentSession, WriteInput
-from engram.protocols.views import record_view, result_view, search_view
-from engram.retrieval.search import MAX_LIMIT, MAX_QUERY_CHARS
+from engram.protocols.inprocess import (
+    AS_OF_EVENT,
+    AS_OF_INGESTION,
+    AgentSession,
+    SearchInput,
+    WriteInput,
+)
+from engram.protocols.views import feedback_view, record_view, result_view, search_view
 
 log = structlog.get_logger("engram.mcp")
 
@@ -64,14 +69,8 @@ _REQUEST_ID = (
     "Optional idempotency key (1-128 characters). Repeating a write with the same key returns "
     "the first result and writes nothing again; use it when retrying after a timeout."
 )
-_AS_OF_EVENT = (
-    "Optional ISO 8601 instant with a timezone, e.g. 2026-01-31T12:00:00Z: answer with what "
-    "was true in the world at that time (event time), as currently known."
-)
-_AS_OF_INGESTION = (
-    "Optional ISO 8601 instant with a timezone: answer with what engram had been told by that "
-    "time (ingestion time), ignoring anything learned later."
-)
+_AS_OF_EVENT = AS_OF_EVENT
+_AS_OF_INGESTION = AS_OF_INGESTION
 
 
 class _Strict(BaseModel):
@@ -183,31 +182,8 @@ class _RememberControl(_Strict):
     request_id: RequestIdField
 
 
-class RecallArgs(_Strict):
-    """Arguments of ``recall``."""
-
-    query: str = Field(
-        min_length=1,
-        max_length=MAX_QUERY_CHARS,
-        description="What you are looking for, in words (matched by meaning and by keywords).",
-    )
-    types: list[MemoryType] | None = Field(
-        default=None, description="Only these kinds of memory (default: all)."
-    )
-    limit: int = Field(
-        default=10, ge=1, le=MAX_LIMIT, description=f"Most hits to return (1-{MAX_LIMIT})."
-    )
-    namespace: str = Field(default="default", description="Namespace to search.")
-    as_of_event: AwareDatetime | None = Field(default=None, description=_AS_OF_EVENT)
-    as_of_ingestion: AwareDatetime | None = Field(default=None, description=_AS_OF_INGESTION)
-    include_superseded: bool = Field(
-        default=False,
-        description="Search old versions too (each hit is then one version, not a record).",
-    )
-    include_consolidated: bool = Field(
-        default=False,
-        description="Also return raw records that were already distilled into durable knowledge.",
-    )
+#: Arguments of ``recall`` (the same as the body of ``POST /v1/search``).
+RecallArgs = SearchInput
 
 
 class GetArgs(_Strict):
@@ -600,14 +576,7 @@ class EngramTools:
         receipt = await self._kernel.retrieval.feedback(
             principal.caller, args.record_id, useful=args.useful, signal=args.signal
         )
-        body = {
-            "id": receipt.id,
-            "record_id": str(receipt.record_id),
-            "version_id": str(receipt.version_id),
-            "useful": receipt.useful,
-            "signal": receipt.signal,
-            "created_at": receipt.created_at.isoformat(),
-        }
+        body = feedback_view(receipt)
         verdict = "useful" if receipt.useful else "not useful"
         return success(f"feedback: recorded record {receipt.record_id} as {verdict}", body)
 
@@ -618,17 +587,7 @@ class EngramTools:
             args = RecallArgs.model_validate(dict(arguments))
         except ValidationError as exc:
             return _invalid("recall", exc)
-        found = await self._kernel.retrieval.search(
-            principal.caller,
-            args.query,
-            types=args.types,
-            limit=args.limit,
-            as_of_event=args.as_of_event,
-            as_of_ingestion=args.as_of_ingestion,
-            include_superseded=args.include_superseded,
-            include_consolidated=args.include_consolidated,
-            namespace=args.namespace,
-        )
+        found = await args.run(self._kernel, principal.caller)
         body = search_view(found)
         summary = f"recall: {len(found.hits)} hit(s)" + (
             " (keyword search only: the embedding model did not answer)" if found.degraded else ""

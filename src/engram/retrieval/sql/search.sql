@@ -17,21 +17,22 @@ AND ($8::timestamptz IS NULL OR event_time <= $8)
 
 -- fragment: rare_words
 -- The stemmed words of $1, any of them (OR), leaving out words that the planner's statistics
--- (most_common_elems of content_tsv, kept by ANALYZE) estimate in more than 1,000 versions:
--- such words barely rank (a cut-off on document frequency) and each would make the leg read
--- and rank a thousand rows or more. A small store keeps all its words; a query made only of
--- common words has no text leg. The 'simple' configuration keeps stemmed lexemes as they are.
+-- (most_common_elems of content_tsv, kept by ANALYZE) estimate in more than 2 % of the versions
+-- (at least 100, at most 1,000 versions): such words barely rank (a cut-off on document
+-- frequency) and would make the leg read and rank much of the table. A query made only of
+-- common words has no text leg; until ANALYZE has run nothing is left out. The 'simple'
+-- configuration keeps the stemmed lexemes as they are.
 to_tsquery('simple', coalesce((
     SELECT string_agg(quote_literal(w.lexeme), ' | ')
     FROM unnest(tsvector_to_array(to_tsvector('english', $1))) AS w(lexeme)
     WHERE w.lexeme NOT IN (
         SELECT e.lexeme
-        FROM pg_stats AS s,
+        FROM pg_stats AS s, pg_class AS c,
              unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) AS e(lexeme, freq)
         WHERE s.schemaname = current_schema() AND s.tablename = 'memories'
-          AND s.attname = 'content_tsv' AND e.lexeme IS NOT NULL
-          AND e.freq * (SELECT c.reltuples FROM pg_class AS c WHERE c.oid = 'memories'::regclass)
-              > 1000
+          AND s.attname = 'content_tsv' AND c.oid = 'memories'::regclass
+          AND e.lexeme IS NOT NULL
+          AND e.freq * c.reltuples > greatest(100, least(1000, 0.02 * c.reltuples))
     )
 ), ''))
 
@@ -43,10 +44,15 @@ ORDER BY embedding <=> $1::vector
 LIMIT $6
 
 -- name: text_heads
--- $1 the query text; versions holding any of its distinctive words, by cover density.
-SELECT m.id, m.record_id FROM memories m, {{rare_words}} AS q
-WHERE m.content_tsv @@ q AND {{heads}}
-ORDER BY ts_rank_cd(m.content_tsv, q) DESC, m.ingestion_time DESC
+-- $1 the query text; versions holding any of its distinctive words, by cover density. At most
+-- 2,000 matches are ranked, so a query of many middling words stays cheap.
+SELECT t.id, t.record_id
+FROM {{rare_words}} AS q,
+     LATERAL (SELECT m.id, m.record_id, m.content_tsv, m.ingestion_time
+              FROM memories m
+              WHERE m.content_tsv @@ q AND {{heads}}
+              LIMIT 2000) AS t
+ORDER BY ts_rank_cd(t.content_tsv, q) DESC, t.ingestion_time DESC
 LIMIT $6
 
 -- name: vector_versions
@@ -56,9 +62,13 @@ ORDER BY embedding <=> $1::vector
 LIMIT $6
 
 -- name: text_versions
-SELECT m.id, m.record_id FROM memories m, {{rare_words}} AS q
-WHERE m.content_tsv @@ q AND {{versions}}
-ORDER BY ts_rank_cd(m.content_tsv, q) DESC, m.ingestion_time DESC
+SELECT t.id, t.record_id
+FROM {{rare_words}} AS q,
+     LATERAL (SELECT m.id, m.record_id, m.content_tsv, m.ingestion_time
+              FROM memories m
+              WHERE m.content_tsv @@ q AND {{versions}}
+              LIMIT 2000) AS t
+ORDER BY ts_rank_cd(t.content_tsv, q) DESC, t.ingestion_time DESC
 LIMIT $6
 
 -- name: insert_feedback

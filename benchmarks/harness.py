@@ -1,0 +1,40 @@
+"""A private, migrated PostgreSQL for one benchmark run, shared by the benchmark scripts."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from engram.config import EngramSettings
+from engram.infra import migrate
+from engram.infra.embedded_server import EmbeddedPostgres
+
+DATABASE = "engram_bench"
+
+
+@asynccontextmanager
+async def scratch_server(prefix: str) -> AsyncIterator[EmbeddedPostgres]:
+    """An embedded server in a temporary directory with ``DATABASE`` migrated to head; the
+    server is stopped and the directory removed on exit (``server.pgdata`` is its data)."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        server = EmbeddedPostgres(Path(tmp) / "pg")
+        await asyncio.to_thread(server.start)
+        try:
+            await migrate.ensure_database(server.admin_url(), DATABASE)
+            await asyncio.to_thread(migrate.upgrade, server.admin_url(DATABASE))
+            yield server
+        finally:
+            await asyncio.to_thread(server.stop)
+
+
+def runtime_settings(server: EmbeddedPostgres, **extra: Any) -> EngramSettings:
+    """Settings of a kernel on ``DATABASE`` as the runtime role (already migrated)."""
+    return EngramSettings(
+        database_url=server.url(user="engram_runtime", database=DATABASE),
+        migrate_on_start=False,
+        **extra,
+    )
