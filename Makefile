@@ -56,6 +56,8 @@ bench: model  ## run the benchmarks (each prints one JSON object; several minute
 	$(BIN)/python benchmarks/conflict_eval.py
 	$(BIN)/python benchmarks/gate_bench.py
 	$(BIN)/python benchmarks/temporal_bench.py
+	$(BIN)/python benchmarks/search_bench.py
+	$(BIN)/python benchmarks/http_write_bench.py
 
 clean:  ## remove the virtualenv and caches (keeps the data dir .engram)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
