@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -25,7 +26,7 @@ from engram import open_kernel
 from engram.config import EngramSettings
 from engram.infra.fastembed_embedder import FastembedEmbedder
 from engram.memory.types import TrustLevel
-from tests.e2e.test_serve import ENGRAM, _env, _free_port
+from tests.e2e.test_serve import ENGRAM, _env, _free_port, _postgres_for
 
 pytestmark = pytest.mark.slow
 
@@ -160,6 +161,51 @@ def _raw_session(env: dict[str, str]) -> tuple[str, str, int]:
             process.kill()
             process.wait(10)
     return "".join(lines) + rest, stderr, process.returncode
+
+
+def _initialize_then_sigterm(env: dict[str, str]) -> int:
+    """Start `engram mcp`, initialize a session, then SIGTERM it with stdin still open."""
+    hello = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "quitter", "version": "0"},
+        },
+    }
+    with subprocess.Popen(  # noqa: S603 - our own CLI
+        [*ENGRAM, "mcp"],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    ) as process:
+        assert process.stdin is not None
+        assert process.stdout is not None
+        try:
+            process.stdin.write((json.dumps(hello) + "\n").encode())
+            process.stdin.flush()
+            assert 1 == json.loads(process.stdout.readline())["id"]
+            process.send_signal(signal.SIGTERM)
+            return process.wait(15)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait(10)
+
+
+async def test_stdio_server_stops_cleanly_on_sigterm_with_stdin_still_open(
+    tmp_path: Path, model_dir: Path, embedder: FastembedEmbedder
+) -> None:
+    """A client that quits by SIGTERM without closing our stdin: exit 0 within seconds, and the
+    embedded PostgreSQL of the data dir stopped with it."""
+    data_dir = tmp_path / "data"
+    token = await _add_agent(data_dir, embedder, "quitter")
+    env = _env(data_dir, model_dir, ENGRAM_AGENT_TOKEN=token)
+    assert 0 == await asyncio.to_thread(_initialize_then_sigterm, env)
+    assert [] == _postgres_for(data_dir / "pg")
 
 
 def _mcp_cli(
