@@ -56,9 +56,7 @@ def test_every_tool_has_a_described_object_schema() -> None:
         for name, prop in tool.input_schema["properties"].items():
             assert prop.get("description"), f"{tool.name}.{name}"
     update = next(t for t in definitions if t.name == "update")
-    assert {"record_id", "expected_version", "type", "content"} <= set(
-        update.input_schema["required"]
-    )
+    assert {"record_id", "expected_version"} == set(update.input_schema["required"])
 
 
 def test_the_write_schemas_describe_exactly_what_agent_sessions_accept() -> None:
@@ -115,6 +113,44 @@ async def test_writes_and_reads_for_one_agent(kernel: Kernel) -> None:
     assert "not_found" == _error(gone)["kind"]
     kept = await tools.call("get", {"record_id": record_id, "include_forgotten": True}, writer)
     assert "forgotten" == _body(kept)["record"]["status"]
+
+
+async def test_update_keeps_every_field_it_does_not_send(kernel: Kernel) -> None:
+    """Only the content is sent: type, metadata, access level and namespace stay; a record the
+    agent cannot see is an audited rejection, not an error."""
+    tools = EngramTools(kernel)
+    writer = await _principal(kernel, "amender", TrustLevel.STANDARD)
+    first = {
+        **BELIEF,
+        "metadata": {"tags": ["billing"]},
+        "access_level": "user",
+        "namespace": "finance",
+    }
+    created = _body(await tools.call("remember", first, writer))
+    changed = "The billing service stores invoices in PostgreSQL 17."
+    updated = await tools.call(
+        "update",
+        {"record_id": created["record_id"], "expected_version": 1, "content": changed},
+        writer,
+    )
+    assert not updated.is_error, updated.content
+    record = _body(updated)["record"]
+    assert (changed, "belief", {"tags": ["billing"]}, "user", "finance") == (
+        record["content"],
+        record["type"],
+        record["metadata"],
+        record["access_level"],
+        record["namespace"],
+    )
+    audited = await kernel.audit.count()
+    missing = await tools.call(
+        "update",
+        {"record_id": str(uuid.uuid4()), "expected_version": 1, "content": changed},
+        writer,
+    )
+    assert missing.is_error
+    assert "rejected" == _body(missing)["decision"]
+    assert audited + 1 == await kernel.audit.count()
 
 
 async def test_malformed_writes_are_rejected_by_the_gate_and_audited(kernel: Kernel) -> None:

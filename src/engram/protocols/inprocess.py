@@ -24,12 +24,19 @@ from engram.memory.types import (
     GateAction,
     GateDecisionType,
     MemoryRecord,
+    MemoryStatus,
     MemoryType,
 )
 from engram.retrieval.search import MAX_LIMIT, MAX_QUERY_CHARS, SearchResult
 
 #: The only origin this adapter can produce.
 ORIGIN = GateDecisionType.EXTERNAL
+
+#: Fields of the current version an amendment keeps unless the change names them. Event time
+#: and source confidence start afresh: a new version is a new statement.
+CARRIED = frozenset(
+    {"type", "content", "metadata", "access_level", "namespace", "classification", "evidence_links"}
+)
 
 
 class WriteInput(BaseModel):
@@ -179,6 +186,31 @@ class AgentSession:
             GateRequest(
                 GateAction.UPDATE, record, self._caller, ORIGIN, expected_version, request_id
             )
+        )
+
+    async def amend(
+        self,
+        record_id: UUID,
+        changes: Mapping[str, Any],
+        *,
+        expected_version: int | None,
+        request_id: str | None = None,
+    ) -> GateResult:
+        """UPDATE with only the fields that change; the others keep the current version's
+        values (see :data:`CARRIED`). A record the caller cannot see is an audited rejection."""
+        head = await self._kernel.temporal.current(record_id, caller=self._caller, count_read=False)
+        if head is None or head.status is MemoryStatus.FORGOTTEN:
+            return await self._kernel.gate.reject_input(
+                action=GateAction.UPDATE,
+                caller=self._caller,
+                decision_type=ORIGIN,
+                raw={"record_id": str(record_id), **changes},
+                problems=[f"no record {record_id}"],
+                request_id=request_id,
+            )
+        proposal = {**head.model_dump(mode="json", include=set(CARRIED)), **changes}
+        return await self.update(
+            record_id, proposal, expected_version=expected_version, request_id=request_id
         )
 
     async def forget(

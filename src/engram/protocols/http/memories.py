@@ -28,10 +28,6 @@ from engram.protocols.views import record_view, result_view
 
 router = APIRouter(prefix="/v1/memories", tags=["memories"])
 
-#: Fields of the current version a PATCH keeps unless the body names them.
-CARRIED = frozenset(
-    {"type", "content", "metadata", "access_level", "namespace", "classification", "evidence_links"}
-)
 _IF_MATCH = re.compile(r'^\s*(?:W/)?"?([0-9]{1,10})"?\s*$')
 _VERSION_MAX = 2**31 - 1
 
@@ -276,11 +272,10 @@ async def update_memory(
     If-Match must carry the version read; a stale one answers 409 with the current version."""
     expected = expected_version(if_match, required=True)
     payload = await json_object(request)
-    head = await _live_head(kernel, principal, record_id)
-    proposal = {**head.model_dump(mode="json", include=set(CARRIED)), **payload}
-    result = await AgentSession(kernel, principal.caller).update(
+    await _live_head(kernel, principal, record_id)  # 404, not a rejection, for a hidden record
+    result = await AgentSession(kernel, principal.caller).amend(
         record_id,
-        proposal,
+        payload,
         expected_version=expected,
         request_id=request_id(principal, idempotency_key),
     )

@@ -158,8 +158,17 @@ class RememberArgs(_RecordFields):
 
 
 class UpdateArgs(_RecordFields):
-    """Arguments of ``update``."""
+    """Arguments of ``update``: only the fields that change; the others are kept."""
 
+    type: MemoryType | None = Field(  # type: ignore[assignment]
+        default=None, description="Kind of memory; leave it out to keep the record's."
+    )
+    content: str | None = Field(  # type: ignore[assignment]
+        default=None,
+        min_length=1,
+        max_length=16_000,
+        description="The new text of the memory; leave it out to keep the current text.",
+    )
     record_id: RecordIdField
     expected_version: int = Field(
         ge=1,
@@ -263,9 +272,10 @@ List every version of one memory, oldest first: how it changed, who changed it a
 memory's evolution."""
 
 _UPDATE = """\
-Replace a memory with a new version (the old one stays in its history). Send the complete \
-new version: `type` (unchanged from the record), `content` and every field you want to keep, \
-such as metadata; fields you leave out take their defaults, not the old values. \
+Change a memory: a new version with the fields you send, every other field kept from the \
+current version (the old version stays in its history). Usually you send the new `content`; \
+`metadata` you send replaces the old metadata as a whole. `event_time` and \
+`source_confidence` are not kept: send them again if they still apply. \
 `expected_version` is required: the version you last read. If someone changed the record \
 since, the result is a `conflict` with `current_version`; read it again and redo your change. \
 The Gate checks the new version like a new memory; a rejection lists the failed checks."""
@@ -549,7 +559,7 @@ class EngramTools:
         except ValidationError as exc:
             return _invalid("update", exc)
         session = AgentSession(self._kernel, principal.caller)
-        result = await session.update(
+        result = await session.amend(
             control.record_id,
             _pick(arguments, _UPDATE_CONTROL, keep=False),
             expected_version=control.expected_version,
