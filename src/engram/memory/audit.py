@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -241,13 +241,18 @@ class AuditLog:
         )
         return [row_json(row) for row in rows]
 
-    async def verify(self, *, batch: int = 2000) -> VerifyReport:
-        """Recompute every hash and link; name the first row that fails."""
+    async def verify(
+        self, *, batch: int = 2000, progress: Callable[[int], None] | None = None
+    ) -> VerifyReport:
+        """Recompute every hash and link; name the first row that fails. ``progress`` is told
+        how many more rows were checked, once per ``batch``."""
         expected = {lane: genesis_hash(lane) for lane in range(LANES)}
         tips: dict[int, tuple[int, bytes]] = {}
         checked = 0
         async for row in self.rows(batch=batch):
             checked += 1
+            if progress is not None and checked % batch == 0:
+                progress(batch)
             seq, lane = int(row["seq"]), int(row["lane"])
             prev_hash, row_hash = bytes(row["prev_hash"]), bytes(row["row_hash"])
             problem = None

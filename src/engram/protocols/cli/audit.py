@@ -46,8 +46,8 @@ def verify(as_json: JsonOption = False) -> None:
 
     async def work(kernel: Kernel) -> dict[str, Any]:
         total = await kernel.audit.count()
-        with progress("verifying the audit chain", None) as _:
-            report = await kernel.audit.verify()
+        with progress("verifying the audit chain", total) as advance:
+            report = await kernel.audit.verify(progress=advance)
         return {
             "ok": report.ok,
             "rows_total": total,
