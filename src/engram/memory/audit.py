@@ -245,14 +245,14 @@ class AuditLog:
         self, *, batch: int = 2000, progress: Callable[[int], None] | None = None
     ) -> VerifyReport:
         """Recompute every hash and link; name the first row that fails. ``progress`` is told
-        how many more rows were checked, once per ``batch``."""
+        how many rows have been checked so far, once per ``batch``."""
         expected = {lane: genesis_hash(lane) for lane in range(LANES)}
         tips: dict[int, tuple[int, bytes]] = {}
         checked = 0
         async for row in self.rows(batch=batch):
             checked += 1
             if progress is not None and checked % batch == 0:
-                progress(batch)
+                progress(checked)
             seq, lane = int(row["seq"]), int(row["lane"])
             prev_hash, row_hash = bytes(row["prev_hash"]), bytes(row["row_hash"])
             problem = None
