@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import subprocess
 import threading
 import time
@@ -63,7 +65,19 @@ def first_serve(tmp_path: Path, model_dir: Path) -> Iterator[Served]:
     try:
         yield server
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(10)
+        stop(process)
         reader.join(5)
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """Stop a server started in its own session as Ctrl-C would (uvicorn, the model workers
+    and the embedded PostgreSQL shut down in order); kill the group if it hangs."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGINT)
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(10)

@@ -8,8 +8,7 @@ import json
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,8 @@ from engram import open_kernel
 from engram.config import EngramSettings
 from engram.infra.fastembed_embedder import FastembedEmbedder
 from engram.memory.types import TrustLevel
-from tests.e2e.test_serve import ENGRAM, _env, _free_port, _postgres_for
+from tests.e2e.conftest import Served
+from tests.e2e.test_serve import ENGRAM, _env, _postgres_for
 
 pytestmark = pytest.mark.slow
 
@@ -242,38 +242,6 @@ async def test_stdio_server_refuses_to_start_without_a_valid_token(
     assert "" == wrong.stdout
 
 
-@pytest.fixture
-def server(tmp_path: Path, model_dir: Path) -> Iterator[tuple[str, Path]]:
-    """`engram serve` on a free loopback port with a fresh data dir, once ready."""
-    port = _free_port()
-    data_dir = tmp_path / "served"
-    process = subprocess.Popen(  # noqa: S603 - our own CLI
-        [*ENGRAM, "serve"],
-        env=_env(data_dir, model_dir, ENGRAM_PORT=str(port)),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and process.poll() is None:
-        try:
-            if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    try:
-        yield base, data_dir
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
-
-
 @asynccontextmanager
 async def _http(base: str, token: str, mode: str) -> AsyncIterator[Client]:
     headers = {"Authorization": f"Bearer {token}"}
@@ -285,11 +253,11 @@ async def _http(base: str, token: str, mode: str) -> AsyncIterator[Client]:
 
 
 async def test_http_server_acts_for_the_bearer_of_each_request(
-    server: tuple[str, Path], embedder: FastembedEmbedder
+    first_serve: Served, embedder: FastembedEmbedder
 ) -> None:
     """/mcp serves the tools to each token's agent (both protocol eras); no or a wrong token
     is 401 before MCP is reached."""
-    base, data_dir = server
+    base, data_dir = first_serve.base, Path(first_serve.env["ENGRAM_DATA_DIR"])
     first = await _add_agent(data_dir, embedder, "planner")
     second = await _add_agent(data_dir, embedder, "reviewer")
 
