@@ -9,8 +9,10 @@ import asyncpg
 
 from engram import Kernel, open_kernel
 from engram.config import EngramSettings
+from engram.errors import DatabaseUnavailable
 from engram.infra.events import Event
 from engram.infra.fastembed_embedder import FastembedEmbedder
+from engram.infra.outbox import MAX_ATTEMPTS
 from engram.memory.gate_io import GateRequest
 from tests.conftest import ScratchDatabase
 from tests.integration.gate_helpers import EXTERNAL, STANDARD, belief, create, update
@@ -77,3 +79,43 @@ async def test_events_left_undelivered_are_delivered_by_the_next_kernel(
         kernel.events.subscribe("memory.created", collect)
         await _wait_for(lambda: len(delivered) == 1)
     assert result.record_id == delivered[0].aggregate_id
+
+
+async def test_an_infrastructure_failure_of_a_subscriber_defers_the_event(kernel: Kernel) -> None:
+    """A subscriber whose dependency is down gets the event again at the next drain (at most
+    MAX_ATTEMPTS deliveries); a subscriber failing for any other reason does not."""
+    calls: dict[str, int] = {"flaky": 0, "down": 0, "buggy": 0}
+
+    async def flaky(event: Event) -> None:
+        calls["flaky"] += 1
+        if calls["flaky"] < 3:
+            raise DatabaseUnavailable("the database went away")
+
+    async def down(event: Event) -> None:
+        calls["down"] += 1
+        raise DatabaseUnavailable("still down")
+
+    async def buggy(event: Event) -> None:
+        calls["buggy"] += 1
+        raise ValueError("a bug, not an outage")
+
+    kernel.events.subscribe("memory.created", flaky)
+    await kernel.gate.evaluate(create(belief("The status page is hosted on Statuspage.")))
+    for _ in range(4):
+        await kernel.events.settled()
+        await kernel.events.drain()
+    assert 3 == calls["flaky"]  # failed twice, delivered the third time, then never again
+
+    kernel.events.subscribe("memory.updated", down)
+    kernel.events.subscribe("memory.forgotten", buggy)
+    head = await kernel.temporal.current((await kernel.temporal.query())[0].record_id)
+    assert head is not None
+    updated = await kernel.gate.evaluate(update(head.record_id, "It is hosted on Instatus.", 1))
+    assert updated.modified_record is not None
+    await kernel.gate.evaluate(GateRequest.forget(updated.modified_record, STANDARD, EXTERNAL))
+    for _ in range(MAX_ATTEMPTS + 2):
+        await kernel.events.settled()
+        await kernel.events.drain()
+    assert (MAX_ATTEMPTS, 1) == (calls["down"], calls["buggy"])
+    pending = await kernel.db.fetchval("SELECT count(*) FROM outbox WHERE dispatched_at IS NULL")
+    assert 0 == pending

@@ -3,7 +3,10 @@ and delivered after commit to in-process subscribers and to ``NOTIFY engram_even
 
 A crash between commit and delivery loses nothing: undelivered rows stay in ``outbox`` and
 the next drain (at the next commit, or at start-up) delivers them. Delivery is at least once.
-Payloads carry identifiers, never memory content.
+A subscriber that fails for an infrastructure reason (the database or a dependency down) leaves
+its event pending for the next drain, up to ``MAX_ATTEMPTS`` deliveries; any other failure is
+logged and the event counts as delivered (one subscriber must not block the rest). Payloads
+carry identifiers, never memory content.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 
 import structlog
 
+from engram.errors import InfrastructureError
 from engram.infra.db import Connection, DatabaseAdapter
 from engram.infra.events import Event, Subscriber
 
@@ -26,12 +30,16 @@ INSERT INTO outbox (event_type, aggregate_id, payload, decision_id)
 VALUES ($1, $2, $3, $4)
 """
 _PENDING = """
-SELECT id, event_type, aggregate_id, payload::text AS payload
+SELECT id, event_type, aggregate_id, payload::text AS payload, attempts
 FROM outbox WHERE dispatched_at IS NULL
 ORDER BY id LIMIT $1
 FOR UPDATE SKIP LOCKED
 """
 _DONE = "UPDATE outbox SET dispatched_at = now(), attempts = attempts + 1 WHERE id = ANY($1)"
+_RETRY = "UPDATE outbox SET attempts = attempts + 1 WHERE id = ANY($1)"
+
+#: Deliveries of one event before a subscriber's infrastructure failure is given up on.
+MAX_ATTEMPTS = 5
 _NOTIFY = "SELECT pg_notify($1, notice) FROM unnest($2::text[]) AS notice"
 
 
@@ -91,21 +99,35 @@ class OutboxEventBus:
             rows = await conn.fetch(_PENDING, self._batch)
             if not rows:
                 return 0
-            notices = []
+            notices, done, again = [], [], []
             for row in rows:
                 event = Event(row["event_type"], row["aggregate_id"], json.loads(row["payload"]))
-                await self._deliver(event)
-                notices.append(_notice(row["id"], event))
-            await conn.execute(_NOTIFY, CHANNEL, notices)
-            await conn.execute(_DONE, [row["id"] for row in rows])
-        return len(rows)
+                if await self._deliver(event) or row["attempts"] + 1 >= MAX_ATTEMPTS:
+                    done.append(row["id"])
+                    notices.append(_notice(row["id"], event))
+                else:
+                    again.append(row["id"])
+            if notices:
+                await conn.execute(_NOTIFY, CHANNEL, notices)
+            await conn.execute(_DONE, done)
+            if again:
+                await conn.execute(_RETRY, again)
+                log.warning("outbox.delivery_deferred", events=len(again))
+        return len(done)
 
-    async def _deliver(self, event: Event) -> None:
+    async def _deliver(self, event: Event) -> bool:
+        """Call every subscriber; False when one failed for an infrastructure reason (the
+        event should be delivered again)."""
+        delivered = True
         for subscriber in [*self._subscribers.get(event.name, []), *self._subscribers["*"]]:
             try:
                 await subscriber(event)
+            except InfrastructureError as exc:
+                log.warning("outbox.subscriber_failed", event_name=event.name, error=repr(exc))
+                delivered = False
             except Exception as exc:  # noqa: BLE001 - one subscriber must not block the rest
                 log.warning("outbox.subscriber_failed", event_name=event.name, error=repr(exc))
+        return delivered
 
     async def settled(self, *, timeout_seconds: float = 30.0) -> None:
         """Wait until every event committed so far, and every event their delivery led to,

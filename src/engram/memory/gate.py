@@ -20,7 +20,7 @@ from uuid import UUID
 
 import structlog
 
-from engram.errors import EmbeddingError, EngramError, UniqueViolation
+from engram.errors import EmbeddingError, EngramError, InfrastructureError, UniqueViolation
 from engram.infra.db import DatabaseAdapter
 from engram.infra.embeddings import EmbeddingAdapter
 from engram.infra.events import Event, EventBus
@@ -247,6 +247,10 @@ class LibrarianGate:
             ):
                 try:
                     outcome = await self.evaluate(follow_up)
+                except InfrastructureError:
+                    # The outbox delivers the event again; done steps replay by request id.
+                    log.warning("conflict.resolution_deferred", reason="infrastructure")
+                    raise
                 except EngramError as exc:
                     log.warning("conflict.resolution_failed", error=type(exc).__name__)
                     continue
