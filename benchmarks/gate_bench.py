@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import random
@@ -40,7 +39,6 @@ from typing import Any
 import asyncpg
 import numpy as np
 import psutil
-import uvloop
 from pgvector.asyncpg import register_vector
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -60,8 +58,7 @@ from engram.memory.types import (
     MemoryType,
     TrustLevel,
 )
-from engram.observability.logging import configure_logging
-from harness import DATABASE, runtime_settings, scratch_server
+from harness import DATABASE, report, runtime_settings, scratch_server
 from stats import percentiles
 
 CALLER = replace(caller_for_tier("bench-writer", TrustLevel.TRUSTED), writes_per_minute=10_000_000)
@@ -390,8 +387,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     args.pool = min(args.pool, args.records)
-    configure_logging("warning", "json")  # stdout carries the JSON result only
-    print(json.dumps(uvloop.run(measure(args)), indent=2))
+    report(measure(args))
 
 
 if __name__ == "__main__":

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import uvloop
+
 from engram.config import EngramSettings
 from engram.infra import migrate
 from engram.infra.embedded_server import EmbeddedPostgres
+from engram.observability.logging import configure_logging
 
 DATABASE = "engram_bench"
 
@@ -38,3 +42,10 @@ def runtime_settings(server: EmbeddedPostgres, **extra: Any) -> EngramSettings:
         migrate_on_start=False,
         **extra,
     )
+
+
+def report(measurement: Coroutine[Any, Any, dict[str, Any]]) -> None:
+    """Run a benchmark's measurement and print its one JSON object; stdout carries nothing
+    else (logs go out as JSON, warnings only)."""
+    configure_logging("warning", "json")
+    print(json.dumps(uvloop.run(measurement), indent=2))

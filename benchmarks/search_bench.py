@@ -17,7 +17,6 @@ standard agent, and reports:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import random
@@ -28,17 +27,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import uvloop
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from agent_text import texts
 from engram import open_kernel
 from engram.memory.access import caller_for_tier
 from engram.memory.types import MemoryType, TrustLevel
-from engram.observability.logging import configure_logging
 from gate_bench import rss_mb, seed
-from harness import runtime_settings, scratch_server
+from harness import report, runtime_settings, scratch_server
 from stats import percentiles
 
 READER = caller_for_tier("bench-reader", TrustLevel.STANDARD)
@@ -141,8 +137,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
     args.pool = min(args.pool, args.records)
-    configure_logging("warning", "json")  # stdout carries the JSON result only
-    print(json.dumps(uvloop.run(measure(args)), indent=2))
+    report(measure(args))
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ runtime role, exactly as adapters call it:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import random
@@ -28,15 +27,13 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
-import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from engram import open_kernel
 from engram.memory.access import caller_for_tier
 from engram.memory.types import MemoryType, TrustLevel
-from engram.observability.logging import configure_logging
-from harness import DATABASE, runtime_settings, scratch_server
+from harness import DATABASE, report, runtime_settings, scratch_server
 from seed_versions import TYPES, seed_versions
 from stats import percentiles
 
@@ -190,8 +187,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=500, help="queries per case")
     parser.add_argument("--seed", type=int, default=3)
     args = parser.parse_args()
-    configure_logging("warning", "json")
-    print(json.dumps(uvloop.run(measure(args)), indent=2))
+    report(measure(args))
 
 
 if __name__ == "__main__":

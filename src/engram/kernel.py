@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +23,6 @@ from engram.infra.db import DatabaseAdapter
 from engram.infra.embedded_server import DATABASE, EmbeddedPostgres
 from engram.infra.embedding_batcher import BatchingEmbedder
 from engram.infra.embeddings import EmbeddingAdapter
-from engram.infra.events import Event, Subscriber
 from engram.infra.fastembed_embedder import FastembedEmbedder
 from engram.infra.model_files import ensure_default_model, missing_files
 from engram.infra.outbox import OutboxEventBus
@@ -249,7 +248,7 @@ def _assemble(
     notifications = NotificationDispatcher(sinks)
     for name in ESCALATED_EVENTS:
         events.subscribe(name, notifications.handle)
-    events.subscribe(CONFLICTS_FOUND, _discard_result(gate.resolve_conflicts))
+    events.subscribe(CONFLICTS_FOUND, gate.resolve_conflicts)
     temporal = TemporalEngine(db, reads=reads, metrics=metrics)
     admin_temporal = TemporalEngine(db)  # no read recorder: admin reads are not uses
     return Kernel(
@@ -275,13 +274,6 @@ def _assemble(
         head_revision=migrate.head_revision(),
         timings=timings,
     )
-
-
-def _discard_result(handler: Callable[[Event], Awaitable[object]]) -> Subscriber:
-    async def subscriber(event: Event) -> None:
-        await handler(event)
-
-    return subscriber
 
 
 async def _schema_current(kernel: Kernel) -> bool:

@@ -20,7 +20,8 @@ class Event:
     payload: dict[str, Any]
 
 
-Subscriber = Callable[[Event], Awaitable[None]]
+#: Called with each delivered event; what it returns is ignored.
+Subscriber = Callable[[Event], Awaitable[object]]
 
 
 class EventBus(Protocol):

@@ -195,10 +195,15 @@ class AgentSession:
         *,
         expected_version: int | None,
         request_id: str | None = None,
+        head: MemoryRecord | None = None,
     ) -> GateResult:
         """UPDATE with only the fields that change; the others keep the current version's
-        values (see :data:`CARRIED`). A record the caller cannot see is an audited rejection."""
-        head = await self._kernel.temporal.current(record_id, caller=self._caller, count_read=False)
+        values (see :data:`CARRIED`). A record the caller cannot see is an audited rejection.
+        ``head``: the current version, when the adapter has just read it as this caller."""
+        if head is None:
+            head = await self._kernel.temporal.current(
+                record_id, caller=self._caller, count_read=False
+            )
         if head is None or head.status is MemoryStatus.FORGOTTEN:
             return await self._kernel.gate.reject_input(
                 action=GateAction.UPDATE,

@@ -272,10 +272,11 @@ async def update_memory(
     If-Match must carry the version read; a stale one answers 409 with the current version."""
     expected = expected_version(if_match, required=True)
     payload = await json_object(request)
-    await _live_head(kernel, principal, record_id)  # 404, not a rejection, for a hidden record
+    head = await _live_head(kernel, principal, record_id)  # 404, not a rejection, if hidden
     result = await AgentSession(kernel, principal.caller).amend(
         record_id,
         payload,
+        head=head,
         expected_version=expected,
         request_id=request_id(principal, idempotency_key),
     )

@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 from uuid import UUID
 
 import structlog
@@ -69,8 +69,6 @@ _REQUEST_ID = (
     "Optional idempotency key (1-128 characters). Repeating a write with the same key returns "
     "the first result and writes nothing again; use it when retrying after a timeout."
 )
-_AS_OF_EVENT = AS_OF_EVENT
-_AS_OF_INGESTION = AS_OF_INGESTION
 
 
 class _Strict(BaseModel):
@@ -199,8 +197,8 @@ class GetArgs(_Strict):
     """Arguments of ``get``."""
 
     record_id: RecordIdField
-    as_of_event: AwareDatetime | None = Field(default=None, description=_AS_OF_EVENT)
-    as_of_ingestion: AwareDatetime | None = Field(default=None, description=_AS_OF_INGESTION)
+    as_of_event: AwareDatetime | None = Field(default=None, description=AS_OF_EVENT)
+    as_of_ingestion: AwareDatetime | None = Field(default=None, description=AS_OF_INGESTION)
     include_forgotten: bool = Field(
         default=False, description="Return the record even if it was forgotten."
     )
@@ -425,6 +423,25 @@ def error_result(tool: str, exc: EngramError) -> CallToolResult:
     return failure(kind, f"{tool}: {exc.message}")
 
 
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+class _InvalidArguments(Exception):
+    """Arguments that do not fit a tool's model; :meth:`EngramTools.call` answers it."""
+
+    def __init__(self, error: ValidationError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _parse(model: type[_Model], data: Mapping[str, Any]) -> _Model:
+    """``data`` validated as ``model``; :class:`_InvalidArguments` when it does not fit."""
+    try:
+        return model.model_validate(dict(data))
+    except ValidationError as exc:
+        raise _InvalidArguments(exc) from exc
+
+
 def _invalid(tool: str, exc: ValidationError) -> CallToolResult:
     problems = [
         f"{'.'.join(str(part) for part in error['loc']) or 'arguments'}: {error['msg']}"
@@ -522,6 +539,8 @@ class EngramTools:
         else:
             try:
                 result = await handler(principal, arguments or {})
+            except _InvalidArguments as exc:
+                result = _invalid(name, exc.error)
             except EngramError as exc:
                 result = error_result(name, exc)
             except Exception:
@@ -544,20 +563,14 @@ class EngramTools:
     # writes: record fields go to AgentSession untouched, control fields are checked here
 
     async def _remember(self, principal: Principal, arguments: Mapping[str, Any]) -> CallToolResult:
-        try:
-            control = _RememberControl.model_validate(_pick(arguments, _REMEMBER_CONTROL))
-        except ValidationError as exc:
-            return _invalid("remember", exc)
+        control = _parse(_RememberControl, _pick(arguments, _REMEMBER_CONTROL))
         session = AgentSession(self._kernel, principal.caller)
         record = _pick(arguments, _REMEMBER_CONTROL, keep=False)
         result = await session.remember(record, request_id=control.request_id)
         return gate_result("remember", result, principal.caller.max_read_level)
 
     async def _update(self, principal: Principal, arguments: Mapping[str, Any]) -> CallToolResult:
-        try:
-            control = _UpdateControl.model_validate(_pick(arguments, _UPDATE_CONTROL))
-        except ValidationError as exc:
-            return _invalid("update", exc)
+        control = _parse(_UpdateControl, _pick(arguments, _UPDATE_CONTROL))
         session = AgentSession(self._kernel, principal.caller)
         result = await session.amend(
             control.record_id,
@@ -568,10 +581,7 @@ class EngramTools:
         return gate_result("update", result, principal.caller.max_read_level)
 
     async def _forget(self, principal: Principal, arguments: Mapping[str, Any]) -> CallToolResult:
-        try:
-            args = ForgetArgs.model_validate(dict(arguments))
-        except ValidationError as exc:
-            return _invalid("forget", exc)
+        args = _parse(ForgetArgs, arguments)
         session = AgentSession(self._kernel, principal.caller)
         result = await session.forget(
             args.record_id, expected_version=args.expected_version, request_id=args.request_id
@@ -579,10 +589,7 @@ class EngramTools:
         return gate_result("forget", result, principal.caller.max_read_level)
 
     async def _feedback(self, principal: Principal, arguments: Mapping[str, Any]) -> CallToolResult:
-        try:
-            args = FeedbackArgs.model_validate(dict(arguments))
-        except ValidationError as exc:
-            return _invalid("feedback", exc)
+        args = _parse(FeedbackArgs, arguments)
         receipt = await self._kernel.retrieval.feedback(
             principal.caller, args.record_id, useful=args.useful, signal=args.signal
         )
@@ -593,10 +600,7 @@ class EngramTools:
     # reads
 
     async def _recall(self, principal: Principal, arguments: Mapping[str, Any]) -> CallToolResult:
-        try:
-            args = RecallArgs.model_validate(dict(arguments))
-        except ValidationError as exc:
-            return _invalid("recall", exc)
+        args = _parse(RecallArgs, arguments)
         found = await args.run(self._kernel, principal.caller)
         body = search_view(found)
         summary = f"recall: {len(found.hits)} hit(s)" + (
@@ -605,10 +609,7 @@ class EngramTools:
         return success(summary, body)
 
     async def _get(self, principal: Principal, arguments: Mapping[str, Any]) -> CallToolResult:
-        try:
-            args = GetArgs.model_validate(dict(arguments))
-        except ValidationError as exc:
-            return _invalid("get", exc)
+        args = _parse(GetArgs, arguments)
         found = await self._kernel.temporal.query(
             record_id=args.record_id,
             as_of_event=args.as_of_event,
@@ -625,10 +626,7 @@ class EngramTools:
         )
 
     async def _history(self, principal: Principal, arguments: Mapping[str, Any]) -> CallToolResult:
-        try:
-            args = HistoryArgs.model_validate(dict(arguments))
-        except ValidationError as exc:
-            return _invalid("history", exc)
+        args = _parse(HistoryArgs, arguments)
         chain = await self._kernel.temporal.get_version_chain(
             args.record_id, caller=principal.caller
         )
