@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import uuid
 from dataclasses import replace
+from datetime import UTC, datetime
 
 import pytest
 
 from engram import Kernel
+from engram.infra.db import Connection
+from engram.memory.audit import LANES, AuditEntry
 from engram.memory.types import GateDecision
 from tests.integration.gate_helpers import STANDARD, belief, create, update
 
@@ -87,3 +91,55 @@ async def test_concurrent_creates_are_all_audited_in_verifiable_lanes(kernel: Ke
     assert lanes > 1
     report = await kernel.audit.verify()
     assert (True, 64) == (report.ok, report.rows_checked)
+
+
+async def test_appends_racing_for_one_lane_chain_in_commit_order(kernel: Kernel) -> None:
+    """24 transactions append to the same lane at once: each links to the one before it."""
+
+    def entry(n: int) -> AuditEntry:
+        decision_id = uuid.UUID(int=uuid.uuid4().int // LANES * LANES + 3)  # lane 3
+        return AuditEntry(
+            decision_id=decision_id,
+            request_id=f"race-{n}",
+            occurred_at=datetime.now(UTC),
+            action="CREATE",
+            decision="rejected",
+            outcome="none",
+            decision_type="external",
+            reason="racing append",
+            agent_id="racer",
+            caller="{}",
+            record_id=None,
+            version_id=None,
+            input_snapshot="{}",
+            layer1_checks="[]",
+            layer2_decision=None,
+            decision_source="layer1",
+            duration_ms=float(n),
+        )
+
+    async def append(n: int) -> int:
+        async def body(conn: Connection) -> int:
+            seq = await kernel.audit.append(conn, entry(n))
+            await asyncio.sleep(0.01)  # hold the lane so that the others queue behind it
+            return seq
+
+        return await kernel.db.run_in_transaction(body)
+
+    seqs = await asyncio.gather(*(append(n) for n in range(24)))
+    assert 24 == len(set(seqs))
+    rows = await kernel.db.fetch(
+        "SELECT seq, prev_hash, row_hash FROM librarian_audit WHERE lane = 3 ORDER BY seq"
+    )
+    assert 24 == len(rows)
+    for older, newer in itertools.pairwise(rows):
+        assert bytes(newer["prev_hash"]) == bytes(older["row_hash"])
+    head = await kernel.db.fetchrow(
+        "SELECT last_seq, last_hash FROM audit_chain_heads WHERE lane = 3"
+    )
+    assert (rows[-1]["seq"], bytes(rows[-1]["row_hash"])) == (
+        head["last_seq"],
+        bytes(head["last_hash"]),
+    )
+    report = await kernel.audit.verify()
+    assert (True, 24) == (report.ok, report.rows_checked)

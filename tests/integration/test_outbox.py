@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 
 import asyncpg
@@ -12,7 +13,7 @@ from engram.config import EngramSettings
 from engram.errors import DatabaseUnavailable
 from engram.infra.events import Event
 from engram.infra.fastembed_embedder import FastembedEmbedder
-from engram.infra.outbox import MAX_ATTEMPTS
+from engram.infra.outbox import CHANNEL, MAX_ATTEMPTS
 from engram.memory.gate_io import GateRequest
 from tests.conftest import ScratchDatabase
 from tests.integration.gate_helpers import EXTERNAL, STANDARD, belief, create, update
@@ -49,6 +50,28 @@ async def test_events_follow_commits_in_order_and_carry_no_content(kernel: Kerne
     assert all("content" not in e.payload for e in seen)
     pending = await kernel.db.fetchval("SELECT count(*) FROM outbox WHERE dispatched_at IS NULL")
     assert 0 == pending
+
+
+async def test_delivered_events_are_announced_on_the_notify_channel(
+    kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """Each delivered event reaches LISTEN engram_events with its id and name, no content."""
+    notices: list[str] = []
+    listener = await asyncpg.connect(database.runtime_url)
+    try:
+        await listener.add_listener(CHANNEL, lambda *args: notices.append(args[3]))
+        first = await kernel.gate.evaluate(create(belief("The wiki runs on Confluence.")))
+        await kernel.events.settled()
+        await _wait_for(lambda: len(notices) >= 1)
+    finally:
+        await listener.close()
+    notice = json.loads(notices[0])
+    assert ("memory.created", str(first.record_id)) == (notice["event"], notice["aggregate_id"])
+    assert "Confluence" not in notices[0]
+    delivered = await kernel.db.fetchval(
+        "SELECT count(*) FROM outbox WHERE dispatched_at IS NOT NULL AND attempts = 1"
+    )
+    assert 1 == delivered
 
 
 async def test_a_rejected_write_publishes_nothing(kernel: Kernel) -> None:

@@ -35,7 +35,7 @@ def test_shipped_sql_files_parse() -> None:
     versions = load_queries("engram.memory.sql", "versions.sql")
     audit = load_queries("engram.memory.sql", "audit.sql")
     assert {"head", "candidates", "insert_version", "close_head", "forget_head"} <= set(versions)
-    assert {"lock_lane", "insert_entry", "page_after"} <= set(audit)
+    assert {"append_entry", "page_after"} <= set(audit)
     assert all("{{" not in sql for sql in [*versions.values(), *audit.values()])
 
 

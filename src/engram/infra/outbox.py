@@ -29,18 +29,27 @@ _INSERT = """
 INSERT INTO outbox (event_type, aggregate_id, payload, decision_id)
 VALUES ($1, $2, $3, $4)
 """
+# Marking events delivered needs no fsync: if a crash loses the mark, the events are delivered
+# again (at least once), and the changes they describe were already safe. set_config(..., true)
+# in FROM turns synchronous commit off for this transaction without a round trip of its own.
 _PENDING = """
-SELECT id, event_type, aggregate_id, payload::text AS payload, attempts
-FROM outbox WHERE dispatched_at IS NULL
-ORDER BY id LIMIT $1
-FOR UPDATE SKIP LOCKED
+SELECT o.id, o.event_type, o.aggregate_id, o.payload::text AS payload, o.attempts
+FROM outbox AS o, set_config('synchronous_commit', 'off', true) AS relaxed
+WHERE o.dispatched_at IS NULL
+ORDER BY o.id LIMIT $1
+FOR UPDATE OF o SKIP LOCKED
 """
-_DONE = "UPDATE outbox SET dispatched_at = now(), attempts = attempts + 1 WHERE id = ANY($1)"
+# Mark the delivered events and notify listeners of them in one statement.
+_DONE = """
+WITH done AS (
+    UPDATE outbox SET dispatched_at = now(), attempts = attempts + 1 WHERE id = ANY($1)
+)
+SELECT pg_notify($2, notice) FROM unnest($3::text[]) AS notice
+"""
 _RETRY = "UPDATE outbox SET attempts = attempts + 1 WHERE id = ANY($1)"
 
 #: Deliveries of one event before a subscriber's infrastructure failure is given up on.
 MAX_ATTEMPTS = 5
-_NOTIFY = "SELECT pg_notify($1, notice) FROM unnest($2::text[]) AS notice"
 
 
 class OutboxEventBus:
@@ -93,9 +102,6 @@ class OutboxEventBus:
     async def drain(self) -> int:
         """Deliver up to one batch of pending events; returns how many were delivered."""
         async with self._db.transaction() as conn:
-            # Marking events delivered needs no fsync: if a crash loses the mark, the events are
-            # delivered again (at least once), and the changes they describe were already safe.
-            await conn.execute("SET LOCAL synchronous_commit = off")
             rows = await conn.fetch(_PENDING, self._batch)
             if not rows:
                 return 0
@@ -107,9 +113,8 @@ class OutboxEventBus:
                     notices.append(_notice(row["id"], event))
                 else:
                     again.append(row["id"])
-            if notices:
-                await conn.execute(_NOTIFY, CHANNEL, notices)
-            await conn.execute(_DONE, done)
+            if done:
+                await conn.execute(_DONE, done, CHANNEL, notices)
             if again:
                 await conn.execute(_RETRY, again)
                 log.warning("outbox.delivery_deferred", events=len(again))

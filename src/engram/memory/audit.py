@@ -69,8 +69,9 @@ class AuditEntry:
         """The chain lane this entry belongs to."""
         return self.decision_id.int % LANES
 
-    def digest(self, prev_hash: bytes) -> bytes:
-        """SHA-256 over the previous hash and every field, each length-prefixed."""
+    def payload(self) -> bytes:
+        """Every field, each length-prefixed: what the row hash covers after the previous
+        row's hash."""
         fields = (
             str(self.decision_id),
             self.request_id or "",
@@ -91,12 +92,16 @@ class AuditEntry:
             repr(float(self.duration_ms)),
             str(self.lane),
         )
-        sha = hashlib.sha256(prev_hash)
+        parts = []
         for text in fields:
             data = text.encode()
-            sha.update(len(data).to_bytes(8, "big"))
-            sha.update(data)
-        return sha.digest()
+            parts += [len(data).to_bytes(8, "big"), data]
+        return b"".join(parts)
+
+    def digest(self, prev_hash: bytes) -> bytes:
+        """SHA-256 over the previous hash followed by :meth:`payload` (appending computes the
+        same in SQL, ``sha256(prev_hash || payload)``, where the lane's head is locked)."""
+        return hashlib.sha256(prev_hash + self.payload()).digest()
 
 
 def entry_from_row(row: Row) -> AuditEntry:
@@ -168,12 +173,8 @@ class AuditLog:
 
         Call it last in the transaction: the lane stays locked until commit.
         """
-        lane = entry.lane
-        prev = await conn.fetchval(SQL["lock_lane"], lane)
-        prev_hash = bytes(prev)
-        row_hash = entry.digest(prev_hash)
         seq = await conn.fetchval(
-            SQL["insert_entry"],
+            SQL["append_entry"],
             entry.decision_id,
             entry.request_id,
             entry.occurred_at,
@@ -191,9 +192,8 @@ class AuditLog:
             entry.layer2_decision,
             entry.decision_source,
             entry.duration_ms,
-            lane,
-            prev_hash,
-            row_hash,
+            entry.lane,
+            entry.payload(),
         )
         return int(seq)
 

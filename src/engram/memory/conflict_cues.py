@@ -230,6 +230,7 @@ def _declarative_verb(words: list[str]) -> int | None:
 @dataclass(frozen=True, slots=True)
 class _Statement:
     tokens: list[str]
+    vocabulary: frozenset[str]  # the distinct tokens
     subject: frozenset[str]  # empty: no subject could be told apart
     verb: int | None  # token index of the main verb; None for a phrase without one
     instruction: bool
@@ -257,7 +258,7 @@ def _statement(text: str) -> _Statement:
     tokens = [_token(w) for w in words if w not in _DROP]
     verb_token = None if verb is None else sum(1 for w in words[:verb] if w not in _DROP)
     subject = frozenset(_token(w) for w in subject_words if w not in _DROP | _NEGATION)
-    return _Statement(tokens, subject, verb_token, instruction)
+    return _Statement(tokens, frozenset(tokens), subject, verb_token, instruction)
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,12 +335,13 @@ def word_overlap(old_text: str, new_text: str) -> float:
 
     Cheap next to :func:`compare` (sets of parsed, cached tokens, no alignment).
     """
-    old, new = set(_statement(old_text).tokens), set(_statement(new_text).tokens)
+    old, new = _statement(old_text).vocabulary, _statement(new_text).vocabulary
     if not old and not new:
         return 1.0
     return 2 * len(old & new) / (len(old) + len(new))
 
 
+@functools.lru_cache(maxsize=4096)  # a write's pairs come back when its conflicts are resolved
 def compare(old_text: str, new_text: str) -> Difference:
     """Align the two statements and describe what differs between them."""
     old, new = _statement(old_text), _statement(new_text)

@@ -6,20 +6,21 @@ agent_id, caller::text AS caller, record_id, version_id, input_snapshot::text AS
 layer1_checks::text AS layer1_checks, layer2_decision::text AS layer2_decision,
 decision_source, duration_ms, lane, prev_hash, row_hash
 
--- name: lock_lane
-SELECT last_hash FROM audit_chain_heads WHERE lane = $1 FOR UPDATE
-
--- name: insert_entry
--- Append the row and move its lane's head to it, in one round trip (the lane is locked).
-WITH entry AS (
+-- name: append_entry
+-- Lock the lane's head, chain the row to it and move the head, in one round trip. The row
+-- hash is sha256(previous hash || $19), $19 being the entry's length-prefixed fields
+-- (AuditEntry.payload); verification recomputes it in Python.
+WITH head AS (
+    SELECT lane, last_hash FROM audit_chain_heads WHERE lane = $18 FOR UPDATE
+), entry AS (
     INSERT INTO librarian_audit (
         decision_id, request_id, occurred_at, action, decision, outcome, decision_type,
         reason, agent_id, caller, record_id, version_id, input_snapshot, layer1_checks,
         layer2_decision, decision_source, duration_ms, lane, prev_hash, row_hash
-    ) VALUES (
-        $1, $2, $3, $4, $5, $6, $7, $8, $9, $10::json, $11, $12, $13::json, $14::json,
-        $15::json, $16, $17, $18, $19, $20
     )
+    SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10::json, $11, $12, $13::json, $14::json,
+           $15::json, $16, $17, head.lane, head.last_hash, sha256(head.last_hash || $19::bytea)
+    FROM head
     RETURNING seq, lane, row_hash
 )
 UPDATE audit_chain_heads AS h
