@@ -100,10 +100,34 @@ def _init_worker(  # noqa: PLR0917 - the pool passes initargs positionally
     _model = _load_model(model_dir, model_name, pooling, dimension, threads, spin=spin)
 
 
+#: A batch the model runs together is padded to its longest text, and padding costs as much
+#: compute as text. Texts are grouped so that no group's longest is more than this many times
+#: its shortest (by characters): on 20-60 word texts a batch of 16 then costs about 18 instead
+#: of 23 ms of CPU per text (measured, ADR-016).
+LENGTH_SPREAD = 1.15
+
+
+def length_groups(texts: Sequence[str], spread: float = LENGTH_SPREAD) -> list[list[int]]:
+    """Indexes of ``texts`` in groups of similar length, shortest first; each group's longest
+    text is at most ``spread`` times as long as its shortest."""
+    groups: list[list[int]] = []
+    for index in sorted(range(len(texts)), key=lambda i: len(texts[i])):
+        if groups and len(texts[index]) <= spread * max(len(texts[groups[-1][0]]), 1):
+            groups[-1].append(index)
+        else:
+            groups.append([index])
+    return groups
+
+
 def _embed_in_worker(texts: list[str]) -> list[list[float]]:
     if _model is None:  # pragma: no cover - the initializer always ran
         raise RuntimeError("embedding worker has no model")
-    return [vector.tolist() for vector in _model.embed(texts, batch_size=max(len(texts), 1))]
+    vectors: list[list[float]] = [[] for _ in texts]
+    for group in length_groups(texts):
+        batch = [texts[i] for i in group]
+        for index, vector in zip(group, _model.embed(batch, batch_size=len(batch)), strict=True):
+            vectors[index] = vector.tolist()
+    return vectors
 
 
 class FastembedEmbedder:
