@@ -55,6 +55,7 @@ bench: model  ## run the benchmarks (each prints one JSON object; several minute
 	$(BIN)/python benchmarks/pii_eval.py
 	$(BIN)/python benchmarks/conflict_eval.py
 	$(BIN)/python benchmarks/gate_bench.py
+	$(BIN)/python benchmarks/write_cpu_budget.py
 	$(BIN)/python benchmarks/temporal_bench.py
 	$(BIN)/python benchmarks/search_bench.py
 	$(BIN)/python benchmarks/http_write_bench.py
