@@ -70,6 +70,7 @@ def children_cpu() -> float:
 
 
 def backend_cpu(backend: psutil.Process) -> float:
+    """CPU seconds (user + system) so far of one PostgreSQL backend."""
     times = backend.cpu_times()
     return float(times.user + times.system)
 
