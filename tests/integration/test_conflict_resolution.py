@@ -20,7 +20,7 @@ from engram import Kernel
 from engram.infra.events import Event
 from engram.infra.webhook import WebhookSink
 from engram.memory.gate_io import GateResult
-from engram.memory.types import GateDecision, MemoryRecord
+from engram.memory.types import GateDecision, MemoryRecord, utc_now
 from engram.notifications.dispatcher import Escalation
 from tests.integration.gate_helpers import STANDARD, belief, create
 
@@ -76,7 +76,10 @@ async def test_supersession_ends_the_older_fact_where_the_newer_begins(kernel: K
     in_march = await kernel.temporal.query(record_id=old.record_id, as_of_event=MARCH)
     in_may = await kernel.temporal.query(record_id=old.record_id, as_of_event=MAY)
     assert ([2], []) == ([r.version for r in in_march], in_may)
-    live = await kernel.temporal.query(limit=10)
+    # Both statements stay believed; only the newer one is true now (ADR-009, amended).
+    believed = await kernel.temporal.query(limit=10)
+    assert {old.record_id, new.record_id} == {r.record_id for r in believed}
+    live = await kernel.temporal.query(limit=10, as_of_event=utc_now())
     assert [new.record_id] == [r.record_id for r in live]
     assert (await kernel.audit.verify()).ok
 

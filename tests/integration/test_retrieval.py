@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from uuid import UUID, uuid4
 
@@ -19,14 +19,18 @@ from engram.memory.types import (
     AccessLevel,
     CallerIdentity,
     GateAction,
+    GateDecisionType,
     MemoryRecord,
+    MemoryStatus,
     MemoryType,
     TrustLevel,
+    utc_now,
 )
 from engram.retrieval.search import Retrieval
 from tests.integration.gate_helpers import (
     EXTERNAL,
     STANDARD,
+    SYSTEM,
     TRUSTED,
     WHEN,
     belief,
@@ -118,6 +122,69 @@ async def test_forgotten_records_and_other_namespaces_are_left_out(kernel: Kerne
     assert ids[FACTS[3]] not in {hit.record.record_id for hit in result.hits}
     elsewhere = await kernel.retrieval.search(READER, "Grafana", namespace="elsewhere")
     assert [] == elsewhere.hits
+
+
+async def test_searches_follow_the_read_rule_of_temporal_listings(kernel: Kernel) -> None:
+    """Searching now or as of just after the last write finds what the listing lists (ended and
+    future validity included, a consolidated record not); as of event time now, neither."""
+    jan, feb = datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 2, 1, tzinfo=UTC)
+    plain = await _write(kernel, FACTS[0])
+    ended = await kernel.gate.evaluate(
+        create(
+            belief("The change freeze held through January.", event_time=jan).model_copy(
+                update={"event_time_end": feb}
+            ),
+            WRITER,
+        )
+    )
+    future = await kernel.gate.evaluate(
+        create(
+            belief("The office moves to Lyon.", event_time=utc_now() + timedelta(days=365)),
+            WRITER,
+        )
+    )
+    notes = await kernel.gate.evaluate(create(belief("Standup notes go to the wiki."), WRITER))
+    assert notes.modified_record is not None
+    consolidated = await kernel.gate.evaluate(
+        GateRequest(
+            GateAction.UPDATE,
+            notes.modified_record.model_copy(
+                update={"id": uuid4(), "status": MemoryStatus.CONSOLIDATED}
+            ),
+            SYSTEM,
+            GateDecisionType.SELF_HEALING,
+            expected_version=1,
+            status=MemoryStatus.CONSOLIDATED,
+        )
+    )
+    assert "updated" == consolidated.outcome.value
+    after = utc_now() + timedelta(milliseconds=1)
+    now = utc_now() + timedelta(milliseconds=2)
+
+    async def found(
+        as_of_ingestion: datetime | None = None, as_of_event: datetime | None = None
+    ) -> set[UUID]:
+        result = await kernel.retrieval.search(
+            READER,
+            "office freeze notes",
+            limit=10,
+            as_of_ingestion=as_of_ingestion,
+            as_of_event=as_of_event,
+        )
+        listed = await kernel.temporal.query(
+            caller=READER,
+            as_of_ingestion=as_of_ingestion,
+            as_of_event=as_of_event,
+            count_read=False,
+        )
+        searched = {hit.record.record_id for hit in result.hits}
+        assert {record.record_id for record in listed} == searched, (as_of_ingestion, as_of_event)
+        return searched
+
+    believed = {plain, ended.record_id, future.record_id}
+    assert believed == await found()
+    assert believed == await found(as_of_ingestion=after)
+    assert {plain} == await found(as_of_event=now)
 
 
 async def test_callers_see_only_the_levels_they_may_read(kernel: Kernel) -> None:

@@ -4,15 +4,24 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import pytest
 
 from engram import Kernel
 from engram.memory.access import caller_for_tier
 from engram.memory.gate_io import GateRequest
-from engram.memory.types import AccessLevel, MemoryRecord, MemoryType, TrustLevel
-from tests.integration.gate_helpers import EXTERNAL, STANDARD, belief, create, update
+from engram.memory.types import (
+    AccessLevel,
+    GateAction,
+    GateDecisionType,
+    MemoryRecord,
+    MemoryStatus,
+    MemoryType,
+    TrustLevel,
+    utc_now,
+)
+from tests.integration.gate_helpers import EXTERNAL, STANDARD, SYSTEM, belief, create, update
 
 JAN = datetime(2026, 1, 1, tzinfo=UTC)
 FEB = datetime(2026, 2, 1, tzinfo=UTC)
@@ -235,3 +244,192 @@ async def test_decay_grows_with_reads_falls_with_time_and_is_observed(kernel: Ke
     unknown = MemoryRecord.draft(MemoryType.BELIEF, "x", source_agent="a").id
     with pytest.raises(LookupError):
         await kernel.temporal.compute_decay(unknown)
+
+
+# One rule for every read path (docs/temporal.md, "The rule"): without an event instant a read
+# answers what the kernel believes (ingestion axis only, validity not filtered); with one, what
+# was true then. Record reads, the "now" listing and the as-of listings must agree.
+
+Answer = dict[UUID, tuple[int, str]]
+
+
+async def _approved(kernel: Kernel, request: GateRequest) -> MemoryRecord:
+    result = await kernel.gate.evaluate(request)
+    assert result.approved, result.reason
+    assert result.modified_record is not None
+    return result.modified_record
+
+
+async def _restate(kernel: Kernel, head: MemoryRecord, status: MemoryStatus) -> None:
+    """A new version with the same content and ``status``, as an internal origin writes it."""
+    proposal = head.model_copy(update={"id": uuid4(), "status": status})
+    await _approved(
+        kernel,
+        GateRequest(
+            GateAction.UPDATE,
+            proposal,
+            SYSTEM,
+            GateDecisionType.SELF_HEALING,
+            expected_version=head.version,
+            status=status,
+        ),
+    )
+
+
+async def _states(kernel: Kernel) -> dict[str, UUID]:
+    """Records in every state a listing has to decide about, by name."""
+    next_year = utc_now() + timedelta(days=365)
+    ids: dict[str, UUID] = {}
+
+    async def write(name: str, record: MemoryRecord) -> MemoryRecord:
+        written = await _approved(kernel, create(record, WRITER))
+        ids[name] = written.record_id
+        return written
+
+    await write("plain", belief("The staging cluster runs in Frankfurt."))
+    updated = await write("updated", belief("Release trains leave on Thursdays.", event_time=JAN))
+    await _approved(
+        kernel, update(updated.record_id, "Release trains leave on Wednesdays.", 1, WRITER)
+    )
+    ended = belief("The change freeze held through January.", event_time=JAN)
+    await write("ended", ended.model_copy(update={"event_time_end": FEB}))
+    await write("future", belief("The office moves to the Lyon campus.", event_time=next_year))
+    gateway = await write("future_update", belief("The VPN gateway is 10.0.0.1.", event_time=JAN))
+    await _approved(
+        kernel,
+        update(gateway.record_id, "The VPN gateway is 10.0.0.2.", 1, WRITER, event_time=next_year),
+    )
+    printer = await write("forgotten", belief("The third-floor printer needs a PIN."))
+    await _approved(kernel, GateRequest.forget(printer, WRITER, EXTERNAL))
+    notes = await write("consolidated", belief("Standup notes go to the team wiki."))
+    await _restate(kernel, notes, MemoryStatus.CONSOLIDATED)
+    disputed = await write("challenged", belief("Backups are kept for ninety days."))
+    await _restate(kernel, disputed, MemoryStatus.CHALLENGED)
+    # A supersession resolution (ADR-010) ends the older record's validity in April 2025.
+    march, april = datetime(2025, 3, 1, 9, tzinfo=UTC), datetime(2025, 4, 10, 9, tzinfo=UTC)
+    await write(
+        "superseded", belief("The deploy target for the web app is v2.0.", event_time=march)
+    )
+    await write(
+        "superseding", belief("The deploy target for the web app is v2.1.", event_time=april)
+    )
+    await kernel.events.settled()
+    resolved = await kernel.temporal.current(ids["superseded"], count_read=False)
+    assert resolved is not None
+    assert (2, april) == (resolved.version, resolved.event_time_end)
+    return ids
+
+
+def _by_record(records: list[MemoryRecord]) -> Answer:
+    found = {record.record_id: (record.version, record.status.value) for record in records}
+    assert len(found) == len(records), "one version per record"
+    return found
+
+
+async def _agreed(
+    kernel: Kernel,
+    ids: dict[str, UUID],
+    as_of_event: datetime | None,
+    *,
+    include_forgotten: bool = False,
+    include_consolidated: bool = False,
+) -> dict[str, tuple[int, str]]:
+    """Asserts that record reads and listings, now and just after the last write, give the
+    same answers; returns them by state name."""
+    last_write = await kernel.db.fetchval(
+        "SELECT max(greatest(ingestion_time, ingestion_time_end)) FROM memories"
+    )
+    after = last_write + timedelta(milliseconds=1)
+    flags = {"include_forgotten": include_forgotten, "include_consolidated": include_consolidated}
+    reads_now: Answer = {}
+    reads_after: Answer = {}
+    for record_id in ids.values():
+        reads_now |= _by_record(
+            await kernel.temporal.query(
+                record_id=record_id,
+                as_of_event=as_of_event,
+                include_forgotten=include_forgotten,
+                include_consolidated=include_consolidated,
+            )
+        )
+        reads_after |= _by_record(
+            await kernel.temporal.query(
+                record_id=record_id,
+                as_of_ingestion=after,
+                as_of_event=as_of_event,
+                include_forgotten=include_forgotten,
+                include_consolidated=include_consolidated,
+            )
+        )
+    listing_now = _by_record(
+        await kernel.temporal.query(
+            limit=100,
+            as_of_event=as_of_event,
+            include_forgotten=include_forgotten,
+            include_consolidated=include_consolidated,
+        )
+    )
+    listing_after = _by_record(
+        await kernel.temporal.query(
+            limit=100,
+            as_of_ingestion=after,
+            as_of_event=as_of_event,
+            include_forgotten=include_forgotten,
+            include_consolidated=include_consolidated,
+        )
+    )
+    assert reads_now == listing_now, flags
+    assert listing_after == listing_now, flags
+    assert reads_after == reads_now, flags
+    names = {record_id: name for name, record_id in ids.items()}
+    return {names[record_id]: answer for record_id, answer in listing_now.items()}
+
+
+ACTIVE_1, ACTIVE_2 = (1, "active"), (2, "active")
+
+
+async def test_without_an_event_instant_every_read_path_answers_what_the_kernel_believes(
+    kernel: Kernel,
+) -> None:
+    """Record reads and listings (now and as of just after the last write) agree, validity
+    ended or in the future alike, forgotten and consolidated records only when asked for."""
+    ids = await _states(kernel)
+    believed = {
+        "plain": ACTIVE_1,
+        "updated": ACTIVE_2,
+        "ended": ACTIVE_1,
+        "future": ACTIVE_1,
+        "future_update": ACTIVE_2,
+        "challenged": (2, "challenged"),
+        "superseded": ACTIVE_2,
+        "superseding": ACTIVE_1,
+    }
+    assert believed == await _agreed(kernel, ids, None)
+    assert believed | {"forgotten": (1, "forgotten")} == await _agreed(
+        kernel, ids, None, include_forgotten=True
+    )
+    assert believed | {"consolidated": (2, "consolidated")} == await _agreed(
+        kernel, ids, None, include_consolidated=True
+    )
+
+
+async def test_with_as_of_event_now_every_read_path_answers_what_is_true_now(
+    kernel: Kernel,
+) -> None:
+    """With as_of_event=now record reads and listings agree: ended, future and forgotten
+    versions have no answer (even with include_forgotten), a future update yields to the
+    version before it."""
+    ids = await _states(kernel)
+    now = utc_now()
+    true_now = {
+        "plain": ACTIVE_1,
+        "updated": ACTIVE_2,
+        "future_update": (1, "superseded"),  # v1's status was changed in place by v2
+        "challenged": (2, "challenged"),
+        "superseding": ACTIVE_1,
+    }
+    assert true_now == await _agreed(kernel, ids, now)
+    assert true_now == await _agreed(kernel, ids, now, include_forgotten=True)
+    assert true_now | {"consolidated": (2, "consolidated")} == await _agreed(
+        kernel, ids, now, include_consolidated=True
+    )

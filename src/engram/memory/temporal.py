@@ -4,9 +4,13 @@ Two clocks (ADR-003): *ingestion time* T, when the kernel learned a version, and
 E, when it became true in the world. ``query(as_of_ingestion=T)`` answers what the kernel
 believed at T; ``query(as_of_event=E)`` what was true at E as currently known; both together,
 what the kernel believed at T about E. The version answering (T, E) is the newest version
-known at T whose event time is at or before E, so a correction of the past (a newer version
-with an earlier event time) wins wherever it applies. Forgotten and consolidated records are
-left out unless asked for, and callers see only records at or below their read level.
+known at T whose event time is at or before E (and whose validity had not ended by E), so a
+correction of the past (a newer version with an earlier event time) wins wherever it applies.
+Without E the event axis is not looked at: a read answers what the kernel believes, ended or
+future validity alike; ``as_of_event=now`` asks what is true now. Record reads and listings
+(now, as of T, as of E) follow this one rule: a listing is the record reads of its namespace.
+Forgotten and consolidated records are left out unless asked for, and callers see only records
+at or below their read level.
 Every read is counted for decay (off the read path, :mod:`engram.memory.reads`).
 """
 

@@ -6,9 +6,12 @@ record found by both legs outranks one found by either alone, and neither leg's 
 (cosine distance, ``ts_rank_cd``) have to be made comparable. If the query cannot be embedded
 the text leg answers alone and the result says so (``degraded``).
 
-Current heads are searched by default. With ``as_of_ingestion`` / ``as_of_event`` the legs
-search the versions known at that instant, and each record found is then resolved with the
-as-of rule of :mod:`engram.memory.temporal`, so a search at T returns what the kernel held at T.
+Current heads are searched by default: the versions a record read answers now (forgotten and,
+unless asked for, consolidated heads left out; validity not filtered, as in every read without
+an event instant, ADR-009). With ``as_of_ingestion`` / ``as_of_event`` the legs search the
+versions known at that instant, and each record found is then resolved with the as-of rule of
+:mod:`engram.memory.temporal`, so a search at T returns what the kernel held at T and one with
+``as_of_event=now`` what holds now. Forgotten records are never returned.
 ``include_superseded`` searches every version (each hit is one version).
 """
 

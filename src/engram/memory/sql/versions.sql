@@ -128,9 +128,14 @@ ORDER BY version
 -- The as-of reads. $2 is the ingestion instant T (what the kernel knew), $3 the event instant
 -- E (what was true in the world; NULL: no event filter), $4 the statuses that end a record
 -- (forgotten, consolidated) unless asked for, $5 the access levels the reader may see.
--- The version answering (T, E) is the newest version known at T whose event time is at or
--- before E, provided its validity had not ended by E. An end of validity written with the version counts from its ingestion; one
--- written by FORGET counts only from the forget (the end of its ingestion interval) on.
+-- One rule for record reads and every listing (ADR-009, amended 2026-11-25): the version
+-- answering (T, E) is the newest version known at T whose event time is at or before E,
+-- provided its validity had not ended by E. Without E nothing is filtered on the event axis
+-- (what the kernel believes, ended or future validity alike). An end of validity written with
+-- the version counts from its ingestion; one written by FORGET counts only from the forget (the
+-- end of its ingestion interval) on. Only heads carry an ending status (close_head re-marks a
+-- superseded version); it ends its record from when the head got it: the end of its ingestion
+-- interval when it was re-marked in place (FORGET), its ingestion when it was written with it.
 
 -- fragment: known_began
 v.ingestion_time <= $2 AND ($3::timestamptz IS NULL OR v.event_time <= $3)
@@ -143,7 +148,7 @@ v.ingestion_time <= $2 AND ($3::timestamptz IS NULL OR v.event_time <= $3)
 NOT EXISTS (
     SELECT 1 FROM memories e
     WHERE e.record_id = v.record_id AND e.status::text = ANY($4::text[])
-      AND e.ingestion_time_end <= $2
+      AND coalesce(e.ingestion_time_end, e.ingestion_time) <= $2
 )
 
 -- name: as_of_record
@@ -181,6 +186,8 @@ WHERE w.namespace = $1 AND w.type = $6 AND w.ingestion_time <= $2
   AND (w.ingestion_time_end IS NULL OR w.ingestion_time_end > $2
        -- an ended record (forgotten) still answers when its ending is not excluded
        OR (w.superseded_by IS NULL AND NOT (w.status::text = ANY($4::text[]))))
+  -- a head written with an excluded ending status (consolidated) ended its record when written
+  AND NOT (w.ingestion_time_end IS NULL AND w.status::text = ANY($4::text[]))
   AND {{still_valid}} AND v.access_level = ANY($5::text[])
 ORDER BY w.ingestion_time DESC
 LIMIT $7
@@ -203,12 +210,13 @@ ORDER BY v.event_time DESC
 LIMIT $7
 
 -- name: current_listing
--- The common case (now, no event instant): the heads themselves, newest change first.
+-- The common case (now, no event instant): the heads themselves, newest change first. As in
+-- as_of_record without E, validity is not filtered (an ended or future event interval is
+-- still believed); a head with an excluded ending status ended its record by now.
 SELECT {{record_columns}}
 FROM memories v
 WHERE v.namespace = $1 AND v.superseded_by IS NULL AND v.type = $4
   AND NOT (v.status::text = ANY($2::text[]))
-  AND (v.event_time_end IS NULL OR v.event_time_end > now())
   AND v.access_level = ANY($3::text[])
 ORDER BY v.ingestion_time DESC
 LIMIT $5
