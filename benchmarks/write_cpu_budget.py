@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from agent_text import texts
 from engram import open_kernel
 from engram.memory import store
+from engram.memory.access import readable_levels
 from engram.memory.checks import Layer1Input, run_layer1
 from engram.memory.fingerprint import content_hash
 from engram.memory.gate_advisor import AdvisorContext
@@ -98,6 +99,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                     namespace=request.record.namespace,
                     memory_type=MemoryType.BELIEF,
                     content_hash=content_hash(text),
+                    levels=readable_levels(CALLER),
                 )
                 started = time.process_time()
                 layer1 = run_layer1(
@@ -142,6 +144,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                     namespace="default",
                     memory_type=MemoryType.BELIEF,
                     content_hash=content_hash(text),
+                    levels=readable_levels(CALLER),
                 )
             neighbours_ms = (backend_cpu(backend) - before) * 1000 / n
 

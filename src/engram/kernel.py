@@ -38,8 +38,8 @@ from engram.memory.quarantine import QuarantineDesk
 from engram.memory.rate_limit import RateLimiter
 from engram.memory.reads import ReadRecorder
 from engram.memory.replay import AuditReplayer
+from engram.memory.resolution import CONFLICTS_FOUND
 from engram.memory.temporal import TemporalEngine
-from engram.memory.write_path import CONFLICTS_FOUND
 from engram.notifications.dispatcher import (
     ESCALATED_EVENTS,
     AdminQueue,

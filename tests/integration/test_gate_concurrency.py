@@ -13,8 +13,9 @@ import pytest
 from engram import Kernel
 from engram.infra.db import Connection
 from engram.memory.audit import LANES, AuditEntry
+from engram.memory.gate_io import GateRequest
 from engram.memory.types import GateDecision
-from tests.integration.gate_helpers import STANDARD, belief, create, update
+from tests.integration.gate_helpers import EXTERNAL, STANDARD, belief, create, update
 
 # Generous enough that the rate limiter never takes part in these races.
 UNLIMITED = replace(STANDARD, writes_per_minute=1_000_000)
@@ -143,3 +144,73 @@ async def test_appends_racing_for_one_lane_chain_in_commit_order(kernel: Kernel)
     )
     report = await kernel.audit.verify()
     assert (True, 24) == (report.ok, report.rows_checked)
+
+
+async def test_an_unchanged_update_that_waited_for_its_embedding_cannot_outlive_a_forget(
+    kernel: Kernel,
+) -> None:
+    """A restates version 1 and waits for its embedding while B forgets version 1: A answers
+    CONFLICT and reinforces nothing."""
+    text = "The staging cluster runs in the Frankfurt region."
+    created = await kernel.gate.evaluate(create(belief(text), UNLIMITED))
+    assert created.modified_record is not None
+    head = created.modified_record
+    # Keep the model busy so that A's embedding queues behind this batch; a FORGET embeds
+    # nothing, so B commits while A waits.
+    busy = " ".join(["The nightly batch reconciles invoices against the ledger."] * 6)
+    backlog = asyncio.ensure_future(kernel.embeddings.embed_batch([busy] * 48))
+    await asyncio.sleep(0.05)
+    stale = asyncio.ensure_future(kernel.gate.evaluate(update(head.record_id, text, 1, UNLIMITED)))
+    await asyncio.sleep(0)
+    forgot = await kernel.gate.evaluate(
+        GateRequest.forget(head, UNLIMITED, EXTERNAL, expected_version=1)
+    )
+    assert GateDecision.APPROVED == forgot.decision, forgot.reason
+    assert not stale.done(), "the interleaving did not happen: A finished before B"
+    answer = await stale
+    await backlog
+    assert (GateDecision.CONFLICT, 1) == (answer.decision, answer.current_version)
+    assert 1 == await kernel.db.fetchval("SELECT repetitions FROM memories WHERE id = $1", head.id)
+    assert 0 == await kernel.db.fetchval(
+        "SELECT count(*) FROM librarian_audit WHERE outcome = 'reinforced'"
+    )
+
+
+@pytest.mark.slow
+async def test_updates_unchanged_updates_and_forgets_racing_never_reinforce_a_moved_head(
+    kernel: Kernel,
+) -> None:
+    """Content updates, unchanged updates and FORGETs at one expected version race: one
+    change wins, and every reinforcement committed before it (none after)."""
+    for round_no in range(4):
+        text = f"Release train {round_no} leaves from the main branch on Thursdays."
+        created = await kernel.gate.evaluate(create(belief(text), UNLIMITED))
+        assert created.modified_record is not None
+        head = created.modified_record
+        requests = [update(head.record_id, text, 1, UNLIMITED) for _ in range(8)]
+        requests += [
+            update(head.record_id, f"{text[:-1]} and Fridays, variant {n}.", 1, UNLIMITED)
+            for n in range(8)
+        ]
+        requests += [
+            GateRequest.forget(head, UNLIMITED, EXTERNAL, expected_version=1) for _ in range(4)
+        ]
+        results = await asyncio.gather(*(kernel.gate.evaluate(r) for r in requests))
+        # A request that read the head after a FORGET won is refused as naming a forgotten
+        # record; nothing else may be refused.
+        refused = [r.reason for r in results if r.decision is GateDecision.REJECTED]
+        assert all(reason.endswith("is forgotten") for reason in refused), refused
+        changes = [r for r in results if r.outcome.value in {"updated", "forgotten"}]
+        reinforced = [r for r in results if r.outcome.value == "reinforced"]
+        assert 1 == len(changes), [r.reason for r in results]
+        rows = await kernel.db.fetch(
+            "SELECT seq, outcome FROM librarian_audit WHERE record_id = $1 ORDER BY seq",
+            head.record_id,
+        )
+        change_seq = next(r["seq"] for r in rows if r["outcome"] in {"updated", "forgotten"})
+        assert all(r["seq"] < change_seq for r in rows if r["outcome"] == "reinforced")
+        assert 1 + len(reinforced) == await kernel.db.fetchval(
+            "SELECT repetitions FROM memories WHERE id = $1", head.id
+        )
+    report = await kernel.audit.verify()
+    assert report.ok, report

@@ -104,8 +104,10 @@ async def test_temporal_reads_and_head_lookups_use_their_indexes(
 async def test_duplicate_and_neighbour_lookup_use_hash_and_hnsw(
     seeded_vectors: asyncpg.Connection,
 ) -> None:
-    """The Gate's candidates query uses the head hash index and the HNSW index."""
+    """The Gate's candidates query, filtered by the writer's readable levels, uses the head
+    hash index and the HNSW index."""
     vector = np.random.default_rng(1).normal(size=384).astype(np.float32).tolist()
-    args = (vector, "default", "belief", content_hash("x"), 8)
+    levels = ["public", "agent", "user"]
+    args = (vector, "default", "belief", content_hash("x"), 8, levels)
     used = await _plan(seeded_vectors, SQL["candidates"], *args)
     assert {"memories_head_hash_idx", "memories_embedding_hnsw_idx"} <= used, used

@@ -9,6 +9,15 @@
 
 A caller may narrow these with its own ``allowed_types`` and ``max_write_level``; it can
 never widen them beyond its tier.
+
+Reading is by level alone: a caller reads records at or below its ``max_read_level``. A record
+it may not read is, for that caller, absent everywhere, Layer 2 included (its duplicate,
+candidate and conflict searches, the head of an UPDATE or FORGET, cited evidence).
+
+A conflict resolution written on behalf of a caller changes a record only when the caller
+may change it under this matrix *and* the record's standing (the tier of the agent whose
+external write gave it its current content) is not above the caller's tier: a lower tier may
+challenge a higher tier's record and escalate the dispute, never supersede it (ADR-010).
 """
 
 from __future__ import annotations
@@ -37,6 +46,24 @@ TIER_READ_LEVEL: dict[TrustLevel, AccessLevel] = {
     TrustLevel.RESTRICTED: AccessLevel.AGENT,
     TrustLevel.READ_ONLY: AccessLevel.USER,
 }
+#: Order of the tiers, lowest first: a resolution never lets a tier retire a higher one's record.
+TIER_RANK: dict[TrustLevel, int] = {
+    TrustLevel.READ_ONLY: 0,
+    TrustLevel.RESTRICTED: 1,
+    TrustLevel.STANDARD: 2,
+    TrustLevel.TRUSTED: 3,
+}
+
+
+def readable_levels(caller: CallerIdentity | None) -> list[str]:
+    """Access levels a caller may read (all of them for internal reads without a caller)."""
+    ceiling = AccessLevel.SENSITIVE if caller is None else caller.max_read_level
+    return [level.value for level in AccessLevel if ceiling.allows(level)]
+
+
+def can_read(caller: CallerIdentity, record: MemoryRecord) -> bool:
+    """True when ``caller`` may read ``record`` (otherwise the record is absent for it)."""
+    return caller.max_read_level.allows(record.access_level)
 
 
 def caller_for_tier(agent_id: str, trust: TrustLevel, **narrowing: object) -> CallerIdentity:
@@ -76,4 +103,20 @@ def write_denial(
             )
         if caller.trust_level is TrustLevel.RESTRICTED and existing.source_agent != caller.agent_id:
             return "a restricted agent may change only records it wrote"
+    return None
+
+
+def resolution_denial(
+    writer: CallerIdentity, record: MemoryRecord, *, standing: TrustLevel
+) -> str | None:
+    """Why a conflict resolution on ``writer``'s behalf may not change ``record`` (whose
+    content a ``standing``-tier agent wrote), or None if it may."""
+    denial = write_denial(writer, record, existing=record)
+    if denial is not None:
+        return denial
+    if TIER_RANK[standing] > TIER_RANK[writer.trust_level]:
+        return (
+            f"a {writer.trust_level.value} agent may not supersede a record "
+            f"of a {standing.value} agent"
+        )
     return None

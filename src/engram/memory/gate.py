@@ -25,6 +25,7 @@ from engram.infra.db import DatabaseAdapter
 from engram.infra.embeddings import EmbeddingAdapter
 from engram.infra.events import Event, EventBus
 from engram.memory import store
+from engram.memory.access import can_read, readable_levels
 from engram.memory.audit import AuditEntry, AuditLog, canonical_json
 from engram.memory.checks import SCHEMA, CheckResult, Layer1Input, Layer1Outcome, run_layer1
 from engram.memory.conflict import ConflictResult
@@ -46,7 +47,7 @@ from engram.memory.gate_io import (
 )
 from engram.memory.gate_signals import GateSignals
 from engram.memory.rate_limit import RateLimiter
-from engram.memory.resolution import resolution_requests
+from engram.memory.resolution import Step, resolution_requests
 from engram.memory.types import (
     CallerIdentity,
     ConflictClassification,
@@ -55,13 +56,16 @@ from engram.memory.types import (
     GateDecisionType,
     MemoryRecord,
 )
-from engram.memory.write_path import Conflict, Plan, Timing, WritePath, audit_entry
+from engram.memory.write_path import Conflict, Plan, StaleTarget, Timing, WritePath, audit_entry
 from engram.observability.metrics import CONSOLIDATION_PATHS, MEMORY_TYPES, EngramMetrics
 
 log = structlog.get_logger("engram.memory.gate")
 
 _RACE_CONSTRAINTS = frozenset({"memories_record_version_key", "memories_one_head_idx"})
 NEIGHBOURS = 8
+#: Plans made for one evaluation at most: a plan is made again when the record its advice
+#: was about moved on before the write locked it; after the last, the answer is CONFLICT.
+REPLANS = 3
 
 
 class LibrarianGate:
@@ -148,10 +152,15 @@ class LibrarianGate:
         embedding: asyncio.Future[tuple[list[float] | None, float]] | None,
     ) -> GateResult:
         record = request.record
+        caller = request.caller_identity
         head = None
         if request.action is not GateAction.CREATE:
             head = await store.head(self._db, record.record_id)
-        evidence = await store.resolve_evidence(self._db, list(record.evidence_links))
+            if head is not None and not can_read(caller, head):
+                head = None  # absent for this caller: answered as for an unknown id
+        evidence = await store.resolve_evidence(
+            self._db, list(record.evidence_links), levels=readable_levels(caller)
+        )
         missing = [str(ref) for ref in record.evidence_links if ref not in evidence]
         if request.action is GateAction.FORGET:
             missing = []
@@ -181,42 +190,87 @@ class LibrarianGate:
                 request, decision_id, layer1, advice=None, conflict=conflict, timing=timing
             )
 
-        plan, timing = await self._plan(
-            request,
-            layer1=layer1,
-            head=head,
-            evidence=evidence,
-            timing=timing,
-            pending=embedding,
-        )
-        self._signals.layer2(decision_id, plan.advice)
-        evaluation_seconds = time.perf_counter() - timing.started - timing.embed_seconds
-        try:
-            result = await self._writes.commit(plan, decision_id=decision_id, timing=timing)
-        except Conflict as conflict:
-            return await self._finish_conflict(
-                request, decision_id, layer1, advice=plan.advice, conflict=conflict, timing=timing
+        for attempt in range(1, REPLANS + 1):
+            plan, timing = await self._plan(
+                request,
+                layer1=layer1,
+                head=head,
+                evidence=evidence,
+                timing=timing,
+                pending=embedding,
             )
-        except UniqueViolation as exc:
-            if exc.constraint in _RACE_CONSTRAINTS:
+            self._signals.layer2(decision_id, plan.advice)
+            evaluation_seconds = time.perf_counter() - timing.started - timing.embed_seconds
+            try:
+                result = await self._writes.commit(plan, decision_id=decision_id, timing=timing)
+            except StaleTarget as stale:
+                # The record the advice was about moved on before its lock was taken: plan
+                # again against what is there now (the embedding is kept).
+                log.info("gate.replanned", decision_id=str(decision_id), attempt=attempt)
+                if attempt < REPLANS:
+                    head = stale.current if head is not None else None
+                    continue
+                current = None if stale.current is None else stale.current.version
+                conflict = Conflict(request.expected_version, current)
                 return await self._finish_conflict(
                     request,
                     decision_id,
                     layer1,
                     advice=plan.advice,
-                    conflict=Conflict(request.expected_version, None),
+                    conflict=conflict,
                     timing=timing,
                 )
-            if exc.constraint == "librarian_audit_request_id_key" and request.request_id:
-                prior = await self._audit.by_request(request.request_id)
-                if prior is not None:
-                    return await self._replay(prior)
-            if exc.constraint == "memories_pkey":
-                layer1 = _with_schema_failure(layer1, f"record {record.id} already exists")
-                return await self._finish_rejected(request, decision_id, layer1, timing)
-            raise
-        self._events.committed()
-        return self._signals.write(request, result, plan, evaluation_seconds, timing)
+            except Conflict as conflict:
+                return await self._finish_conflict(
+                    request,
+                    decision_id,
+                    layer1,
+                    advice=plan.advice,
+                    conflict=conflict,
+                    timing=timing,
+                )
+            except UniqueViolation as exc:
+                return await self._unique_violation(
+                    request,
+                    decision_id=decision_id,
+                    layer1=layer1,
+                    plan=plan,
+                    exc=exc,
+                    timing=timing,
+                )
+            self._events.committed()
+            return self._signals.write(request, result, plan, evaluation_seconds, timing)
+        raise AssertionError("unreachable: the last attempt never raises StaleTarget")
+
+    async def _unique_violation(
+        self,
+        request: GateRequest,
+        *,
+        decision_id: UUID,
+        layer1: Layer1Outcome,
+        plan: Plan,
+        exc: UniqueViolation,
+        timing: Timing,
+    ) -> GateResult:
+        """The answer when the write's transaction hit a unique constraint."""
+        record = request.record
+        if exc.constraint in _RACE_CONSTRAINTS:
+            return await self._finish_conflict(
+                request,
+                decision_id,
+                layer1,
+                advice=plan.advice,
+                conflict=Conflict(request.expected_version, None),
+                timing=timing,
+            )
+        if exc.constraint == "librarian_audit_request_id_key" and request.request_id:
+            prior = await self._audit.by_request(request.request_id)
+            if prior is not None:
+                return await self._replay(prior)
+        if exc.constraint == "memories_pkey":
+            layer1 = _with_schema_failure(layer1, f"record {record.id} already exists")
+            return await self._finish_rejected(request, decision_id, layer1, timing)
+        raise exc
 
     async def resolve_conflicts(self, event: Event) -> tuple[GateResult, ...]:
         """Carry out the resolutions of one write's conflicts (``memory.conflicts_found``).
@@ -242,8 +296,13 @@ class LibrarianGate:
             if older is None or older.id != conflict.existing_version_id:
                 log.info("conflict.resolution_skipped", reason="record moved on")
                 continue
+            steps = item.get("steps")
             for follow_up in resolution_requests(
-                conflict, newer=newer, older=older, decision_id=UUID(payload["decision_id"])
+                conflict,
+                newer=newer,
+                older=older,
+                decision_id=UUID(payload["decision_id"]),
+                steps=None if steps is None else [Step(step) for step in steps],
             ):
                 try:
                     outcome = await self.evaluate(follow_up)
@@ -358,6 +417,7 @@ class LibrarianGate:
             namespace=record.namespace,
             memory_type=record.type,
             content_hash=fingerprint,
+            levels=readable_levels(request.caller_identity),
             limit=NEIGHBOURS,
         )
         if request.action is not GateAction.CREATE:
@@ -430,7 +490,8 @@ class LibrarianGate:
         actual = conflict.actual
         if actual is None:
             current = await store.head(self._db, request.record.record_id)
-            actual = None if current is None else current.version
+            if current is not None and can_read(request.caller_identity, current):
+                actual = current.version
         result = GateResult(
             decision=GateDecision.CONFLICT,
             decision_id=decision_id,

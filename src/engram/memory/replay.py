@@ -30,6 +30,7 @@ from engram.errors import EmbeddingError, ValidationFailed
 from engram.infra.db import DatabaseAdapter, Row
 from engram.infra.embeddings import EmbeddingAdapter
 from engram.memory import store
+from engram.memory.access import can_read, readable_levels
 from engram.memory.audit import SQL as AUDIT_SQL
 from engram.memory.audit import AuditLog
 from engram.memory.checks import DECLARATIVE_TYPES, Layer1Input, Layer1Outcome, run_layer1
@@ -545,10 +546,16 @@ class AuditReplayer:
                 None if forgot is None else UUID(forgot),
             )
             head = None if found is None else _as_of(found)
+            if head is not None and not can_read(request.caller_identity, head):
+                head = None  # absent for this caller, as the Gate treats it
         missing: list[str] = []
         if request.action is not GateAction.FORGET and record.evidence_links:
             rows = await self._db.fetch(
-                SQL["replay_evidence_as_of"], list(record.evidence_links), at, decision_id
+                SQL["replay_evidence_as_of"],
+                list(record.evidence_links),
+                at,
+                decision_id,
+                readable_levels(request.caller_identity),
             )
             known = {r["ref"] for r in rows}
             missing = [str(ref) for ref in record.evidence_links if ref not in known]
@@ -609,6 +616,7 @@ class AuditReplayer:
             NEIGHBOURS,
             at,
             decision_id,
+            readable_levels(request.caller_identity),
         )
 
         def neighbour(found: Row) -> Neighbour:

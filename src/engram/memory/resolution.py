@@ -1,11 +1,14 @@
 """Resolution of detected conflicts: recorded, never silent, always through the Gate.
 
-The new record's own transaction already linked each conflict (``supersedes``,
-``contradicts``, ``refines``; ``relates_to`` plus a ``memory.conflict_detected`` event for an
-unresolvable one) and, for the state-changing classes, put ``memory.conflicts_found`` in the
-outbox. When that is delivered (after the commit, at least once), the state changes are
-proposed to the Gate as ``self_healing`` UPDATEs by the resolver's system identity, each
-with a request id derived from the decision, so they are audited and idempotent:
+The new record's own transaction links each conflict (:func:`link_conflicts`) and decides,
+for the state-changing classes, which records the resolution will change. A resolution is
+written on behalf of the agent whose write found the conflict, so it may change a record only
+when that agent could (:func:`~engram.memory.access.resolution_denial`): the access matrix
+allows it, and the record's standing (the tier of the agent that wrote its content) is not
+above the writer's tier. The steps it may take go into ``memory.conflicts_found`` in the
+outbox; when that is delivered (after the commit, at least once) each step is proposed to the
+Gate as a ``self_healing`` UPDATE by the resolver's system identity, with a request id derived
+from the decision, so it is audited and idempotent:
 
 * supersession: the older record gets a new version whose validity ends where the newer
   statement begins (``event_time_end``); what was believed before stays answerable;
@@ -13,26 +16,192 @@ with a request id derived from the decision, so they are audited and idempotent:
 * refinement and unresolvable: nothing changes state (the link, and the escalation to a
   person, are the resolution).
 
-A resolution that finds the record moved on (another writer got there first) is skipped and
-logged; the conflict stays linked.
+A conflict whose older record the writer may not change is **escalated** instead: it is linked
+as ``contradicts`` (never ``supersedes``), only the writer's own new record is marked
+``challenged`` (when the writer may change it), and ``memory.conflict_detected`` puts the
+dispute in front of a person. A resolution that finds the record moved on (another writer got
+there first) is skipped and logged; the conflict stays linked.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
 
+from engram.infra.db import Connection
+from engram.infra.events import Event, EventBus
+from engram.memory import store
+from engram.memory.access import resolution_denial, write_denial
 from engram.memory.conflict import ConflictResult
+from engram.memory.gate_advisor import AdvisorDecision
 from engram.memory.gate_io import GateRequest
 from engram.memory.types import (
     CallerIdentity,
     ConflictClassification,
+    EdgeKind,
     GateAction,
     GateDecisionType,
     MemoryRecord,
     MemoryStatus,
+    TrustLevel,
 )
 
 RESOLVER = CallerIdentity.system("conflict-resolver")
+
+#: The event whose delivery carries out the resolutions of one write's conflicts.
+CONFLICTS_FOUND = "memory.conflicts_found"
+#: The event that puts a conflict in front of a person (notifications).
+CONFLICT_DETECTED = "memory.conflict_detected"
+#: Conflict classes whose resolution writes new versions (the others are links only).
+STATE_CHANGING = frozenset(
+    {ConflictClassification.SUPERSESSION, ConflictClassification.CONTRADICTION}
+)
+#: The edge each conflict class leaves between the new version and the existing one.
+CONFLICT_EDGES = {
+    ConflictClassification.CONTRADICTION: EdgeKind.CONTRADICTS,
+    ConflictClassification.SUPERSESSION: EdgeKind.SUPERSEDES,
+    ConflictClassification.REFINEMENT: EdgeKind.REFINES,
+    ConflictClassification.UNRESOLVABLE: EdgeKind.RELATES_TO,
+}
+
+
+class Step(StrEnum):
+    """One state change a resolution makes."""
+
+    SUPERSEDE_OLDER = "supersede_older"
+    CHALLENGE_OLDER = "challenge_older"
+    CHALLENGE_NEWER = "challenge_newer"
+
+
+#: What each state-changing class does when the writer may change both records.
+_FULL_STEPS = {
+    ConflictClassification.SUPERSESSION: (Step.SUPERSEDE_OLDER,),
+    ConflictClassification.CONTRADICTION: (Step.CHALLENGE_OLDER, Step.CHALLENGE_NEWER),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """What the resolution of one conflict will change, and why it was escalated (if so)."""
+
+    steps: tuple[Step, ...]
+    escalated: str | None = None
+
+
+def plan_resolution(
+    conflict: ConflictResult,
+    *,
+    writer: CallerIdentity,
+    decision_type: GateDecisionType,
+    older: MemoryRecord | None,
+    standing: TrustLevel,
+    newer: MemoryRecord,
+) -> Resolution:
+    """The steps a resolution on ``writer``'s behalf may take (see the module docstring)."""
+    wanted = _FULL_STEPS.get(conflict.classification, ())
+    if decision_type is not GateDecisionType.EXTERNAL or not wanted:
+        return Resolution(wanted)  # internal writers are trusted with every record
+    if older is None:
+        return Resolution((), escalated="the existing record is gone")
+    denial = resolution_denial(writer, older, standing=standing)
+    may_change_newer = write_denial(writer, newer, existing=newer) is None
+    if denial is None:
+        steps = tuple(s for s in wanted if s is not Step.CHALLENGE_NEWER or may_change_newer)
+        return Resolution(steps)
+    return Resolution((Step.CHALLENGE_NEWER,) if may_change_newer else (), escalated=denial)
+
+
+async def link_conflicts(
+    conn: Connection,
+    events: EventBus,
+    *,
+    request: GateRequest,
+    advice: AdvisorDecision | None,
+    new: MemoryRecord,
+    decision_id: uuid.UUID,
+) -> None:
+    """Record each conflict Layer 2 found as an edge from the new version, inside the write's
+    transaction; put the state changes the writer may make in ``memory.conflicts_found`` and
+    an unresolvable or escalated conflict in ``memory.conflict_detected`` (ADR-010).
+
+    Self-healing writes (among them the resolutions themselves) record none: they restate
+    records whose conflicts were already recorded.
+    """
+    if advice is None or request.decision_type is GateDecisionType.SELF_HEALING:
+        return
+    found: list[dict[str, Any]] = []
+    for conflict in advice.conflicts:
+        resolution = Resolution(())
+        if conflict.classification in STATE_CHANGING:
+            older = await store.version_by_id(conn, conflict.existing_version_id)
+            standing = await store.standing(conn, conflict.existing_record_id)
+            resolution = plan_resolution(
+                conflict,
+                writer=request.caller_identity,
+                decision_type=request.decision_type,
+                older=older,
+                standing=standing,
+                newer=new,
+            )
+            if resolution.steps:
+                found.append(
+                    {**_identifiers(conflict), "steps": [s.value for s in resolution.steps]}
+                )
+        provenance = {
+            "classification": conflict.classification.value,
+            "reason": conflict.reason,
+            "rule": advice.source,
+        }
+        kind = CONFLICT_EDGES[conflict.classification]
+        if resolution.escalated is not None:
+            kind = EdgeKind.CONTRADICTS
+            provenance |= {"resolution": "escalated", "escalated": resolution.escalated}
+        await store.add_edge(
+            conn,
+            source=new.id,
+            target=conflict.existing_version_id,
+            kind=kind,
+            decision_id=decision_id,
+            weight=min(1.0, max(0.0, conflict.similarity)),
+            provenance=provenance,
+        )
+        if (
+            conflict.classification is ConflictClassification.UNRESOLVABLE
+            or resolution.escalated is not None
+        ):
+            payload: dict[str, Any] = {
+                **_identifiers(conflict),
+                "record_id": str(new.record_id),
+                "version_id": str(new.id),
+                "decision_id": str(decision_id),
+                "type": new.type.value,
+                "namespace": new.namespace,
+            }
+            if resolution.escalated is not None:
+                payload["escalated"] = resolution.escalated
+            await events.publish(conn, Event(CONFLICT_DETECTED, new.record_id, payload))
+    if found:
+        body = {
+            "record_id": str(new.record_id),
+            "version_id": str(new.id),
+            "decision_id": str(decision_id),
+            "conflicts": found,
+        }
+        await events.publish(conn, Event(CONFLICTS_FOUND, new.record_id, body))
+
+
+def _identifiers(conflict: ConflictResult) -> dict[str, Any]:
+    """A conflict as the outbox carries it: identifiers and class, never content."""
+    return {
+        "classification": conflict.classification.value,
+        "existing_record_id": str(conflict.existing_record_id),
+        "existing_version_id": str(conflict.existing_version_id),
+        "similarity": conflict.similarity,
+        "reason": conflict.reason,
+    }
 
 
 def _restate(
@@ -58,24 +227,34 @@ def resolution_requests(
     newer: MemoryRecord,
     older: MemoryRecord,
     decision_id: uuid.UUID,
+    steps: Sequence[Step] | None = None,
 ) -> list[GateRequest]:
-    """The Gate requests that carry out one conflict's resolution (possibly none)."""
+    """The Gate requests that carry out one conflict's resolution (possibly none).
+
+    ``steps`` are those :func:`plan_resolution` allowed; events queued before steps were
+    recorded carry none and get every step of their class.
+    """
     key = f"resolve:{decision_id}:{conflict.existing_version_id}"
+    allowed = set(_FULL_STEPS.get(conflict.classification, ()) if steps is None else steps)
     keep = older.status if older.status is MemoryStatus.CHALLENGED else None
-    if conflict.classification is ConflictClassification.SUPERSESSION:
+    requests = []
+    if Step.SUPERSEDE_OLDER in allowed:
         older_start = older.event_time or older.ingestion_time
         newer_start = newer.event_time or newer.ingestion_time
-        return [
+        requests.append(
             _restate(
                 older,
                 status=keep,
                 key=f"{key}:supersede",
                 event_time_end=max(older_start, newer_start),
             )
-        ]
-    if conflict.classification is ConflictClassification.CONTRADICTION:
-        return [
-            _restate(older, status=MemoryStatus.CHALLENGED, key=f"{key}:challenge-older"),
-            _restate(newer, status=MemoryStatus.CHALLENGED, key=f"{key}:challenge-newer"),
-        ]
-    return []
+        )
+    if Step.CHALLENGE_OLDER in allowed:
+        requests.append(
+            _restate(older, status=MemoryStatus.CHALLENGED, key=f"{key}:challenge-older")
+        )
+    if Step.CHALLENGE_NEWER in allowed:
+        requests.append(
+            _restate(newer, status=MemoryStatus.CHALLENGED, key=f"{key}:challenge-newer")
+        )
+    return requests

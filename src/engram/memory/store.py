@@ -23,6 +23,7 @@ from engram.memory.types import (
     MemoryRecord,
     MemoryStatus,
     MemoryType,
+    TrustLevel,
 )
 
 SQL = load_queries("engram.memory.sql", "versions.sql")
@@ -95,10 +96,18 @@ async def head(conn: Connection, record_id: UUID, *, lock: bool = False) -> Memo
 
 
 async def exact_duplicate(
-    conn: Connection, *, namespace: str, memory_type: MemoryType, content_hash: bytes
+    conn: Connection,
+    *,
+    namespace: str,
+    memory_type: MemoryType,
+    content_hash: bytes,
+    levels: Sequence[str],
 ) -> Neighbour | None:
-    """An active head of the same type and namespace with the same normalised content."""
-    row = await conn.fetchrow(SQL["exact_duplicate"], namespace, memory_type.value, content_hash)
+    """An active head of the same type and namespace with the same normalised content, at
+    one of the access ``levels`` (those the writer may read)."""
+    row = await conn.fetchrow(
+        SQL["exact_duplicate"], namespace, memory_type.value, content_hash, list(levels)
+    )
     return None if row is None else _neighbour(row)
 
 
@@ -109,19 +118,31 @@ async def candidates(
     namespace: str,
     memory_type: MemoryType,
     content_hash: bytes,
+    levels: Sequence[str],
     limit: int = 8,
 ) -> tuple[Neighbour | None, list[Neighbour]]:
-    """The exact duplicate (if any) and the nearest active heads of one type and namespace.
+    """The exact duplicate (if any) and the nearest active heads of one type and namespace,
+    among those at the access ``levels`` the writer may read (the others are absent for it).
 
     Without an embedding (degraded mode) only the exact duplicate can be found.
     """
     if embedding is None:
         exact = await exact_duplicate(
-            conn, namespace=namespace, memory_type=memory_type, content_hash=content_hash
+            conn,
+            namespace=namespace,
+            memory_type=memory_type,
+            content_hash=content_hash,
+            levels=levels,
         )
         return exact, []
     rows = await conn.fetch(
-        SQL["candidates"], list(embedding), namespace, memory_type.value, content_hash, limit
+        SQL["candidates"],
+        list(embedding),
+        namespace,
+        memory_type.value,
+        content_hash,
+        limit,
+        list(levels),
     )
     exact = next((_neighbour(row) for row in rows if row["exact"]), None)
     return exact, [_neighbour(row) for row in rows if not row["exact"]]
@@ -137,11 +158,14 @@ async def stored_embedding(conn: Connection, version_id: UUID, *, model: str) ->
     return [float(x) for x in values]
 
 
-async def resolve_evidence(conn: Connection, refs: Sequence[UUID]) -> Mapping[UUID, UUID]:
-    """Map each cited id (a version id or a record id) to the version it names."""
+async def resolve_evidence(
+    conn: Connection, refs: Sequence[UUID], *, levels: Sequence[str]
+) -> Mapping[UUID, UUID]:
+    """Map each cited id (a version id or a record id) to the version it names, among the
+    versions at the access ``levels`` the writer may read."""
     if not refs:
         return {}
-    rows = await conn.fetch(SQL["resolve_evidence"], list(refs))
+    rows = await conn.fetch(SQL["resolve_evidence"], list(refs), list(levels))
     return {row["ref"]: row["version_id"] for row in rows}
 
 
@@ -245,6 +269,13 @@ async def add_edge(
     await conn.execute(
         SQL["insert_edge"], source, target, kind.value, weight, dict(provenance or {}), decision_id
     )
+
+
+async def standing(conn: Connection, record_id: UUID) -> TrustLevel:
+    """The tier of the agent whose external write gave the record its current content
+    (trusted when only internal origins, such as consolidation, wrote it)."""
+    value = await conn.fetchval(SQL["record_standing"], record_id)
+    return TrustLevel.TRUSTED if value is None else TrustLevel(value)
 
 
 async def count_heads(conn: Connection) -> list[tuple[str, str, int]]:

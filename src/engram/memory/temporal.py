@@ -22,10 +22,10 @@ from uuid import UUID
 
 from engram.infra.db import DatabaseAdapter
 from engram.memory import store
+from engram.memory.access import readable_levels
 from engram.memory.decay import relevance
 from engram.memory.reads import ReadRecorder
 from engram.memory.types import (
-    AccessLevel,
     CallerIdentity,
     MemoryRecord,
     MemoryStatus,
@@ -36,12 +36,6 @@ from engram.observability.metrics import EngramMetrics
 
 SQL = store.SQL
 DEFAULT_LIMIT = 50
-
-
-def readable_levels(caller: CallerIdentity | None) -> list[str]:
-    """Access levels a caller may read (all of them for internal reads without a caller)."""
-    ceiling = AccessLevel.SENSITIVE if caller is None else caller.max_read_level
-    return [level.value for level in AccessLevel if ceiling.allows(level)]
 
 
 def _ending_statuses(*, include_forgotten: bool, include_consolidated: bool) -> list[str]:
@@ -187,3 +181,6 @@ class TemporalEngine:
     def _note(self, records: Sequence[MemoryRecord]) -> None:
         if self._reads is not None and records:
             self._reads.note(record.record_id for record in records)
+
+
+__all__ = ["DEFAULT_LIMIT", "TemporalEngine", "readable_levels"]

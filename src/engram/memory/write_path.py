@@ -20,12 +20,13 @@ from uuid import UUID
 from engram.infra.db import Connection, DatabaseAdapter
 from engram.infra.events import Event, EventBus
 from engram.memory import store
+from engram.memory.access import can_read
 from engram.memory.audit import AuditEntry, AuditLog, canonical_json
 from engram.memory.checks import CheckResult, Layer1Outcome
 from engram.memory.gate_advisor import AdvisorAction, AdvisorDecision
 from engram.memory.gate_io import GateRequest, GateResult, WriteOutcome, caller_json
+from engram.memory.resolution import link_conflicts
 from engram.memory.types import (
-    ConflictClassification,
     ConsolidationPath,
     EdgeKind,
     GateAction,
@@ -48,20 +49,6 @@ class Timing:
 
 _ALREADY_AUDITED = "SELECT 1 FROM librarian_audit WHERE decision_id = $1"
 
-#: The edge each conflict class leaves between the new version and the existing one.
-#: The event whose delivery carries out the resolutions of one write's conflicts.
-CONFLICTS_FOUND = "memory.conflicts_found"
-#: Conflict classes whose resolution writes new versions (the others are links only).
-STATE_CHANGING = frozenset(
-    {ConflictClassification.SUPERSESSION, ConflictClassification.CONTRADICTION}
-)
-CONFLICT_EDGES = {
-    ConflictClassification.CONTRADICTION: EdgeKind.CONTRADICTS,
-    ConflictClassification.SUPERSESSION: EdgeKind.SUPERSEDES,
-    ConflictClassification.REFINEMENT: EdgeKind.REFINES,
-    ConflictClassification.UNRESOLVABLE: EdgeKind.RELATES_TO,
-}
-
 
 class Conflict(Exception):
     """The record moved on since the caller read it (or another writer won the race)."""
@@ -70,6 +57,15 @@ class Conflict(Exception):
         self.expected = expected
         self.actual = actual
         super().__init__(f"expected version {expected}, current version is {actual}")
+
+
+class StaleTarget(Exception):
+    """The record a NOOP advice was about moved on before the write locked it; ``current``
+    is its head now (None when it has none). The Gate plans again."""
+
+    def __init__(self, current: MemoryRecord | None) -> None:
+        self.current = current
+        super().__init__("the advised record moved on")
 
 
 class _AlreadyCommitted(Exception):
@@ -188,7 +184,14 @@ class WritePath:
         new = new.model_copy(update={"id": plan.record.id})
         ingested = await self._insert(conn, plan, new, decision_id)
         await self._evidence_edges(conn, plan, new.id, decision_id)
-        await self._conflict_links(conn, plan, ingested, decision_id)
+        await link_conflicts(
+            conn,
+            self._events,
+            request=plan.request,
+            advice=plan.advice,
+            new=ingested,
+            decision_id=decision_id,
+        )
         await self._publish(conn, "memory.created", new, decision_id, plan)
         return await self._approve(
             conn,
@@ -204,6 +207,8 @@ class WritePath:
         (against ``expected_version``, when given) is a :class:`Conflict`."""
         expected = plan.request.expected_version
         locked = await store.head(conn, plan.record.record_id, lock=True)
+        if locked is not None and not can_read(plan.request.caller_identity, locked):
+            raise Conflict(expected, None)  # now beyond the caller's reach: no version named
         if locked is None or locked.status is MemoryStatus.FORGOTTEN:
             raise Conflict(expected, None if locked is None else locked.version)
         if expected is not None and locked.version != expected:
@@ -230,7 +235,14 @@ class WritePath:
             provenance={"reason": "update", "agent": plan.request.caller_identity.agent_id},
         )
         await self._evidence_edges(conn, plan, new.id, decision_id)
-        await self._conflict_links(conn, plan, ingested, decision_id)
+        await link_conflicts(
+            conn,
+            self._events,
+            request=plan.request,
+            advice=plan.advice,
+            new=ingested,
+            decision_id=decision_id,
+        )
         await self._publish(conn, "memory.updated", new, decision_id, plan)
         return await self._approve(
             conn,
@@ -265,6 +277,16 @@ class WritePath:
         target = plan.target
         if target is None:  # the advisor named a record the Gate did not offer it
             raise RuntimeError("NOOP advice without a known target")
+        # The advice is only as good as the version it saw: lock that record's head and make
+        # sure it is still the same, live version (and, for UPDATE, the expected one).
+        if plan.request.action is GateAction.CREATE:
+            locked = await store.head(conn, target.record_id, lock=True)
+            if locked is None or locked.status is not MemoryStatus.ACTIVE:
+                raise StaleTarget(locked)
+        else:
+            locked = await self._lock_head(conn, plan)
+        if locked.id != target.id:
+            raise StaleTarget(locked)
         if plan.request.decision_type is GateDecisionType.SELF_HEALING:
             # A repair, not a repetition: fill what a degraded write left out, count nothing.
             if plan.vector is not None and plan.embedding_model is not None:
@@ -338,71 +360,6 @@ class WritePath:
                 decision_id=decision_id,
                 provenance={"reason": "evidence_links"},
             )
-
-    async def _conflict_links(
-        self, conn: Connection, plan: Plan, new: MemoryRecord, decision_id: UUID
-    ) -> None:
-        """Record each conflict Layer 2 found as an edge from the new version; an unresolvable
-        one also goes out as ``memory.conflict_detected`` (to a person, via notifications),
-        and those that change state (supersession, contradiction) as one
-        ``memory.conflicts_found``, which the Gate resolves after the commit (ADR-010).
-
-        Self-healing writes (among them the resolutions themselves) record none: they restate
-        records whose conflicts were already recorded.
-        """
-        if plan.advice is None or plan.request.decision_type is GateDecisionType.SELF_HEALING:
-            return
-        actionable = [
-            conflict
-            for conflict in plan.advice.conflicts
-            if conflict.classification in STATE_CHANGING
-        ]
-        if actionable:
-            found: dict[str, Any] = {
-                "record_id": str(new.record_id),
-                "version_id": str(new.id),
-                "decision_id": str(decision_id),
-                "conflicts": [
-                    {
-                        "classification": c.classification.value,
-                        "existing_record_id": str(c.existing_record_id),
-                        "existing_version_id": str(c.existing_version_id),
-                        "similarity": c.similarity,
-                        "reason": c.reason,
-                    }
-                    for c in actionable
-                ],
-            }
-            await self._events.publish(conn, Event(CONFLICTS_FOUND, new.record_id, found))
-        for conflict in plan.advice.conflicts:
-            await store.add_edge(
-                conn,
-                source=new.id,
-                target=conflict.existing_version_id,
-                kind=CONFLICT_EDGES[conflict.classification],
-                decision_id=decision_id,
-                weight=min(1.0, max(0.0, conflict.similarity)),
-                provenance={
-                    "classification": conflict.classification.value,
-                    "reason": conflict.reason,
-                    "rule": plan.advice.source,
-                },
-            )
-            if conflict.classification is ConflictClassification.UNRESOLVABLE:
-                payload: dict[str, Any] = {
-                    "record_id": str(new.record_id),
-                    "version_id": str(new.id),
-                    "existing_record_id": str(conflict.existing_record_id),
-                    "existing_version_id": str(conflict.existing_version_id),
-                    "classification": conflict.classification.value,
-                    "reason": conflict.reason,
-                    "decision_id": str(decision_id),
-                    "type": new.type.value,
-                    "namespace": new.namespace,
-                }
-                await self._events.publish(
-                    conn, Event("memory.conflict_detected", new.record_id, payload)
-                )
 
     async def _publish(
         self, conn: Connection, name: str, record: MemoryRecord, decision_id: UUID, plan: Plan

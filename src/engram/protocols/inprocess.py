@@ -225,8 +225,10 @@ class AgentSession:
         expected_version: int | None = None,
         request_id: str | None = None,
     ) -> GateResult:
-        """FORGET a record."""
-        head = await self._kernel.temporal.current(record_id)
+        """FORGET a record; one the caller may not read is answered as an unknown one."""
+        head = await self._kernel.temporal.current(
+            record_id, caller=self._caller, count_read=False
+        )
         if head is None:
             return await self._kernel.gate.reject_input(
                 action=GateAction.FORGET,

@@ -19,34 +19,38 @@ WHERE record_id = $1 AND superseded_by IS NULL
 FOR UPDATE
 
 -- name: exact_duplicate
+-- $4 the access levels the writer may read: what it may not read is absent for it.
 SELECT {{record_columns}}, 1.0::float8 AS similarity
 FROM memories
 WHERE namespace = $1 AND type = $2 AND content_hash = $3
-  AND superseded_by IS NULL AND status = 'active'
+  AND superseded_by IS NULL AND status = 'active' AND access_level = ANY($4::text[])
 ORDER BY ingestion_time
 LIMIT 1
 
 -- name: candidates
--- The exact duplicate (same normalised content) and the nearest active heads, in one trip.
+-- The exact duplicate (same normalised content) and the nearest active heads, in one trip,
+-- among the records the writer may read ($6, its access levels).
 (SELECT {{record_columns}}, true AS exact,
         coalesce((1 - (embedding <=> $1))::float8, 1.0) AS similarity
  FROM memories
  WHERE namespace = $2 AND type = $3 AND content_hash = $4
-   AND superseded_by IS NULL AND status = 'active'
+   AND superseded_by IS NULL AND status = 'active' AND access_level = ANY($6::text[])
  ORDER BY ingestion_time
  LIMIT 1)
 UNION ALL
 (SELECT {{record_columns}}, false AS exact, (1 - (embedding <=> $1))::float8 AS similarity
  FROM memories
  WHERE namespace = $2 AND type = $3 AND superseded_by IS NULL AND status = 'active'
-   AND embedding IS NOT NULL
+   AND embedding IS NOT NULL AND access_level = ANY($6::text[])
  ORDER BY embedding <=> $1
  LIMIT $5)
 
 -- name: resolve_evidence
+-- $2 the access levels the writer may read: a record it may not read cannot be cited.
 SELECT DISTINCT ON (ref) ref, m.id AS version_id
 FROM unnest($1::uuid[]) AS ref
 JOIN memories m ON m.id = ref OR (m.record_id = ref AND m.superseded_by IS NULL)
+WHERE m.access_level = ANY($2::text[])
 ORDER BY ref, (m.id = ref) DESC
 
 -- name: insert_version
@@ -107,6 +111,16 @@ LIMIT $1
 INSERT INTO memory_edges (source_id, target_id, kind, weight, provenance, decision_id)
 VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (source_id, target_id, kind) DO NOTHING
+
+-- name: record_standing
+-- The tier of the agent whose external write gave record $1 its current content (the newest
+-- version an external decision wrote); no row when only internal origins wrote it.
+SELECT a.caller->>'trust_level' AS trust_level
+FROM memories v
+JOIN librarian_audit a ON a.decision_id = v.gate_decision_id
+WHERE v.record_id = $1 AND v.gate_decision_type = 'external'
+ORDER BY v.version DESC
+LIMIT 1
 
 -- name: count_heads
 SELECT type, consolidation_path, count(*)::bigint AS n
@@ -281,11 +295,19 @@ LIMIT 1
 
 -- name: replay_candidates_as_of
 -- What `candidates` returned just before instant $6: $1 embedding (NULL: use the exact row only),
--- $2 namespace, $3 type, $4 content hash, $5 limit, $7 the decision. A version counts when it
--- was known and not yet ended at $6 and its status then was active; its repetitions then are
--- today's minus the reinforcements recorded since.
+-- $2 namespace, $3 type, $4 content hash, $5 limit, $7 the decision, $8 the access levels the
+-- writer could read. A version counts when it was known and not yet ended at $6, its status
+-- then was active and its access level then was one of $8; its repetitions then are today's
+-- minus the reinforcements recorded since.
 WITH known AS (
     SELECT {{record_columns}}, embedding, content_hash,
+           coalesce(
+               (SELECT r.input_snapshot->>'previous_level' FROM librarian_audit r
+                WHERE r.record_id = v.record_id AND r.version_id = v.id AND r.action = 'RELEASE'
+                  AND r.occurred_at >= $6
+                ORDER BY r.seq
+                LIMIT 1),
+               access_level) AS access_level_at,
            CASE
                WHEN status::text IN ('superseded', 'forgotten') THEN coalesce(
                    (SELECT a.input_snapshot->>'status' FROM librarian_audit a
@@ -305,22 +327,31 @@ WITH known AS (
 )
 (SELECT k.*, true AS exact, coalesce((1 - (k.embedding <=> $1))::float8, 1.0) AS similarity
  FROM known k
- WHERE k.content_hash = $4 AND k.status_at = 'active'
+ WHERE k.content_hash = $4 AND k.status_at = 'active' AND k.access_level_at = ANY($8::text[])
  ORDER BY k.ingestion_time
  LIMIT 1)
 UNION ALL
 (SELECT k.*, false AS exact, (1 - (k.embedding <=> $1))::float8 AS similarity
  FROM known k
  WHERE k.status_at = 'active' AND k.embedding IS NOT NULL
+   AND k.access_level_at = ANY($8::text[])
  ORDER BY k.embedding <=> $1
  LIMIT $5)
 
 -- name: replay_evidence_as_of
--- The cited ids ($1) that named a version or a record known before instant $2 (not $3's own).
+-- The cited ids ($1) that named a version or a record known before instant $2 (not $3's own)
+-- at one of the access levels $4 the writer could read (the level then, releases undone).
 SELECT DISTINCT ref
 FROM unnest($1::uuid[]) AS ref
 JOIN memories m ON (m.id = ref OR m.record_id = ref)
 WHERE m.ingestion_time < $2 AND m.gate_decision_id <> $3
+  AND coalesce(
+          (SELECT r.input_snapshot->>'previous_level' FROM librarian_audit r
+           WHERE r.record_id = m.record_id AND r.version_id = m.id AND r.action = 'RELEASE'
+             AND r.occurred_at >= $2
+           ORDER BY r.seq
+           LIMIT 1),
+          m.access_level) = ANY($4::text[])
 
 -- name: namespaces_as_of
 SELECT DISTINCT namespace FROM memories WHERE ingestion_time <= $1 ORDER BY namespace
