@@ -112,10 +112,10 @@ async def seed(
             duration_ms=0.0,
         )
         lane = entry.lane
-        row_hash = entry.digest(heads[lane])
+        row_hash = entry.digest(heads[lane], seq=index + 1)  # the log starts empty
         audit_rows.append(
-            (decision_id, entry.request_id, now, "CREATE", "approved", "created", "external",
-             entry.reason, "bench-seed", entry.caller, record_id, record_id,
+            (index + 1, decision_id, entry.request_id, now, "CREATE", "approved", "created",
+             "external", entry.reason, "bench-seed", entry.caller, record_id, record_id,
              entry.input_snapshot, "[]", "seed", 0.0, lane, heads[lane], row_hash)
         )  # fmt: skip
         heads[lane] = row_hash
@@ -133,6 +133,7 @@ async def seed(
             "librarian_audit",
             schema_name="engram",
             columns=[
+                "seq",
                 "decision_id",
                 "request_id",
                 "occurred_at",
@@ -179,6 +180,10 @@ async def seed(
                 "embedding_model",
             ],
             records=memory_rows,
+        )
+        # COPY wrote seq itself (the hash covers it): move the identity past the rows.
+        await conn.execute(
+            "SELECT setval('engram.librarian_audit_seq_seq', $1)", max(len(audit_rows), 1)
         )
         for lane, tip in heads.items():
             await conn.execute(

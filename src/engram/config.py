@@ -73,6 +73,18 @@ class EngramSettings(BaseSettings):
         default=None, description="Where escalations are POSTed as JSON (unset: no webhook)."
     )
 
+    # --- audit ---
+    audit_checkpoint_every: int = Field(
+        default=1000,
+        ge=0,
+        description="Seal an audit checkpoint every this many appends (0: never).",
+    )
+    audit_checkpoint_seconds: float = Field(
+        default=300.0,
+        ge=0,
+        description="Seal one, too, when this long has passed since the last (0: never).",
+    )
+
     # --- resilience ---
     breaker_fail_max: int = Field(default=5, ge=1)
     breaker_reset_seconds: float = Field(default=30.0, gt=0)

@@ -228,7 +228,12 @@ def _assemble(
     stack.push_async_callback(batched.close)
     events = OutboxEventBus(db)
     stack.push_async_callback(events.close)
-    audit = AuditLog(db)
+    audit = AuditLog(
+        db,
+        checkpoint_every=settings.audit_checkpoint_every,
+        checkpoint_seconds=settings.audit_checkpoint_seconds,
+    )
+    stack.push_async_callback(audit.drain)  # before the pool closes: a seal may be running
     conflicts = SubjectConflictDetector()
     reads = ReadRecorder(db)
     stack.push_async_callback(reads.close)

@@ -125,7 +125,8 @@ async def test_agents_are_added_listed_rotated_and_revoked(tmp_path: Path, model
 async def test_memories_audit_and_quarantine_commands(
     tmp_path: Path, model_dir: Path, embedder: FastembedEmbedder
 ) -> None:
-    """Reads as of an instant, verify, export with lane heads, replay, state, release."""
+    """Reads as of an instant, verify (with an anchor), export with a checkpoint and lane heads,
+    checkpoint, replay, state, release."""
     data_dir = tmp_path / "data"
     made = await _history(data_dir, embedder)
 
@@ -156,6 +157,7 @@ async def test_memories_audit_and_quarantine_commands(
     *rows, heads = exported
     assert 6 == len(rows) == heads["rows"]
     assert 16 == len(heads["lane_heads"])
+    assert (1, 6) == (heads["checkpoint"]["id"], heads["checkpoint"]["through_seq"])
     assert [r["seq"] for r in rows] == sorted(r["seq"] for r in rows)
     window = _lines(
         await asyncio.to_thread(cli, "audit", "export", "--until", made["between"], "--no-heads")
@@ -165,6 +167,19 @@ async def test_memories_audit_and_quarantine_commands(
     to_file = await asyncio.to_thread(cli, "audit", "export", "--output", str(out))
     assert (0, "") == (to_file.returncode, to_file.stdout)
     assert 7 == len(out.read_text().splitlines())
+    anchored = _json(
+        await asyncio.to_thread(cli, "audit", "verify", "--anchor", str(out), "--json")
+    )
+    assert (True, 1, 1, 6) == (
+        anchored["ok"],
+        anchored["anchors_checked"],
+        anchored["checkpoints_checked"],
+        anchored["sealed_through_seq"],
+    )
+    not_an_anchor = tmp_path / "notes.txt"
+    not_an_anchor.write_text("hello\n")
+    refused_anchor = await asyncio.to_thread(cli, "audit", "verify", "--anchor", str(not_an_anchor))
+    assert 2 == refused_anchor.returncode
 
     listed = _lines(await asyncio.to_thread(cli, "quarantine", "list", "--json"))
     assert [made["held"]] == [r["record_id"] for r in listed]
@@ -184,6 +199,8 @@ async def test_memories_audit_and_quarantine_commands(
         )
     )
     assert "agent" == released["record"]["access_level"]
+    sealed = _json(await asyncio.to_thread(cli, "audit", "checkpoint", "--json"))["checkpoint"]
+    assert (2, 7, 1) == (sealed["id"], sealed["through_seq"], sealed["rows_sealed"])
     again = await asyncio.to_thread(cli, "quarantine", "release", made["held"], "--reason", "x")
     assert 4 == again.returncode
     assert [] == _lines(await asyncio.to_thread(cli, "quarantine", "list", "--json"))

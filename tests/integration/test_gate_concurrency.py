@@ -7,6 +7,7 @@ import itertools
 import uuid
 from dataclasses import replace
 from datetime import UTC, datetime
+from functools import partial
 
 import pytest
 
@@ -15,6 +16,7 @@ from engram.infra.db import Connection
 from engram.memory.audit import LANES, AuditEntry
 from engram.memory.gate_io import GateRequest
 from engram.memory.types import GateDecision
+from tests.integration.audit_helpers import entry as direct_entry
 from tests.integration.gate_helpers import EXTERNAL, STANDARD, belief, create, update
 
 # Generous enough that the rate limiter never takes part in these races.
@@ -144,6 +146,39 @@ async def test_appends_racing_for_one_lane_chain_in_commit_order(kernel: Kernel)
     )
     report = await kernel.audit.verify()
     assert (True, 24) == (report.ok, report.rows_checked)
+
+
+async def test_seals_racing_appends_never_seal_past_a_row_still_to_commit(kernel: Kernel) -> None:
+    """8 writers append 160 rows over every lane, each holding its lane a moment before it
+    commits, while seals run back to back: every checkpoint is exact (no row below one
+    commits after it) and the log verifies against all of them."""
+    writing = True
+
+    async def append_late(conn: Connection, entry: AuditEntry) -> int:
+        seq = await kernel.audit.append(conn, entry)
+        await asyncio.sleep(0.002)  # commit late: a sealer must wait for this row
+        return seq
+
+    async def writer(w: int) -> None:
+        for n in range(20):
+            entry = direct_entry(n, lane=(3 * w + n) % LANES)
+            await kernel.db.run_in_transaction(partial(append_late, entry=entry))
+
+    async def sealer() -> int:
+        sealed = 0
+        while writing:
+            sealed += await kernel.audit.seal() is not None
+            await asyncio.sleep(0)
+        return sealed
+
+    seals = asyncio.ensure_future(sealer())
+    await asyncio.gather(*(writer(w) for w in range(8)))
+    writing = False
+    assert await seals > 3
+    await kernel.audit.seal()
+    report = await kernel.audit.verify()
+    assert (True, 160, 160) == (report.ok, report.rows_checked, report.sealed_through_seq)
+    assert report.checkpoints_checked > 3
 
 
 async def test_an_unchanged_update_that_waited_for_its_embedding_cannot_outlive_a_forget(

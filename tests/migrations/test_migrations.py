@@ -7,8 +7,10 @@ import json
 import os
 from pathlib import Path
 
+import asyncpg
 import pytest
 
+from engram.errors import MigrationError
 from engram.infra import migrate
 from tests.conftest import ScratchDatabase
 from tests.migrations.catalog import read_catalog
@@ -50,7 +52,7 @@ def _dump(catalog: dict[str, list[list[object]]]) -> str:
     return "{\n" + ",\n".join(sections) + "\n}\n"
 
 
-@pytest.mark.parametrize("stop_at", ["0001", "0002", "0003", "0004", "0005"])
+@pytest.mark.parametrize("stop_at", ["0001", "0002", "0003", "0004", "0005", "0006", "0007"])
 async def test_each_revision_downgrades_cleanly(
     empty_database: ScratchDatabase, stop_at: str
 ) -> None:
@@ -60,6 +62,29 @@ async def test_each_revision_downgrades_cleanly(
     await asyncio.to_thread(migrate.downgrade, url, stop_at)
     assert stop_at == await asyncio.to_thread(migrate.current_revision_sync, url)
     await asyncio.to_thread(migrate.upgrade, url)
+    assert migrate.head_revision() == await asyncio.to_thread(migrate.current_revision_sync, url)
+
+
+async def test_downgrade_below_0008_refuses_while_rows_are_hashed_with_their_seq(
+    empty_database: ScratchDatabase,
+) -> None:
+    """Rows in audit hash format 2 would not verify without ``hash_version``: stepping down
+    past 0008 refuses and leaves the schema at head."""
+    url = empty_database.admin_url
+    await asyncio.to_thread(migrate.upgrade, url)
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute(
+            "INSERT INTO engram.librarian_audit (decision_id, occurred_at, action, decision, "
+            "outcome, decision_type, reason, agent_id, caller, input_snapshot, layer1_checks, "
+            "decision_source, duration_ms, lane, prev_hash, row_hash) VALUES (gen_random_uuid(), "
+            "now(), 'CREATE', 'rejected', 'none', 'external', 'x', 'x', '{}', '{}', '[]', 'x', 0, "
+            "0, sha256('a'), sha256('b'))"
+        )
+    finally:
+        await conn.close()
+    with pytest.raises(MigrationError, match="refusing to downgrade"):
+        await asyncio.to_thread(migrate.downgrade, url, "0007")
     assert migrate.head_revision() == await asyncio.to_thread(migrate.current_revision_sync, url)
 
 

@@ -36,7 +36,7 @@ def test_shipped_sql_files_parse() -> None:
     versions = load_queries("engram.memory.sql", "versions.sql")
     audit = load_queries("engram.memory.sql", "audit.sql")
     assert {"head", "candidates", "insert_version", "close_head", "forget_head"} <= set(versions)
-    assert {"append_entry", "page_after"} <= set(audit)
+    assert {"append_entry", "page_after", "hold_lane_heads", "insert_checkpoint"} <= set(audit)
     assert all("{{" not in sql for sql in [*versions.values(), *audit.values()])
 
 
@@ -147,13 +147,24 @@ def _entry(**changes: object) -> AuditEntry:
 def test_audit_hash_depends_on_every_field_and_on_the_previous_hash() -> None:
     """Changing any field, or the link, changes the digest; the lane follows the decision id."""
     entry = _entry()
-    digest = entry.digest(genesis_hash(entry.lane))
+    digest = entry.digest(genesis_hash(entry.lane), seq=7)
     assert 5 == entry.lane
-    assert digest == _entry().digest(genesis_hash(5))
-    assert digest != entry.digest(genesis_hash(6))
+    assert digest == _entry().digest(genesis_hash(5), seq=7)
+    assert digest != entry.digest(genesis_hash(6), seq=7)
     for field, value in [("reason", "ok!"), ("agent_id", "b"), ("duration_ms", 1.6),
                          ("layer2_decision", "{}"), ("request_id", None)]:  # fmt: skip
-        assert digest != _entry(**{field: value}).digest(genesis_hash(5)), field
+        assert digest != _entry(**{field: value}).digest(genesis_hash(5), seq=7), field
+
+
+def test_audit_hash_covers_seq_from_format_2_only() -> None:
+    """A format-2 hash changes with the row's seq and differs from the format-1 hash of the
+    same row; a format-1 hash, written before seq was hashed, does not depend on it."""
+    entry, link = _entry(), genesis_hash(5)
+    assert entry.digest(link, seq=7) != entry.digest(link, seq=8)
+    assert entry.digest(link, seq=7) != entry.digest(link, seq=7, version=1)
+    assert entry.digest(link, seq=7, version=1) == entry.digest(link, seq=8, version=1)
+    with pytest.raises(ValueError, match="format 3"):
+        entry.digest(link, seq=7, version=3)
 
 
 def test_canonical_json_is_stable() -> None:

@@ -1,4 +1,4 @@
-"""``engram audit``: verify the hash chain, export it, replay it, rebuild state from it."""
+"""``engram audit``: verify the hash chain, seal checkpoints, export, replay, rebuild state."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import IO, Annotated, Any
 import typer
 
 from engram.kernel import Kernel
+from engram.memory.audit_checkpoint import Anchor, parse_anchor
 from engram.memory.audit_state import StateReport
 from engram.memory.replay import (
     ADVISORS,
@@ -40,14 +41,39 @@ UntilOption = Annotated[str | None, typer.Option(help="Up to this time, exclusiv
 PAGE = 1000
 
 
+AnchorOption = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--anchor",
+        help="A checkpoint kept outside the database (`audit checkpoint --json` output, or "
+        "an `audit export` file); repeatable.",
+        exists=True,
+        dir_okay=False,
+        readable=True,
+    ),
+]
+
+
+def _anchors(paths: list[Path] | None) -> list[Anchor]:
+    anchors = []
+    for path in paths or []:
+        try:
+            anchors.append(parse_anchor(path.read_text(encoding="utf-8"), str(path)))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise typer.BadParameter(str(exc), param_hint="--anchor") from exc
+    return anchors
+
+
 @app.command("verify")
-def verify(as_json: JsonOption = False) -> None:
-    """Recompute every hash and link; name the first row that does not hold (exit 6)."""
+def verify(anchor: AnchorOption = None, as_json: JsonOption = False) -> None:
+    """Recompute every hash and link and check the sealed checkpoints (and the anchors given);
+    name the first thing that does not hold (exit 6)."""
+    anchors = _anchors(anchor)
 
     async def work(kernel: Kernel) -> dict[str, Any]:
         total = await kernel.audit.count()
         with progress("verifying the audit chain", total) as advance:
-            report = await kernel.audit.verify(progress=advance)
+            report = await kernel.audit.verify(progress=advance, anchors=anchors)
         return {
             "ok": report.ok,
             "rows_total": total,
@@ -57,20 +83,56 @@ def verify(as_json: JsonOption = False) -> None:
                 None if report.first_bad_decision_id is None else str(report.first_bad_decision_id)
             ),
             "problem": report.problem,
+            "checkpoint": report.checkpoint,
+            "checkpoints_checked": report.checkpoints_checked,
+            "sealed_through_seq": report.sealed_through_seq,
+            "legacy_rows": report.legacy_rows,
+            "anchors_checked": report.anchors_checked,
         }
 
     result = with_kernel(work)
     if as_json:
         print_json(result)
     elif result["ok"]:
-        typer.echo(f"audit log intact: {result['rows_checked']} rows verified")
+        typer.echo(
+            f"audit log intact: {result['rows_checked']} rows verified, "
+            f"{result['checkpoints_checked']} checkpoints sealing seq 1 to "
+            f"{result['sealed_through_seq']}, {result['anchors_checked']} anchors"
+        )
     else:
-        where = f"row seq {result['first_bad_seq']}"
+        where = []
+        if result["first_bad_seq"] is not None:
+            where.append(f"row seq {result['first_bad_seq']}")
         if result["first_bad_decision_id"] is not None:
-            where += f" (decision {result['first_bad_decision_id']})"
-        typer.echo(f"audit log TAMPERED at {where}: {result['problem']}")
+            where.append(f"(decision {result['first_bad_decision_id']})")
+        if result["checkpoint"] is not None and result["first_bad_seq"] is None:
+            where.append(f"checkpoint {result['checkpoint']}")
+        at = f" at {' '.join(where)}" if where else ""
+        typer.echo(f"audit log TAMPERED{at}: {result['problem']}")
     if not result["ok"]:
         raise fail("the audit log does not verify", EXIT_CHECK_FAILED)
+
+
+@app.command("checkpoint")
+def checkpoint(as_json: JsonOption = False) -> None:
+    """Seal a checkpoint of the audit log now and print it; keep the JSON outside the
+    database and give it back to `audit verify --anchor`."""
+
+    async def work(kernel: Kernel) -> dict[str, Any] | None:
+        sealed = await kernel.audit.seal()
+        return None if sealed is None else sealed.to_json()
+
+    sealed = with_kernel(work)
+    if as_json:
+        print_json({"checkpoint": sealed})
+    elif sealed is None:
+        typer.echo("the audit log is empty: nothing to seal")
+    else:
+        typer.echo(
+            f"checkpoint {sealed['id']} seals seq 1 to {sealed['through_seq']} "
+            f"({sealed['rows_sealed']} rows since the previous one); hash "
+            f"{sealed['checkpoint_hash']}"
+        )
 
 
 @app.command("export")
@@ -81,10 +143,14 @@ def export(
         Path | None, typer.Option("--output", "-o", help="Write to this file, not stdout.")
     ] = None,
     heads: Annotated[
-        bool, typer.Option("--heads/--no-heads", help="End with a line of the lane heads.")
+        bool,
+        typer.Option(
+            "--heads/--no-heads", help="End with a line of a new checkpoint and the lane heads."
+        ),
     ] = True,
 ) -> None:
-    """Write the rows of a window as JSONL (oldest first), then the chain's lane heads."""
+    """Write the rows of a window as JSONL (oldest first), then a checkpoint sealed now and
+    the chain's lane heads (an anchor for `audit verify --anchor`)."""
     start, end = parse_instant(since, "--since"), parse_instant(until, "--until")
 
     sink = None if output is None else output.open("w", encoding="utf-8")
@@ -129,8 +195,10 @@ async def _export(
             after = int(page[-1]["seq"])
             advance_to(written)
     if heads:
+        sealed = await kernel.audit.seal()
         emit(
             {
+                "checkpoint": None if sealed is None else sealed.to_json(),
                 "lane_heads": await kernel.audit_state.lane_heads(),
                 "rows": written,
                 "since": since,
