@@ -28,6 +28,7 @@ class Served:
     base: str
     env: dict[str, str]
     lines: list[str] = field(default_factory=list)
+    reader: threading.Thread | None = None
 
     def output(self) -> str:
         return "\n".join(self.lines)
@@ -36,8 +37,17 @@ class Served:
 @pytest.fixture
 def first_serve(tmp_path: Path, model_dir: Path) -> Iterator[Served]:
     """`engram serve` on a free loopback port with a fresh data dir, ready, its output read."""
-    port = _free_port()
-    env = _env(tmp_path / "engram-data", model_dir, ENGRAM_PORT=str(port))
+    env = _env(tmp_path / "engram-data", model_dir, ENGRAM_PORT=str(_free_port()))
+    server = start_serve(env)
+    try:
+        yield server
+    finally:
+        close(server)
+
+
+def start_serve(env: dict[str, str]) -> Served:
+    """Start `engram serve` in its own session with ``env`` and wait (60 s at most) until it is
+    ready or has exited; a second call on the same data dir restarts it there."""
     process = subprocess.Popen(  # noqa: S603 - our own CLI
         [*ENGRAM, "serve"],
         env=env,
@@ -45,15 +55,15 @@ def first_serve(tmp_path: Path, model_dir: Path) -> Iterator[Served]:
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    server = Served(process, f"http://127.0.0.1:{port}", env)
+    server = Served(process, f"http://127.0.0.1:{env['ENGRAM_PORT']}", env)
 
     def read() -> None:
         assert process.stdout is not None
         for raw in process.stdout:
             server.lines.append(raw.decode(errors="replace").rstrip("\n"))
 
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
+    server.reader = threading.Thread(target=read, daemon=True)
+    server.reader.start()
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and process.poll() is None:
         try:
@@ -62,13 +72,18 @@ def first_serve(tmp_path: Path, model_dir: Path) -> Iterator[Served]:
         except httpx.TransportError:
             pass
         time.sleep(0.1)
-    try:
-        yield server
-    finally:
-        stop(process)
-        reader.join(5)
-        if process.stdout is not None:
-            process.stdout.close()
+    return server
+
+
+def close(server: Served) -> None:
+    """Stop a started server as Ctrl-C would and release its output pipe."""
+    stop(server.process)
+    if server.reader is not None:
+        server.reader.join(5)
+        if server.reader.is_alive():
+            return  # a leftover child holds the pipe; closing it would block on the reader
+    if server.process.stdout is not None:
+        server.process.stdout.close()
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:

