@@ -316,3 +316,23 @@ async def test_a_higher_tier_still_supersedes_a_lower_tiers_record(kernel: Kerne
     assert [(1, "superseded", None), (2, "active", APRIL)] == await _restated(
         kernel, older.record_id
     )
+
+
+async def test_a_request_id_another_agent_used_neither_leaks_its_result_nor_drops_the_write(
+    kernel: Kernel,
+) -> None:
+    """Request ids are each agent's own: agent B reusing agent A's id gets its own write
+    stored and answered, never A's recorded result."""
+    first = await _approved(kernel, create(belief(SECRET), BOSS, request_id="r-1"))
+    second = await _approved(
+        kernel,
+        create(belief("The staging cluster runs in Frankfurt."), WRITER, request_id="r-1"),
+    )
+    assert (False, "created") == (second.replayed, second.outcome.value)
+    assert second.record_id != first.record_id
+    assert first.record_id is not None
+    assert not _mentions(second, first.record_id)
+    again = await kernel.gate.evaluate(
+        create(belief("The staging cluster runs in Frankfurt."), WRITER, request_id="r-1")
+    )
+    assert (True, second.record_id) == (again.replayed, again.record_id)

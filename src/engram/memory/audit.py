@@ -250,9 +250,10 @@ class AuditLog:
         """Every sealed checkpoint, oldest first."""
         return [checkpoint_from_row(row) for row in await self._db.fetch(SQL["checkpoints"])]
 
-    async def by_request(self, request_id: str) -> AuditEntry | None:
-        """The entry written for a request id, if any (idempotent retries look here)."""
-        row = await self._db.fetchrow(SQL["by_request"], request_id)
+    async def by_request(self, agent_id: str, request_id: str) -> AuditEntry | None:
+        """The entry written for one agent's request id, if any (idempotent retries look
+        here; another agent's use of the same id is not seen)."""
+        row = await self._db.fetchrow(SQL["by_request"], agent_id, request_id)
         return None if row is None else entry_from_row(row)
 
     async def by_decision(self, decision_id: UUID) -> AuditEntry | None:

@@ -102,7 +102,9 @@ class LibrarianGate:
         timing = Timing(started=time.perf_counter())
         decision_id = uuid.uuid4()
         if request.request_id is not None:
-            prior = await self._audit.by_request(request.request_id)
+            prior = await self._audit.by_request(
+                request.caller_identity.agent_id, request.request_id
+            )
             if prior is not None:
                 return await self._replay(prior)
         record = request.record
@@ -263,8 +265,10 @@ class LibrarianGate:
                 conflict=Conflict(request.expected_version, None),
                 timing=timing,
             )
-        if exc.constraint == "librarian_audit_request_id_key" and request.request_id:
-            prior = await self._audit.by_request(request.request_id)
+        if exc.constraint == "librarian_audit_agent_request_key" and request.request_id:
+            prior = await self._audit.by_request(
+                request.caller_identity.agent_id, request.request_id
+            )
             if prior is not None:
                 return await self._replay(prior)
         if exc.constraint == "memories_pkey":
@@ -335,7 +339,7 @@ class LibrarianGate:
         ``request_id`` already recorded returns the recorded result, as :meth:`evaluate` does.
         """
         if request_id is not None:
-            prior = await self._audit.by_request(request_id)
+            prior = await self._audit.by_request(caller.agent_id, request_id)
             if prior is not None:
                 return await self._replay(prior)
         started = time.perf_counter()

@@ -41,7 +41,8 @@ WHERE h.lane = entry.lane
 RETURNING entry.seq
 
 -- name: by_request
-SELECT {{audit_columns}} FROM librarian_audit WHERE request_id = $1
+-- A request id is its agent's own ($1 agent, $2 request id; librarian_audit_agent_request_key).
+SELECT {{audit_columns}} FROM librarian_audit WHERE agent_id = $1 AND request_id = $2
 
 -- name: by_decision
 SELECT {{audit_columns}} FROM librarian_audit WHERE decision_id = $1
