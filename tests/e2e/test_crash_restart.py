@@ -1,9 +1,9 @@
 """A crash under write load, then a restart on the same data dir: every acknowledged write is
 still there, and the next Ctrl-C stops the embedded PostgreSQL (issue 11).
 
-The faults are real SIGKILLs: of `engram serve` (with its model workers; its PostgreSQL survives
-it), and of the postmaster together with `engram serve` (a stale ``postmaster.pid`` and backends
-left without their postmaster)."""
+The faults are real SIGKILLs: of `engram serve` alone (its model workers must exit by
+themselves; its PostgreSQL survives it), and of the postmaster together with `engram serve` (a
+stale ``postmaster.pid`` and backends left without their postmaster)."""
 
 from __future__ import annotations
 
@@ -111,11 +111,17 @@ def _crash_restart_and_check(first_serve: Served, pgdata: Path, *, kill_postgres
         if kill_postgres:
             postmaster = int((pgdata / "postmaster.pid").read_text().split()[0])
             os.kill(postmaster, signal.SIGKILL)
-        # SIGKILL mid-load, no shutdown code runs: serve and its model workers (its process
-        # group); PostgreSQL runs in a session of its own and survives unless killed above.
-        os.killpg(first_serve.process.pid, signal.SIGKILL)
+        # SIGKILL of serve alone, mid-load: no shutdown code runs. PostgreSQL runs in a
+        # session of its own and survives unless killed above; the model workers must notice
+        # that their parent is gone and exit by themselves.
+        workers = [p.pid for p in psutil.Process(first_serve.process.pid).children(recursive=True)]
+        os.kill(first_serve.process.pid, signal.SIGKILL)
         first_serve.process.wait(10)
     acked = list(load.acked)
+    deadline = time.monotonic() + 10
+    while [pid for pid in workers if _alive(pid)] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert [] == [pid for pid in workers if _alive(pid)], "model workers outlived serve"
 
     again = start_serve(first_serve.env)
     try:

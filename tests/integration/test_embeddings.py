@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from engram.config import EngramSettings
 from engram.errors import EmbeddingError, EmbeddingTimeout, ModelFilesError
 from engram.infra.fastembed_embedder import FastembedEmbedder
 
@@ -90,3 +95,48 @@ async def test_a_killed_worker_fails_typed_and_is_replaced(model_dir: Path) -> N
         assert 384 == len(await adapter.embed_one("a new worker answers"))
     finally:
         await adapter.close()
+
+
+_OWNER = """
+import asyncio, os, sys
+from pathlib import Path
+from engram.infra.fastembed_embedder import FastembedEmbedder
+
+async def main() -> None:
+    embedder = FastembedEmbedder(Path(sys.argv[1]), model_name=sys.argv[2], timeout_seconds=60)
+    await embedder.embed_one("warm up")
+    print(" ".join(str(p) for p in embedder.worker_pids()), flush=True)
+    await asyncio.sleep(3600)
+
+if __name__ == "__main__":
+    asyncio.run(main())
+"""
+
+
+def test_model_workers_exit_when_their_owner_is_killed(model_dir: Path, tmp_path: Path) -> None:
+    """SIGKILL of the process that owns the embedder leaves no model worker running."""
+    script = tmp_path / "owner.py"
+    script.write_text(_OWNER)
+    with subprocess.Popen(  # noqa: S603 - this interpreter, a script the test wrote
+        [sys.executable, str(script), str(model_dir), EngramSettings().embedding_model_name],
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as owner:
+        assert owner.stdout is not None
+        workers = [int(pid) for pid in owner.stdout.readline().split()]
+        assert workers, "the owner reported no worker"
+        os.kill(owner.pid, signal.SIGKILL)
+        owner.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert [] == [pid for pid in workers if _alive(pid)]
+
+
+def _alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie, already exited, counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ", 1)[1][0] != "Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import os
 import signal
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -97,7 +99,24 @@ def _init_worker(  # noqa: PLR0917 - the pool passes initargs positionally
     global _model  # noqa: PLW0603 - one model per worker process, loaded once
     # Ctrl-C reaches the whole process group; the parent shuts workers down in order.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _watch_parent(os.getppid())
     _model = _load_model(model_dir, model_name, pooling, dimension, threads, spin=spin)
+
+
+#: How often a worker checks that the process that started it is still there (seconds).
+PARENT_CHECK_SECONDS = 0.5
+
+
+def _watch_parent(parent: int) -> None:
+    """End this worker when its parent is gone (SIGKILLed, say: no orderly shutdown reaches
+    the pool then, and the worker would wait for work forever, holding the model's memory)."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_CHECK_SECONDS)
+        os._exit(0)  # no cleanup is owed to a parent that no longer exists
+
+    threading.Thread(target=watch, name="engram-parent-watch", daemon=True).start()
 
 
 #: A batch the model runs together is padded to its longest text, and padding costs as much
@@ -229,6 +248,12 @@ class FastembedEmbedder:
         pool.shutdown(wait=False, cancel_futures=True)
         for process in processes:
             process.kill()
+
+    def worker_pids(self) -> list[int]:
+        """Process ids of the model workers running now (none before the first call)."""
+        pool = self._pool
+        processes = [] if pool is None else list(getattr(pool, "_processes", {}).values())
+        return [process.pid for process in processes if process.pid is not None]
 
     async def ping(self) -> None:
         await self.embed_one("ping")
