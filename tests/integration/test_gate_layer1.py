@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
+from datetime import datetime
+from typing import Any
 
 import pytest
 
@@ -251,3 +254,53 @@ async def test_forget_checks_access_and_rate_but_not_content(kernel: Kernel) -> 
     assert GateAction.FORGET == GateAction(
         await kernel.db.fetchval("SELECT action FROM librarian_audit ORDER BY seq DESC LIMIT 1")
     )
+
+
+def _deep(depth: int) -> dict[str, Any]:
+    value: Any = "bottom"
+    for _ in range(depth):
+        value = {"level": value}
+    result: dict[str, Any] = value
+    return result
+
+
+#: Records built in process holding what PostgreSQL or the audit log cannot store as given.
+UNSTORABLE = {
+    "nul-in-metadata-value": ({"metadata": {"note": "a\x00b"}}, "metadata"),
+    "nul-in-metadata-key": ({"metadata": {"no\x00te": "x"}}, "metadata"),
+    "nul-in-classification": ({"classification": "internal\x00"}, "classification"),
+    "lone-surrogate-in-content": ({"content": "The ledger runs \ud800 here."}, "content"),
+    "lone-surrogate-in-metadata": ({"metadata": {"\udc00": "\ud800"}}, "metadata"),
+    "nan-in-metadata": ({"metadata": {"weight": math.nan}}, "metadata"),
+    "event-time-past-9999": (
+        {"event_time": datetime.fromisoformat("9999-12-31T23:59:59-14:00")},
+        "event_time",
+    ),
+    "event-time-before-0001": (
+        {"event_time": datetime.fromisoformat("0001-01-01T00:00:00+14:00")},
+        "event_time",
+    ),
+    "metadata-900-deep": ({"metadata": _deep(900)}, "metadata"),
+    "metadata-5000-deep": ({"metadata": _deep(5000)}, "metadata"),
+}
+
+
+@pytest.mark.parametrize("origin", ALL_ORIGINS)
+@pytest.mark.parametrize("case", UNSTORABLE.values(), ids=list(UNSTORABLE))
+async def test_a_record_storage_cannot_hold_is_rejected_by_the_schema_check(
+    kernel: Kernel, origin: GateDecisionType, case: tuple[dict[str, Any], str]
+) -> None:
+    """A record built in process with a NUL, a lone surrogate, NaN, an instant beyond UTC or
+    deep metadata fails the schema check and leaves one audit row, not a crash at INSERT."""
+    fields, name = dict(case[0]), case[1]
+    caller = STANDARD if origin is EXTERNAL else SYSTEM
+    content = fields.pop("content", "The ledger service runs on PostgreSQL 16.")
+    record = belief(content, **fields)
+    result = await kernel.gate.evaluate(create(record, caller, origin))
+    assert GateDecision.REJECTED == result.decision
+    passed, detail = _check(result, "schema")
+    assert not passed
+    assert name in detail
+    assert 0 == await kernel.db.fetchval("SELECT count(*) FROM memories")
+    assert 1 == await _audit_rows(kernel)
+    assert (await kernel.audit.verify()).ok

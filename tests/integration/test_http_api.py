@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import uuid
 from collections.abc import AsyncIterator
@@ -21,8 +22,12 @@ from engram.infra.events import Event
 from engram.memory.types import TrustLevel
 from engram.protocols.http.app import create_app
 from engram.protocols.http.problems import ERROR_STATUS, PROBLEM_JSON, status_of
+from tests.integration.odd_inputs import ODD_IDS, ODD_INPUTS, OddInput
 
 TOKEN = re.compile(r"engram_[A-Za-z0-9_-]{43}")
+#: The documented bounds (docs/api.md): the body size limit and the audited excerpt.
+BODY_LIMIT_BYTES = 1024 * 1024
+AUDITED_EXCERPT_BYTES = 8 * 1024
 BELIEF = {"type": "belief", "content": "The ledger service runs on PostgreSQL 16 in eu-west-1."}
 
 
@@ -286,7 +291,7 @@ async def test_a_malformed_update_is_422_and_audited(api: Api, kernel: Kernel) -
     rejected = await kernel.audit.search(action="UPDATE", decision="rejected")
     assert [body["decision_id"]] == [entry["decision_id"] for entry in rejected]
     not_json = await api.client.patch(url, content=b"[1, 2", headers=headers)
-    assert_problem(not_json, 422)
+    assert_problem(not_json, 400)
     assert_problem(await api.client.patch(url, json=[1, 2], headers=headers), 422)
     missing = f"/v1/memories/{uuid.uuid4()}"
     assert_problem(await api.client.patch(missing, json={}, headers=headers), 404)
@@ -529,9 +534,9 @@ async def test_unknown_routes_and_methods_and_bad_bodies_are_problems(api: Api) 
     assert_problem(await api.client.get("/v1/nothing-here", headers=api.admin), 404)
     assert_problem(await api.client.put("/v1/memories", headers=api.admin), 405)
     raw = {**api.admin, "Content-Type": "application/json"}
-    assert_problem(await api.client.post("/v1/memories", content=b"{", headers=raw), 422)
+    assert_problem(await api.client.post("/v1/memories", content=b"{", headers=raw), 400)
     assert_problem(await api.client.post("/v1/memories", content=b"[]", headers=raw), 422)
-    assert_problem(await api.client.post("/v1/search", content=b"{", headers=raw), 422)
+    assert_problem(await api.client.post("/v1/search", content=b"{", headers=raw), 400)
     assert_problem(await api.client.post("/v1/memories", json={}, headers=api.admin), 422)
 
 
@@ -567,3 +572,225 @@ async def test_infrastructure_failures_are_503_and_surprises_a_logged_500(
     body = assert_problem(response, 500)
     assert "hunter2" not in response.text
     assert "internal error" == body["detail"]
+
+
+# --- odd input (issue 11): a 4xx, audited once, nothing else changed -------------------------
+
+
+async def _counts(kernel: Kernel) -> tuple[int, int]:
+    """Audit rows and memory versions, in that order."""
+    audit = await kernel.db.fetchval("SELECT count(*) FROM librarian_audit")
+    versions = await kernel.db.fetchval("SELECT count(*) FROM memories")
+    return int(audit), int(versions)
+
+
+def _json_headers(headers: dict[str, str]) -> dict[str, str]:
+    return {**headers, "Content-Type": "application/json"}
+
+
+@pytest.mark.parametrize("odd", ODD_INPUTS, ids=ODD_IDS)
+@pytest.mark.parametrize("trust", [TrustLevel.STANDARD, TrustLevel.RESTRICTED])
+async def test_odd_input_to_create_is_a_422_audited_once_and_changes_nothing(
+    api: Api, kernel: Kernel, odd: OddInput, trust: TrustLevel
+) -> None:
+    """A proposal with a NUL, a lone surrogate, NaN, an instant beyond UTC or 900-deep
+    metadata is a 422 Gate rejection naming the field, with exactly one audit row."""
+    headers = await api.agent("odd-writer", trust)
+    audit, versions = await _counts(kernel)
+    response = await api.client.post(
+        "/v1/memories", content=odd.wire(), headers=_json_headers(headers)
+    )
+    body = assert_problem(response, 422)
+    assert "urn:engram:problem:gate-rejected" == body["type"]
+    assert "rejected" == body["decision"]
+    assert ["schema"] == [check["name"] for check in body["failed_checks"]]
+    assert odd.field in body["failed_checks"][0]["detail"]
+    assert (audit + 1, versions) == await _counts(kernel)
+    [entry] = await kernel.audit.search(decision="rejected", action="CREATE")
+    assert body["decision_id"] == entry["decision_id"]
+    assert (await kernel.audit.verify()).ok
+
+
+@pytest.mark.parametrize("odd", ODD_INPUTS, ids=ODD_IDS)
+async def test_odd_input_to_update_is_a_422_audited_once_and_changes_nothing(
+    api: Api, kernel: Kernel, odd: OddInput
+) -> None:
+    """The same values sent as a PATCH leave one audited rejection and the record unchanged."""
+    headers = await api.agent("odd-updater", TrustLevel.STANDARD)
+    created = (await api.write(BELIEF, headers)).json()
+    url = f"/v1/memories/{created['record_id']}"
+    audit, versions = await _counts(kernel)
+    response = await api.client.patch(
+        url, content=odd.wire(odd.changes), headers={**_json_headers(headers), "If-Match": '"1"'}
+    )
+    body = assert_problem(response, 422)
+    assert ["schema"] == [check["name"] for check in body["failed_checks"]]
+    assert odd.field in body["failed_checks"][0]["detail"]
+    assert (audit + 1, versions) == await _counts(kernel)
+    read = await api.client.get(url, headers=headers)
+    assert ('"1"', BELIEF["content"]) == (read.headers["etag"], read.json()["content"])
+
+
+@pytest.mark.parametrize("bad", ["\x00", chr(0xD800), chr(0xDFFF)], ids=["nul", "high", "low"])
+async def test_a_search_query_with_a_nul_or_lone_surrogate_is_a_422(api: Api, bad: str) -> None:
+    """Search refuses a query or namespace no index can take with a 422 naming it, not a 500."""
+    for body in (
+        {"query": f"ledger{bad}database"},
+        {"query": "ledger", "namespace": "ops" + bad},
+        {"query": "ledger", f"field{bad}": 1},  # a problem naming this key must still encode
+    ):
+        response = await api.client.post(
+            "/v1/search", content=json.dumps(body).encode(), headers=_json_headers(api.admin)
+        )
+        problem = assert_problem(response, 422)
+        assert any(field in problem["detail"] for field in ("query", "namespace", "body"))
+
+
+@pytest.mark.parametrize(
+    ("instant", "statuses"),
+    [
+        ("9999-12-31T23:59:59-14:00", {422}),
+        ("0001-01-01T00:00:00+14:00", {422}),
+        ("0001-01-01T00:00:00Z", {200, 404}),
+        ("0001-01-01T13:59:59-14:00", {200, 404}),
+        ("9999-12-31T23:59:59.999999Z", {200, 404}),
+    ],
+)
+async def test_as_of_instants_at_the_edges_of_time_are_answered_never_a_500(
+    api: Api, instant: str, statuses: set[int]
+) -> None:
+    """As-of instants UTC cannot express are a 422; the earliest and latest ones answer."""
+    created = (await api.write(BELIEF, api.admin)).json()
+    url = f"/v1/memories/{created['record_id']}"
+    for name in ("as_of_event", "as_of_ingestion"):
+        read = await api.client.get(url, params={name: instant}, headers=api.admin)
+        assert read.status_code in statuses, (name, read.text)
+        found = await api.client.post(
+            "/v1/search", json={"query": "ledger", name: instant}, headers=api.admin
+        )
+        assert found.status_code in statuses - {404}, (name, found.text)
+    audit = await api.client.get("/v1/audit", params={"since": instant}, headers=api.admin)
+    assert audit.status_code in statuses - {404}, audit.text
+
+
+async def test_an_oversized_rejected_input_is_audited_as_an_excerpt_with_its_size_and_hash(
+    api: Api, kernel: Kernel
+) -> None:
+    """A 600 KB proposal is refused and its audit row keeps an excerpt, the byte count and the
+    SHA-256 of the input, not the whole input."""
+    big = {**BELIEF, "content": "The ledger " + "x" * 600_000, "color": "blue"}
+    response = await api.write(big, api.admin)
+    body = assert_problem(response, 422)
+    assert ["schema"] == [check["name"] for check in body["failed_checks"]]
+    row = await kernel.db.fetchrow(
+        "SELECT input_snapshot::text AS snapshot FROM librarian_audit WHERE decision_id = $1",
+        uuid.UUID(body["decision_id"]),
+    )
+    assert row is not None
+    assert len(row["snapshot"]) < AUDITED_EXCERPT_BYTES + 1024
+    raw = json.loads(row["snapshot"])["raw"]
+    assert {"excerpt", "bytes", "sha256", "truncated"} <= set(raw)
+    assert raw["bytes"] > 600_000
+    assert len(raw["excerpt"].encode()) <= AUDITED_EXCERPT_BYTES
+    assert 64 == len(raw["sha256"])
+    assert (await kernel.audit.verify()).ok
+
+
+async def test_a_body_nested_deeper_than_the_parser_reads_is_an_audited_422(
+    api: Api, kernel: Kernel
+) -> None:
+    """JSON nested 5000 levels deep cannot be parsed, yet it is refused like other input: a
+    422 Gate rejection with one audit row keeping an excerpt of the body."""
+    created = (await api.write(BELIEF, api.admin)).json()
+    url = f"/v1/memories/{created['record_id']}"
+    deep = b'{"type":"belief","metadata":' + b'{"a":' * 5000 + b"1" + b"}" * 5001
+    headers = _json_headers(api.admin)
+    audit, versions = await _counts(kernel)
+    for response in (
+        await api.client.post("/v1/memories", content=deep, headers=headers),
+        await api.client.patch(url, content=deep, headers={**headers, "If-Match": '"1"'}),
+    ):
+        body = assert_problem(response, 422)
+        assert ["schema"] == [check["name"] for check in body["failed_checks"]]
+        assert "nested too deeply" in body["detail"]
+        row = await kernel.db.fetchrow(
+            "SELECT input_snapshot::text AS snapshot FROM librarian_audit WHERE decision_id = $1",
+            uuid.UUID(body["decision_id"]),
+        )
+        assert row is not None
+        assert json.loads(row["snapshot"])["raw"]["truncated"]
+    assert (audit + 2, versions) == await _counts(kernel)
+
+
+async def test_a_body_over_the_size_limit_is_a_413_problem_that_stores_nothing(
+    api: Api, kernel: Kernel
+) -> None:
+    """A 10 MB body is refused with 413 before it is read whole; nothing is written."""
+    counts = await _counts(kernel)
+    huge = json.dumps({**BELIEF, "content": "x" * 10_000_000}).encode()
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for at in range(0, len(huge), 65_536):
+            yield huge[at : at + 65_536]
+
+    for url in ("/v1/memories", "/v1/search", "/mcp"):
+        for content in (huge, chunks()):  # a declared length, then none (chunked)
+            response = await api.client.post(url, content=content, headers=_json_headers(api.admin))
+            body = assert_problem(response, 413)
+            assert "urn:engram:problem:payload-too-large" == body["type"]
+            assert BODY_LIMIT_BYTES == body["max_bytes"]
+    assert counts == await _counts(kernel)
+
+
+async def test_malformed_json_and_a_malformed_if_match_are_400(api: Api, kernel: Kernel) -> None:
+    """A body that is not JSON and an If-Match that names no version are 400 bad requests."""
+    created = (await api.write(BELIEF, api.admin)).json()
+    url = f"/v1/memories/{created['record_id']}"
+    raw = _json_headers(api.admin)
+    for response in (
+        await api.client.post("/v1/memories", content=b'{"type": "belief",', headers=raw),
+        await api.client.post("/v1/memories", content=b"\xff\xfe{}", headers=raw),
+        await api.client.post("/v1/search", content=b"{", headers=raw),
+        await api.client.patch(url, content=b"{", headers={**raw, "If-Match": '"1"'}),
+    ):
+        assert "urn:engram:problem:bad-request" == assert_problem(response, 400)["type"]
+    for bad in ("9" * 65, '"' + "1" * 100 + '"', "abc"):
+        response = await api.client.patch(
+            url, json={"content": "x"}, headers={**api.admin, "If-Match": bad}
+        )
+        assert "urn:engram:problem:bad-if-match" == assert_problem(response, 400)["type"]
+
+
+DEEP_JSON = b'{"a":' * 60 + b"1" + b"}" * 60
+
+
+@pytest.mark.parametrize(
+    ("arguments", "audited"),
+    [
+        (b'"content":"The ledger runs here.","source_confidence":NaN', 1),
+        (b'"content":"The ledger runs \\u0000 here."', 1),
+        (b'"content":"The ledger runs here.","metadata":{"deep":' + DEEP_JSON + b"}", 1),
+        (b'"content":"The ledger runs \\ud800 here."', 0),
+        (b'"content":"The ledger runs here.","metadata":{"\\udfff":1}', 0),
+    ],
+    ids=["nan", "nul", "deep", "surrogate", "surrogate-key"],
+)
+async def test_odd_tool_arguments_over_mcp_http_are_refused_never_a_5xx(
+    api: Api, kernel: Kernel, arguments: bytes, audited: int
+) -> None:
+    """Over /mcp, odd remember arguments are an audited rejection, or (lone surrogates, which
+    the MCP SDK's JSON parser refuses) a JSON-RPC parse error before any tool runs."""
+    headers = {**_json_headers(api.admin), "Accept": "application/json, text/event-stream"}
+    call = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"remember",'
+    body = call + b'"arguments":{"type":"belief",' + arguments + b"}}}"
+    audit, versions = await _counts(kernel)
+    response = await api.client.post("/mcp", content=body, headers=headers)
+    if audited:
+        assert 200 == response.status_code, response.text
+        result = response.json()["result"]
+        assert result["isError"]
+        assert "rejected" == result["structuredContent"]["decision"]
+    else:
+        assert 400 == response.status_code, response.text
+        assert -32700 == response.json()["error"]["code"]
+    assert (audit + audited, versions) == await _counts(kernel)

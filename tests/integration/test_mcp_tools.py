@@ -21,6 +21,7 @@ from engram.protocols.mcp.tools import (
     RememberArgs,
     UpdateArgs,
 )
+from tests.integration.odd_inputs import ODD_IDS, ODD_INPUTS, OddInput
 
 BELIEF = {"type": "belief", "content": "The billing service stores invoices in PostgreSQL."}
 
@@ -270,3 +271,76 @@ async def test_the_sdk_server_serves_the_tools_and_refuses_an_unknown_caller(
     async with Client(build_server(tools, lambda _ctx: None)) as client:
         refused = await client.call_tool("recall", {"query": "billing"})
         assert "unauthenticated" == _error(refused)["kind"]
+
+
+# --- odd input (issue 11): an audited rejection, never an internal error ---------------------
+
+
+async def _counts(kernel: Kernel) -> tuple[int, int]:
+    """Audit rows and memory versions, in that order."""
+    audit = await kernel.db.fetchval("SELECT count(*) FROM librarian_audit")
+    versions = await kernel.db.fetchval("SELECT count(*) FROM memories")
+    return int(audit), int(versions)
+
+
+def _rejected_for(result: CallToolResult, field: str) -> None:
+    """The result is a Gate rejection whose only failed check is the schema, naming ``field``."""
+    assert result.is_error, result
+    body = _body(result)
+    assert "rejected" == body["decision"], body
+    assert ["schema"] == [check["name"] for check in body["failed_checks"]]
+    assert field in body["failed_checks"][0]["detail"]
+    assert "rejected by the Librarian Gate" in result.content[0].text  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("odd", ODD_INPUTS, ids=ODD_IDS)
+async def test_odd_input_to_remember_is_an_audited_rejection(kernel: Kernel, odd: OddInput) -> None:
+    """remember with a NUL, a lone surrogate, NaN, an instant beyond UTC or 900-deep metadata
+    is a rejection naming the field, with one audit row and nothing stored."""
+    tools = EngramTools(kernel)
+    writer = await _principal(kernel, "odd-writer", TrustLevel.RESTRICTED)
+    before = await _counts(kernel)
+    _rejected_for(await tools.call("remember", odd.body, writer), odd.field)
+    assert (before[0] + 1, before[1]) == await _counts(kernel)
+    assert (await kernel.audit.verify()).ok
+
+
+@pytest.mark.parametrize("odd", ODD_INPUTS, ids=ODD_IDS)
+async def test_odd_input_to_update_is_an_audited_rejection(kernel: Kernel, odd: OddInput) -> None:
+    """update with the same values is a rejection with one audit row; the record stays put."""
+    tools = EngramTools(kernel)
+    writer = await _principal(kernel, "odd-updater", TrustLevel.STANDARD)
+    created = _body(await tools.call("remember", BELIEF, writer))
+    before = await _counts(kernel)
+    control = {"record_id": created["record_id"], "expected_version": 1}
+    _rejected_for(await tools.call("update", {**odd.changes, **control}, writer), odd.field)
+    assert (before[0] + 1, before[1]) == await _counts(kernel)
+    got = _body(await tools.call("get", {"record_id": created["record_id"]}, writer))
+    assert (1, BELIEF["content"]) == (got["record"]["version"], got["record"]["content"])
+
+
+LATE = "9999-12-31T23:59:59-14:00"
+EARLY = "0001-01-01T00:00:00+14:00"
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "mentions"),
+    [
+        ("recall", {"query": "ledger\x00"}, "query"),
+        ("recall", {"query": "ledger \ud800"}, "query"),
+        ("recall", {"query": "ledger", "namespace": "ops\udfff"}, "namespace"),
+        ("recall", {"query": "ledger", "as_of_event": LATE}, "as_of_event"),
+        ("get", {"record_id": str(uuid.uuid4()), "as_of_event": LATE}, "as_of_event"),
+        ("get", {"record_id": str(uuid.uuid4()), "as_of_ingestion": EARLY}, "as_of_ingestion"),
+    ],
+)
+async def test_odd_queries_and_instants_are_invalid_input_not_internal_errors(
+    kernel: Kernel, tool: str, arguments: dict[str, Any], mentions: str
+) -> None:
+    """A query with a NUL or lone surrogate and an instant UTC cannot express are invalid
+    input the model can fix, never an internal error."""
+    tools = EngramTools(kernel)
+    reader = await _principal(kernel, "odd-reader", TrustLevel.STANDARD)
+    error = _error(await tools.call(tool, arguments, reader))
+    assert "invalid_input" == error["kind"], error
+    assert mentions in error["message"]

@@ -167,3 +167,52 @@ def test_imperative_detection(text: str, expected: bool) -> None:
 def test_injection_detection(text: str, expected: bool) -> None:
     """Text addressed to the reading agent is recognised; ordinary prose is not."""
     assert expected == looks_like_injection(text)
+
+
+def _deep(depth: int) -> dict[str, Any]:
+    value: Any = 1
+    for _ in range(depth):
+        value = {"level": value}
+    result: dict[str, Any] = value
+    return result
+
+
+@pytest.mark.parametrize(
+    ("fields", "fragment"),
+    [
+        ({"metadata": {"note": "a\x00b"}}, "metadata: a string contains a NUL"),
+        ({"metadata": {"no\x00te": "x"}}, "metadata: a key contains a NUL"),
+        ({"metadata": {"tags": ["ok", "\ud800"]}}, "metadata: a string contains a lone surrogate"),
+        ({"metadata": {"\udfff": 1}}, "metadata: a key contains a lone surrogate"),
+        ({"metadata": {"weight": float("nan")}}, "metadata: numbers must be finite"),
+        ({"metadata": {"weight": float("-inf")}}, "metadata: numbers must be finite"),
+        ({"metadata": _deep(900)}, "metadata: nested deeper than 32"),
+        ({"metadata": _deep(50_000)}, "metadata: nested deeper than 32"),
+        ({"metadata": {"many": list(range(20_000))}}, "metadata: more than 16384 values"),
+        ({"content": "The ledger \ud800 runs."}, "content: contains a lone surrogate"),
+        ({"classification": "internal\x00"}, "classification: contains a NUL"),
+        ({"source_agent": "agent\udc00"}, "source_agent: contains a lone surrogate"),
+        (
+            {"event_time": datetime.fromisoformat("9999-12-31T23:59:59-14:00")},
+            "event_time: out of range once converted to UTC",
+        ),
+        (
+            {"event_time": datetime.fromisoformat("0001-01-01T00:00:00+14:00")},
+            "event_time: out of range once converted to UTC",
+        ),
+    ],
+)
+def test_what_storage_cannot_hold_is_a_named_problem_not_an_exception(
+    fields: dict[str, Any], fragment: str
+) -> None:
+    """A NUL, a lone surrogate, NaN, an instant with no UTC form or deep metadata in a record
+    built in process is a problem naming the field, found without recursion or a crash."""
+    problems = validate_record(_record(MemoryType.BELIEF, **fields))
+    assert any(problem.startswith(fragment) for problem in problems), problems
+
+
+def test_the_latest_and_earliest_utc_instants_are_storable() -> None:
+    """Instants at the very edges of what UTC expresses in Python are accepted."""
+    for when in ("9999-12-31T23:59:59.999999+00:00", "0001-01-01T13:59:59-14:00"):
+        record = _record(MemoryType.EPISODE, event_time=datetime.fromisoformat(when))
+        assert [] == validate_record(record)

@@ -48,6 +48,7 @@ from engram.memory.gate_io import (
 from engram.memory.gate_signals import GateSignals
 from engram.memory.rate_limit import RateLimiter
 from engram.memory.resolution import Step, resolution_requests
+from engram.memory.storable import audited_input, escape_text
 from engram.memory.types import (
     CallerIdentity,
     ConflictClassification,
@@ -334,9 +335,13 @@ class LibrarianGate:
     ) -> GateResult:
         """Reject input an adapter could not even turn into a record, and audit it.
 
-        The raw input is recorded as given (made JSON-safe), so a malformed request leaves the
-        same trace as any other rejected one: one audit row, nothing else. A retry with a
-        ``request_id`` already recorded returns the recorded result, as :meth:`evaluate` does.
+        The raw input is recorded as given, so a malformed request leaves the same trace as any
+        other rejected one: one audit row, nothing else. What storage cannot hold (NUL, lone
+        surrogates, NaN, deep nesting, non-JSON objects) is written escaped, and input larger
+        than ``MAX_AUDITED_INPUT_BYTES`` as JSON is kept as an excerpt with its size and
+        SHA-256 (:func:`engram.memory.storable.audited_input`); the problems are escaped too,
+        since they may name a client's field. A retry with a ``request_id`` already recorded
+        returns the recorded result, as :meth:`evaluate` does.
         """
         if request_id is not None:
             prior = await self._audit.by_request(caller.agent_id, request_id)
@@ -344,6 +349,7 @@ class LibrarianGate:
                 return await self._replay(prior)
         started = time.perf_counter()
         decision_id = uuid.uuid4()
+        problems = [escape_text(problem) for problem in problems]
         check = CheckResult.fail(SCHEMA, "; ".join(problems), problems=problems)
         reason = f"schema: {check.detail}"
         entry = AuditEntry(
@@ -359,9 +365,7 @@ class LibrarianGate:
             caller=canonical_json(caller_json(caller)),
             record_id=None,
             version_id=None,
-            input_snapshot=canonical_json(
-                {"action": action.value, "raw": json.loads(json.dumps(raw, default=str))}
-            ),
+            input_snapshot=canonical_json({"action": action.value, **audited_input(raw)}),
             layer1_checks=canonical_json([check.to_json()]),
             layer2_decision=None,
             decision_source="layer1",

@@ -15,6 +15,7 @@ from uuid import UUID
 from engram.memory.checks import CheckResult
 from engram.memory.conflict import ConflictResult
 from engram.memory.gate_advisor import AdvisorAction, AdvisorDecision
+from engram.memory.storable import json_safe
 from engram.memory.types import (
     CallerIdentity,
     ConflictClassification,
@@ -69,14 +70,28 @@ class GateRequest:
         return cls(GateAction.FORGET, target, caller, decision_type, expected_version, request_id)
 
     def snapshot(self) -> dict[str, Any]:
-        """The full input, as recorded in the audit log."""
-        return {
-            "action": self.action.value,
-            "expected_version": self.expected_version,
-            "request_id": self.request_id,
-            "status": None if self.status is None else self.status.value,
-            "record": self.record.model_dump(mode="json"),
-        }
+        """The full input, as recorded in the audit log.
+
+        A record the schema check refuses may hold what storage cannot (a NUL, a lone
+        surrogate, NaN in metadata, metadata nested past what pydantic serialises): the
+        snapshot then has it escaped (:func:`engram.memory.storable.json_safe`) and says so
+        with ``"escaped": true``. An approved record never needs this; its snapshot is as is.
+        """
+        record = self.record.model_dump(mode="json", exclude={"metadata"})
+        record["metadata"] = self.record.metadata
+        safe = json_safe(
+            {
+                "action": self.action.value,
+                "expected_version": self.expected_version,
+                "request_id": self.request_id,
+                "status": None if self.status is None else self.status.value,
+                "record": record,
+            }
+        )
+        snapshot: dict[str, Any] = safe.value
+        if safe.altered:
+            snapshot["escaped"] = True
+        return snapshot
 
 
 def caller_json(caller: CallerIdentity) -> dict[str, Any]:

@@ -408,6 +408,8 @@ def request_from_row(row: Mapping[str, Any]) -> GateRequest:
     snapshot = row["input_snapshot"]
     if "record" not in snapshot:
         raise ValueError("the input could not be read as a record; rejected before any check")
+    if snapshot.get("escaped"):
+        raise ValueError("the input held values storage cannot hold, kept escaped; not replayed")
     status = snapshot.get("status")
     return GateRequest(
         action=GateAction(snapshot["action"]),

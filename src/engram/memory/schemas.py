@@ -2,7 +2,10 @@
 
 The rules are written down, with their reasons, in ``adr/ADR-004-memory-type-rules.md``.
 :func:`validate_record` runs the envelope limits and the record's type schema and returns
-every problem found (empty when the record is valid); the Gate's schema check calls it.
+every problem found (empty when the record is valid); the Gate's schema check calls it. The
+envelope includes what storage cannot hold (:mod:`engram.memory.storable`): a record built in
+process with a NUL, a lone surrogate, a non-finite number, an instant without a UTC form or
+deep metadata is refused here, never at the INSERT.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pydantic import (
     field_validator,
 )
 
+from engram.memory.storable import instant_problem, text_problem, value_problems
 from engram.memory.types import MemoryRecord, MemoryType
 
 # --- envelope limits (documented in the ADR and docs/memory-types.md) -------------------------
@@ -90,8 +94,6 @@ class TypeSchema(BaseModel):
     def _content_has_text(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("content is blank")
-        if "\x00" in value:
-            raise ValueError("content contains a NUL character")
         return value
 
 
@@ -224,6 +226,9 @@ SCHEMAS: dict[MemoryType, type[TypeSchema]] = {
 
 def validate_record(record: MemoryRecord) -> list[str]:
     """Check the envelope limits and the record's type schema; return every problem found."""
+    problems = _unstorable(record)
+    if problems:
+        return problems  # the type rules would read text and metadata storage cannot hold
     problems = _envelope_problems(record)
     schema = SCHEMAS[record.type]
     try:
@@ -244,6 +249,32 @@ def _describe(error: Any) -> str:
     where = ".".join(str(part) for part in error["loc"])
     message = str(error["msg"]).removeprefix("Value error, ")
     return f"{where}: {message}"
+
+
+def _unstorable(record: MemoryRecord) -> list[str]:
+    """What in the record PostgreSQL, UTF-8 or the audit's JSON cannot hold."""
+    problems: list[str] = []
+    texts = {
+        "content": record.content,
+        "source_agent": record.source_agent,
+        "namespace": record.namespace,
+        "classification": record.classification or "",
+    }
+    for name, text in texts.items():
+        problem = text_problem(text)
+        if problem is not None:
+            problems.append(f"{name}: {problem}")
+    problems.extend(f"metadata: {problem}" for problem in value_problems(record.metadata))
+    instants = {
+        "event_time": record.event_time,
+        "event_time_end": record.event_time_end,
+        "ingestion_time": record.ingestion_time,
+    }
+    for name, when in instants.items():
+        problem = None if when is None else instant_problem(when)
+        if problem is not None:
+            problems.append(f"{name}: {problem}")
+    return problems
 
 
 def _envelope_problems(record: MemoryRecord) -> list[str]:

@@ -5,6 +5,12 @@ as parsed from JSON), validates it into a record, and always marks the request
 ``decision_type = external``. The input model forbids unknown fields, so a client that sends
 ``"decision_type": "consolidation"`` gets a typed, audited rejection, never internal authority.
 Malformed input is audited too (:meth:`LibrarianGate.reject_input`).
+
+This is the input boundary of every adapter (HTTP, MCP, in-process): :class:`WriteInput` also
+refuses what storage cannot hold (:mod:`engram.memory.storable`): a NUL or a lone surrogate in
+any text or metadata key, NaN or Infinity, an instant with no UTC form, nesting deeper than
+``MAX_NESTING``, and input larger than ``MAX_INPUT_BYTES`` as JSON. Each is an audited
+rejection naming the field, never a failure further down.
 """
 
 from __future__ import annotations
@@ -14,10 +20,26 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 from uuid import UUID
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from engram.kernel import Kernel
 from engram.memory.gate_io import GateRequest, GateResult
+from engram.memory.storable import (
+    MAX_INPUT_BYTES,
+    input_bytes,
+    instant_problem,
+    text_problem,
+    value_problems,
+)
 from engram.memory.types import (
     AccessLevel,
     CallerIdentity,
@@ -39,20 +61,54 @@ CARRIED = frozenset(
 )
 
 
+def _storable_text(value: str) -> str:
+    problem = text_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+#: Text PostgreSQL and UTF-8 can hold: no NUL, no lone surrogate.
+StorableText = Annotated[str, AfterValidator(_storable_text)]
+
+
 class WriteInput(BaseModel):
     """What an external client may send to create or update a record."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     type: MemoryType
-    content: str
+    content: StorableText
     metadata: dict[str, Any] = Field(default_factory=dict)
     event_time: datetime | None = None
     access_level: AccessLevel = AccessLevel.AGENT
-    source_confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+    source_confidence: float | None = Field(default=None, ge=0.0, le=1.0, allow_inf_nan=False)
     evidence_links: list[UUID] = Field(default_factory=list, max_length=100)
-    namespace: str = "default"
-    classification: str | None = None
+    namespace: StorableText = "default"
+    classification: StorableText | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bounded(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and input_bytes(data) > MAX_INPUT_BYTES:
+            raise ValueError(f"larger than {MAX_INPUT_BYTES // 1024} KiB as JSON")
+        return data
+
+    @field_validator("metadata")
+    @classmethod
+    def _storable_metadata(cls, value: dict[str, Any]) -> dict[str, Any]:
+        problems = value_problems(value)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return value
+
+    @field_validator("event_time")
+    @classmethod
+    def _has_utc_form(cls, value: datetime | None) -> datetime | None:
+        problem = None if value is None else instant_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
     def to_record(self, agent_id: str, *, record_id: UUID | None = None) -> MemoryRecord:
         """A proposal by ``agent_id`` (a new record, or a new version of ``record_id``)."""
@@ -72,10 +128,10 @@ class WriteInput(BaseModel):
 
 
 def _utc(value: datetime) -> datetime:
-    try:
-        return value.astimezone(UTC)
-    except OverflowError as exc:
-        raise ValueError("instant out of range") from exc
+    problem = instant_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value.astimezone(UTC)
 
 
 #: An instant with a UTC offset (naive times are ambiguous and refused), kept in UTC.
@@ -99,7 +155,7 @@ class SearchInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    query: str = Field(
+    query: StorableText = Field(
         min_length=1,
         max_length=MAX_QUERY_CHARS,
         description="What you are looking for, in words (matched by meaning and by keywords).",
@@ -112,7 +168,7 @@ class SearchInput(BaseModel):
     limit: int = Field(
         default=10, ge=1, le=MAX_LIMIT, description=f"Most hits to return (1-{MAX_LIMIT})."
     )
-    namespace: str = Field(
+    namespace: StorableText = Field(
         default="default", min_length=1, max_length=64, description="Namespace to search."
     )
     as_of_event: Instant | None = Field(default=None, description=AS_OF_EVENT)
@@ -141,9 +197,12 @@ class SearchInput(BaseModel):
         )
 
 
-def _problems(exc: ValidationError) -> list[str]:
+def problems_of(exc: ValidationError, *, whole: str = "input") -> list[str]:
+    """``where: what`` for each problem pydantic found; the offending value is never quoted
+    (a location may name a client's field, so callers that store or send these escape them)."""
     return [
-        f"{'.'.join(str(p) for p in error['loc']) or 'input'}: {error['msg']}"
+        f"{'.'.join(str(p) for p in error['loc']) or whole}: "
+        + str(error["msg"]).removeprefix("Value error, ")
         for error in exc.errors()
     ]
 
@@ -226,9 +285,7 @@ class AgentSession:
         request_id: str | None = None,
     ) -> GateResult:
         """FORGET a record; one the caller may not read is answered as an unknown one."""
-        head = await self._kernel.temporal.current(
-            record_id, caller=self._caller, count_read=False
-        )
+        head = await self._kernel.temporal.current(record_id, caller=self._caller, count_read=False)
         if head is None:
             return await self._kernel.gate.reject_input(
                 action=GateAction.FORGET,
@@ -244,6 +301,25 @@ class AgentSession:
             )
         )
 
+    async def refuse(
+        self,
+        action: GateAction,
+        raw: Mapping[str, Any],
+        problems: list[str],
+        *,
+        request_id: str | None = None,
+    ) -> GateResult:
+        """An audited rejection of input the adapter could not read at all (``raw`` holds
+        what it could keep of it, e.g. the body's text)."""
+        return await self._kernel.gate.reject_input(
+            action=action,
+            caller=self._caller,
+            decision_type=ORIGIN,
+            raw=raw,
+            problems=problems,
+            request_id=request_id,
+        )
+
     async def _reject(
         self,
         action: GateAction,
@@ -251,11 +327,4 @@ class AgentSession:
         exc: ValidationError,
         request_id: str | None,
     ) -> GateResult:
-        return await self._kernel.gate.reject_input(
-            action=action,
-            caller=self._caller,
-            decision_type=ORIGIN,
-            raw=payload,
-            problems=_problems(exc),
-            request_id=request_id,
-        )
+        return await self.refuse(action, payload, problems_of(exc), request_id=request_id)

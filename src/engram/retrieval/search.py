@@ -137,6 +137,11 @@ class Retrieval:
             problems.append(f"limit: between 1 and {MAX_LIMIT}")
         if "\x00" in text or "\x00" in namespace:
             problems.append("query, namespace: must not contain NUL characters")
+        elif not (text + namespace).isascii():
+            try:  # a lone surrogate cannot be sent to PostgreSQL or the model as UTF-8
+                (text + namespace).encode()
+            except UnicodeEncodeError:
+                problems.append("query, namespace: must not contain lone surrogates")
         if problems:
             raise ValidationFailed(errors=problems)
 

@@ -2,7 +2,9 @@
 endpoint at ``/mcp`` (:mod:`engram.protocols.mcp.http`), and ``/healthz`` (liveness),
 ``/readyz`` (readiness) and ``/metrics`` without authentication.
 
-The kernel is opened in the application's lifespan and closed when the server stops.
+The kernel is opened in the application's lifespan and closed when the server stops. No
+request body may exceed :data:`MAX_BODY_BYTES` (``/mcp`` included): a larger one is refused
+with a 413 problem as soon as its Content-Length (or the bytes read so far) says so.
 """
 
 from __future__ import annotations
@@ -19,7 +21,13 @@ from engram.config import EngramSettings
 from engram.kernel import Kernel, open_kernel
 from engram.protocols.http.api import install_api
 from engram.protocols.http.bootstrap import Announce, announce_first_agent, to_stdout
+from engram.protocols.http.problems import BodyLimit
 from engram.protocols.mcp.http import McpEndpoint
+
+#: The largest request body the server reads. A proposal is at most 256 KiB as JSON
+#: (``MAX_INPUT_BYTES``); the margin lets a larger one be refused *and audited* as input,
+#: while nothing near a client's memory-exhausting upload is ever buffered.
+MAX_BODY_BYTES = 1024 * 1024
 
 
 def _kernel(request: Request) -> Kernel:
@@ -57,6 +65,7 @@ def create_app(
     app = FastAPI(title="engram", version=__version__, lifespan=lifespan)
     mcp_endpoint.mount(app)
     install_api(app)  # the REST API under /v1 (engram.protocols.http.api)
+    app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)  # every route, /mcp included
 
     @app.get("/healthz", tags=["operations"])
     async def healthz() -> dict[str, str]:

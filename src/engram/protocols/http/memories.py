@@ -1,8 +1,10 @@
 """``/v1/memories``: propose, read, update and forget records through the Librarian Gate.
 
 Writes go through :class:`AgentSession` with the client's body as sent (so malformed input is
-audited like any rejection, and ``decision_type`` is always ``external``). Versions travel as
-entity tags: ``ETag: "3"`` on reads, ``If-Match: "3"`` on updates (required) and forgets.
+audited like any rejection, and ``decision_type`` is always ``external``). A body that is not
+JSON at all is a 400 and reaches nothing; one nested deeper than the parser reads is an
+audited rejection like any other input the Gate refuses. Versions travel as entity tags:
+``ETag: "3"`` on reads, ``If-Match: "3"`` on updates (required) and forgets.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from engram.agents.registry import Principal
 from engram.errors import NotFound
 from engram.memory.checks import ACCESS, RATE_LIMIT
 from engram.memory.gate_io import GateResult, WriteOutcome
-from engram.memory.types import GateDecision, MemoryRecord, MemoryStatus
+from engram.memory.types import GateAction, GateDecision, MemoryRecord, MemoryStatus
 from engram.protocols.http.auth import Caller, KernelDep
 from engram.protocols.http.models import DecisionView, VersionsView
 from engram.protocols.http.problems import ApiProblem, problem, problem_responses, retry_after
@@ -41,14 +43,17 @@ IdempotencyKey = Annotated[
         pattern=r"^[\x21-\x7e]+$",
     ),
 ]
+# No length limit here: an If-Match that names no version (too long included) is a 400
+# bad-if-match from expected_version, like any other malformed one.
 IfMatch = Annotated[
     str | None,
     Header(
         alias="If-Match",
         description='The version the client read, as its entity tag ("3"; 3 and W/"3" work).',
-        max_length=64,
     ),
 ]
+#: Why a body nested deeper than Python's JSON parser reads is refused (about 900 levels).
+TOO_DEEP = "body: JSON nested too deeply to read"
 
 
 def etag(version: int) -> str:
@@ -79,18 +84,45 @@ def request_id(principal: Principal, key: str | None) -> str | None:
     return None if key is None else f"http:{principal.agent.id}:{key}"
 
 
+class NestedTooDeep(Exception):
+    """A JSON body nested deeper than the parser reads; ``text`` is the body as text."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(TOO_DEEP)
+        self.text = text
+
+
 async def json_object(request: Request) -> dict[str, Any]:
-    """The request body as a JSON object (422 for anything else)."""
+    """The request body as a JSON object: 400 when it is not JSON, 422 when it is JSON but not
+    an object, :class:`NestedTooDeep` when it nests deeper than the parser reads.
+
+    Python's parser also reads ``NaN``/``Infinity`` and ``\\ud800`` escapes; what storage
+    cannot hold is refused, audited, at the input boundary (``WriteInput``).
+    """
     raw = await request.body()
     try:
         data = json.loads(raw) if raw else None
-    except (ValueError, RecursionError):
-        data = None
+    except RecursionError:
+        raise NestedTooDeep(raw.decode("utf-8", "replace")) from None
+    except ValueError:  # not JSON, or not UTF-8
+        raise ApiProblem(
+            400, "bad-request", "the body is not valid JSON", errors=["body: not valid JSON"]
+        ) from None
     if not isinstance(data, dict):
         raise ApiProblem(
             422, "invalid-request", "the body must be a JSON object", errors=["body: object"]
         )
     return data
+
+
+async def proposal(
+    request: Request, session: AgentSession, action: GateAction, request_id: str | None
+) -> dict[str, Any] | GateResult:
+    """The body as a JSON object, or the audited rejection of one too deep to read."""
+    try:
+        return await json_object(request)
+    except NestedTooDeep as exc:
+        return await session.refuse(action, {"body": exc.text}, [TOO_DEEP], request_id=request_id)
 
 
 def gate_response(result: GateResult) -> Response:
@@ -183,11 +215,12 @@ async def create_memory(
     request: Request, kernel: KernelDep, principal: Caller, idempotency_key: IdempotencyKey = None
 ) -> Response:
     """CREATE a record through the Gate. A Gate rejection answers with every failed check."""
-    payload = await json_object(request)
-    result = await AgentSession(kernel, principal.caller).remember(
-        payload, request_id=request_id(principal, idempotency_key)
-    )
-    return gate_response(result)
+    session = AgentSession(kernel, principal.caller)
+    retry = request_id(principal, idempotency_key)
+    payload = await proposal(request, session, GateAction.CREATE, retry)
+    if isinstance(payload, GateResult):
+        return gate_response(payload)
+    return gate_response(await session.remember(payload, request_id=retry))
 
 
 @router.get(
@@ -271,14 +304,14 @@ async def update_memory(
     """UPDATE through the Gate. Fields not in the body keep the current version's values.
     If-Match must carry the version read; a stale one answers 409 with the current version."""
     expected = expected_version(if_match, required=True)
-    payload = await json_object(request)
+    session = AgentSession(kernel, principal.caller)
+    retry = request_id(principal, idempotency_key)
+    payload = await proposal(request, session, GateAction.UPDATE, retry)
+    if isinstance(payload, GateResult):
+        return gate_response(payload)
     head = await _live_head(kernel, principal, record_id)  # 404, not a rejection, if hidden
-    result = await AgentSession(kernel, principal.caller).amend(
-        record_id,
-        payload,
-        head=head,
-        expected_version=expected,
-        request_id=request_id(principal, idempotency_key),
+    result = await session.amend(
+        record_id, payload, head=head, expected_version=expected, request_id=retry
     )
     return gate_response(result)
 

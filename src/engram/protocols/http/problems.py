@@ -4,7 +4,13 @@ Every error the API answers is ``application/problem+json``: ``type`` (a stable 
 kind of problem), ``title``, ``status`` and ``detail``, plus extension members where they help
 a client act (``errors``, ``failed_checks``, ``current_version``, ``retry_after_seconds``).
 Messages never carry memory content: kernel errors name ids and fields, and an unexpected
-exception is logged by type only.
+exception is logged by type only. A problem may name a client's field, which can hold what
+JSON text cannot carry as UTF-8 (a lone surrogate): every body is made JSON-safe first.
+
+Status rules for input: a body that is not JSON, or an If-Match that names no version, is a
+400 (a malformed request); JSON that is well formed but not acceptable is a 422 (with
+``errors``, or the Gate's ``failed_checks``); a body over the server's size limit is a 413
+(``max_bytes``), refused before it is read and not audited.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -43,6 +50,7 @@ from engram.errors import (
     ValidationFailed,
     VersionConflict,
 )
+from engram.memory.storable import json_safe
 
 log = structlog.get_logger("engram.http")
 
@@ -138,7 +146,10 @@ def problem(
     }
     body.update({key: value for key, value in extensions.items() if value is not None})
     return JSONResponse(
-        body, status_code=status, headers=dict(headers or {}), media_type=PROBLEM_JSON
+        json_safe(body).value,
+        status_code=status,
+        headers=dict(headers or {}),
+        media_type=PROBLEM_JSON,
     )
 
 
@@ -201,16 +212,79 @@ async def _on_api_problem(_: Request, exc: Exception) -> JSONResponse:
 
 async def _on_validation(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)  # noqa: S101
+    if any(error.get("type") == "json_invalid" for error in exc.errors()):
+        errors = ["body: not valid JSON"]
+        return problem(400, "bad-request", "the body is not valid JSON", errors=errors)
     errors = validation_messages(exc)
     return problem(422, "invalid-request", "; ".join(errors), errors=errors)
 
 
 async def _on_http(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)  # noqa: S101
+    if isinstance(exc, PayloadTooLarge):
+        return _too_large(exc)
     kinds = {400: "bad-request", 404: "not-found", 405: "method-not-allowed"}
     kind = kinds.get(exc.status_code, "http")
     detail = str(exc.detail) or title_of(exc.status_code)
     return problem(exc.status_code, kind, detail, headers=exc.headers)
+
+
+class PayloadTooLarge(StarletteHTTPException):
+    """A request body larger than ``max_bytes`` (an HTTP exception, so that FastAPI's own body
+    parsing lets it through to the handlers rather than calling it a malformed body)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__(413, f"the body is larger than {max_bytes} bytes")
+        self.max_bytes = max_bytes
+
+
+def _too_large(exc: PayloadTooLarge) -> JSONResponse:
+    return problem(413, "payload-too-large", str(exc.detail), max_bytes=exc.max_bytes)
+
+
+class BodyLimit:
+    """ASGI middleware: a request body larger than ``max_bytes`` is a 413 problem, unread.
+
+    A declared Content-Length over the limit is answered before the app runs. A body sent
+    without one is counted as the app reads it; the read that crosses the limit raises
+    :class:`PayloadTooLarge`, which the app's handlers answer. Nothing of the body is kept or
+    audited: it never became input. The event ``http.body_too_large`` names the route.
+    """
+
+    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = Headers(scope=scope).get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            self._refused(scope)
+            await _too_large(PayloadTooLarge(self.max_bytes))(scope, receive, send)
+            return
+        seen = 0
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    self._refused(scope)
+                    raise PayloadTooLarge(self.max_bytes)
+            return message
+
+        await self.app(scope, counted, send)
+
+    def _refused(self, scope: Scope) -> None:
+        log.info(
+            "http.body_too_large",
+            method=scope.get("method"),
+            path=scope.get("path"),
+            max_bytes=self.max_bytes,
+        )
 
 
 class LastResort:
@@ -267,6 +341,7 @@ def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         403: "The caller may not do this (not an admin, or the Gate's access check).",
         404: "No such record, or none the caller may read.",
         409: "Version conflict (current_version says which) or a state that forbids this.",
+        413: "The body is larger than the server reads (max_bytes says how large it may be).",
         422: "Invalid input, or a Gate rejection (failed_checks says which and why).",
         428: "If-Match is required.",
         429: "Rate limited by the Gate (see Retry-After).",
@@ -274,7 +349,7 @@ def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         503: "A dependency is unavailable (see Retry-After).",
     }
     responses: dict[int | str, dict[str, Any]] = {}
-    for status in sorted({*statuses, 400, 500, 503}):
+    for status in sorted({*statuses, 400, 413, 500, 503}):
         entry: dict[str, Any] = {
             "description": described.get(status, title_of(status)),
             "content": {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}}},

@@ -25,7 +25,7 @@ from uuid import UUID
 
 import structlog
 from mcp.types import CallToolResult, TextContent, Tool, ToolAnnotations
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engram.agents.registry import Principal
 from engram.errors import (
@@ -41,13 +41,17 @@ from engram.errors import (
 )
 from engram.kernel import Kernel
 from engram.memory.gate_io import GateResult
+from engram.memory.storable import escape_text
 from engram.memory.types import AccessLevel, GateDecision, MemoryType
 from engram.protocols.inprocess import (
     AS_OF_EVENT,
     AS_OF_INGESTION,
     AgentSession,
+    Instant,
     SearchInput,
+    StorableText,
     WriteInput,
+    problems_of,
 )
 from engram.protocols.views import feedback_view, record_view, result_view, search_view
 
@@ -77,7 +81,8 @@ class _Strict(BaseModel):
 
 RecordIdField = Annotated[UUID, Field(description=_RECORD_ID)]
 RequestIdField = Annotated[
-    str | None, Field(default=None, min_length=1, max_length=128, description=_REQUEST_ID)
+    StorableText | None,
+    Field(default=None, min_length=1, max_length=128, description=_REQUEST_ID),
 ]
 
 
@@ -197,8 +202,8 @@ class GetArgs(_Strict):
     """Arguments of ``get``."""
 
     record_id: RecordIdField
-    as_of_event: AwareDatetime | None = Field(default=None, description=AS_OF_EVENT)
-    as_of_ingestion: AwareDatetime | None = Field(default=None, description=AS_OF_INGESTION)
+    as_of_event: Instant | None = Field(default=None, description=AS_OF_EVENT)
+    as_of_ingestion: Instant | None = Field(default=None, description=AS_OF_INGESTION)
     include_forgotten: bool = Field(
         default=False, description="Return the record even if it was forgotten."
     )
@@ -443,10 +448,9 @@ def _parse(model: type[_Model], data: Mapping[str, Any]) -> _Model:
 
 
 def _invalid(tool: str, exc: ValidationError) -> CallToolResult:
-    problems = [
-        f"{'.'.join(str(part) for part in error['loc']) or 'arguments'}: {error['msg']}"
-        for error in exc.errors()
-    ]
+    # A location may name a client's argument, NUL or lone surrogate included: escaped, so
+    # the result can be sent as JSON.
+    problems = [escape_text(problem) for problem in problems_of(exc, whole="arguments")]
     return failure(
         "invalid_input", f"{tool}: invalid input: {'; '.join(problems)}", errors=problems
     )
