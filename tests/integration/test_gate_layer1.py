@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import replace
 from datetime import datetime
@@ -11,6 +12,7 @@ import pytest
 
 from engram import Kernel
 from engram.memory.gate_io import GateRequest
+from engram.memory.storable import MAX_AUDITED_INPUT_BYTES
 from engram.memory.types import (
     AccessLevel,
     GateAction,
@@ -304,3 +306,24 @@ async def test_a_record_storage_cannot_hold_is_rejected_by_the_schema_check(
     assert 0 == await kernel.db.fetchval("SELECT count(*) FROM memories")
     assert 1 == await _audit_rows(kernel)
     assert (await kernel.audit.verify()).ok
+
+
+@pytest.mark.parametrize("origin", list(GateDecisionType))
+async def test_a_huge_rejected_record_is_audited_as_an_excerpt_with_size_and_hash(
+    kernel: Kernel, origin: GateDecisionType
+) -> None:
+    """A 2 MB record refused by Layer 1, from any origin, leaves an audit row holding a
+    bounded excerpt, the input's size and its SHA-256, not the whole input."""
+    caller = STANDARD if origin is GateDecisionType.EXTERNAL else SYSTEM
+    huge = belief("The archive holds " + "many old invoices, " * 110_000)
+    result = await kernel.gate.evaluate(create(huge, caller, origin))
+    assert GateDecision.REJECTED == result.decision
+    snapshot = await kernel.db.fetchval(
+        "SELECT input_snapshot::text FROM librarian_audit WHERE decision_id = $1",
+        result.decision_id,
+    )
+    raw = json.loads(snapshot)["raw"]
+    assert len(snapshot) < 2 * MAX_AUDITED_INPUT_BYTES
+    assert (True, 64) == (raw["truncated"], len(raw["sha256"]))
+    assert raw["bytes"] > 2_000_000
+    assert 0 == await kernel.db.fetchval("SELECT count(*) FROM memories")

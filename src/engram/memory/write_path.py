@@ -26,6 +26,7 @@ from engram.memory.checks import CheckResult, Layer1Outcome
 from engram.memory.gate_advisor import AdvisorAction, AdvisorDecision
 from engram.memory.gate_io import GateRequest, GateResult, WriteOutcome, caller_json
 from engram.memory.resolution import link_conflicts
+from engram.memory.storable import MAX_AUDITED_INPUT_BYTES, audited_input
 from engram.memory.types import (
     ConsolidationPath,
     EdgeKind,
@@ -123,12 +124,23 @@ def audit_entry(
         caller=canonical_json(caller_json(request.caller_identity)),
         record_id=record_id,
         version_id=version_id,
-        input_snapshot=canonical_json(request.snapshot()),
+        input_snapshot=_snapshot(request, decision),
         layer1_checks=canonical_json([check.to_json() for check in checks]),
         layer2_decision=None if advice is None else canonical_json(advice.to_json()),
         decision_source=advice.source if advice is not None else "layer1",
         duration_ms=round(duration_ms, 3),
     )
+
+
+def _snapshot(request: GateRequest, decision: GateDecision) -> str:
+    """The audited input: whole, except a rejected one beyond ``MAX_AUDITED_INPUT_BYTES``,
+    which is kept as an excerpt with its size and SHA-256 (the log is append-only: a refused
+    10 MB record must not stay in it forever). Approved input is whole, for replay."""
+    snapshot = request.snapshot()
+    text = canonical_json(snapshot)
+    if decision is GateDecision.REJECTED and len(text.encode()) > MAX_AUDITED_INPUT_BYTES:
+        text = canonical_json({"action": request.action.value, **audited_input(snapshot)})
+    return text
 
 
 class WritePath:
