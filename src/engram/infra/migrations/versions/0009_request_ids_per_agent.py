@@ -21,9 +21,7 @@ depends_on = None
 
 def upgrade() -> None:
     op.execute("SET ROLE engram_owner")
-    op.execute(
-        "ALTER TABLE engram.librarian_audit DROP CONSTRAINT librarian_audit_request_id_key"
-    )
+    op.execute("ALTER TABLE engram.librarian_audit DROP CONSTRAINT librarian_audit_request_id_key")
     op.execute(
         "ALTER TABLE engram.librarian_audit ADD CONSTRAINT librarian_audit_agent_request_key "
         "UNIQUE (agent_id, request_id)"
