@@ -15,9 +15,11 @@ it may not read is, for that caller, absent everywhere, Layer 2 included (its du
 candidate and conflict searches, the head of an UPDATE or FORGET, cited evidence).
 
 A conflict resolution written on behalf of a caller changes a record only when the caller
-may change it under this matrix *and* the record's standing (the tier of the agent whose
-external write gave it its current content) is not above the caller's tier: a lower tier may
-challenge a higher tier's record and escalate the dispute, never supersede it (ADR-010).
+may change it under this matrix, the record's standing (the tier of the agent whose external
+write gave it its current content) is not above the caller's tier, and the newer record is
+visible to everyone who may read the older one: a lower tier may challenge a higher tier's
+record and escalate the dispute, never supersede it, and nothing hidden from a reader changes
+what that reader sees (ADR-010).
 """
 
 from __future__ import annotations
@@ -107,16 +109,22 @@ def write_denial(
 
 
 def resolution_denial(
-    writer: CallerIdentity, record: MemoryRecord, *, standing: TrustLevel
+    writer: CallerIdentity, record: MemoryRecord, *, standing: TrustLevel, newer: MemoryRecord
 ) -> str | None:
-    """Why a conflict resolution on ``writer``'s behalf may not change ``record`` (whose
-    content a ``standing``-tier agent wrote), or None if it may."""
+    """Why a conflict resolution on ``writer``'s behalf, prompted by ``newer``, may not change
+    ``record`` (whose content a ``standing``-tier agent wrote), or None if it may."""
+    if not record.access_level.allows(newer.access_level):
+        # Its readers could not see why the record changed: the newer one is hidden from them.
+        return (
+            f"the newer record ({newer.access_level.value}) is hidden from readers of the "
+            f"existing one ({record.access_level.value})"
+        )
     denial = write_denial(writer, record, existing=record)
     if denial is not None:
         return denial
     if TIER_RANK[standing] > TIER_RANK[writer.trust_level]:
         return (
-            f"a {writer.trust_level.value} agent may not supersede a record "
-            f"of a {standing.value} agent"
+            f"a {writer.trust_level.value} agent's claim may not change a record "
+            f"a {standing.value} agent wrote"
         )
     return None

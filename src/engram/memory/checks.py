@@ -179,6 +179,16 @@ def check_pii(request: Layer1Input) -> tuple[CheckResult, MemoryRecord, tuple[st
     record = request.record
     if request.action is GateAction.FORGET:
         return CheckResult.ok(PII, "nothing is stored by FORGET"), record, (), False
+    head = request.head
+    if (
+        request.decision_type is not GateDecisionType.EXTERNAL
+        and head is not None
+        and (record.content, record.metadata, record.access_level)
+        == (head.content, head.metadata, head.access_level)
+    ):
+        # An internal restatement (a conflict resolution) stores nothing new: the level the
+        # version has, quarantined or released by an admin, is kept as it is.
+        return CheckResult.ok(PII, "restates the current version"), record, (), False
     try:
         kinds = tuple(sorted({finding.kind.value for finding in pii.scan(_screened_text(record))}))
         errored = False

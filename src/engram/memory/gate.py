@@ -20,7 +20,7 @@ from uuid import UUID
 
 import structlog
 
-from engram.errors import EmbeddingError, EngramError, InfrastructureError, UniqueViolation
+from engram.errors import EmbeddingError, UniqueViolation
 from engram.infra.db import DatabaseAdapter
 from engram.infra.embeddings import EmbeddingAdapter
 from engram.infra.events import Event, EventBus
@@ -28,7 +28,6 @@ from engram.memory import store
 from engram.memory.access import can_read, readable_levels
 from engram.memory.audit import AuditEntry, AuditLog, canonical_json
 from engram.memory.checks import SCHEMA, CheckResult, Layer1Input, Layer1Outcome, run_layer1
-from engram.memory.conflict import ConflictResult
 from engram.memory.fingerprint import content_hash
 from engram.memory.gate_advisor import (
     AdvisorAction,
@@ -47,11 +46,10 @@ from engram.memory.gate_io import (
 )
 from engram.memory.gate_signals import GateSignals
 from engram.memory.rate_limit import RateLimiter
-from engram.memory.resolution import Step, resolution_requests
+from engram.memory.resolution import carry_out
 from engram.memory.storable import audited_input, escape_text
 from engram.memory.types import (
     CallerIdentity,
-    ConflictClassification,
     GateAction,
     GateDecision,
     GateDecisionType,
@@ -211,17 +209,18 @@ class LibrarianGate:
                 # again against what is there now (the embedding is kept).
                 log.info("gate.replanned", decision_id=str(decision_id), attempt=attempt)
                 if attempt < REPLANS:
+                    # Only an internal UPDATE without an expected version gets here with a
+                    # head (an expected one would have been a Conflict); it sees every record.
                     head = stale.current if head is not None else None
                     continue
-                current = None if stale.current is None else stale.current.version
-                conflict = Conflict(request.expected_version, current)
                 return await self._finish_conflict(
                     request,
                     decision_id,
                     layer1,
                     advice=plan.advice,
-                    conflict=conflict,
+                    conflict=Conflict(request.expected_version, None),
                     timing=timing,
+                    reason="the record this write was measured against kept changing; retry",
                 )
             except Conflict as conflict:
                 return await self._finish_conflict(
@@ -278,50 +277,9 @@ class LibrarianGate:
         raise exc
 
     async def resolve_conflicts(self, event: Event) -> tuple[GateResult, ...]:
-        """Carry out the resolutions of one write's conflicts (``memory.conflicts_found``).
-
-        Runs when the outbox delivers the event, after the write committed and its caller had
-        its answer. Each resolution is a ``self_healing`` UPDATE with a request id derived from
-        the write's decision, so a second delivery of the event changes nothing.
-        """
-        payload = event.payload
-        newer = await store.version_by_id(self._db, UUID(payload["version_id"]))
-        if newer is None:
-            return ()
-        done: list[GateResult] = []
-        for item in payload["conflicts"]:
-            conflict = ConflictResult(
-                classification=ConflictClassification(item["classification"]),
-                existing_record_id=UUID(item["existing_record_id"]),
-                existing_version_id=UUID(item["existing_version_id"]),
-                similarity=float(item["similarity"]),
-                reason=item["reason"],
-            )
-            older = await store.head(self._db, conflict.existing_record_id)
-            if older is None or older.id != conflict.existing_version_id:
-                log.info("conflict.resolution_skipped", reason="record moved on")
-                continue
-            steps = item.get("steps")
-            for follow_up in resolution_requests(
-                conflict,
-                newer=newer,
-                older=older,
-                decision_id=UUID(payload["decision_id"]),
-                steps=None if steps is None else [Step(step) for step in steps],
-            ):
-                try:
-                    outcome = await self.evaluate(follow_up)
-                except InfrastructureError:
-                    # The outbox delivers the event again; done steps replay by request id.
-                    log.warning("conflict.resolution_deferred", reason="infrastructure")
-                    raise
-                except EngramError as exc:
-                    log.warning("conflict.resolution_failed", error=type(exc).__name__)
-                    continue
-                done.append(outcome)
-                if follow_up.record.record_id == newer.record_id and outcome.modified_record:
-                    newer = outcome.modified_record
-        return tuple(done)
+        """Carry out the resolutions of one write's conflicts (``memory.conflicts_found``),
+        each through :meth:`evaluate` (see :func:`engram.memory.resolution.carry_out`)."""
+        return await carry_out(event, db=self._db, evaluate=self.evaluate)
 
     async def reject_input(
         self,
@@ -494,6 +452,7 @@ class LibrarianGate:
         advice: AdvisorDecision | None,
         conflict: Conflict,
         timing: Timing,
+        reason: str | None = None,
     ) -> GateResult:
         actual = conflict.actual
         if actual is None:
@@ -503,7 +462,8 @@ class LibrarianGate:
         result = GateResult(
             decision=GateDecision.CONFLICT,
             decision_id=decision_id,
-            reason=f"expected version {request.expected_version}, current version is {actual}",
+            reason=reason
+            or f"expected version {request.expected_version}, current version is {actual}",
             layer1_checks=layer1.checks,
             layer2_decision=advice,
             modified_record=None,

@@ -11,7 +11,8 @@ specification:
    "… v2.1" at 0.98, and treating a changed value as a duplicate would silently drop it.
    Any other neighbour at or above ``UPDATE_CANDIDATE`` (0.80) is reported as an update
    candidate: the write still adds a record (the Gate never merges on its own). An UPDATE whose
-   content and metadata equal the current version is a NOOP.
+   content, metadata, access level, namespace, classification and evidence equal the current
+   version's is a NOOP.
 2. **Conflict classification** through the :class:`~engram.memory.conflict.ConflictResolver`.
 3. **Consolidation routing**: flag the record when it has been repeated three times or when it
    has four or more related active records (similarity ≥ 0.70), five with itself.
@@ -281,10 +282,13 @@ class HeuristicAdvisor:
 
 
 def _unchanged(head: MemoryRecord, proposal: MemoryRecord) -> bool:
-    """The proposal restates the head: same content and metadata, and no new event times
-    (a proposal without event times leaves them as they are)."""
+    """The proposal restates the head: same content, metadata, access level, namespace,
+    classification and evidence, and no new event times (a proposal without event times
+    leaves them as they are). A change of who may read it is a change (a new version)."""
+    fields = ("content", "metadata", "access_level", "namespace", "classification")
     return (
-        (head.content, head.metadata) == (proposal.content, proposal.metadata)
+        all(getattr(head, name) == getattr(proposal, name) for name in fields)
+        and set(head.evidence_links) == set(proposal.evidence_links)
         and proposal.event_time in (None, head.event_time)
         and proposal.event_time_end in (None, head.event_time_end)
         and proposal.status in (MemoryStatus.ACTIVE, head.status)

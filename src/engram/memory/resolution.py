@@ -4,10 +4,12 @@ The new record's own transaction links each conflict (:func:`link_conflicts`) an
 for the state-changing classes, which records the resolution will change. A resolution is
 written on behalf of the agent whose write found the conflict, so it may change a record only
 when that agent could (:func:`~engram.memory.access.resolution_denial`): the access matrix
-allows it, and the record's standing (the tier of the agent that wrote its content) is not
-above the writer's tier. The steps it may take go into ``memory.conflicts_found`` in the
-outbox; when that is delivered (after the commit, at least once) each step is proposed to the
-Gate as a ``self_healing`` UPDATE by the resolver's system identity, with a request id derived
+allows it, the record's standing (the tier of the agent that wrote its content) is not above
+the writer's tier, and the newer record is visible to every reader of the older one (for
+internal writers too: what a reader sees never changes on grounds hidden from it). The steps
+it may take go into ``memory.conflicts_found`` in the outbox; when that is delivered (after
+the commit, at least once, :func:`carry_out`) each step is proposed to the Gate as a
+``self_healing`` UPDATE by the resolver's system identity, with a request id derived
 from the decision, so it is audited and idempotent:
 
 * supersession: the older record gets a new version whose validity ends where the newer
@@ -19,25 +21,29 @@ from the decision, so it is audited and idempotent:
 A conflict whose older record the writer may not change is **escalated** instead: it is linked
 as ``contradicts`` (never ``supersedes``), only the writer's own new record is marked
 ``challenged`` (when the writer may change it), and ``memory.conflict_detected`` puts the
-dispute in front of a person. A resolution that finds the record moved on (another writer got
-there first) is skipped and logged; the conflict stays linked.
+dispute in front of a person. A resolution that finds either claim no longer standing (forgotten,
+or its content changed by another writer) is skipped and logged; the conflict stays linked.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
+from uuid import UUID
 
-from engram.infra.db import Connection
+import structlog
+
+from engram.errors import EngramError, InfrastructureError
+from engram.infra.db import Connection, DatabaseAdapter
 from engram.infra.events import Event, EventBus
 from engram.memory import store
 from engram.memory.access import resolution_denial, write_denial
 from engram.memory.conflict import ConflictResult
 from engram.memory.gate_advisor import AdvisorDecision
-from engram.memory.gate_io import GateRequest
+from engram.memory.gate_io import GateRequest, GateResult
 from engram.memory.types import (
     CallerIdentity,
     ConflictClassification,
@@ -48,6 +54,8 @@ from engram.memory.types import (
     MemoryStatus,
     TrustLevel,
 )
+
+log = structlog.get_logger("engram.memory.resolution")
 
 RESOLVER = CallerIdentity.system("conflict-resolver")
 
@@ -102,11 +110,16 @@ def plan_resolution(
 ) -> Resolution:
     """The steps a resolution on ``writer``'s behalf may take (see the module docstring)."""
     wanted = _FULL_STEPS.get(conflict.classification, ())
-    if decision_type is not GateDecisionType.EXTERNAL or not wanted:
-        return Resolution(wanted)  # internal writers are trusted with every record
+    if not wanted:
+        return Resolution(())
     if older is None:
         return Resolution((), escalated="the existing record is gone")
-    denial = resolution_denial(writer, older, standing=standing)
+    if decision_type is not GateDecisionType.EXTERNAL:
+        # Internal writers may change any record, but not on grounds hidden from its readers.
+        if older.access_level.allows(newer.access_level):
+            return Resolution(wanted)
+        writer = RESOLVER
+    denial = resolution_denial(writer, older, standing=standing, newer=newer)
     may_change_newer = write_denial(writer, newer, existing=newer) is None
     if denial is None:
         steps = tuple(s for s in wanted if s is not Step.CHALLENGE_NEWER or may_change_newer)
@@ -258,3 +271,70 @@ def resolution_requests(
             _restate(newer, status=MemoryStatus.CHALLENGED, key=f"{key}:challenge-newer")
         )
     return requests
+
+
+async def carry_out(
+    event: Event,
+    *,
+    db: DatabaseAdapter,
+    evaluate: Callable[[GateRequest], Awaitable[GateResult]],
+) -> tuple[GateResult, ...]:
+    """Carry out the resolutions of one write's conflicts (``memory.conflicts_found``).
+
+    Runs when the outbox delivers the event, after the write committed and its caller had its
+    answer. Each step is a ``self_healing`` UPDATE with a request id derived from the write's
+    decision, so a second delivery changes nothing. A conflict is skipped (and logged) when
+    either claim no longer stands: its record was forgotten, or its content changed since
+    (a restatement by an earlier step of this resolution still stands).
+    """
+    payload = event.payload
+    newer = await _standing_head(db, UUID(payload["version_id"]))
+    if newer is None:
+        log.info("conflict.resolution_skipped", reason="the newer claim moved on")
+        return ()
+    done: list[GateResult] = []
+    for item in payload["conflicts"]:
+        conflict = ConflictResult(
+            classification=ConflictClassification(item["classification"]),
+            existing_record_id=UUID(item["existing_record_id"]),
+            existing_version_id=UUID(item["existing_version_id"]),
+            similarity=float(item["similarity"]),
+            reason=item["reason"],
+        )
+        older = await _standing_head(db, conflict.existing_version_id)
+        if older is None:
+            log.info("conflict.resolution_skipped", reason="the existing record moved on")
+            continue
+        steps = item.get("steps")
+        for follow_up in resolution_requests(
+            conflict,
+            newer=newer,
+            older=older,
+            decision_id=UUID(payload["decision_id"]),
+            steps=None if steps is None else [Step(step) for step in steps],
+        ):
+            try:
+                outcome = await evaluate(follow_up)
+            except InfrastructureError:
+                # The outbox delivers the event again; done steps replay by request id.
+                log.warning("conflict.resolution_deferred", reason="infrastructure")
+                raise
+            except EngramError as exc:
+                log.warning("conflict.resolution_failed", error=type(exc).__name__)
+                continue
+            done.append(outcome)
+            if follow_up.record.record_id == newer.record_id and outcome.modified_record:
+                newer = outcome.modified_record
+    return tuple(done)
+
+
+async def _standing_head(db: DatabaseAdapter, version_id: UUID) -> MemoryRecord | None:
+    """The head of ``version_id``'s record while that version's claim still stands: the
+    record is not forgotten and its head says the same (None otherwise)."""
+    version = await store.version_by_id(db, version_id)
+    if version is None:
+        return None
+    head = await store.head(db, version.record_id)
+    if head is None or head.status is MemoryStatus.FORGOTTEN or head.content != version.content:
+        return None
+    return head

@@ -161,8 +161,9 @@ async def stored_embedding(conn: Connection, version_id: UUID, *, model: str) ->
 async def resolve_evidence(
     conn: Connection, refs: Sequence[UUID], *, levels: Sequence[str]
 ) -> Mapping[UUID, UUID]:
-    """Map each cited id (a version id or a record id) to the version it names, among the
-    versions at the access ``levels`` the writer may read."""
+    """Map each cited id to the version it names: a record id to the record's head, any
+    other version id to that version; ids of records whose head is not at one of the access
+    ``levels`` the writer may read are left out (absent for it)."""
     if not refs:
         return {}
     rows = await conn.fetch(SQL["resolve_evidence"], list(refs), list(levels))
@@ -272,8 +273,8 @@ async def add_edge(
 
 
 async def standing(conn: Connection, record_id: UUID) -> TrustLevel:
-    """The tier of the agent whose external write gave the record its current content
-    (trusted when only internal origins, such as consolidation, wrote it)."""
+    """The tier of the agent whose write gave the record its current content (trusted when
+    an internal origin, such as consolidation, wrote it)."""
     value = await conn.fetchval(SQL["record_standing"], record_id)
     return TrustLevel.TRUSTED if value is None else TrustLevel(value)
 

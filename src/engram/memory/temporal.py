@@ -110,9 +110,39 @@ class TemporalEngine:
             rows.sort(key=lambda row: row["ingestion_time"], reverse=True)
             rows = rows[:limit]
         records = [store.record_from_row(row) for row in rows]
+        if caller is not None:
+            records = await self._hide_unreadable_successors(records, levels)
         if count_read:
             self._note(records)
         return records
+
+    async def _hide_unreadable_successors(
+        self, records: list[MemoryRecord], levels: Sequence[str]
+    ) -> list[MemoryRecord]:
+        """Point ``superseded_by`` past versions the reader may not read, to the next one it
+        may (its record's head is readable, so there is one): no hidden version's id leaks."""
+        pointers = {r.superseded_by for r in records if r.superseded_by is not None}
+        if not pointers:
+            return records
+        rows = await self._db.fetch(SQL["versions_by_ids"], list(pointers), list(levels))
+        hidden = pointers - {row["id"] for row in rows}
+        if not hidden:
+            return records
+        chains: dict[UUID, list[MemoryRecord]] = {}
+        shown = []
+        for record in records:
+            if record.superseded_by not in hidden:
+                shown.append(record)
+                continue
+            if record.record_id not in chains:
+                chains[record.record_id] = await store.version_chain(self._db, record.record_id)
+            later = [
+                v.id
+                for v in chains[record.record_id]
+                if v.version > record.version and v.access_level.value in levels
+            ]
+            shown.append(record.model_copy(update={"superseded_by": later[0] if later else None}))
+        return shown
 
     async def current(
         self, record_id: UUID, *, caller: CallerIdentity | None = None, count_read: bool = True
@@ -136,6 +166,7 @@ class TemporalEngine:
         if chain and chain[-1].access_level.value not in levels:
             return []
         visible = [version for version in chain if version.access_level.value in levels]
+        visible = await self._hide_unreadable_successors(visible, list(levels))
         self._note(visible[-1:])
         return visible
 

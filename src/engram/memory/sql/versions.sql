@@ -46,12 +46,16 @@ UNION ALL
  LIMIT $5)
 
 -- name: resolve_evidence
--- $2 the access levels the writer may read: a record it may not read cannot be cited.
-SELECT DISTINCT ON (ref) ref, m.id AS version_id
-FROM unnest($1::uuid[]) AS ref
-JOIN memories m ON m.id = ref OR (m.record_id = ref AND m.superseded_by IS NULL)
-WHERE m.access_level = ANY($2::text[])
-ORDER BY ref, (m.id = ref) DESC
+-- Each cited id of $1 names a record (its head: a record's first version shares its id) or
+-- else one version. $2 the access levels the writer may read: a record whose head it may not
+-- read is absent for it, whichever of its versions is cited.
+SELECT r.ref, coalesce(h.id, v.id) AS version_id
+FROM unnest($1::uuid[]) AS r(ref)
+LEFT JOIN memories h ON h.record_id = r.ref AND h.superseded_by IS NULL
+LEFT JOIN memories v ON h.id IS NULL AND v.id = r.ref
+LEFT JOIN memories vh ON vh.record_id = v.record_id AND vh.superseded_by IS NULL
+WHERE (h.id IS NOT NULL AND h.access_level = ANY($2::text[]))
+   OR (h.id IS NULL AND v.access_level = ANY($2::text[]) AND vh.access_level = ANY($2::text[]))
 
 -- name: insert_version
 INSERT INTO memories (
@@ -113,12 +117,16 @@ VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (source_id, target_id, kind) DO NOTHING
 
 -- name: record_standing
--- The tier of the agent whose external write gave record $1 its current content (the newest
--- version an external decision wrote); no row when only internal origins wrote it.
-SELECT a.caller->>'trust_level' AS trust_level
+-- The tier of the agent whose write gave record $1 its current content: the writer of the
+-- newest version that changed the (normalised) content of the version before it, or created
+-- the record. A change of metadata or level alone lends no standing. NULL when that version
+-- came from an internal origin (consolidation), which stands as trusted.
+SELECT CASE WHEN v.gate_decision_type = 'external' THEN a.caller->>'trust_level' END
+           AS trust_level
 FROM memories v
 JOIN librarian_audit a ON a.decision_id = v.gate_decision_id
-WHERE v.record_id = $1 AND v.gate_decision_type = 'external'
+LEFT JOIN memories p ON p.record_id = v.record_id AND p.version = v.version - 1
+WHERE v.record_id = $1 AND (p.id IS NULL OR p.content_hash IS DISTINCT FROM v.content_hash)
 ORDER BY v.version DESC
 LIMIT 1
 
@@ -165,6 +173,15 @@ NOT EXISTS (
       AND coalesce(e.ingestion_time_end, e.ingestion_time) <= $2
 )
 
+-- A record is read only while the caller may read its head (now): one whose head is hidden
+-- from it is absent for it at every instant, as in temporal.current and the version chain.
+-- fragment: head_readable
+EXISTS (
+    SELECT 1 FROM memories h
+    WHERE h.record_id = v.record_id AND h.superseded_by IS NULL
+      AND h.access_level = ANY($5::text[])
+)
+
 -- name: as_of_record
 SELECT v.*
 FROM (
@@ -175,12 +192,13 @@ FROM (
     LIMIT 1
 ) AS v
 WHERE {{still_valid}} AND {{not_ended}} AND v.access_level = ANY($5::text[])
+  AND {{head_readable}}
 
 -- name: as_of_history
 SELECT {{record_columns}}
 FROM memories v
 WHERE v.record_id = $1 AND {{known_began}} AND {{not_ended}}
-  AND v.access_level = ANY($5::text[])
+  AND v.access_level = ANY($5::text[]) AND {{head_readable}}
 ORDER BY v.version
 
 -- name: as_of_listing
@@ -202,7 +220,7 @@ WHERE w.namespace = $1 AND w.type = $6 AND w.ingestion_time <= $2
        OR (w.superseded_by IS NULL AND NOT (w.status::text = ANY($4::text[]))))
   -- a head written with an excluded ending status (consolidated) ended its record when written
   AND NOT (w.ingestion_time_end IS NULL AND w.status::text = ANY($4::text[]))
-  AND {{still_valid}} AND v.access_level = ANY($5::text[])
+  AND {{still_valid}} AND v.access_level = ANY($5::text[]) AND {{head_readable}}
 ORDER BY w.ingestion_time DESC
 LIMIT $7
 
@@ -219,7 +237,7 @@ WHERE v.namespace = $1 AND v.type = $6 AND {{known_began}} AND {{still_valid}}
         AND n.ingestion_time <= $2 AND n.event_time <= $3
   )
   AND {{not_ended}}
-  AND v.access_level = ANY($5::text[])
+  AND v.access_level = ANY($5::text[]) AND {{head_readable}}
 ORDER BY v.event_time DESC
 LIMIT $7
 
@@ -338,20 +356,37 @@ UNION ALL
  ORDER BY k.embedding <=> $1
  LIMIT $5)
 
+-- The access level version x had at instant $2 (a release since then undone).
+-- fragment: level_then
+coalesce(
+    (SELECT r.input_snapshot->>'previous_level' FROM librarian_audit r
+     WHERE r.record_id = x.record_id AND r.version_id = x.id AND r.action = 'RELEASE'
+       AND r.occurred_at >= $2
+     ORDER BY r.seq
+     LIMIT 1),
+    x.access_level)
+
 -- name: replay_evidence_as_of
--- The cited ids ($1) that named a version or a record known before instant $2 (not $3's own)
--- at one of the access levels $4 the writer could read (the level then, releases undone).
-SELECT DISTINCT ref
-FROM unnest($1::uuid[]) AS ref
-JOIN memories m ON (m.id = ref OR m.record_id = ref)
-WHERE m.ingestion_time < $2 AND m.gate_decision_id <> $3
-  AND coalesce(
-          (SELECT r.input_snapshot->>'previous_level' FROM librarian_audit r
-           WHERE r.record_id = m.record_id AND r.version_id = m.id AND r.action = 'RELEASE'
-             AND r.occurred_at >= $2
-           ORDER BY r.seq
-           LIMIT 1),
-          m.access_level) = ANY($4::text[])
+-- The cited ids ($1) that resolve_evidence found just before instant $2 (versions written by
+-- decision $3 left out): a record id names the record's head then, any other id that version
+-- if it was known; either way the record's head then had one of the access levels $4.
+SELECT c.ref
+FROM unnest($1::uuid[]) AS c(ref)
+CROSS JOIN LATERAL (
+    SELECT x.id, {{level_then}} AS level
+    FROM memories x
+    WHERE x.record_id = coalesce(
+              (SELECT m.record_id FROM memories m WHERE m.record_id = c.ref LIMIT 1),
+              (SELECT m.record_id FROM memories m WHERE m.id = c.ref))
+      AND x.ingestion_time < $2 AND x.gate_decision_id <> $3
+    ORDER BY x.version DESC
+    LIMIT 1
+) AS head
+WHERE head.level = ANY($4::text[])
+  AND (EXISTS (SELECT 1 FROM memories m WHERE m.record_id = c.ref)
+       OR EXISTS (SELECT 1 FROM memories x
+                  WHERE x.id = c.ref AND x.ingestion_time < $2 AND x.gate_decision_id <> $3
+                    AND {{level_then}} = ANY($4::text[])))
 
 -- name: namespaces_as_of
 SELECT DISTINCT namespace FROM memories WHERE ingestion_time <= $1 ORDER BY namespace
