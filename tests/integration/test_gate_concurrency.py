@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import uuid
 from dataclasses import replace
-from datetime import UTC, datetime
 from functools import partial
 
 import pytest
@@ -99,31 +97,9 @@ async def test_concurrent_creates_are_all_audited_in_verifiable_lanes(kernel: Ke
 async def test_appends_racing_for_one_lane_chain_in_commit_order(kernel: Kernel) -> None:
     """24 transactions append to the same lane at once: each links to the one before it."""
 
-    def entry(n: int) -> AuditEntry:
-        decision_id = uuid.UUID(int=uuid.uuid4().int // LANES * LANES + 3)  # lane 3
-        return AuditEntry(
-            decision_id=decision_id,
-            request_id=f"race-{n}",
-            occurred_at=datetime.now(UTC),
-            action="CREATE",
-            decision="rejected",
-            outcome="none",
-            decision_type="external",
-            reason="racing append",
-            agent_id="racer",
-            caller="{}",
-            record_id=None,
-            version_id=None,
-            input_snapshot="{}",
-            layer1_checks="[]",
-            layer2_decision=None,
-            decision_source="layer1",
-            duration_ms=float(n),
-        )
-
     async def append(n: int) -> int:
         async def body(conn: Connection) -> int:
-            seq = await kernel.audit.append(conn, entry(n))
+            seq = await kernel.audit.append(conn, direct_entry(n, lane=3))
             await asyncio.sleep(0.01)  # hold the lane so that the others queue behind it
             return seq
 

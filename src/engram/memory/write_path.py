@@ -195,15 +195,7 @@ class WritePath:
         new = self._stamped(plan, decision_id, version=1, record_id=plan.record.record_id)
         new = new.model_copy(update={"id": plan.record.id})
         ingested = await self._insert(conn, plan, new, decision_id)
-        await self._evidence_edges(conn, plan, new.id, decision_id)
-        await link_conflicts(
-            conn,
-            self._events,
-            request=plan.request,
-            advice=plan.advice,
-            new=ingested,
-            decision_id=decision_id,
-        )
+        await self._links(conn, plan, ingested, decision_id)
         await self._publish(conn, "memory.created", new, decision_id, plan)
         return await self._approve(
             conn,
@@ -246,15 +238,7 @@ class WritePath:
             decision_id=decision_id,
             provenance={"reason": "update", "agent": plan.request.caller_identity.agent_id},
         )
-        await self._evidence_edges(conn, plan, new.id, decision_id)
-        await link_conflicts(
-            conn,
-            self._events,
-            request=plan.request,
-            advice=plan.advice,
-            new=ingested,
-            decision_id=decision_id,
-        )
+        await self._links(conn, plan, ingested, decision_id)
         await self._publish(conn, "memory.updated", new, decision_id, plan)
         return await self._approve(
             conn,
@@ -356,6 +340,21 @@ class WritePath:
             embedding=plan.vector,
             embedding_model=plan.embedding_model,
             not_before=None if not_before is None else not_before.ingestion_time,
+        )
+
+    async def _links(
+        self, conn: Connection, plan: Plan, new: MemoryRecord, decision_id: UUID
+    ) -> None:
+        """The new version's edges: to the evidence it cites and to the records it conflicts
+        with (and the conflicts' events, :func:`~engram.memory.resolution.link_conflicts`)."""
+        await self._evidence_edges(conn, plan, new.id, decision_id)
+        await link_conflicts(
+            conn,
+            self._events,
+            request=plan.request,
+            advice=plan.advice,
+            new=new,
+            decision_id=decision_id,
         )
 
     async def _evidence_edges(

@@ -288,6 +288,16 @@ RETURNING {{record_columns}}
 -- when it is superseded, forgotten or released, so the values it had at $T are rebuilt from
 -- the audit rows that wrote and released it.
 
+-- The access level version x had at instant $2 (a release since then undone).
+-- fragment: level_then
+coalesce(
+    (SELECT r.input_snapshot->>'previous_level' FROM librarian_audit r
+     WHERE r.record_id = x.record_id AND r.version_id = x.id AND r.action = 'RELEASE'
+       AND r.occurred_at >= $2
+     ORDER BY r.seq
+     LIMIT 1),
+    x.access_level)
+
 -- name: replay_head_as_of
 -- $1 record id, $2 instant, $3 the decision, $4 the version this decision forgot (or NULL).
 SELECT {{record_columns}},
@@ -296,17 +306,11 @@ SELECT {{record_columns}},
                 AND id IS DISTINCT FROM $4 THEN 'forgotten'
            WHEN status::text IN ('superseded', 'forgotten') THEN coalesce(
                (SELECT a.input_snapshot->>'status' FROM librarian_audit a
-                WHERE a.decision_id = v.gate_decision_id), 'active')
+                WHERE a.decision_id = x.gate_decision_id), 'active')
            ELSE status::text
        END AS status_at,
-       coalesce(
-           (SELECT r.input_snapshot->>'previous_level' FROM librarian_audit r
-            WHERE r.record_id = v.record_id AND r.version_id = v.id AND r.action = 'RELEASE'
-              AND r.occurred_at >= $2
-            ORDER BY r.seq
-            LIMIT 1),
-           access_level) AS access_level_at
-FROM memories v
+       {{level_then}} AS access_level_at
+FROM memories x
 WHERE record_id = $1 AND ingestion_time < $2 AND gate_decision_id <> $3
 ORDER BY version DESC
 LIMIT 1
@@ -355,16 +359,6 @@ UNION ALL
    AND k.access_level_at = ANY($8::text[])
  ORDER BY k.embedding <=> $1
  LIMIT $5)
-
--- The access level version x had at instant $2 (a release since then undone).
--- fragment: level_then
-coalesce(
-    (SELECT r.input_snapshot->>'previous_level' FROM librarian_audit r
-     WHERE r.record_id = x.record_id AND r.version_id = x.id AND r.action = 'RELEASE'
-       AND r.occurred_at >= $2
-     ORDER BY r.seq
-     LIMIT 1),
-    x.access_level)
 
 -- name: replay_evidence_as_of
 -- The cited ids ($1) that resolve_evidence found just before instant $2 (versions written by
