@@ -43,12 +43,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from agent_text import texts
 from engram import open_kernel
 from engram.memory import store
-from engram.memory.access import readable_levels
 from engram.memory.checks import Layer1Input, run_layer1
 from engram.memory.fingerprint import content_hash
 from engram.memory.gate_advisor import AdvisorContext
 from engram.memory.rate_limit import RateLimiter
-from engram.memory.types import GateAction, GateDecisionType, MemoryType
+from engram.memory.types import (
+    GateAction,
+    GateDecisionType,
+    MemoryType,
+    readable_levels,
+)
 from gate_bench import CALLER, cpu_seconds, request_for, seed
 from harness import DATABASE, report, runtime_settings, scratch_server
 

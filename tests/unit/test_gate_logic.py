@@ -16,7 +16,6 @@ from engram.memory.gate_advisor import (
     AdvisorAction,
     AdvisorContext,
     HeuristicAdvisor,
-    Neighbour,
     calibrate_confidence,
     importance,
 )
@@ -29,6 +28,7 @@ from engram.memory.types import (
     GateDecisionType,
     MemoryRecord,
     MemoryType,
+    Neighbour,
     TrustLevel,
 )
 

@@ -57,17 +57,6 @@ TIER_RANK: dict[TrustLevel, int] = {
 }
 
 
-def readable_levels(caller: CallerIdentity | None) -> list[str]:
-    """Access levels a caller may read (all of them for internal reads without a caller)."""
-    ceiling = AccessLevel.SENSITIVE if caller is None else caller.max_read_level
-    return [level.value for level in AccessLevel if ceiling.allows(level)]
-
-
-def can_read(caller: CallerIdentity, record: MemoryRecord) -> bool:
-    """True when ``caller`` may read ``record`` (otherwise the record is absent for it)."""
-    return caller.max_read_level.allows(record.access_level)
-
-
 def caller_for_tier(agent_id: str, trust: TrustLevel, **narrowing: object) -> CallerIdentity:
     """A caller with its tier's defaults, optionally narrowed (``allowed_types=…`` etc.)."""
     base = CallerIdentity(

@@ -25,17 +25,10 @@ from engram.infra.db import DatabaseAdapter
 from engram.infra.embeddings import EmbeddingAdapter
 from engram.infra.events import Event, EventBus
 from engram.memory import store
-from engram.memory.access import can_read, readable_levels
 from engram.memory.audit import AuditEntry, AuditLog, canonical_json
 from engram.memory.checks import SCHEMA, CheckResult, Layer1Input, Layer1Outcome, run_layer1
 from engram.memory.fingerprint import content_hash
-from engram.memory.gate_advisor import (
-    AdvisorAction,
-    AdvisorContext,
-    AdvisorDecision,
-    GateAdvisor,
-    Neighbour,
-)
+from engram.memory.gate_advisor import AdvisorAction, AdvisorContext, AdvisorDecision, GateAdvisor
 from engram.memory.gate_io import (
     GateRequest,
     GateResult,
@@ -54,6 +47,9 @@ from engram.memory.types import (
     GateDecision,
     GateDecisionType,
     MemoryRecord,
+    Neighbour,
+    can_read,
+    readable_levels,
 )
 from engram.memory.write_path import Conflict, Plan, StaleTarget, Timing, WritePath, audit_entry
 from engram.observability.metrics import CONSOLIDATION_PATHS, MEMORY_TYPES, EngramMetrics

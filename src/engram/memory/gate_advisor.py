@@ -46,6 +46,7 @@ from engram.memory.types import (
     MemoryRecord,
     MemoryStatus,
     MemoryType,
+    Neighbour,
     TrustLevel,
 )
 
@@ -96,15 +97,6 @@ class AdvisorAction(StrEnum):
     ADD = "ADD"
     UPDATE = "UPDATE"
     NOOP = "NOOP"
-
-
-@dataclass(frozen=True, slots=True)
-class Neighbour:
-    """An active head of the same type and namespace, with its cosine similarity."""
-
-    record: MemoryRecord
-    similarity: float
-    repetitions: int = 1
 
 
 @dataclass(frozen=True, slots=True)

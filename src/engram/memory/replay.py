@@ -30,7 +30,6 @@ from engram.errors import EmbeddingError, ValidationFailed
 from engram.infra.db import DatabaseAdapter, Row
 from engram.infra.embeddings import EmbeddingAdapter
 from engram.memory import store
-from engram.memory.access import can_read, readable_levels
 from engram.memory.audit import SQL as AUDIT_SQL
 from engram.memory.audit import AuditLog
 from engram.memory.checks import DECLARATIVE_TYPES, Layer1Input, Layer1Outcome, run_layer1
@@ -44,7 +43,6 @@ from engram.memory.gate_advisor import (
     GateAdvisor,
     HeuristicAdvisor,
     HeuristicPolicy,
-    Neighbour,
     RLAdvisor,
 )
 from engram.memory.gate_io import GateRequest
@@ -59,7 +57,10 @@ from engram.memory.types import (
     MemoryRecord,
     MemoryStatus,
     MemoryType,
+    Neighbour,
     TrustLevel,
+    can_read,
+    readable_levels,
 )
 
 SQL = store.SQL

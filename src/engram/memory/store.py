@@ -14,7 +14,6 @@ from uuid import UUID
 
 from engram.infra.db import Connection, Row
 from engram.infra.sql import load_queries
-from engram.memory.gate_advisor import Neighbour
 from engram.memory.types import (
     AccessLevel,
     ConsolidationPath,
@@ -23,6 +22,7 @@ from engram.memory.types import (
     MemoryRecord,
     MemoryStatus,
     MemoryType,
+    Neighbour,
     TrustLevel,
 )
 

@@ -22,7 +22,6 @@ from uuid import UUID
 
 from engram.infra.db import DatabaseAdapter
 from engram.memory import store
-from engram.memory.access import readable_levels
 from engram.memory.decay import relevance
 from engram.memory.reads import ReadRecorder
 from engram.memory.types import (
@@ -30,6 +29,7 @@ from engram.memory.types import (
     MemoryRecord,
     MemoryStatus,
     MemoryType,
+    readable_levels,
     utc_now,
 )
 from engram.observability.metrics import EngramMetrics

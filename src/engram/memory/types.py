@@ -292,3 +292,27 @@ class CallerIdentity:
             max_write_level=AccessLevel.SENSITIVE,
             max_read_level=AccessLevel.SENSITIVE,
         )
+
+
+def readable_levels(caller: CallerIdentity | None) -> list[str]:
+    """Access levels a caller may read (all of them for internal reads without a caller).
+
+    Reading is by level alone, and a record a caller may not read is absent for it on every
+    path, the Gate's Layer 2 included (ADR-008)."""
+    ceiling = AccessLevel.SENSITIVE if caller is None else caller.max_read_level
+    return [level.value for level in AccessLevel if ceiling.allows(level)]
+
+
+def can_read(caller: CallerIdentity, record: MemoryRecord) -> bool:
+    """True when ``caller`` may read ``record`` (otherwise the record is absent for it)."""
+    return caller.max_read_level.allows(record.access_level)
+
+
+@dataclass(frozen=True, slots=True)
+class Neighbour:
+    """An active head of the same type and namespace, with its cosine similarity (and how
+    many times it was repeated); what the Gate's duplicate and conflict search finds."""
+
+    record: MemoryRecord
+    similarity: float
+    repetitions: int = 1

@@ -20,7 +20,6 @@ from uuid import UUID
 from engram.infra.db import Connection, DatabaseAdapter
 from engram.infra.events import Event, EventBus
 from engram.memory import store
-from engram.memory.access import can_read
 from engram.memory.audit import AuditEntry, AuditLog, canonical_json
 from engram.memory.checks import CheckResult, Layer1Outcome
 from engram.memory.gate_advisor import AdvisorAction, AdvisorDecision
@@ -35,6 +34,7 @@ from engram.memory.types import (
     GateDecisionType,
     MemoryRecord,
     MemoryStatus,
+    can_read,
 )
 
 
