@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from engram.infra.postgres import PostgresDatabase
 from engram.infra.resilience import CircuitBreaker, Resilience
-from engram.memory.audit import AuditEntry, AuditLog, canonical_json
+from engram.memory.audit.log import AuditEntry, AuditLog, canonical_json
 from harness import DATABASE, report, scratch_server
 from stats import percentiles
 

@@ -33,7 +33,7 @@ from typing import Any
 
 from engram.config import EMBEDDING_DIMENSION, EngramSettings
 from engram.infra.embeddings import EmbeddingAdapter
-from engram.memory.conflict import SubjectConflictDetector
+from engram.memory.conflict.detection import SubjectConflictDetector
 from engram.memory.schemas import validate_record
 from engram.memory.types import MemoryRecord, MemoryType
 from engram.observability.logging import configure_logging

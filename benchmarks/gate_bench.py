@@ -46,10 +46,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from agent_text import texts
 from engram import open_kernel
 from engram.infra.embedded_server import EmbeddedPostgres
-from engram.memory.access import caller_for_tier
-from engram.memory.audit import LANES, AuditEntry, canonical_json, genesis_hash
+from engram.memory.audit.log import LANES, AuditEntry, canonical_json, genesis_hash
 from engram.memory.fingerprint import content_hash
-from engram.memory.gate_io import GateRequest, WriteOutcome
+from engram.memory.gate.access import caller_for_tier
+from engram.memory.gate.requests import GateRequest, WriteOutcome
 from engram.memory.types import (
     GateAction,
     GateDecision,

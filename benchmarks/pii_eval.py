@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engram.memory.pii import DETECTOR, DETECTOR_VERSION, PiiKind, scan
+from engram.memory.gate.pii import DETECTOR, DETECTOR_VERSION, PiiKind, scan
 
 DEFAULT_CORPUS = Path(__file__).resolve().parent.parent / "tests" / "data" / "pii_corpus.tsv"
 RECALL_GOAL = 0.97

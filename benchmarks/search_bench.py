@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from agent_text import texts
 from engram import open_kernel
-from engram.memory.access import caller_for_tier
+from engram.memory.gate.access import caller_for_tier
 from engram.memory.types import MemoryType, TrustLevel
 from gate_bench import rss_mb, seed
 from harness import report, runtime_settings, scratch_server

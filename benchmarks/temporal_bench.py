@@ -31,7 +31,7 @@ import asyncpg
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from engram import open_kernel
-from engram.memory.access import caller_for_tier
+from engram.memory.gate.access import caller_for_tier
 from engram.memory.types import MemoryType, TrustLevel
 from harness import DATABASE, report, runtime_settings, scratch_server
 from seed_versions import TYPES, seed_versions

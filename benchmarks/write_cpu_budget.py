@@ -43,10 +43,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from agent_text import texts
 from engram import open_kernel
 from engram.memory import store
-from engram.memory.checks import Layer1Input, run_layer1
 from engram.memory.fingerprint import content_hash
-from engram.memory.gate_advisor import AdvisorContext
-from engram.memory.rate_limit import RateLimiter
+from engram.memory.gate.advisor import AdvisorContext
+from engram.memory.gate.checks import Layer1Input, run_layer1
+from engram.memory.gate.rate_limit import RateLimiter
 from engram.memory.types import (
     GateAction,
     GateDecisionType,

@@ -29,17 +29,17 @@ from engram.infra.outbox import OutboxEventBus
 from engram.infra.postgres import PostgresDatabase
 from engram.infra.resilience import CircuitBreaker, Resilience
 from engram.infra.webhook import WebhookSink
-from engram.memory.audit import AuditLog
-from engram.memory.audit_state import AuditState
-from engram.memory.conflict import SubjectConflictDetector
-from engram.memory.gate import LibrarianGate
-from engram.memory.gate_advisor import HeuristicAdvisor
-from engram.memory.quarantine import QuarantineDesk
-from engram.memory.rate_limit import RateLimiter
-from engram.memory.reads import ReadRecorder
-from engram.memory.replay import AuditReplayer
-from engram.memory.resolution import CONFLICTS_FOUND
-from engram.memory.temporal import TemporalEngine
+from engram.memory.admin.quarantine import QuarantineDesk
+from engram.memory.admin.replay import AuditReplayer
+from engram.memory.audit.log import AuditLog
+from engram.memory.audit.state import AuditState
+from engram.memory.conflict.detection import SubjectConflictDetector
+from engram.memory.gate.advisor import HeuristicAdvisor
+from engram.memory.gate.librarian import LibrarianGate
+from engram.memory.gate.rate_limit import RateLimiter
+from engram.memory.gate.resolution import CONFLICTS_FOUND
+from engram.memory.temporal.engine import TemporalEngine
+from engram.memory.temporal.reads import ReadRecorder
 from engram.notifications.dispatcher import (
     ESCALATED_EVENTS,
     AdminQueue,

@@ -12,8 +12,8 @@ from typing import Any
 from engram import open_kernel
 from engram.config import EngramSettings
 from engram.infra.fastembed_embedder import FastembedEmbedder
-from engram.memory.access import caller_for_tier
-from engram.memory.gate_io import GateRequest
+from engram.memory.gate.access import caller_for_tier
+from engram.memory.gate.requests import GateRequest
 from engram.memory.types import GateDecisionType, TrustLevel
 from tests.e2e.test_serve import ENGRAM, _env
 from tests.integration.gate_helpers import belief, create, update

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import asyncpg
 
 from engram import Kernel
-from engram.memory.audit import AuditEntry
+from engram.memory.audit.log import AuditEntry
 
 # Every column of a row but seq, as the hash reads them (JSON columns as their stored text).
 COLUMNS = (

@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-from engram.memory.access import caller_for_tier
-from engram.memory.gate_io import GateRequest
+from engram.memory.gate.access import caller_for_tier
+from engram.memory.gate.requests import GateRequest
 from engram.memory.types import (
     CallerIdentity,
     GateAction,

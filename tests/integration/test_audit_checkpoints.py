@@ -14,7 +14,7 @@ from engram import Kernel, open_kernel
 from engram.config import EngramSettings
 from engram.infra import migrate
 from engram.infra.fastembed_embedder import FastembedEmbedder
-from engram.memory.audit import AuditLog
+from engram.memory.audit.log import AuditLog
 from tests.conftest import ScratchDatabase
 from tests.integration.audit_helpers import append, entry, swap_all_but_seq
 

@@ -14,10 +14,10 @@ import pytest
 
 from engram import Kernel
 from engram.errors import ValidationFailed
-from engram.memory.access import caller_for_tier
-from engram.memory.audit_state import LiveRecord, compare_states
-from engram.memory.gate_io import GateRequest, GateResult, WriteOutcome
-from engram.memory.replay import ReplayPolicy, load_policy
+from engram.memory.admin.replay import ReplayPolicy, load_policy
+from engram.memory.audit.state import LiveRecord, compare_states
+from engram.memory.gate.access import caller_for_tier
+from engram.memory.gate.requests import GateRequest, GateResult, WriteOutcome
 from engram.memory.types import (
     GateDecision,
     GateDecisionType,

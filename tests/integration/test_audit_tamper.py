@@ -13,8 +13,8 @@ import asyncpg
 import pytest
 
 from engram import Kernel
-from engram.memory.audit import entry_from_row, genesis_hash
-from engram.memory.audit_checkpoint import Anchor, parse_anchor
+from engram.memory.audit.checkpoint import Anchor, parse_anchor
+from engram.memory.audit.log import entry_from_row, genesis_hash
 from tests.conftest import ScratchDatabase
 from tests.integration.audit_helpers import COLUMNS, append, entry, swap_all_but_seq
 from tests.integration.gate_helpers import STANDARD, belief, create

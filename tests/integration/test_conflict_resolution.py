@@ -19,7 +19,7 @@ from structlog.testing import capture_logs
 from engram import Kernel
 from engram.infra.events import Event
 from engram.infra.webhook import WebhookSink
-from engram.memory.gate_io import GateResult
+from engram.memory.gate.requests import GateResult
 from engram.memory.types import GateDecision, MemoryRecord, utc_now
 from engram.notifications.dispatcher import Escalation
 from tests.integration.gate_helpers import STANDARD, belief, create

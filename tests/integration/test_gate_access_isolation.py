@@ -12,7 +12,7 @@ from typing import Any
 from uuid import UUID
 
 from engram import Kernel
-from engram.memory.gate_io import GateRequest, GateResult, result_json
+from engram.memory.gate.requests import GateRequest, GateResult, result_json
 from engram.memory.types import AccessLevel, GateDecision, MemoryRecord
 from engram.protocols.inprocess import AgentSession
 from engram.protocols.mcp.tools import EngramTools

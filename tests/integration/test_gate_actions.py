@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from engram import Kernel
-from engram.memory.gate_advisor import AdvisorAction
-from engram.memory.gate_io import GateRequest, WriteOutcome
+from engram.memory.gate.advisor import AdvisorAction
+from engram.memory.gate.requests import GateRequest, WriteOutcome
 from engram.memory.types import (
     GateAction,
     GateDecision,

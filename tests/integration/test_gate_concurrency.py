@@ -11,8 +11,8 @@ import pytest
 
 from engram import Kernel
 from engram.infra.db import Connection
-from engram.memory.audit import LANES, AuditEntry
-from engram.memory.gate_io import GateRequest
+from engram.memory.audit.log import LANES, AuditEntry
+from engram.memory.gate.requests import GateRequest
 from engram.memory.types import GateDecision
 from tests.integration.audit_helpers import entry as direct_entry
 from tests.integration.gate_helpers import EXTERNAL, STANDARD, belief, create, update

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from engram import Kernel
-from engram.memory.gate_io import GateRequest
+from engram.memory.gate.requests import GateRequest
 from engram.memory.storable import MAX_AUDITED_INPUT_BYTES
 from engram.memory.types import (
     AccessLevel,

@@ -16,7 +16,7 @@ from engram.autonomy.jobs import reembed_missing
 from engram.config import EngramSettings
 from engram.errors import PermissionDenied
 from engram.infra.fastembed_embedder import FastembedEmbedder
-from engram.memory.gate_io import WriteOutcome
+from engram.memory.gate.requests import WriteOutcome
 from engram.memory.types import GateDecision, TrustLevel
 from engram.protocols.inprocess import AgentSession
 from tests.conftest import ScratchDatabase

@@ -8,7 +8,7 @@ from dataclasses import replace
 from structlog.testing import capture_logs
 
 from engram import Kernel
-from engram.memory.gate_io import GateRequest
+from engram.memory.gate.requests import GateRequest
 from engram.memory.types import AccessLevel, GateDecisionType
 from tests.integration.gate_helpers import (
     EXTERNAL,

@@ -26,7 +26,7 @@ from engram.config import EngramSettings
 from engram.infra.embedded_server import EmbeddedPostgres
 from engram.infra.fastembed_embedder import FastembedEmbedder
 from engram.memory.fingerprint import normalise
-from engram.memory.gate_io import GateRequest, WriteOutcome
+from engram.memory.gate.requests import GateRequest, WriteOutcome
 from engram.memory.types import GateDecision
 from tests.integration.gate_helpers import EXTERNAL, STANDARD, belief, create, update
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from engram import Kernel
-from engram.memory.gate_io import GateResult
+from engram.memory.gate.requests import GateResult
 from engram.memory.types import GateDecision
 from engram.protocols.inprocess import AgentSession
 from tests.integration.gate_helpers import RESTRICTED, STANDARD

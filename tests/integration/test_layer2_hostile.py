@@ -21,8 +21,8 @@ import asyncpg
 from structlog.testing import capture_logs
 
 from engram import Kernel
-from engram.memory.access import caller_for_tier
-from engram.memory.gate_io import GateRequest, GateResult, result_json
+from engram.memory.gate.access import caller_for_tier
+from engram.memory.gate.requests import GateRequest, GateResult, result_json
 from engram.memory.types import (
     AccessLevel,
     CallerIdentity,

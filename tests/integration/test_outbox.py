@@ -14,7 +14,7 @@ from engram.errors import DatabaseUnavailable
 from engram.infra.events import Event
 from engram.infra.fastembed_embedder import FastembedEmbedder
 from engram.infra.outbox import CHANNEL, MAX_ATTEMPTS
-from engram.memory.gate_io import GateRequest
+from engram.memory.gate.requests import GateRequest
 from tests.conftest import ScratchDatabase
 from tests.integration.gate_helpers import EXTERNAL, STANDARD, belief, create, update
 

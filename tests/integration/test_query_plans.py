@@ -17,6 +17,7 @@ from pgvector.asyncpg import register_vector
 from engram.memory.fingerprint import content_hash
 from engram.memory.store import SQL
 from engram.memory.temporal import readable_levels
+from engram.memory.temporal.engine import SQL as TEMPORAL_SQL
 from tests.conftest import ScratchDatabase
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -85,18 +86,20 @@ async def test_temporal_reads_and_head_lookups_use_their_indexes(
     time (as of T) or by event time (as of E); the Gate's head lookup the unique head index."""
     record_id = await _a_record(seeded)
     for name in ("as_of_record", "as_of_history"):
-        used = await _plan(seeded, SQL[name], record_id, T, E, ENDING, LEVELS)
+        used = await _plan(seeded, TEMPORAL_SQL[name], record_id, T, E, ENDING, LEVELS)
         assert "memories_record_version_key" in used, (name, used)
     assert "memories_record_version_key" in await _plan(seeded, SQL["version_chain"], record_id)
     listing = await _plan(
-        seeded, SQL["as_of_listing"], "default", T, None, ENDING, LEVELS, "belief", 50
+        seeded, TEMPORAL_SQL["as_of_listing"], "default", T, None, ENDING, LEVELS, "belief", 50
     )
     assert {"memories_listing_idx", "memories_record_version_key"} <= listing, listing
     by_event = await _plan(
-        seeded, SQL["as_of_event_listing"], "default", T, E, ENDING, LEVELS, "belief", 50
+        seeded, TEMPORAL_SQL["as_of_event_listing"], "default", T, E, ENDING, LEVELS, "belief", 50
     )
     assert {"memories_event_listing_idx", "memories_record_version_key"} <= by_event, by_event
-    current = await _plan(seeded, SQL["current_listing"], "default", ENDING, LEVELS, "belief", 50)
+    current = await _plan(
+        seeded, TEMPORAL_SQL["current_listing"], "default", ENDING, LEVELS, "belief", 50
+    )
     assert "memories_heads_by_type_idx" in current, current
     assert "memories_one_head_idx" in await _plan(seeded, SQL["head"], record_id)
 

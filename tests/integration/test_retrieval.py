@@ -13,8 +13,8 @@ from engram import Kernel
 from engram.config import EMBEDDING_DIMENSION, EngramSettings
 from engram.errors import Forbidden, NotFound, ValidationFailed
 from engram.infra.fastembed_embedder import FastembedEmbedder
-from engram.memory.access import caller_for_tier
-from engram.memory.gate_io import GateRequest
+from engram.memory.gate.access import caller_for_tier
+from engram.memory.gate.requests import GateRequest
 from engram.memory.types import (
     AccessLevel,
     CallerIdentity,

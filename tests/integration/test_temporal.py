@@ -9,8 +9,8 @@ from uuid import UUID, uuid4
 import pytest
 
 from engram import Kernel
-from engram.memory.access import caller_for_tier
-from engram.memory.gate_io import GateRequest
+from engram.memory.gate.access import caller_for_tier
+from engram.memory.gate.requests import GateRequest
 from engram.memory.types import (
     AccessLevel,
     GateAction,

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from engram.memory.audit_checkpoint import (
+from engram.memory.audit.checkpoint import (
     Checkpoint,
     Coverage,
     OrderDigest,

@@ -8,18 +8,18 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from engram.memory.access import caller_for_tier, write_denial
-from engram.memory.checks import Layer1Input, run_layer1
-from engram.memory.conflict import SubjectConflictDetector
+from engram.memory.conflict.detection import SubjectConflictDetector
 from engram.memory.fingerprint import content_hash, normalise, significant_tokens
-from engram.memory.gate_advisor import (
+from engram.memory.gate.access import caller_for_tier, write_denial
+from engram.memory.gate.advisor import (
     AdvisorAction,
     AdvisorContext,
     HeuristicAdvisor,
     calibrate_confidence,
     importance,
 )
-from engram.memory.rate_limit import RateLimiter
+from engram.memory.gate.checks import Layer1Input, run_layer1
+from engram.memory.gate.rate_limit import RateLimiter
 from engram.memory.types import (
     AccessLevel,
     CallerIdentity,

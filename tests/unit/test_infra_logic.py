@@ -12,7 +12,7 @@ import pytest
 from engram.infra.embedding_batcher import BatchingEmbedder
 from engram.infra.fastembed_embedder import length_groups
 from engram.infra.sql import load_queries, parse_queries
-from engram.memory.audit import AuditEntry, canonical_json, genesis_hash
+from engram.memory.audit.log import AuditEntry, canonical_json, genesis_hash
 
 
 def test_sql_blocks_are_named_and_fragments_included() -> None:
@@ -33,8 +33,8 @@ def test_sql_duplicates_and_unknown_fragments_are_errors() -> None:
 
 def test_shipped_sql_files_parse() -> None:
     """The statements the memory code uses exist in the packaged files."""
-    versions = load_queries("engram.memory.sql", "versions.sql")
-    audit = load_queries("engram.memory.sql", "audit.sql")
+    versions = load_queries("engram.memory.store", "versions.sql")
+    audit = load_queries("engram.memory.audit", "audit.sql")
     assert {"head", "candidates", "insert_version", "close_head", "forget_head"} <= set(versions)
     assert {"append_entry", "page_after", "hold_lane_heads", "insert_checkpoint"} <= set(audit)
     assert all("{{" not in sql for sql in [*versions.values(), *audit.values()])

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engram.memory import pii
-from engram.memory.pii import DETECTOR, DETECTOR_VERSION, PiiFinding, PiiKind, scan
+from engram.memory.gate import pii
+from engram.memory.gate.pii import DETECTOR, DETECTOR_VERSION, PiiFinding, PiiKind, scan
 from engram.observability.metrics import PII_DETECTORS
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "pii_corpus.tsv"

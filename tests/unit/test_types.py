@@ -142,7 +142,7 @@ def test_system_identity_has_full_clearance() -> None:
 
 def test_records_read_back_from_rows_equal_validated_ones() -> None:
     """The fast construction of stored rows builds the same record as validation would."""
-    from engram.memory.store import record_from_row  # noqa: PLC0415
+    from engram.memory.store.versions import record_from_row  # noqa: PLC0415
 
     record = MemoryRecord.draft(
         MemoryType.DECISION,

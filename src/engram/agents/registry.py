@@ -32,7 +32,7 @@ from engram.errors import (
 )
 from engram.infra.db import DatabaseAdapter, Row
 from engram.infra.sql import load_queries
-from engram.memory.access import TIER_READ_LEVEL, TIER_TYPES, TIER_WRITE_LEVEL, caller_for_tier
+from engram.memory.gate.access import TIER_READ_LEVEL, TIER_TYPES, TIER_WRITE_LEVEL, caller_for_tier
 from engram.memory.types import AccessLevel, CallerIdentity, MemoryType, TrustLevel
 
 log = structlog.get_logger("engram.agents")

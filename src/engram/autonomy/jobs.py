@@ -8,8 +8,8 @@ import structlog
 
 from engram.infra.db import DatabaseAdapter
 from engram.memory import store
-from engram.memory.gate import LibrarianGate
-from engram.memory.gate_io import GateRequest, WriteOutcome
+from engram.memory.gate.librarian import LibrarianGate
+from engram.memory.gate.requests import GateRequest, WriteOutcome
 from engram.memory.types import CallerIdentity, GateAction, GateDecisionType
 
 log = structlog.get_logger("engram.autonomy.jobs")

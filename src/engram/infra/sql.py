@@ -16,8 +16,8 @@ _HEADER = re.compile(r"^--\s*(name|fragment):\s*([a-z_][a-z0-9_]*)\s*$", re.MULT
 _INCLUDE = re.compile(r"\{\{([a-z_][a-z0-9_]*)\}\}")
 
 
-def parse_queries(text: str) -> Mapping[str, str]:
-    """Statements of one file by name, fragments substituted."""
+def _blocks(text: str) -> tuple[dict[str, str], dict[str, str]]:
+    """The statements and the fragments of one file, by name (fragments not yet substituted)."""
     parts = _HEADER.split(text)
     statements: dict[str, str] = {}
     fragments: dict[str, str] = {}
@@ -26,6 +26,14 @@ def parse_queries(text: str) -> Mapping[str, str]:
         if name in statements or name in fragments:
             raise ValueError(f"SQL block {name!r} defined twice")
         target[name] = body.strip()
+    return statements, fragments
+
+
+def parse_queries(text: str, shared: Mapping[str, str] | None = None) -> Mapping[str, str]:
+    """Statements of one file by name, fragments substituted (its own, or ``shared`` ones:
+    the fragments of the file that owns them, such as the version store's column list)."""
+    statements, own = _blocks(text)
+    fragments = {**(shared or {}), **own}
 
     def include(match: re.Match[str]) -> str:
         try:
@@ -36,6 +44,17 @@ def parse_queries(text: str) -> Mapping[str, str]:
     return MappingProxyType({name: _INCLUDE.sub(include, sql) for name, sql in statements.items()})
 
 
-def load_queries(package: str, filename: str) -> Mapping[str, str]:
-    """Parse ``filename`` shipped inside ``package``."""
-    return parse_queries(resources.files(package).joinpath(filename).read_text(encoding="utf-8"))
+def _read(package: str, filename: str) -> str:
+    return resources.files(package).joinpath(filename).read_text(encoding="utf-8")
+
+
+def load_queries(
+    package: str, filename: str, *, shared: Mapping[str, str] | None = None
+) -> Mapping[str, str]:
+    """Parse ``filename`` shipped inside ``package`` (``shared``: fragments it may include)."""
+    return parse_queries(_read(package, filename), shared)
+
+
+def load_fragments(package: str, filename: str) -> Mapping[str, str]:
+    """The fragments of ``filename`` inside ``package``, for other files to include."""
+    return MappingProxyType(_blocks(_read(package, filename))[1])

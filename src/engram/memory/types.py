@@ -1,6 +1,6 @@
 """The type registry: enums, identifiers, the MemoryRecord envelope and the caller identity.
 
-Retrieval may import this module (and ``engram.memory.temporal``); it holds no I/O.
+Retrieval may import this module (and ``engram.memory.temporal.engine``); it holds no I/O.
 Type-specific content rules live in :mod:`engram.memory.schemas`.
 """
 

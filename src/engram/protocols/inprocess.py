@@ -32,7 +32,7 @@ from pydantic import (
 )
 
 from engram.kernel import Kernel
-from engram.memory.gate_io import GateRequest, GateResult
+from engram.memory.gate.requests import GateRequest, GateResult
 from engram.memory.storable import (
     MAX_INPUT_BYTES,
     input_bytes,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engram.memory.gate_io import GateResult, result_json
+from engram.memory.gate.requests import GateResult, result_json
 from engram.memory.types import MemoryRecord
 from engram.retrieval.search import FeedbackReceipt, SearchHit, SearchResult
 

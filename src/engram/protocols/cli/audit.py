@@ -9,15 +9,15 @@ from typing import IO, Annotated, Any
 import typer
 
 from engram.kernel import Kernel
-from engram.memory.audit_checkpoint import Anchor, parse_anchor
-from engram.memory.audit_state import StateReport
-from engram.memory.replay import (
+from engram.memory.admin.replay import (
     ADVISORS,
     ReplayedDecision,
     ReplayPolicy,
     ReplayReport,
     load_policy,
 )
+from engram.memory.audit.checkpoint import Anchor, parse_anchor
+from engram.memory.audit.state import StateReport
 from engram.protocols.cli.output import (
     EXIT_CHECK_FAILED,
     fail,

@@ -19,8 +19,8 @@ from fastapi.responses import JSONResponse
 
 from engram.agents.registry import Principal
 from engram.errors import NotFound
-from engram.memory.checks import ACCESS, RATE_LIMIT
-from engram.memory.gate_io import GateResult, WriteOutcome
+from engram.memory.gate.checks import ACCESS, RATE_LIMIT
+from engram.memory.gate.requests import GateResult, WriteOutcome
 from engram.memory.types import GateAction, GateDecision, MemoryRecord, MemoryStatus
 from engram.protocols.http.auth import Caller, KernelDep
 from engram.protocols.http.models import DecisionView, VersionsView

@@ -15,7 +15,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engram.memory.gate_io import WriteOutcome
+from engram.memory.gate.requests import WriteOutcome
 from engram.memory.types import AccessLevel, GateDecision, MemoryRecord
 from engram.protocols.inprocess import SearchInput, WriteInput
 

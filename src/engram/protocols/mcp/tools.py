@@ -40,7 +40,7 @@ from engram.errors import (
     VersionConflict,
 )
 from engram.kernel import Kernel
-from engram.memory.gate_io import GateResult
+from engram.memory.gate.requests import GateResult
 from engram.memory.storable import escape_text
 from engram.memory.types import AccessLevel, GateDecision, MemoryType
 from engram.protocols.inprocess import (

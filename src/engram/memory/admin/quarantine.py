@@ -1,0 +1,134 @@
+"""Quarantined records and their release.
+
+The PII check of Layer 1 stores a record with a finding at ``access_level = sensitive`` and
+the finding kinds in ``metadata.pii`` (it does not reject it). Only an admin can lift that:
+:meth:`QuarantineDesk.release` moves the head to a lower access level and appends one audit row
+(action ``RELEASE``, outcome ``released``) carrying the admin and the reason, in the same
+transaction. The content is unchanged, so nothing is re-screened; the record keeps
+``metadata.pii`` as a trace of the finding.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import UTC, datetime
+from uuid import UUID
+
+import structlog
+
+from engram.errors import NotFound, Quarantine, ValidationFailed
+from engram.infra.db import Connection, DatabaseAdapter
+from engram.infra.sql import load_queries
+from engram.memory import store
+from engram.memory.audit.log import SQL as AUDIT_SQL
+from engram.memory.audit.log import AuditEntry, AuditLog, canonical_json
+from engram.memory.gate.requests import caller_json
+from engram.memory.types import AccessLevel, CallerIdentity, MemoryRecord, MemoryStatus
+
+log = structlog.get_logger("engram.memory.admin.quarantine")
+SQL = load_queries("engram.memory.admin", "quarantine.sql", shared=store.FRAGMENTS)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+RELEASE = "RELEASE"
+MAX_REASON = 2000
+
+
+def is_quarantined(record: MemoryRecord) -> bool:
+    """True for a live head the PII check holds at ``sensitive``."""
+    return (
+        record.access_level is AccessLevel.SENSITIVE
+        and "pii" in record.metadata
+        and record.status is not MemoryStatus.FORGOTTEN
+        and record.superseded_by is None
+    )
+
+
+class QuarantineDesk:
+    """Lists quarantined records and releases them on an admin's decision."""
+
+    def __init__(self, db: DatabaseAdapter, audit: AuditLog) -> None:
+        self._db = db
+        self._audit = audit
+
+    async def pending(
+        self, *, after: datetime | None = None, limit: int = 100
+    ) -> list[MemoryRecord]:
+        """Quarantined heads ingested after ``after`` (a cursor), oldest first."""
+        rows = await self._db.fetch(SQL["quarantined"], after or _EPOCH, limit)
+        return [store.record_from_row(row) for row in rows]
+
+    async def release(
+        self,
+        record_id: UUID,
+        *,
+        admin: CallerIdentity,
+        reason: str,
+        level: AccessLevel = AccessLevel.AGENT,
+        request_id: str | None = None,
+    ) -> tuple[MemoryRecord, UUID]:
+        """Lift the quarantine of ``record_id`` to ``level``; returns the head and decision id."""
+        reason = reason.strip()
+        problems = []
+        if not reason:
+            problems.append("reason: an admin release must say why")
+        elif len(reason) > MAX_REASON:
+            problems.append(f"reason: at most {MAX_REASON} characters")
+        if level is AccessLevel.SENSITIVE:
+            problems.append("level: a release moves the record below sensitive")
+        if problems:
+            raise ValidationFailed(errors=problems)
+        started = time.perf_counter()
+        decision_id = uuid.uuid4()
+
+        async def body(conn: Connection) -> MemoryRecord:
+            head = await store.head(conn, record_id, lock=True)
+            if head is None:
+                raise NotFound(f"no record {record_id}")
+            if await conn.fetchrow(AUDIT_SQL["by_decision"], decision_id) is not None:
+                return head  # a retry after a commit whose acknowledgement was lost
+            if not is_quarantined(head):
+                raise Quarantine(f"record {record_id} is not quarantined")
+            row = await conn.fetchrow(SQL["release"], head.id, level.value)
+            assert row is not None  # noqa: S101 - the head was locked above
+            released = store.record_from_row(row)
+            await self._audit.append(
+                conn,
+                AuditEntry(
+                    decision_id=decision_id,
+                    request_id=request_id or str(decision_id),
+                    occurred_at=datetime.now(UTC),
+                    action=RELEASE,
+                    decision="approved",
+                    outcome="released",
+                    decision_type="external",
+                    reason=reason,
+                    agent_id=admin.agent_id,
+                    caller=canonical_json(caller_json(admin)),
+                    record_id=head.record_id,
+                    version_id=head.id,
+                    input_snapshot=canonical_json(
+                        {
+                            "action": RELEASE,
+                            "record_id": str(record_id),
+                            "level": level.value,
+                            "previous_level": head.access_level.value,
+                            "pii_kinds": head.metadata.get("pii", {}).get("kinds", []),
+                        }
+                    ),
+                    layer1_checks="[]",
+                    layer2_decision=None,
+                    decision_source="admin",
+                    duration_ms=round((time.perf_counter() - started) * 1000, 3),
+                ),
+            )
+            return released
+
+        released = await self._db.run_in_transaction(body)
+        log.info(
+            "quarantine.released",
+            decision_id=str(decision_id),
+            record_id=str(record_id),
+            level=level.value,
+            admin=admin.agent_id,
+        )
+        return released, decision_id

@@ -1,0 +1,15 @@
+-- The quarantine desk (engram.memory.admin.quarantine).
+
+-- name: quarantined
+-- Heads held at ``sensitive`` by the PII check, oldest first, after sequence cursor $1.
+SELECT {{record_columns}}
+FROM memories
+WHERE superseded_by IS NULL AND access_level = 'sensitive' AND metadata ? 'pii'
+  AND status <> 'forgotten' AND ingestion_time > $1
+ORDER BY ingestion_time
+LIMIT $2
+
+-- name: release
+UPDATE memories SET access_level = $2, updated_at = now()
+WHERE id = $1
+RETURNING {{record_columns}}

@@ -1,0 +1,143 @@
+"""The audit row's format: the stored fields of one Gate decision and the hash that chains it.
+
+A row's hash covers the previous row's hash of its lane, its ``seq`` (from format 2) and every
+stored field, length-prefixed, with the JSON columns taken as the exact text stored (``json``
+keeps text as written). ``librarian_audit.hash_version`` records each row's format: rows
+written before migration 0008 are format 1, whose hash does not cover ``seq``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+from engram.infra.db import Row
+from engram.memory.audit.checkpoint import LANES, length_prefixed, seq_bytes
+
+#: The hash format appends write (format 1, before migration 0008, did not cover ``seq``).
+HASH_VERSION = 2
+
+
+def canonical_json(value: Any) -> str:
+    """The one JSON text engram writes for a value: sorted keys, no spaces, UTF-8 kept."""
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """One Gate decision as it is stored (JSON fields already canonical text)."""
+
+    decision_id: UUID
+    request_id: str | None
+    occurred_at: datetime
+    action: str
+    decision: str
+    outcome: str
+    decision_type: str
+    reason: str
+    agent_id: str
+    caller: str
+    record_id: UUID | None
+    version_id: UUID | None
+    input_snapshot: str
+    layer1_checks: str
+    layer2_decision: str | None
+    decision_source: str
+    duration_ms: float
+
+    @property
+    def lane(self) -> int:
+        """The chain lane this entry belongs to."""
+        return self.decision_id.int % LANES
+
+    def payload(self, version: int = HASH_VERSION) -> bytes:
+        """Every field, each length-prefixed: what the row hash covers after the previous
+        row's hash (and, from format 2, its ``seq``). Format 2 starts with the format's
+        number."""
+        fields = (
+            str(self.decision_id),
+            self.request_id or "",
+            self.occurred_at.astimezone(UTC).isoformat(),
+            self.action,
+            self.decision,
+            self.outcome,
+            self.decision_type,
+            self.reason,
+            self.agent_id,
+            self.caller,
+            "" if self.record_id is None else str(self.record_id),
+            "" if self.version_id is None else str(self.version_id),
+            self.input_snapshot,
+            self.layer1_checks,
+            "" if self.layer2_decision is None else self.layer2_decision,
+            self.decision_source,
+            repr(float(self.duration_ms)),
+            str(self.lane),
+        )
+        if version == 1:
+            return length_prefixed(fields)
+        return length_prefixed((str(version), *fields))
+
+    def digest(self, prev_hash: bytes, *, seq: int, version: int = HASH_VERSION) -> bytes:
+        """The row hash: format 2 is SHA-256 over the previous hash, ``seq`` (8 bytes,
+        big-endian) and :meth:`payload` (appending computes the same in SQL, ``sha256(prev_hash
+        || int8send(seq) || payload)``, where the lane's head is locked); format 1 had no
+        ``seq``."""
+        if version == 1:
+            return hashlib.sha256(prev_hash + self.payload(1)).digest()
+        if version != HASH_VERSION:
+            raise ValueError(f"unknown audit hash format {version}")
+        return hashlib.sha256(prev_hash + seq_bytes(seq) + self.payload(version)).digest()
+
+
+def entry_from_row(row: Row) -> AuditEntry:
+    """Rebuild the stored entry from a row selected with ``audit_columns``."""
+    return AuditEntry(
+        decision_id=row["decision_id"],
+        request_id=row["request_id"],
+        occurred_at=row["occurred_at"],
+        action=row["action"],
+        decision=row["decision"],
+        outcome=row["outcome"],
+        decision_type=row["decision_type"],
+        reason=row["reason"],
+        agent_id=row["agent_id"],
+        caller=row["caller"],
+        record_id=row["record_id"],
+        version_id=row["version_id"],
+        input_snapshot=row["input_snapshot"],
+        layer1_checks=row["layer1_checks"],
+        layer2_decision=row["layer2_decision"],
+        decision_source=row["decision_source"],
+        duration_ms=row["duration_ms"],
+    )
+
+
+_JSON_COLUMNS = ("caller", "input_snapshot", "layer1_checks", "layer2_decision")
+
+
+def row_json(row: Row) -> dict[str, Any]:
+    """A stored row as a JSON-ready object: JSON columns parsed, hashes in hex, times in ISO.
+
+    The stored text of the JSON columns is what the hash covers; parsing it here is for
+    reading only (verification always uses the stored text).
+    """
+    out: dict[str, Any] = {}
+    for key, value in row.items():
+        if key in _JSON_COLUMNS:
+            out[key] = None if value is None else json.loads(value)
+        elif isinstance(value, bytes | bytearray | memoryview):
+            out[key] = bytes(value).hex()
+        elif isinstance(value, datetime):
+            out[key] = value.isoformat()
+        elif isinstance(value, UUID):
+            out[key] = str(value)
+        else:
+            out[key] = value
+    return out

@@ -1,0 +1,316 @@
+"""Layer 2 of the Gate: soft decisions behind the hot-swappable :class:`GateAdvisor` Protocol.
+
+:class:`HeuristicAdvisor` (rules ``heuristic@1``) makes all five decisions of the
+specification:
+
+1. **ADD / UPDATE / NOOP.** A proposal whose normalised content hash equals an active head of
+   the same type and namespace is a NOOP that reinforces that record. So is a *near* duplicate:
+   cosine similarity at least ``NEAR_DUPLICATE`` (0.95) **and** the same significant words
+   (:func:`~engram.memory.fingerprint.significant_tokens`: case, plurals and articles aside).
+   The second condition matters: the embedding model scores "the deploy target is v2.0" and
+   "… v2.1" at 0.98, and treating a changed value as a duplicate would silently drop it.
+   Any other neighbour at or above ``UPDATE_CANDIDATE`` (0.80) is reported as an update
+   candidate: the write still adds a record (the Gate never merges on its own). An UPDATE whose
+   content, metadata, access level, namespace, classification and evidence equal the current
+   version's is a NOOP.
+2. **Conflict classification** through the :class:`~engram.memory.conflict.ConflictResolver`.
+3. **Consolidation routing**: flag the record when it has been repeated three times or when it
+   has four or more related active records (similarity ≥ 0.70), five with itself.
+4. **Confidence calibration**: the source confidence (observed 0.9, told 0.75, inferred 0.6,
+   or as given) times the caller's trust factor (trusted 1.0, standard 0.95, restricted 0.85;
+   internal origins 1.0), clamped to [0.05, 0.99].
+5. **Importance** in [0, 1]:
+   ``0.35·type_weight + 0.25·confidence + 0.20·novelty + 0.20·specificity`` where type_weight
+   is decision 0.9, skill 0.85, preference 0.8, belief 0.7, entity 0.6, reflection 0.6,
+   resource 0.5, episode 0.4; novelty is ``1 - max similarity`` to an existing record; and
+   specificity is ``min(1, distinct words / 25)``.
+
+Layer 1 is never overridden by any advisor.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol
+from uuid import UUID
+
+from engram.memory.conflict.detection import ConflictResolver, ConflictResult
+from engram.memory.fingerprint import significant_tokens
+from engram.memory.types import (
+    CallerIdentity,
+    GateAction,
+    GateDecisionType,
+    MemoryRecord,
+    MemoryStatus,
+    MemoryType,
+    Neighbour,
+    TrustLevel,
+)
+
+NEAR_DUPLICATE = 0.95
+UPDATE_CANDIDATE = 0.80
+RELATED = 0.70
+RELATED_FOR_CONSOLIDATION = 4
+REPETITIONS_FOR_CONSOLIDATION = 3
+
+TRUST_FACTOR = {
+    TrustLevel.TRUSTED: 1.0,
+    TrustLevel.STANDARD: 0.95,
+    TrustLevel.RESTRICTED: 0.85,
+    TrustLevel.READ_ONLY: 0.0,
+}
+TYPE_WEIGHT = {
+    MemoryType.DECISION: 0.9,
+    MemoryType.SKILL: 0.85,
+    MemoryType.PREFERENCE: 0.8,
+    MemoryType.BELIEF: 0.7,
+    MemoryType.ENTITY: 0.6,
+    MemoryType.REFLECTION: 0.6,
+    MemoryType.RESOURCE: 0.5,
+    MemoryType.EPISODE: 0.4,
+}
+_WORD = re.compile(r"\w+")
+
+
+@dataclass(frozen=True, slots=True)
+class HeuristicPolicy:
+    """The thresholds of ``heuristic@1``; the defaults are the documented rules.
+
+    Only audit replay builds a non-default policy (to ask what another policy would have
+    decided); an advisor with one reports its source as ``heuristic@1+policy``.
+    """
+
+    near_duplicate: float = NEAR_DUPLICATE
+    update_candidate: float = UPDATE_CANDIDATE
+    related: float = RELATED
+    related_for_consolidation: int = RELATED_FOR_CONSOLIDATION
+    repetitions_for_consolidation: int = REPETITIONS_FOR_CONSOLIDATION
+    trust_factor: Mapping[TrustLevel, float] = field(default_factory=lambda: dict(TRUST_FACTOR))
+
+
+class AdvisorAction(StrEnum):
+    """Store as new, as a new version, or not at all."""
+
+    ADD = "ADD"
+    UPDATE = "UPDATE"
+    NOOP = "NOOP"
+
+
+@dataclass(frozen=True, slots=True)
+class AdvisorContext:
+    """What the Gate knows about the proposal's surroundings when Layer 2 runs."""
+
+    action: GateAction
+    decision_type: GateDecisionType
+    caller: CallerIdentity
+    head: MemoryRecord | None = None
+    exact_duplicate: Neighbour | None = None
+    neighbours: tuple[Neighbour, ...] = ()
+    embedded: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class AdvisorDecision:
+    """Layer 2's advice; logged in the audit row whatever the final decision."""
+
+    action: AdvisorAction
+    confidence: float
+    importance: float
+    rationale: str
+    source: str
+    target_record_id: UUID | None = None
+    update_candidate_of: UUID | None = None
+    conflicts: tuple[ConflictResult, ...] = field(default_factory=tuple)
+    route_to_consolidation: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready form for the audit log."""
+        return {
+            "action": self.action.value,
+            "confidence": round(self.confidence, 6),
+            "importance": round(self.importance, 6),
+            "rationale": self.rationale,
+            "source": self.source,
+            "target_record_id": _str(self.target_record_id),
+            "update_candidate_of": _str(self.update_candidate_of),
+            "route_to_consolidation": self.route_to_consolidation,
+            "conflicts": [
+                {
+                    "classification": c.classification.value,
+                    "existing_record_id": str(c.existing_record_id),
+                    "existing_version_id": str(c.existing_version_id),
+                    "similarity": round(c.similarity, 6),
+                    "reason": c.reason,
+                }
+                for c in self.conflicts
+            ],
+        }
+
+
+def _str(value: UUID | None) -> str | None:
+    return None if value is None else str(value)
+
+
+class GateAdvisor(Protocol):
+    """Layer 2 soft-decision advisor."""
+
+    @property
+    def version(self) -> str:
+        """Rule set or model version, recorded as the decision source."""
+        ...
+
+    async def advise(self, record: MemoryRecord, context: AdvisorContext) -> AdvisorDecision:
+        """Advise on one proposal."""
+        ...
+
+
+def calibrate_confidence(
+    record: MemoryRecord,
+    context: AdvisorContext,
+    trust_factor: Mapping[TrustLevel, float] = TRUST_FACTOR,
+) -> float:
+    """Source confidence adjusted by the caller's trust (internal origins are trusted)."""
+    factor = (
+        trust_factor[context.caller.trust_level]
+        if context.decision_type is GateDecisionType.EXTERNAL
+        else 1.0
+    )
+    return min(0.99, max(0.05, record.source_confidence * factor))
+
+
+def importance(record: MemoryRecord, confidence: float, max_similarity: float) -> float:
+    """The documented importance score in [0, 1]."""
+    specificity = min(1.0, len({w.casefold() for w in _WORD.findall(record.content)}) / 25)
+    novelty = 1.0 - max(0.0, min(1.0, max_similarity))
+    score = (
+        0.35 * TYPE_WEIGHT[record.type] + 0.25 * confidence + 0.20 * novelty + 0.20 * specificity
+    )
+    return round(min(1.0, max(0.0, score)), 6)
+
+
+class HeuristicAdvisor:
+    """Versioned rules (``heuristic@1``)."""
+
+    def __init__(self, resolver: ConflictResolver, policy: HeuristicPolicy | None = None) -> None:
+        self._resolver = resolver
+        self._policy = policy or HeuristicPolicy()
+        self._version = "heuristic@1" if self._policy == HeuristicPolicy() else "heuristic@1+policy"
+
+    @property
+    def version(self) -> str:
+        return self._version
+
+    async def advise(self, record: MemoryRecord, context: AdvisorContext) -> AdvisorDecision:
+        policy = self._policy
+        confidence = calibrate_confidence(record, context, policy.trust_factor)
+        closest = max((n.similarity for n in context.neighbours), default=0.0)
+        score = importance(record, confidence, closest)
+        others = [n for n in context.neighbours if n.record.record_id != record.record_id]
+        conflicts = tuple(
+            await self._resolver.detect(
+                record,
+                [n.record for n in others],
+                similarities={n.record.id: n.similarity for n in others},
+            )
+        )
+        related = sum(1 for n in others if n.similarity >= policy.related)
+        route = related >= policy.related_for_consolidation
+
+        def decide(action: AdvisorAction, rationale: str, **extra: Any) -> AdvisorDecision:
+            return AdvisorDecision(
+                action=action,
+                confidence=confidence,
+                importance=score,
+                rationale=rationale,
+                source=self.version,
+                conflicts=conflicts,
+                route_to_consolidation=extra.pop("route", route),
+                **extra,
+            )
+
+        if context.action is GateAction.UPDATE:
+            head = context.head
+            if head is not None and _unchanged(head, record):
+                return decide(
+                    AdvisorAction.NOOP,
+                    "content and metadata equal the current version",
+                    target_record_id=head.record_id,
+                )
+            return decide(AdvisorAction.UPDATE, "a new version of the record")
+
+        duplicate = context.exact_duplicate
+        if duplicate is None:
+            words = significant_tokens(record.content)
+            near = [
+                n
+                for n in others
+                if n.similarity >= policy.near_duplicate
+                and significant_tokens(n.record.content) == words
+            ]
+            duplicate = max(near, key=lambda n: n.similarity) if near else None
+            how = "near duplicate"
+        else:
+            how = "exact duplicate"
+        if duplicate is not None:
+            repeated = duplicate.repetitions + 1 >= policy.repetitions_for_consolidation
+            return decide(
+                AdvisorAction.NOOP,
+                f"{how} of an active record (similarity {duplicate.similarity:.3f})",
+                target_record_id=duplicate.record.record_id,
+                route=route or repeated,
+            )
+        candidates = [n for n in others if n.similarity >= policy.update_candidate]
+        if candidates:
+            best = max(candidates, key=lambda n: n.similarity)
+            return decide(
+                AdvisorAction.ADD,
+                f"new record; close to an existing one ({best.similarity:.3f}): update candidate",
+                update_candidate_of=best.record.record_id,
+            )
+        return decide(AdvisorAction.ADD, "new record")
+
+
+def _unchanged(head: MemoryRecord, proposal: MemoryRecord) -> bool:
+    """The proposal restates the head: same content, metadata, access level, namespace,
+    classification and evidence, and no new event times (a proposal without event times
+    leaves them as they are). A change of who may read it is a change (a new version)."""
+    fields = ("content", "metadata", "access_level", "namespace", "classification")
+    return (
+        all(getattr(head, name) == getattr(proposal, name) for name in fields)
+        and set(head.evidence_links) == set(proposal.evidence_links)
+        and proposal.event_time in (None, head.event_time)
+        and proposal.event_time_end in (None, head.event_time_end)
+        and proposal.status in (MemoryStatus.ACTIVE, head.status)
+    )
+
+
+class RLAdvisor:
+    """The learned advisor's place in the Protocol (not selectable yet).
+
+    Until a trained policy is loaded it answers with the heuristic's decision, marking the
+    source as a fallback; any error of a policy falls back the same way.
+    """
+
+    def __init__(self, fallback: HeuristicAdvisor) -> None:
+        self._fallback = fallback
+
+    @property
+    def version(self) -> str:
+        return "rl@0"
+
+    async def advise(self, record: MemoryRecord, context: AdvisorContext) -> AdvisorDecision:
+        decision = await self._fallback.advise(record, context)
+        return AdvisorDecision(
+            action=decision.action,
+            confidence=decision.confidence,
+            importance=decision.importance,
+            rationale=decision.rationale,
+            source=f"{self.version}(fallback:{decision.source})",
+            target_record_id=decision.target_record_id,
+            update_candidate_of=decision.update_candidate_of,
+            conflicts=decision.conflicts,
+            route_to_consolidation=decision.route_to_consolidation,
+        )

@@ -1,0 +1,540 @@
+"""The Librarian Gate: the only way anything reaches memory storage.
+
+``evaluate`` runs Layer 1 (:mod:`engram.memory.gate.checks`), embeds the content, asks Layer 2
+(:mod:`engram.memory.gate.advisor`) and then commits, in one transaction, the version rows,
+edges, outbox event and the decision's audit row (:mod:`engram.memory.gate.write_path`). A rejected
+or conflicting evaluation writes its audit row alone. Every evaluation leaves exactly one
+audit row; one that cannot be audited fails (ADR-005).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+import structlog
+
+from engram.errors import EmbeddingError, UniqueViolation
+from engram.infra.db import DatabaseAdapter
+from engram.infra.embeddings import EmbeddingAdapter
+from engram.infra.events import Event, EventBus
+from engram.memory import store
+from engram.memory.audit.log import AuditEntry, AuditLog, canonical_json
+from engram.memory.fingerprint import content_hash
+from engram.memory.gate.advisor import AdvisorAction, AdvisorContext, AdvisorDecision, GateAdvisor
+from engram.memory.gate.checks import SCHEMA, CheckResult, Layer1Input, Layer1Outcome, run_layer1
+from engram.memory.gate.rate_limit import RateLimiter
+from engram.memory.gate.requests import (
+    GateRequest,
+    GateResult,
+    WriteOutcome,
+    advisor_decision_from_json,
+    caller_json,
+    checks_from_json,
+)
+from engram.memory.gate.resolution import carry_out
+from engram.memory.gate.signals import GateSignals
+from engram.memory.gate.write_path import (
+    Conflict,
+    Plan,
+    StaleTarget,
+    Timing,
+    WritePath,
+    audit_entry,
+)
+from engram.memory.storable import audited_input, escape_text
+from engram.memory.types import (
+    CallerIdentity,
+    GateAction,
+    GateDecision,
+    GateDecisionType,
+    MemoryRecord,
+    Neighbour,
+    can_read,
+    readable_levels,
+)
+from engram.observability.metrics import CONSOLIDATION_PATHS, MEMORY_TYPES, EngramMetrics
+
+log = structlog.get_logger("engram.memory.gate.librarian")
+
+_RACE_CONSTRAINTS = frozenset({"memories_record_version_key", "memories_one_head_idx"})
+NEIGHBOURS = 8
+#: Plans made for one evaluation at most: a plan is made again when the record its advice
+#: was about moved on before the write locked it; after the last, the answer is CONFLICT.
+REPLANS = 3
+
+
+class LibrarianGate:
+    """Decides every CREATE, UPDATE and FORGET, and persists the approved ones."""
+
+    def __init__(
+        self,
+        *,
+        db: DatabaseAdapter,
+        embeddings: EmbeddingAdapter,
+        advisor: GateAdvisor,
+        audit: AuditLog,
+        events: EventBus,
+        metrics: EngramMetrics,
+        limiter: RateLimiter | None = None,
+    ) -> None:
+        self._db = db
+        self._embeddings = embeddings
+        self._advisor = advisor
+        self._audit = audit
+        self._events = events
+        self._metrics = metrics
+        self._limiter = limiter or RateLimiter()
+        self._writes = WritePath(db=db, audit=audit, events=events)
+        self._signals = GateSignals(metrics)
+
+    @property
+    def advisor(self) -> GateAdvisor:
+        """The Layer 2 advisor in use."""
+        return self._advisor
+
+    async def evaluate(self, request: GateRequest) -> GateResult:
+        """Decide one request and persist the outcome; see the module docstring."""
+        timing = Timing(started=time.perf_counter())
+        decision_id = uuid.uuid4()
+        if request.request_id is not None:
+            prior = await self._audit.by_request(
+                request.caller_identity.agent_id, request.request_id
+            )
+            if prior is not None:
+                return await self._replay(prior)
+        record = request.record
+        # The embedding is the slowest step and needs only the content: start it now, while
+        # the checks run, and drop it if they reject. Internal UPDATEs (conflict resolutions)
+        # mostly restate a version's content; they look for its stored embedding first.
+        embedding = None
+        if request.action is GateAction.CREATE or (
+            request.action is GateAction.UPDATE
+            and request.decision_type is GateDecisionType.EXTERNAL
+        ):
+            embedding = asyncio.ensure_future(self._embed(record.content))
+        try:
+            return await self._evaluate(request, decision_id, timing, embedding)
+        finally:
+            if embedding is not None and not embedding.done():
+                embedding.cancel()
+
+    async def _embed(self, content: str) -> tuple[list[float] | None, float]:
+        """The content's embedding (None in degraded mode) and how long it took."""
+        started = time.perf_counter()
+        try:
+            vector = await self._embeddings.embed_one(content)
+        except EmbeddingError as exc:
+            log.warning("gate.embedding_degraded", error=type(exc).__name__)
+            vector = None
+        return vector, time.perf_counter() - started
+
+    async def _restated_embedding(
+        self, record: MemoryRecord, head: MemoryRecord | None
+    ) -> tuple[list[float] | None, float]:
+        """The head's stored embedding when ``record`` restates its content, else the model's."""
+        if head is not None and head.content == record.content:
+            started = time.perf_counter()
+            stored = await store.stored_embedding(
+                self._db, head.id, model=self._embeddings.model_name
+            )
+            if stored is not None:
+                return stored, time.perf_counter() - started
+        return await self._embed(record.content)
+
+    async def _evaluate(
+        self,
+        request: GateRequest,
+        decision_id: UUID,
+        timing: Timing,
+        embedding: asyncio.Future[tuple[list[float] | None, float]] | None,
+    ) -> GateResult:
+        record = request.record
+        caller = request.caller_identity
+        head = None
+        if request.action is not GateAction.CREATE:
+            head = await store.head(self._db, record.record_id)
+            if head is not None and not can_read(caller, head):
+                head = None  # absent for this caller: answered as for an unknown id
+        evidence = await store.resolve_evidence(
+            self._db, list(record.evidence_links), levels=readable_levels(caller)
+        )
+        missing = [str(ref) for ref in record.evidence_links if ref not in evidence]
+        if request.action is GateAction.FORGET:
+            missing = []
+        layer1 = run_layer1(
+            Layer1Input(
+                action=request.action,
+                record=record,
+                caller=request.caller_identity,
+                decision_type=request.decision_type,
+                expected_version=request.expected_version,
+                head=head,
+                missing_evidence=missing,
+                status=request.status,
+            ),
+            self._limiter,
+        )
+        self._signals.layer1(decision_id, request, layer1)
+        if not layer1.passed:
+            return await self._finish_rejected(request, decision_id, layer1, timing)
+        if (
+            head is not None
+            and request.expected_version is not None
+            and head.version != request.expected_version
+        ):
+            conflict = Conflict(expected=request.expected_version, actual=head.version)
+            return await self._finish_conflict(
+                request, decision_id, layer1, advice=None, conflict=conflict, timing=timing
+            )
+
+        for attempt in range(1, REPLANS + 1):
+            plan, timing = await self._plan(
+                request,
+                layer1=layer1,
+                head=head,
+                evidence=evidence,
+                timing=timing,
+                pending=embedding,
+            )
+            self._signals.layer2(decision_id, plan.advice)
+            evaluation_seconds = time.perf_counter() - timing.started - timing.embed_seconds
+            try:
+                result = await self._writes.commit(plan, decision_id=decision_id, timing=timing)
+            except StaleTarget as stale:
+                # The record the advice was about moved on before its lock was taken: plan
+                # again against what is there now (the embedding is kept).
+                log.info("gate.replanned", decision_id=str(decision_id), attempt=attempt)
+                if attempt < REPLANS:
+                    # Only an internal UPDATE without an expected version gets here with a
+                    # head (an expected one would have been a Conflict); it sees every record.
+                    head = stale.current if head is not None else None
+                    continue
+                return await self._finish_conflict(
+                    request,
+                    decision_id,
+                    layer1,
+                    advice=plan.advice,
+                    conflict=Conflict(request.expected_version, None),
+                    timing=timing,
+                    reason="the record this write was measured against kept changing; retry",
+                )
+            except Conflict as conflict:
+                return await self._finish_conflict(
+                    request,
+                    decision_id,
+                    layer1,
+                    advice=plan.advice,
+                    conflict=conflict,
+                    timing=timing,
+                )
+            except UniqueViolation as exc:
+                return await self._unique_violation(
+                    request,
+                    decision_id=decision_id,
+                    layer1=layer1,
+                    plan=plan,
+                    exc=exc,
+                    timing=timing,
+                )
+            self._events.committed()
+            return self._signals.write(request, result, plan, evaluation_seconds, timing)
+        raise AssertionError("unreachable: the last attempt never raises StaleTarget")
+
+    async def _unique_violation(
+        self,
+        request: GateRequest,
+        *,
+        decision_id: UUID,
+        layer1: Layer1Outcome,
+        plan: Plan,
+        exc: UniqueViolation,
+        timing: Timing,
+    ) -> GateResult:
+        """The answer when the write's transaction hit a unique constraint."""
+        record = request.record
+        if exc.constraint in _RACE_CONSTRAINTS:
+            return await self._finish_conflict(
+                request,
+                decision_id,
+                layer1,
+                advice=plan.advice,
+                conflict=Conflict(request.expected_version, None),
+                timing=timing,
+            )
+        if exc.constraint == "librarian_audit_agent_request_key" and request.request_id:
+            prior = await self._audit.by_request(
+                request.caller_identity.agent_id, request.request_id
+            )
+            if prior is not None:
+                return await self._replay(prior)
+        if exc.constraint == "memories_pkey":
+            layer1 = _with_schema_failure(layer1, f"record {record.id} already exists")
+            return await self._finish_rejected(request, decision_id, layer1, timing)
+        raise exc
+
+    async def resolve_conflicts(self, event: Event) -> tuple[GateResult, ...]:
+        """Carry out the resolutions of one write's conflicts (``memory.conflicts_found``),
+        each through :meth:`evaluate` (see :func:`engram.memory.gate.resolution.carry_out`)."""
+        return await carry_out(event, db=self._db, evaluate=self.evaluate)
+
+    async def reject_input(
+        self,
+        *,
+        action: GateAction,
+        caller: CallerIdentity,
+        decision_type: GateDecisionType,
+        raw: Mapping[str, Any],
+        problems: list[str],
+        request_id: str | None = None,
+    ) -> GateResult:
+        """Reject input an adapter could not even turn into a record, and audit it.
+
+        The raw input is recorded as given, so a malformed request leaves the same trace as any
+        other rejected one: one audit row, nothing else. What storage cannot hold (NUL, lone
+        surrogates, NaN, deep nesting, non-JSON objects) is written escaped, and input larger
+        than ``MAX_AUDITED_INPUT_BYTES`` as JSON is kept as an excerpt with its size and
+        SHA-256 (:func:`engram.memory.storable.audited_input`); the problems are escaped too,
+        since they may name a client's field. A retry with a ``request_id`` already recorded
+        returns the recorded result, as :meth:`evaluate` does.
+        """
+        if request_id is not None:
+            prior = await self._audit.by_request(caller.agent_id, request_id)
+            if prior is not None:
+                return await self._replay(prior)
+        started = time.perf_counter()
+        decision_id = uuid.uuid4()
+        problems = [escape_text(problem) for problem in problems]
+        check = CheckResult.fail(SCHEMA, "; ".join(problems), problems=problems)
+        reason = f"schema: {check.detail}"
+        entry = AuditEntry(
+            decision_id=decision_id,
+            request_id=request_id or str(decision_id),
+            occurred_at=datetime.now(UTC),
+            action=action.value,
+            decision=GateDecision.REJECTED.value,
+            outcome=WriteOutcome.NONE.value,
+            decision_type=decision_type.value,
+            reason=reason,
+            agent_id=caller.agent_id,
+            caller=canonical_json(caller_json(caller)),
+            record_id=None,
+            version_id=None,
+            input_snapshot=canonical_json({"action": action.value, **audited_input(raw)}),
+            layer1_checks=canonical_json([check.to_json()]),
+            layer2_decision=None,
+            decision_source="layer1",
+            duration_ms=round((time.perf_counter() - started) * 1000, 3),
+        )
+        await self._writes.audit_only(entry)
+        self._metrics.gate_layer1_failures.labels(check=SCHEMA).inc()
+        self._metrics.gate_decisions.labels(
+            decision=GateDecision.REJECTED.value, decision_type=decision_type.value
+        ).inc()
+        log.info(
+            "gate.evaluate",
+            decision_id=str(decision_id),
+            decision_type=decision_type.value,
+            action=action.value,
+            memory_type=None,
+            decision=GateDecision.REJECTED.value,
+            outcome=WriteOutcome.NONE.value,
+            duration_ms=entry.duration_ms,
+            caller=caller.agent_id,
+        )
+        return GateResult(
+            decision=GateDecision.REJECTED,
+            decision_id=decision_id,
+            reason=reason,
+            layer1_checks=[check],
+            layer2_decision=None,
+            modified_record=None,
+            failed_checks=[check],
+        )
+
+    # --- planning ---------------------------------------------------------------------------
+
+    async def _plan(
+        self,
+        request: GateRequest,
+        *,
+        layer1: Layer1Outcome,
+        head: MemoryRecord | None,
+        evidence: Mapping[UUID, UUID],
+        timing: Timing,
+        pending: asyncio.Future[tuple[list[float] | None, float]] | None,
+    ) -> tuple[Plan, Timing]:
+        record = layer1.record
+        if request.action is GateAction.FORGET:
+            return Plan(request, layer1, record, head, None, None, (), evidence), timing
+        waited_from = time.perf_counter()
+        if pending is None:
+            pending = asyncio.ensure_future(self._restated_embedding(record, head))
+        embedding, embed_seconds = await pending
+        # Evaluation time excludes only the part of the embedding the Gate waited for.
+        timing = Timing(timing.started, time.perf_counter() - waited_from, embed_seconds)
+        fingerprint = content_hash(record.content)
+        exact, nearest = await store.candidates(
+            self._db,
+            embedding=embedding,
+            namespace=record.namespace,
+            memory_type=record.type,
+            content_hash=fingerprint,
+            levels=readable_levels(request.caller_identity),
+            limit=NEIGHBOURS,
+        )
+        if request.action is not GateAction.CREATE:
+            exact = None  # an UPDATE is measured against its own record, not duplicates
+        neighbours: tuple[Neighbour, ...] = tuple(nearest)
+        context = AdvisorContext(
+            action=request.action,
+            decision_type=request.decision_type,
+            caller=request.caller_identity,
+            head=head,
+            exact_duplicate=exact,
+            neighbours=neighbours,
+            embedded=embedding is not None,
+        )
+        advice = await self._advisor.advise(record, context)
+        record = record.model_copy(update={"source_confidence": advice.confidence})
+        target = None
+        if advice.action is AdvisorAction.NOOP:
+            pool = [n.record for n in neighbours] + ([exact.record] if exact else [])
+            pool += [head] if head is not None else []
+            target = next((r for r in pool if r.record_id == advice.target_record_id), None)
+        plan = Plan(
+            request=request,
+            layer1=layer1,
+            record=record,
+            head=head,
+            advice=advice,
+            target=target,
+            embedding=tuple(embedding) if embedding is not None else (),
+            evidence=evidence,
+            fingerprint=fingerprint,
+            embedding_model=self._embeddings.model_name,
+        )
+        return plan, timing
+
+    # --- endings ----------------------------------------------------------------------------
+
+    async def _finish_rejected(
+        self,
+        request: GateRequest,
+        decision_id: UUID,
+        layer1: Layer1Outcome,
+        timing: Timing,
+    ) -> GateResult:
+        failures = layer1.failures
+        for check in failures:
+            self._metrics.gate_layer1_failures.labels(check=check.name).inc()
+        result = GateResult(
+            decision=GateDecision.REJECTED,
+            decision_id=decision_id,
+            reason="; ".join(f"{c.name}: {c.detail}" for c in failures),
+            layer1_checks=layer1.checks,
+            layer2_decision=None,
+            modified_record=None,
+            retry_after_seconds=layer1.retry_after_seconds,
+            failed_checks=failures,
+        )
+        return await self._finish_unwritten(request, result, timing)
+
+    async def _finish_conflict(
+        self,
+        request: GateRequest,
+        decision_id: UUID,
+        layer1: Layer1Outcome,
+        *,
+        advice: AdvisorDecision | None,
+        conflict: Conflict,
+        timing: Timing,
+        reason: str | None = None,
+    ) -> GateResult:
+        actual = conflict.actual
+        if actual is None:
+            current = await store.head(self._db, request.record.record_id)
+            if current is not None and can_read(request.caller_identity, current):
+                actual = current.version
+        result = GateResult(
+            decision=GateDecision.CONFLICT,
+            decision_id=decision_id,
+            reason=reason
+            or f"expected version {request.expected_version}, current version is {actual}",
+            layer1_checks=layer1.checks,
+            layer2_decision=advice,
+            modified_record=None,
+            record_id=request.record.record_id,
+            current_version=actual,
+        )
+        return await self._finish_unwritten(request, result, timing)
+
+    async def _finish_unwritten(
+        self, request: GateRequest, result: GateResult, timing: Timing
+    ) -> GateResult:
+        """Audit an evaluation that changes nothing else (rejected or conflicting)."""
+        entry = audit_entry(
+            request,
+            decision_id=result.decision_id,
+            decision=result.decision,
+            outcome=WriteOutcome.NONE,
+            reason=result.reason,
+            checks=result.layer1_checks,
+            advice=result.layer2_decision,
+            record_id=request.record.record_id,
+            version_id=None,
+            duration_ms=(time.perf_counter() - timing.started) * 1000,
+        )
+        await self._writes.audit_only(entry)
+        return self._signals.decision(request, result, timing)
+
+    async def _replay(self, entry: AuditEntry) -> GateResult:
+        """The result of an evaluation already recorded for this request id."""
+        modified = None
+        if entry.version_id is not None:
+            modified = await store.version_by_id(self._db, entry.version_id)
+        checks = checks_from_json(entry.layer1_checks)
+        advice = advisor_decision_from_json(
+            None if entry.layer2_decision is None else json.loads(entry.layer2_decision)
+        )
+        return GateResult(
+            decision=GateDecision(entry.decision),
+            decision_id=entry.decision_id,
+            reason=entry.reason,
+            layer1_checks=checks,
+            layer2_decision=advice,
+            modified_record=modified,
+            outcome=WriteOutcome(entry.outcome),
+            record_id=entry.record_id,
+            version=None if modified is None else modified.version,
+            degraded=False,
+            replayed=True,
+            failed_checks=[c for c in checks if not c.passed],
+        )
+
+    async def refresh_record_gauge(self) -> None:
+        """Set ``engram_memory_records_total`` from the database (at start-up, and periodically)."""
+        counts = await store.count_heads(self._db)
+        gauge = self._metrics.memory_records
+        seen = set()
+        for memory_type, path, n in counts:
+            gauge.labels(type=memory_type, consolidation_path=path).set(n)
+            seen.add((memory_type, path))
+        for memory_type in MEMORY_TYPES:
+            for path in CONSOLIDATION_PATHS:
+                if (memory_type, path) not in seen:
+                    gauge.labels(type=memory_type, consolidation_path=path).set(0)
+
+
+def _with_schema_failure(layer1: Layer1Outcome, problem: str) -> Layer1Outcome:
+    checks = [CheckResult.fail(SCHEMA, problem) if c.name == SCHEMA else c for c in layer1.checks]
+    return Layer1Outcome(checks, layer1.record, layer1.pii_kinds, layer1.pii_error)
+
+
+__all__ = ["GateDecisionType", "GateRequest", "GateResult", "LibrarianGate", "WriteOutcome"]

@@ -1,0 +1,219 @@
+"""PII and secret screening for memory content: deterministic detectors that report spans.
+
+:func:`scan` looks for personal identifiers and credentials in free text and returns one
+:class:`PiiFinding` per hit: a kind and the ``[start, end)`` character span. The matched value
+never leaves this package except as that span. No field holds it, nothing is logged, and no
+exception is raised with it. The package is pure (no I/O, no logging, no global state after
+import) and uses only the standard library, ``python-stdnum`` and ``phonenumbers``.
+
+What it detects
+---------------
+* ``email``: ``local@domain.tld`` with a dotted domain and an alphabetic TLD of 2+ letters.
+  User info in a URL (``scheme://user@host``) and SSH remotes (``git@host:org/repo``) are not
+  addresses.
+* ``phone``: ``phonenumbers.PhoneNumberMatcher`` at leniency VALID, default region ``US``.
+  It reads each run of digits and phone punctuation that no more specific finding (card,
+  IBAN, id) already covers. Explicit ``+CC`` numbers of every country are read too. A number
+  in national format (leading trunk ``0``, as in ``020 7946 0958``) counts only when a phone
+  word (``phone``, ``tel``, ``mobile``, ``call``, ...) occurs in the text and one of a dozen
+  common regions accepts it. A hit is dropped when it is glued to other token characters
+  (``INV-2024-000123``) or follows an order, ticket, invoice, build or similar label.
+* ``us_ssn``: ``AAA-GG-SSSS`` accepted by ``stdnum.us.ssn`` (no 000/666/9xx area, no 00 group,
+  no 0000 serial, no published samples). Without dashes it also needs an SSN keyword before it.
+* ``national_id``: UK NINO (prefix rules), Spanish DNI and NIE, Italian codice fiscale, French
+  NIR, all checked by ``stdnum`` where a module exists. Formats made only of digits (Canadian
+  SIN, Dutch BSN, German Steuer-ID, Indian Aadhaar) and the checksum-less Indian PAN are also
+  flagged, but only when an identity keyword (``SIN``, ``BSN``, ``Steuer-ID``, ``Aadhaar``,
+  ``PAN``, ...) comes up to 48 characters before them. The checksum has to pass too, where
+  there is one. A random nine-digit number passes a Luhn or 11-proof check one time in ten,
+  which is too often to trust on its own.
+* ``payment_card``: 13 to 19 digits, grouped by spaces or dashes or not at all. They must pass
+  the Luhn check, start with a known issuer prefix (Visa, Mastercard, Amex, Discover, Diners,
+  JCB, UnionPay, Maestro) and have a length that issuer uses. Visa counts at 16 and 19 digits
+  only: 13-digit Visa is retired, and EAN-13 barcodes starting with 4 look the same. A grouped
+  run that continues an IBAN-like group before it (``DE89 3704 ...``) is not a card.
+* ``iban``: country code, check digits and BBAN, accepted by ``stdnum.iban`` (country length
+  and format, mod 97).
+* ``aws_access_key_id``: ``AKIA``/``ASIA``/... followed by 16 upper-case letters and digits.
+* ``aws_secret_access_key``: 40 base64 characters, only when an AWS secret keyword comes up to
+  100 characters before them (``aws_secret_access_key=``, ``AWS secret``,
+  ``SecretAccessKey``). The value must mix upper and lower case and have entropy >= 4.
+* ``github_token``: ``ghp_``/``gho_``/``ghu_``/``ghs_``/``ghr_`` + 36 or more characters, and
+  ``github_pat_`` fine-grained tokens.
+* ``slack_token``: ``xoxb-``/``xoxp-``/``xoxa-``/``xoxr-``/``xoxs-``/``xoxo-`` tokens,
+  rotating ``xoxe.xoxp-1-...`` tokens and ``hooks.slack.com`` webhook URLs.
+* ``stripe_key``: ``sk_``/``rk_``/``pk_`` + ``live_``/``test_`` keys and ``whsec_`` webhook
+  secrets.
+* ``jwt``: three base64url segments whose first segment decodes to a JSON object with
+  ``"alg"``.
+* ``private_key``: a ``-----BEGIN ... PRIVATE KEY-----`` header (RSA, EC, DSA, OPENSSH,
+  ENCRYPTED, PGP ``... PRIVATE KEY BLOCK``) followed by key material: at least one unbroken
+  run of 24 base64 characters. A bare header mentioned in prose is not a key. The span runs
+  to the matching END line, or to the end of the base64 body when the END line is missing.
+* ``url_password``: the password in ``scheme://user:password@host``. It is not flagged when
+  the password is empty or a placeholder.
+* ``secret_assignment``: a value assigned to a secret-looking name: ``api_key=``,
+  ``"client_secret": "..."``, ``DB_PASSWORD='...'``, ``token: ...``, ``the api key is ...``,
+  ``api key 4f9b...``, ``Authorization: Bearer ...`` or ``Basic ...``. The name is one
+  identifier, or two words (``api key``, ``db password``), followed by ``=``, ``:``, ``:=``,
+  ``=>``, ``is``/``was`` or just a space. A short phrase may sit between name and operator
+  (``the password for the router is ...``). The span is the value, without quotes. The
+  rule:
+
+  - the name, split into words (``snake_case``, ``kebab-case``, ``camelCase``), contains a
+    password word (``password``, ``passwd``, ``pwd``, ``pass``, ``passphrase``, ``pw``) or a
+    secret word (``secret``, ``token``, ``apikey``, ``credential(s)``, ``key`` after
+    ``api``/``access``/``private``/``signing``/..., or an upper-case environment name ending
+    in ``_KEY`` such as ``OPENAI_KEY``). A lower-case ``cache_key`` or ``sort_key`` is not
+    secret. The name contains no word that marks metadata (``hash``, ``name``, ``url``,
+    ``id``, ``max``, ``type``, ``length``, ...);
+  - the value is not a placeholder: empty, ``changeme``, ``your_key_here``, ``<...>``,
+    ``${VAR}``, ``{{var}}``, ``$VAR``, ``****``, ``xxxx``, ``example``/``dummy``/``redacted``,
+    and so on, nor base64 of such a placeholder (``cGFzc3dvcmQ=``). An unquoted value is not
+    a reference either: a dotted path, a ``SCREAMING_SNAKE`` name, or a call or subscript
+    such as ``os.environ[...]``. It holds no URL (``url_password`` covers those) and no
+    ``sha256:`` style digest;
+  - password values: length >= 8, Shannon entropy >= 2.5 bits/char, and at least two
+    character classes (lower, upper, digit, symbol);
+  - other values: length >= 12, Shannon entropy >= 3.0 bits/char, not only digits, and not a
+    run of plain words (``bert-base-uncased``);
+  - a value separated from its name by a space only (no ``=``, ``:`` or ``is``) must look
+    random: length >= 20, entropy >= 3.5 bits/char, letters and digits.
+
+  A secret named in prose further from its value than a short ``for ...``/``of ...`` phrase
+  is missed. That is the price of not flagging every random-looking string.
+
+Precision and recall
+--------------------
+A finding quarantines a record for review: it does not reject it. A false positive costs a
+human a look. A miss leaks a credential or an identifier into long-lived, widely retrieved
+memory. So the detectors lean to recall where a validator can keep precision up: checksums
+(Luhn, mod 97, stdnum check digits), issuer prefixes, decodable JWT headers. They use context
+keywords only where the shape alone is too weak, as for digit-only national ids, bare SSNs and
+AWS secrets. The labelled corpus ``tests/data/pii_corpus.tsv`` and ``benchmarks/pii_eval.py``
+measure the trade-off; the goals are recall >= 0.97 and a false-positive rate <= 0.02 on the
+hard negatives.
+
+Known limits
+------------
+* IBANs in lower case, Corsican NIRs (``2A``/``2B``), and national ids or phone numbers glued
+  to other digits by a space (``SIN 046 454 286 2024``) are missed.
+* A phone number in national format needs a phone word somewhere in the text, and a region
+  from ``_NATIONAL_REGIONS`` (in ``contact``).
+* Cost grows with the number of digit runs, since each run goes to the phone matcher. A
+  record with no digits scans in tens of microseconds. A 2,000-character record that is all
+  digit soup (``1 1 1 ...``) takes 10 to 15 ms.
+
+Layout
+------
+* ``findings``: :class:`PiiKind`, :class:`PiiFinding`, the ``Span`` tuple the detectors yield
+  and the scanned ``Text`` with the facts their pre-filters share.
+* ``heuristics``: entropy, character classes, the placeholder test and keyword windows.
+* ``contact``: ``email``, ``phone``.
+* ``identifiers``: ``payment_card``, ``iban``, ``us_ssn``, ``national_id``.
+* ``credentials``: ``url_password``, ``private_key``, ``jwt`` and the AWS, GitHub, Slack and
+  Stripe tokens.
+* ``assignments``: ``secret_assignment``.
+* this module: the order the detectors run in, the priorities that resolve overlapping spans,
+  and :func:`scan`.
+
+Adding a kind
+-------------
+1. Add a member to :class:`PiiKind` (in ``findings``) and a priority in ``_PRIORITY`` (here).
+   When spans overlap, the higher priority wins; give a specific format a higher priority
+   than a generic one.
+2. Write a detector ``find_<kind>(t: Text) -> Iterator[Span]`` in the module of its family.
+   It starts with a cheap pre-filter that returns at once on text that cannot match: a
+   substring test on ``t.raw`` or ``t.lower``, or the digit count ``t.digits``. Only then
+   does it run its regexes and the expensive validators. Case-insensitive regexes over the
+   whole text are slow in ``re``; test the lowered text instead. Yield spans only.
+3. Append it to ``_DETECTORS``. Add positives and hard negatives to the corpus, add cases
+   to ``tests/unit/test_pii.py``, and bump :data:`DETECTOR_VERSION`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from engram.memory.gate.pii.assignments import find_assignments
+from engram.memory.gate.pii.contact import find_emails, find_phones
+from engram.memory.gate.pii.credentials import (
+    find_aws,
+    find_github,
+    find_jwts,
+    find_private_keys,
+    find_slack,
+    find_stripe,
+    find_url_passwords,
+)
+from engram.memory.gate.pii.findings import PiiFinding, PiiKind, Span, Text
+from engram.memory.gate.pii.identifiers import find_cards, find_ibans, find_national_ids, find_ssns
+
+__all__ = ["DETECTOR", "DETECTOR_VERSION", "PiiFinding", "PiiKind", "scan"]
+
+DETECTOR = "regex"
+"""Label of this detector in the ``engram_pii_flags_total`` metric."""
+
+DETECTOR_VERSION = "regex@1"
+"""Bumped whenever a rule changes what is flagged; recorded with quarantine decisions."""
+
+
+# Overlapping spans: the higher priority survives (specific formats beat generic ones).
+_PRIORITY: dict[PiiKind, int] = {
+    PiiKind.PRIVATE_KEY: 100,
+    PiiKind.JWT: 90,
+    PiiKind.AWS_ACCESS_KEY_ID: 85,
+    PiiKind.AWS_SECRET_ACCESS_KEY: 85,
+    PiiKind.GITHUB_TOKEN: 85,
+    PiiKind.SLACK_TOKEN: 85,
+    PiiKind.STRIPE_KEY: 85,
+    PiiKind.URL_PASSWORD: 80,
+    PiiKind.SECRET_ASSIGNMENT: 60,
+    PiiKind.PAYMENT_CARD: 55,
+    PiiKind.IBAN: 55,
+    PiiKind.US_SSN: 50,
+    PiiKind.NATIONAL_ID: 45,
+    PiiKind.EMAIL: 40,
+    PiiKind.PHONE: 30,
+}
+
+
+_DETECTORS: tuple[Callable[[Text], Iterator[Span]], ...] = (
+    find_private_keys,
+    find_jwts,
+    find_aws,
+    find_github,
+    find_slack,
+    find_stripe,
+    find_url_passwords,
+    find_assignments,
+    find_cards,
+    find_ibans,
+    find_ssns,
+    find_national_ids,
+    find_emails,
+)
+
+
+def _resolve(spans: list[Span]) -> list[PiiFinding]:
+    """Drop spans that overlap a more specific (or, at equal priority, longer) one."""
+    ranked = sorted(spans, key=lambda s: (-_PRIORITY[s[0]], s[1] - s[2], s[1]))
+    kept: list[Span] = []
+    for kind, start, end in ranked:
+        if all(end <= k_start or start >= k_end for _, k_start, k_end in kept):
+            kept.append((kind, start, end))
+    kept.sort(key=lambda s: (s[1], s[2]))
+    return [PiiFinding(kind, start, end) for kind, start, end in kept]
+
+
+def scan(text: str) -> list[PiiFinding]:
+    """Every PII or secret span in ``text``, sorted by start, overlaps resolved by specificity."""
+    if len(text) < 6:
+        return []
+    subject = Text.of(text)
+    spans: list[Span] = []
+    for detector in _DETECTORS:
+        spans.extend(detector(subject))
+    # Phones last: digit runs already claimed by a card, IBAN or id are not read again.
+    spans.extend(find_phones(subject, list(spans)))
+    return _resolve(spans)

@@ -1,0 +1,183 @@
+"""Secrets known by their name: values assigned to a secret-looking name.
+
+They are reported as ``secret_assignment``, and so are ``Authorization: Bearer ...`` and
+``Basic ...`` header values. The rule is in the package docstring: which names count, which
+values are placeholders or references, and the length and entropy a value needs.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import itertools
+import re
+from collections.abc import Iterator
+
+from engram.memory.gate.pii.findings import PiiKind, Span, Text
+from engram.memory.gate.pii.heuristics import char_classes, entropy, is_placeholder
+
+_SECRET_STEMS = ("key", "secret", "token", "pass", "pwd", "pw", "cred")
+_ASSIGNMENT = re.compile(
+    r"(?<![\w.\-])"
+    r"(?P<key>(?:[A-Za-z]{2,12} )?[\w.\-]{0,40}?"
+    r"(?i:key|secret|token|pass|pwd|pw|credentials?|creds)[\w.\-]{0,40})"
+    r"(?:(?P<gap>[ \t]+(?:for|of|on|at|to|in)[ \t][^.\n:=;,\"'`]{1,40}?)?"
+    r"[\"']?(?:[ \t]{0,3}(?::=|=>|=|:)[ \t]{0,3}|[ \t]+(?:is|was)[ \t]+)|[\"']?(?P<loose>[ \t]+))"
+    r"(?:\"(?P<dq>[^\"\n]{1,512})\"|'(?P<sq>[^'\n]{1,512})'|`(?P<bq>[^`\n]{1,512})`"
+    r"|(?P<bare>[^\s\"'`,;&(){}\[\]<>]{1,512}))"
+)
+_AUTH_HEADER = re.compile(r"(?<![\w\-])(?:[Bb]earer|Basic)[ \t]+(?P<v>[A-Za-z0-9._~+/\-]{12,}=*)")
+_IDENT_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+_PASSWORD_WORDS = frozenset({"password", "passwd", "pwd", "pass", "passphrase", "pw", "passcode"})
+_SECRET_WORDS = frozenset({"secret", "token", "apikey", "credential", "credentials", "creds"})
+_KEY_QUALIFIERS = frozenset(
+    {
+        "api", "access", "secret", "private", "signing", "encryption", "master", "auth",
+        "session", "license", "licence", "client", "app", "service", "account", "webhook",
+        "hmac", "jwt", "admin", "root", "deploy", "subscription", "consumer", "x",
+    }
+)  # fmt: skip
+_METADATA_WORDS = frozenset(
+    {
+        "hash", "hashed", "digest", "checksum", "sha", "sha1", "sha256", "sha512", "md5",
+        "fingerprint", "name", "names", "type", "file", "path", "url", "uri", "endpoint", "id",
+        "ids", "length", "len", "count", "max", "min", "limit", "expiry", "expires",
+        "expiration", "ttl", "timeout", "policy", "header", "field", "prefix", "format",
+        "version", "rotation", "env", "var", "ref", "arn", "dir", "enabled", "required", "hint",
+        "label", "pattern", "reset", "strength", "algorithm", "alg", "size", "public", "tokens",
+        "usage", "budget", "kid", "location", "vault", "manager", "store", "provider", "mask",
+        "rule", "rules", "regex", "scope", "scopes", "lifetime", "age", "last",
+        "changed", "updated", "created", "rotated", "manual", "manuals",
+    }
+)  # fmt: skip
+_WORDY = re.compile(r"(?:[a-z]+|[A-Z][a-z]+|[A-Z]+)(?:[\-_. /](?:[a-z]+|[A-Z][a-z]+|[A-Z]+))*")
+_REFERENCE = re.compile(r"[A-Za-z_]+\d{0,2}(?:\.[A-Za-z_]+\d{0,2})+|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
+_DIGEST = re.compile(r"(?i)^(?:sha\d*|md5|blake2\w*)[:\-]")
+_BASE64 = re.compile(r"[A-Za-z0-9+/]{8,}={0,2}")
+
+
+def _key_class(key: str) -> str | None:
+    """``"password"``, ``"secret"`` or None for the name on the left of an assignment."""
+    words = [w.lower() for w in _IDENT_WORD.findall(key)]
+    if not words or any(w in _METADATA_WORDS for w in words):
+        return None
+    if any(w in _PASSWORD_WORDS or w.endswith(("password", "passwd")) for w in words):
+        return "password"
+    if any(w in _SECRET_WORDS or w.endswith(("secret", "token", "apikey")) for w in words):
+        return "secret"
+    for before, word in itertools.pairwise(words):
+        if word == "key" and before in _KEY_QUALIFIERS:
+            return "secret"
+    if len(words) > 1 and words[-1] == "key" and key.isupper():
+        return "secret"  # an environment variable such as OPENAI_KEY or MAPBOX_KEY
+    return None
+
+
+def _decodes_to_placeholder(value: str) -> bool:
+    """True if ``value`` is base64 of a placeholder (a Kubernetes secret holding ``password``)."""
+    if len(value) % 4 or not _BASE64.fullmatch(value):
+        return False
+    try:
+        decoded = base64.b64decode(value, validate=True).decode("ascii")
+    except (binascii.Error, ValueError):
+        return False
+    return decoded.isprintable() and is_placeholder(decoded)
+
+
+def _secret_value_ok(value: str, key_class: str, next_char: str, *, bare: bool) -> bool:
+    """The entropy rule of the module docstring, applied to one assigned value."""
+    if next_char in {"(", "["} or is_placeholder(value):
+        return False
+    if bare and _REFERENCE.fullmatch(value):
+        return False
+    if "://" in value or value.startswith(("/", "./", "~/")) or _DIGEST.match(value):
+        return False
+    if _decodes_to_placeholder(value):
+        return False
+    if key_class == "loose":  # name and value separated by a space only: "api key 4f9b..."
+        return (
+            len(value) >= 20
+            and entropy(value) >= 3.5
+            and any(c.isdigit() for c in value)
+            and any(c.isalpha() for c in value)
+        )
+    if key_class == "password":
+        return len(value) >= 8 and entropy(value) >= 2.5 and char_classes(value) >= 2
+    return (
+        len(value) >= 12
+        and entropy(value) >= 3.0
+        and not value.isdigit()
+        and _WORDY.fullmatch(value) is None
+    )
+
+
+def _name_starts(text: str, lower: str) -> set[int]:
+    """Where names holding a secret stem start: the stem's word, and the word before it."""
+    starts: set[int] = set()
+    for stem in _SECRET_STEMS:
+        at = lower.find(stem)
+        while at >= 0:
+            word = at
+            while (
+                word > 0
+                and at - word < 40
+                and (text[word - 1].isalnum() or text[word - 1] in "_.-")
+            ):
+                word -= 1
+            starts.add(word)
+            if word >= 3 and text[word - 1] == " ":  # two-word names: "api key", "db password"
+                prev = word - 1
+                while (
+                    prev > 0
+                    and word - prev < 13
+                    and text[prev - 1].isascii()
+                    and text[prev - 1].isalpha()
+                ):
+                    prev -= 1
+                if word - 1 - prev >= 2:
+                    starts.add(prev)
+            at = lower.find(stem, at + len(stem))
+    return starts
+
+
+def _assignment_candidates(t: Text) -> Iterator[int]:
+    """Offsets to try the assignment pattern at, in order."""
+    if not any(stem in t.lower for stem in _SECRET_STEMS):
+        return
+    if len(t.lower) != len(t.raw):  # lower() changed offsets (rare scripts): try every match
+        yield from (m.start() for m in _ASSIGNMENT.finditer(t.raw))
+        return
+    yield from sorted(_name_starts(t.raw, t.lower))
+
+
+def find_assignments(t: Text) -> Iterator[Span]:
+    text = t.raw
+    claimed = 0  # end of the last reported value; names inside it are part of the value
+    for at in _assignment_candidates(t):
+        m = _ASSIGNMENT.match(text, at) if at >= claimed else None
+        if m is None:
+            continue
+        key_class = _key_class(m.group("key"))
+        if key_class is None:
+            continue
+        group = next(g for g in ("dq", "sq", "bq", "bare") if m.group(g) is not None)
+        value = m.group(group)
+        start = m.start(group)
+        if m.group("loose") is not None:
+            key_class = "loose"
+        if group == "bare":
+            value = value.rstrip(".,:;")
+        else:
+            lead = len(value) - len(value.lstrip())
+            start += lead
+            value = value.strip()
+        end = start + len(value)
+        next_char = text[end] if group == "bare" and end < len(text) else ""
+        if _secret_value_ok(value, key_class, next_char, bare=group == "bare"):
+            claimed = end
+            yield PiiKind.SECRET_ASSIGNMENT, start, end
+    if "bearer" not in t.lower and "basic" not in t.lower:
+        return
+    for m in _AUTH_HEADER.finditer(text):
+        if _secret_value_ok(m.group("v"), "secret", "", bare=False):
+            yield PiiKind.SECRET_ASSIGNMENT, m.start("v"), m.end("v")

@@ -1,0 +1,196 @@
+"""Identifiers validated by check digits: payment cards, IBANs, US SSNs and national ids."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+
+from stdnum import iban as _iban
+from stdnum import luhn
+from stdnum.ca import sin as _ca_sin
+from stdnum.de import idnr as _de_idnr
+from stdnum.es import dni as _es_dni
+from stdnum.es import nie as _es_nie
+from stdnum.fr import nir as _fr_nir
+from stdnum.in_ import aadhaar as _in_aadhaar
+from stdnum.in_ import pan as _in_pan
+from stdnum.it import codicefiscale as _it_cf
+from stdnum.nl import bsn as _nl_bsn
+from stdnum.us import ssn as _us_ssn
+
+from engram.memory.gate.pii.findings import PiiKind, Span, Text
+from engram.memory.gate.pii.heuristics import preceded_by
+
+# --------------------------------------------------------------------------- cards, IBAN
+
+_CARD = re.compile(
+    r"(?<![\w.\-/])"
+    r"(?:\d{4}(?P<s1>[ \-])\d{4}(?P=s1)\d{4}(?P=s1)\d{4}(?:(?P=s1)\d{1,3})?"
+    r"|\d{4}(?P<s2>[ \-])\d{6}(?P=s2)\d{4,5}"
+    r"|\d{13,19})"
+    r"(?![\w]|[.\-/]\d)"
+)
+# Issuer prefixes and the card lengths each issues (Visa, Mastercard, Amex, Diners, JCB,
+# Discover, UnionPay, Maestro).
+_CARD_BRANDS: tuple[tuple[re.Pattern[str], frozenset[int]], ...] = (
+    (re.compile(r"4"), frozenset({16, 19})),  # 13-digit Visa is retired; EAN-13 codes are not
+    (re.compile(r"5[1-5]|2(?:22[1-9]|2[3-9]\d|[3-6]\d\d|7[01]\d|720)"), frozenset({16})),
+    (re.compile(r"3[47]"), frozenset({15})),
+    (re.compile(r"3(?:0[0-5]|[689])"), frozenset(range(14, 20))),
+    (re.compile(r"35(?:2[89]|[3-8])"), frozenset(range(16, 20))),
+    (re.compile(r"6(?:011|4[4-9]|5|2)"), frozenset(range(16, 20))),
+    (re.compile(r"5[06-8]|6(?:304|7)"), frozenset(range(13, 20))),
+)
+_GROUP_BEFORE = re.compile(r"(?<![A-Za-z0-9])[A-Za-z]{0,2}\d[A-Za-z0-9]{0,3}[ \-]$")
+
+
+def _card_ok(digits: str) -> bool:
+    """Known issuer prefix, a length that issuer uses, and a valid Luhn check digit."""
+    for prefix, lengths in _CARD_BRANDS:
+        if prefix.match(digits):
+            return len(digits) in lengths and luhn.is_valid(digits)
+    return False
+
+
+def find_cards(t: Text) -> Iterator[Span]:
+    if t.digits < 13:
+        return
+    text = t.raw
+    for m in _CARD.finditer(text):
+        grouped = m.group("s1") or m.group("s2")
+        if grouped and _GROUP_BEFORE.search(text, max(0, m.start() - 7), m.start()):
+            continue  # the tail of a longer grouped run, such as an IBAN
+        if _card_ok(m.group(0).replace(" ", "").replace("-", "")):
+            yield PiiKind.PAYMENT_CARD, m.start(), m.end()
+
+
+_IBAN = re.compile(
+    r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?(?![A-Za-z0-9])"
+)
+
+
+def find_ibans(t: Text) -> Iterator[Span]:
+    if t.digits < 8:
+        return
+    text = t.raw
+    for m in _IBAN.finditer(text):
+        candidate = m.group(0)
+        for _ in range(3):  # a trailing word ("EUR") may have been swallowed; retry shorter
+            if _iban.is_valid(candidate):
+                yield PiiKind.IBAN, m.start(), m.start() + len(candidate)
+                break
+            cut = candidate.rfind(" ")
+            if cut < 0:
+                break
+            candidate = candidate[:cut]
+
+
+# --------------------------------------------------------------------------- SSN, national ids
+
+_SSN = re.compile(r"(?<![\w\-/.])\d{3}(?P<sep>[\- ]?)\d{2}(?P=sep)\d{4}(?![\w\-/]|\.\d)")
+_SSN_CONTEXT = re.compile(r"(?i)\bssn|social[ \-]security|\bsoc\.? ?sec")
+
+
+def find_ssns(t: Text) -> Iterator[Span]:
+    if t.digits < 9:
+        return
+    text = t.raw
+    for m in _SSN.finditer(text):
+        if not _us_ssn.is_valid(m.group(0).replace(" ", "-")):
+            continue
+        if m.group("sep") == "-" or preceded_by(_SSN_CONTEXT, text, m.start(), 48):
+            yield PiiKind.US_SSN, m.start(), m.end()
+
+
+# Identity keywords: acronyms in upper case, phrases in any case (matched on the lowered text).
+_ID_ACRONYMS = re.compile(r"\b(?:SIN|NAS|BSN|NIE|NIF|DNI|NIR|INSEE|PAN|NINO|UIDAI|IdNr|TIN|UID)\b")
+_ID_PHRASES = re.compile(
+    r"social insurance|burgerservice|sofinummer|steuer[\- ]?id|steueridentifikation"
+    r"|identifikationsnummer|tax[ \-]?id|taxpayer|aadhaa?r|s[ée]curit[ée] sociale|codice fiscale"
+    r"|national insurance|national id|identity number|id number|citizen service number"
+    r"|personal number|permanent account number"
+)
+_ID_WINDOW = 48
+
+
+class _IdKeywords:
+    """End offsets of identity keywords in a text, found once, on first use."""
+
+    __slots__ = ("_ends", "_text")
+
+    def __init__(self, text: Text) -> None:
+        self._text = text
+        self._ends: list[int] | None = None
+
+    def before(self, start: int) -> bool:
+        """True if a keyword ends in the ``_ID_WINDOW`` characters before ``start``."""
+        if self._ends is None:
+            ends = [m.end() for m in _ID_ACRONYMS.finditer(self._text.raw)]
+            if len(self._text.lower) == len(self._text.raw):
+                ends.extend(m.end() for m in _ID_PHRASES.finditer(self._text.lower))
+            self._ends = ends
+        return any(start - _ID_WINDOW <= end <= start for end in self._ends)
+
+
+def _nino_ok(value: str) -> bool:
+    return value.replace(" ", "")[:2] not in {"BG", "GB", "KN", "NK", "NT", "TN", "ZZ"}
+
+
+# Identifiers with letters in them: distinctive enough to need no keyword, except PAN, which
+# has no check digit.
+_LETTER_IDS = re.compile(
+    r"(?<![A-Za-z0-9\-])(?:"
+    r"(?P<nino>[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z] ?\d{2} ?\d{2} ?\d{2} ?[A-D])"
+    r"|(?P<dni>\d{8}-?[A-Z])"
+    r"|(?P<nie>[XYZ]-?\d{7}-?[A-Z])"
+    r"|(?P<cf>[A-Z]{6}[0-9LMNP-V]{2}[A-EHLMPR-T][0-9LMNP-V]{2}[A-Z][0-9LMNP-V]{3}[A-Z])"
+    r"|(?P<pan>[A-Z]{3}[ABCFGHJLPT][A-Z]\d{4}[A-Z])"
+    r")(?![A-Za-z0-9])"
+)
+_LETTER_ID_RULES: dict[str, tuple[Callable[[str], bool], bool]] = {
+    # shape group: (validator, needs an identity keyword before it)
+    "nino": (_nino_ok, False),
+    "dni": (_es_dni.is_valid, False),
+    "nie": (_es_nie.is_valid, False),
+    "cf": (_it_cf.is_valid, False),
+    "pan": (_in_pan.is_valid, True),
+}
+# Identifiers made of digits only, told apart by their length once separators are removed.
+# The run is taken whole (possessive): a card number does not hide a 12-digit id inside it.
+_DIGIT_IDS = re.compile(r"(?<![\w.\-])\d(?:[ .\-]?\d){8,}+(?![\w\-]|\.\d)")
+_NON_DIGIT = re.compile(r"\D")
+_DIGIT_ID_RULES: dict[int, tuple[tuple[Callable[[str], bool], ...], bool]] = {
+    # digit count: (validators, any one of which must pass; needs an identity keyword)
+    9: ((_ca_sin.is_valid, _nl_bsn.is_valid), True),
+    11: ((_de_idnr.is_valid,), True),
+    12: ((_in_aadhaar.is_valid,), True),
+    15: ((_fr_nir.is_valid,), False),
+}
+
+
+def find_national_ids(t: Text) -> Iterator[Span]:
+    text = t.raw
+    if t.digits < 4:
+        return
+    keywords = _IdKeywords(t)
+    for m in _LETTER_IDS.finditer(text):
+        group = m.lastgroup or ""
+        validator, needs_keyword = _LETTER_ID_RULES[group]
+        if needs_keyword and not keywords.before(m.start()):
+            continue
+        if validator(m.group(0)):
+            yield PiiKind.NATIONAL_ID, m.start(), m.end()
+    if t.digits < 9:
+        return
+    for m in _DIGIT_IDS.finditer(text):
+        digits = _NON_DIGIT.sub("", m.group(0))
+        rule = _DIGIT_ID_RULES.get(len(digits))
+        if rule is None:
+            continue
+        validators, needs_keyword = rule
+        if len(digits) == 15 and digits[0] not in "12":
+            continue  # a NIR starts with the sex digit
+        if needs_keyword and not keywords.before(m.start()):
+            continue
+        if any(validator(digits) for validator in validators):
+            yield PiiKind.NATIONAL_ID, m.start(), m.end()

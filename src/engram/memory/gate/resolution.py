@@ -1,0 +1,340 @@
+"""Resolution of detected conflicts: recorded, never silent, always through the Gate.
+
+The new record's own transaction links each conflict (:func:`link_conflicts`) and decides,
+for the state-changing classes, which records the resolution will change. A resolution is
+written on behalf of the agent whose write found the conflict, so it may change a record only
+when that agent could (:func:`~engram.memory.gate.access.resolution_denial`): the access matrix
+allows it, the record's standing (the tier of the agent that wrote its content) is not above
+the writer's tier, and the newer record is visible to every reader of the older one (for
+internal writers too: what a reader sees never changes on grounds hidden from it). The steps
+it may take go into ``memory.conflicts_found`` in the outbox; when that is delivered (after
+the commit, at least once, :func:`carry_out`) each step is proposed to the Gate as a
+``self_healing`` UPDATE by the resolver's system identity, with a request id derived
+from the decision, so it is audited and idempotent:
+
+* supersession: the older record gets a new version whose validity ends where the newer
+  statement begins (``event_time_end``); what was believed before stays answerable;
+* contradiction: both records get a new version marked ``challenged``;
+* refinement and unresolvable: nothing changes state (the link, and the escalation to a
+  person, are the resolution).
+
+A conflict whose older record the writer may not change is **escalated** instead: it is linked
+as ``contradicts`` (never ``supersedes``), only the writer's own new record is marked
+``challenged`` (when the writer may change it), and ``memory.conflict_detected`` puts the
+dispute in front of a person. A resolution that finds either claim no longer standing (forgotten,
+or its content changed by another writer) is skipped and logged; the conflict stays linked.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+from uuid import UUID
+
+import structlog
+
+from engram.errors import EngramError, InfrastructureError
+from engram.infra.db import Connection, DatabaseAdapter
+from engram.infra.events import Event, EventBus
+from engram.memory import store
+from engram.memory.conflict.detection import ConflictResult
+from engram.memory.gate.access import resolution_denial, write_denial
+from engram.memory.gate.advisor import AdvisorDecision
+from engram.memory.gate.requests import GateRequest, GateResult
+from engram.memory.types import (
+    CallerIdentity,
+    ConflictClassification,
+    EdgeKind,
+    GateAction,
+    GateDecisionType,
+    MemoryRecord,
+    MemoryStatus,
+    TrustLevel,
+)
+
+log = structlog.get_logger("engram.memory.gate.resolution")
+
+RESOLVER = CallerIdentity.system("conflict-resolver")
+
+#: The event whose delivery carries out the resolutions of one write's conflicts.
+CONFLICTS_FOUND = "memory.conflicts_found"
+#: The event that puts a conflict in front of a person (notifications).
+CONFLICT_DETECTED = "memory.conflict_detected"
+#: Conflict classes whose resolution writes new versions (the others are links only).
+STATE_CHANGING = frozenset(
+    {ConflictClassification.SUPERSESSION, ConflictClassification.CONTRADICTION}
+)
+#: The edge each conflict class leaves between the new version and the existing one.
+CONFLICT_EDGES = {
+    ConflictClassification.CONTRADICTION: EdgeKind.CONTRADICTS,
+    ConflictClassification.SUPERSESSION: EdgeKind.SUPERSEDES,
+    ConflictClassification.REFINEMENT: EdgeKind.REFINES,
+    ConflictClassification.UNRESOLVABLE: EdgeKind.RELATES_TO,
+}
+
+
+class Step(StrEnum):
+    """One state change a resolution makes."""
+
+    SUPERSEDE_OLDER = "supersede_older"
+    CHALLENGE_OLDER = "challenge_older"
+    CHALLENGE_NEWER = "challenge_newer"
+
+
+#: What each state-changing class does when the writer may change both records.
+_FULL_STEPS = {
+    ConflictClassification.SUPERSESSION: (Step.SUPERSEDE_OLDER,),
+    ConflictClassification.CONTRADICTION: (Step.CHALLENGE_OLDER, Step.CHALLENGE_NEWER),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """What the resolution of one conflict will change, and why it was escalated (if so)."""
+
+    steps: tuple[Step, ...]
+    escalated: str | None = None
+
+
+def plan_resolution(
+    conflict: ConflictResult,
+    *,
+    writer: CallerIdentity,
+    decision_type: GateDecisionType,
+    older: MemoryRecord | None,
+    standing: TrustLevel,
+    newer: MemoryRecord,
+) -> Resolution:
+    """The steps a resolution on ``writer``'s behalf may take (see the module docstring)."""
+    wanted = _FULL_STEPS.get(conflict.classification, ())
+    if not wanted:
+        return Resolution(())
+    if older is None:
+        return Resolution((), escalated="the existing record is gone")
+    if decision_type is not GateDecisionType.EXTERNAL:
+        # Internal writers may change any record, but not on grounds hidden from its readers.
+        if older.access_level.allows(newer.access_level):
+            return Resolution(wanted)
+        writer = RESOLVER
+    denial = resolution_denial(writer, older, standing=standing, newer=newer)
+    may_change_newer = write_denial(writer, newer, existing=newer) is None
+    if denial is None:
+        steps = tuple(s for s in wanted if s is not Step.CHALLENGE_NEWER or may_change_newer)
+        return Resolution(steps)
+    return Resolution((Step.CHALLENGE_NEWER,) if may_change_newer else (), escalated=denial)
+
+
+async def link_conflicts(
+    conn: Connection,
+    events: EventBus,
+    *,
+    request: GateRequest,
+    advice: AdvisorDecision | None,
+    new: MemoryRecord,
+    decision_id: uuid.UUID,
+) -> None:
+    """Record each conflict Layer 2 found as an edge from the new version, inside the write's
+    transaction; put the state changes the writer may make in ``memory.conflicts_found`` and
+    an unresolvable or escalated conflict in ``memory.conflict_detected`` (ADR-010).
+
+    Self-healing writes (among them the resolutions themselves) record none: they restate
+    records whose conflicts were already recorded.
+    """
+    if advice is None or request.decision_type is GateDecisionType.SELF_HEALING:
+        return
+    found: list[dict[str, Any]] = []
+    for conflict in advice.conflicts:
+        resolution = Resolution(())
+        if conflict.classification in STATE_CHANGING:
+            older = await store.version_by_id(conn, conflict.existing_version_id)
+            standing = await store.standing(conn, conflict.existing_record_id)
+            resolution = plan_resolution(
+                conflict,
+                writer=request.caller_identity,
+                decision_type=request.decision_type,
+                older=older,
+                standing=standing,
+                newer=new,
+            )
+            if resolution.steps:
+                found.append(
+                    {**_identifiers(conflict), "steps": [s.value for s in resolution.steps]}
+                )
+        provenance = {
+            "classification": conflict.classification.value,
+            "reason": conflict.reason,
+            "rule": advice.source,
+        }
+        kind = CONFLICT_EDGES[conflict.classification]
+        if resolution.escalated is not None:
+            kind = EdgeKind.CONTRADICTS
+            provenance |= {"resolution": "escalated", "escalated": resolution.escalated}
+        await store.add_edge(
+            conn,
+            source=new.id,
+            target=conflict.existing_version_id,
+            kind=kind,
+            decision_id=decision_id,
+            weight=min(1.0, max(0.0, conflict.similarity)),
+            provenance=provenance,
+        )
+        if (
+            conflict.classification is ConflictClassification.UNRESOLVABLE
+            or resolution.escalated is not None
+        ):
+            payload: dict[str, Any] = {
+                **_identifiers(conflict),
+                "record_id": str(new.record_id),
+                "version_id": str(new.id),
+                "decision_id": str(decision_id),
+                "type": new.type.value,
+                "namespace": new.namespace,
+            }
+            if resolution.escalated is not None:
+                payload["escalated"] = resolution.escalated
+            await events.publish(conn, Event(CONFLICT_DETECTED, new.record_id, payload))
+    if found:
+        body = {
+            "record_id": str(new.record_id),
+            "version_id": str(new.id),
+            "decision_id": str(decision_id),
+            "conflicts": found,
+        }
+        await events.publish(conn, Event(CONFLICTS_FOUND, new.record_id, body))
+
+
+def _identifiers(conflict: ConflictResult) -> dict[str, Any]:
+    """A conflict as the outbox carries it: identifiers and class, never content."""
+    return {
+        "classification": conflict.classification.value,
+        "existing_record_id": str(conflict.existing_record_id),
+        "existing_version_id": str(conflict.existing_version_id),
+        "similarity": conflict.similarity,
+        "reason": conflict.reason,
+    }
+
+
+def _restate(
+    record: MemoryRecord, *, status: MemoryStatus | None, key: str, **changes: object
+) -> GateRequest:
+    if status is not None:
+        changes["status"] = status
+    proposal = record.model_copy(update={"id": uuid.uuid4(), **changes})
+    return GateRequest(
+        GateAction.UPDATE,
+        proposal,
+        RESOLVER,
+        GateDecisionType.SELF_HEALING,
+        expected_version=record.version,
+        request_id=key,
+        status=status,
+    )
+
+
+def resolution_requests(
+    conflict: ConflictResult,
+    *,
+    newer: MemoryRecord,
+    older: MemoryRecord,
+    decision_id: uuid.UUID,
+    steps: Sequence[Step] | None = None,
+) -> list[GateRequest]:
+    """The Gate requests that carry out one conflict's resolution (possibly none).
+
+    ``steps`` are those :func:`plan_resolution` allowed; events queued before steps were
+    recorded carry none and get every step of their class.
+    """
+    key = f"resolve:{decision_id}:{conflict.existing_version_id}"
+    allowed = set(_FULL_STEPS.get(conflict.classification, ()) if steps is None else steps)
+    keep = older.status if older.status is MemoryStatus.CHALLENGED else None
+    requests = []
+    if Step.SUPERSEDE_OLDER in allowed:
+        older_start = older.event_time or older.ingestion_time
+        newer_start = newer.event_time or newer.ingestion_time
+        requests.append(
+            _restate(
+                older,
+                status=keep,
+                key=f"{key}:supersede",
+                event_time_end=max(older_start, newer_start),
+            )
+        )
+    if Step.CHALLENGE_OLDER in allowed:
+        requests.append(
+            _restate(older, status=MemoryStatus.CHALLENGED, key=f"{key}:challenge-older")
+        )
+    if Step.CHALLENGE_NEWER in allowed:
+        requests.append(
+            _restate(newer, status=MemoryStatus.CHALLENGED, key=f"{key}:challenge-newer")
+        )
+    return requests
+
+
+async def carry_out(
+    event: Event,
+    *,
+    db: DatabaseAdapter,
+    evaluate: Callable[[GateRequest], Awaitable[GateResult]],
+) -> tuple[GateResult, ...]:
+    """Carry out the resolutions of one write's conflicts (``memory.conflicts_found``).
+
+    Runs when the outbox delivers the event, after the write committed and its caller had its
+    answer. Each step is a ``self_healing`` UPDATE with a request id derived from the write's
+    decision, so a second delivery changes nothing. A conflict is skipped (and logged) when
+    either claim no longer stands: its record was forgotten, or its content changed since
+    (a restatement by an earlier step of this resolution still stands).
+    """
+    payload = event.payload
+    newer = await _standing_head(db, UUID(payload["version_id"]))
+    if newer is None:
+        log.info("conflict.resolution_skipped", reason="the newer claim moved on")
+        return ()
+    done: list[GateResult] = []
+    for item in payload["conflicts"]:
+        conflict = ConflictResult(
+            classification=ConflictClassification(item["classification"]),
+            existing_record_id=UUID(item["existing_record_id"]),
+            existing_version_id=UUID(item["existing_version_id"]),
+            similarity=float(item["similarity"]),
+            reason=item["reason"],
+        )
+        older = await _standing_head(db, conflict.existing_version_id)
+        if older is None:
+            log.info("conflict.resolution_skipped", reason="the existing record moved on")
+            continue
+        steps = item.get("steps")
+        for follow_up in resolution_requests(
+            conflict,
+            newer=newer,
+            older=older,
+            decision_id=UUID(payload["decision_id"]),
+            steps=None if steps is None else [Step(step) for step in steps],
+        ):
+            try:
+                outcome = await evaluate(follow_up)
+            except InfrastructureError:
+                # The outbox delivers the event again; done steps replay by request id.
+                log.warning("conflict.resolution_deferred", reason="infrastructure")
+                raise
+            except EngramError as exc:
+                log.warning("conflict.resolution_failed", error=type(exc).__name__)
+                continue
+            done.append(outcome)
+            if follow_up.record.record_id == newer.record_id and outcome.modified_record:
+                newer = outcome.modified_record
+    return tuple(done)
+
+
+async def _standing_head(db: DatabaseAdapter, version_id: UUID) -> MemoryRecord | None:
+    """The head of ``version_id``'s record while that version's claim still stands: the
+    record is not forgotten and its head says the same (None otherwise)."""
+    version = await store.version_by_id(db, version_id)
+    if version is None:
+        return None
+    head = await store.head(db, version.record_id)
+    if head is None or head.status is MemoryStatus.FORGOTTEN or head.content != version.content:
+        return None
+    return head

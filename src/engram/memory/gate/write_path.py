@@ -1,0 +1,464 @@
+"""The Gate's transactions: one per evaluation, with the audit row appended last.
+
+An approved write commits its version rows, edges, outbox event and audit row together. A
+rejected or conflicting evaluation commits its audit row alone. Each transaction may run more
+than once (the database adapter retries after a lost connection); an attempt first looks for
+its own decision in the audit log, so a retry after a COMMIT whose acknowledgement was lost
+changes nothing.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+from engram.infra.db import Connection, DatabaseAdapter
+from engram.infra.events import Event, EventBus
+from engram.memory import store
+from engram.memory.audit.log import AuditEntry, AuditLog, canonical_json
+from engram.memory.gate.advisor import AdvisorAction, AdvisorDecision
+from engram.memory.gate.checks import CheckResult, Layer1Outcome
+from engram.memory.gate.requests import GateRequest, GateResult, WriteOutcome, caller_json
+from engram.memory.gate.resolution import link_conflicts
+from engram.memory.storable import MAX_AUDITED_INPUT_BYTES, audited_input
+from engram.memory.types import (
+    ConsolidationPath,
+    EdgeKind,
+    GateAction,
+    GateDecision,
+    GateDecisionType,
+    MemoryRecord,
+    MemoryStatus,
+    can_read,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """When an evaluation started, how long it waited for the embedding (``embed_seconds``)
+    and how long the embedding itself took (``embedding_seconds``; it overlaps the checks)."""
+
+    started: float
+    embed_seconds: float = 0.0
+    embedding_seconds: float = 0.0
+
+
+_ALREADY_AUDITED = "SELECT 1 FROM librarian_audit WHERE decision_id = $1"
+
+
+class Conflict(Exception):
+    """The record moved on since the caller read it (or another writer won the race)."""
+
+    def __init__(self, expected: int | None, actual: int | None) -> None:
+        self.expected = expected
+        self.actual = actual
+        super().__init__(f"expected version {expected}, current version is {actual}")
+
+
+class StaleTarget(Exception):
+    """The record a NOOP advice was about moved on before the write locked it; ``current``
+    is its head now (None when it has none). The Gate plans again."""
+
+    def __init__(self, current: MemoryRecord | None) -> None:
+        self.current = current
+        super().__init__("the advised record moved on")
+
+
+class _AlreadyCommitted(Exception):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Everything decided before the transaction starts."""
+
+    request: GateRequest
+    layer1: Layer1Outcome
+    record: MemoryRecord
+    head: MemoryRecord | None
+    advice: AdvisorDecision | None
+    target: MemoryRecord | None
+    embedding: tuple[float, ...]
+    evidence: Mapping[UUID, UUID]
+    fingerprint: bytes = b""
+    embedding_model: str | None = None
+    new_version_id: UUID = field(default_factory=uuid.uuid4)
+
+    @property
+    def vector(self) -> list[float] | None:
+        """The embedding, or None in degraded mode."""
+        return list(self.embedding) if self.embedding else None
+
+
+def audit_entry(
+    request: GateRequest,
+    *,
+    decision_id: UUID,
+    decision: GateDecision,
+    outcome: WriteOutcome,
+    reason: str,
+    checks: list[CheckResult],
+    advice: AdvisorDecision | None,
+    record_id: UUID | None,
+    version_id: UUID | None,
+    duration_ms: float,
+    occurred_at: datetime | None = None,
+) -> AuditEntry:
+    """The audit row of one evaluation (JSON fields as canonical text); ``occurred_at``
+    defaults to now (writes pass the database time they stamped on the version)."""
+    return AuditEntry(
+        decision_id=decision_id,
+        request_id=request.request_id or str(decision_id),
+        occurred_at=occurred_at or datetime.now(UTC),
+        action=request.action.value,
+        decision=decision.value,
+        outcome=outcome.value,
+        decision_type=request.decision_type.value,
+        reason=reason,
+        agent_id=request.caller_identity.agent_id,
+        caller=canonical_json(caller_json(request.caller_identity)),
+        record_id=record_id,
+        version_id=version_id,
+        input_snapshot=_snapshot(request, decision),
+        layer1_checks=canonical_json([check.to_json() for check in checks]),
+        layer2_decision=None if advice is None else canonical_json(advice.to_json()),
+        decision_source=advice.source if advice is not None else "layer1",
+        duration_ms=round(duration_ms, 3),
+    )
+
+
+def _snapshot(request: GateRequest, decision: GateDecision) -> str:
+    """The audited input: whole, except a rejected one beyond ``MAX_AUDITED_INPUT_BYTES``,
+    which is kept as an excerpt with its size and SHA-256 (the log is append-only: a refused
+    10 MB record must not stay in it forever). Approved input is whole, for replay."""
+    snapshot = request.snapshot()
+    text = canonical_json(snapshot)
+    if decision is GateDecision.REJECTED and len(text.encode()) > MAX_AUDITED_INPUT_BYTES:
+        text = canonical_json({"action": request.action.value, **audited_input(snapshot)})
+    return text
+
+
+class WritePath:
+    """Runs the Gate's transactions."""
+
+    def __init__(self, *, db: DatabaseAdapter, audit: AuditLog, events: EventBus) -> None:
+        self._db = db
+        self._audit = audit
+        self._events = events
+
+    async def audit_only(self, entry: AuditEntry) -> None:
+        """Commit the audit row of a rejected or conflicting evaluation."""
+
+        async def body(conn: Connection) -> None:
+            if await conn.fetchval(_ALREADY_AUDITED, entry.decision_id):
+                return
+            await self._audit.append(conn, entry)
+
+        await self._db.run_in_transaction(body)
+
+    async def commit(self, plan: Plan, *, decision_id: UUID, timing: Timing) -> GateResult:
+        """Persist an approved plan; raises :class:`Conflict` when the head moved."""
+        attempts = 0
+
+        async def body(conn: Connection) -> GateResult:
+            nonlocal attempts
+            attempts += 1
+            if attempts > 1 and await conn.fetchval(_ALREADY_AUDITED, decision_id):
+                raise _AlreadyCommitted
+            return await self._apply(conn, plan, decision_id, timing)
+
+        try:
+            return await self._db.run_in_transaction(body)
+        except _AlreadyCommitted:
+            return await self._committed_result(plan, decision_id)
+
+    async def _apply(
+        self, conn: Connection, plan: Plan, decision_id: UUID, timing: Timing
+    ) -> GateResult:
+        action = plan.request.action
+        if action is GateAction.FORGET:
+            return await self._forget(conn, plan, decision_id, timing)
+        if plan.advice is not None and plan.advice.action is AdvisorAction.NOOP:
+            return await self._reinforce(conn, plan, decision_id, timing)
+        if action is GateAction.UPDATE:
+            return await self._update(conn, plan, decision_id, timing)
+        return await self._create(conn, plan, decision_id, timing)
+
+    async def _create(
+        self, conn: Connection, plan: Plan, decision_id: UUID, timing: Timing
+    ) -> GateResult:
+        new = self._stamped(plan, decision_id, version=1, record_id=plan.record.record_id)
+        new = new.model_copy(update={"id": plan.record.id})
+        ingested = await self._insert(conn, plan, new, decision_id)
+        await self._links(conn, plan, ingested, decision_id)
+        await self._publish(conn, "memory.created", new, decision_id, plan)
+        return await self._approve(
+            conn,
+            plan=plan,
+            decision_id=decision_id,
+            timing=timing,
+            outcome=WriteOutcome.CREATED,
+            record=ingested,
+        )
+
+    async def _lock_head(self, conn: Connection, plan: Plan) -> MemoryRecord:
+        """Lock the record's head for this transaction; a missing, forgotten or moved head
+        (against ``expected_version``, when given) is a :class:`Conflict`."""
+        expected = plan.request.expected_version
+        locked = await store.head(conn, plan.record.record_id, lock=True)
+        if locked is not None and not can_read(plan.request.caller_identity, locked):
+            raise Conflict(expected, None)  # now beyond the caller's reach: no version named
+        if locked is None or locked.status is MemoryStatus.FORGOTTEN:
+            raise Conflict(expected, None if locked is None else locked.version)
+        if expected is not None and locked.version != expected:
+            raise Conflict(expected, locked.version)
+        return locked
+
+    async def _update(
+        self, conn: Connection, plan: Plan, decision_id: UUID, timing: Timing
+    ) -> GateResult:
+        expected = plan.request.expected_version
+        locked = await self._lock_head(conn, plan)
+        new = self._stamped(
+            plan, decision_id, version=locked.version + 1, record_id=locked.record_id
+        ).model_copy(update={"id": plan.new_version_id})
+        if not await store.close_head(conn, locked.id, new.id):
+            raise Conflict(expected, None)
+        ingested = await self._insert(conn, plan, new, decision_id, not_before=locked)
+        await store.add_edge(
+            conn,
+            source=new.id,
+            target=locked.id,
+            kind=EdgeKind.SUPERSEDES,
+            decision_id=decision_id,
+            provenance={"reason": "update", "agent": plan.request.caller_identity.agent_id},
+        )
+        await self._links(conn, plan, ingested, decision_id)
+        await self._publish(conn, "memory.updated", new, decision_id, plan)
+        return await self._approve(
+            conn,
+            plan=plan,
+            decision_id=decision_id,
+            timing=timing,
+            outcome=WriteOutcome.UPDATED,
+            record=ingested,
+        )
+
+    async def _forget(
+        self, conn: Connection, plan: Plan, decision_id: UUID, timing: Timing
+    ) -> GateResult:
+        expected = plan.request.expected_version
+        locked = await self._lock_head(conn, plan)
+        if not await store.forget_head(conn, locked.id):
+            raise Conflict(expected, locked.version)
+        forgotten = await store.head(conn, locked.record_id)
+        await self._publish(conn, "memory.forgotten", locked, decision_id, plan)
+        return await self._approve(
+            conn,
+            plan=plan,
+            decision_id=decision_id,
+            timing=timing,
+            outcome=WriteOutcome.FORGOTTEN,
+            record=forgotten or locked,
+        )
+
+    async def _reinforce(
+        self, conn: Connection, plan: Plan, decision_id: UUID, timing: Timing
+    ) -> GateResult:
+        target = plan.target
+        if target is None:  # the advisor named a record the Gate did not offer it
+            raise RuntimeError("NOOP advice without a known target")
+        # The advice is only as good as the version it saw: lock that record's head and make
+        # sure it is still the same, live version (and, for UPDATE, the expected one).
+        if plan.request.action is GateAction.CREATE:
+            locked = await store.head(conn, target.record_id, lock=True)
+            if locked is None or locked.status is not MemoryStatus.ACTIVE:
+                raise StaleTarget(locked)
+        else:
+            locked = await self._lock_head(conn, plan)
+        if locked.id != target.id:
+            raise StaleTarget(locked)
+        if plan.request.decision_type is GateDecisionType.SELF_HEALING:
+            # A repair, not a repetition: fill what a degraded write left out, count nothing.
+            if plan.vector is not None and plan.embedding_model is not None:
+                await store.fill_embedding(
+                    conn, target.id, embedding=plan.vector, embedding_model=plan.embedding_model
+                )
+        else:
+            await store.reinforce(
+                conn, target.id, embedding=plan.vector, embedding_model=plan.embedding_model
+            )
+        return await self._approve(
+            conn,
+            plan=plan,
+            decision_id=decision_id,
+            timing=timing,
+            outcome=WriteOutcome.REINFORCED,
+            record=target,
+        )
+
+    def _stamped(
+        self, plan: Plan, decision_id: UUID, *, version: int, record_id: UUID
+    ) -> MemoryRecord:
+        return plan.record.model_copy(
+            update={
+                "record_id": record_id,
+                "version": version,
+                "superseded_by": None,
+                "gate_decision_id": decision_id,
+                "gate_decision_type": plan.request.decision_type,
+                "expected_version": plan.request.expected_version,
+                "status": plan.request.status or MemoryStatus.ACTIVE,
+                "consolidation_path": ConsolidationPath.FAST,
+                "ingestion_time_end": None,
+            }
+        )
+
+    async def _insert(
+        self,
+        conn: Connection,
+        plan: Plan,
+        new: MemoryRecord,
+        decision_id: UUID,
+        *,
+        not_before: MemoryRecord | None = None,
+    ) -> MemoryRecord:
+        if plan.advice is None:  # pragma: no cover - CREATE and UPDATE always have advice
+            raise RuntimeError("a write without Layer 2 advice")
+        return await store.insert_version(
+            conn,
+            new,
+            decision_id=decision_id,
+            decision_type=plan.request.decision_type,
+            content_hash=plan.fingerprint,
+            importance=plan.advice.importance,
+            embedding=plan.vector,
+            embedding_model=plan.embedding_model,
+            not_before=None if not_before is None else not_before.ingestion_time,
+        )
+
+    async def _links(
+        self, conn: Connection, plan: Plan, new: MemoryRecord, decision_id: UUID
+    ) -> None:
+        """The new version's edges: to the evidence it cites and to the records it conflicts
+        with (and the conflicts' events, :func:`~engram.memory.gate.resolution.link_conflicts`)."""
+        await self._evidence_edges(conn, plan, new.id, decision_id)
+        await link_conflicts(
+            conn,
+            self._events,
+            request=plan.request,
+            advice=plan.advice,
+            new=new,
+            decision_id=decision_id,
+        )
+
+    async def _evidence_edges(
+        self, conn: Connection, plan: Plan, source: UUID, decision_id: UUID
+    ) -> None:
+        for target in sorted(set(plan.evidence.values())):
+            if target == source:
+                continue
+            await store.add_edge(
+                conn,
+                source=source,
+                target=target,
+                kind=EdgeKind.DERIVED_FROM,
+                decision_id=decision_id,
+                provenance={"reason": "evidence_links"},
+            )
+
+    async def _publish(
+        self, conn: Connection, name: str, record: MemoryRecord, decision_id: UUID, plan: Plan
+    ) -> None:
+        payload: dict[str, Any] = {
+            "record_id": str(record.record_id),
+            "version_id": str(record.id),
+            "version": record.version,
+            "type": record.type.value,
+            "namespace": record.namespace,
+            "access_level": record.access_level.value,
+            "decision_id": str(decision_id),
+            "decision_type": plan.request.decision_type.value,
+            "agent_id": plan.request.caller_identity.agent_id,
+        }
+        await self._events.publish(conn, Event(name, record.record_id, payload))
+
+    async def _approve(
+        self,
+        conn: Connection,
+        *,
+        plan: Plan,
+        decision_id: UUID,
+        timing: Timing,
+        outcome: WriteOutcome,
+        record: MemoryRecord,
+    ) -> GateResult:
+        reason = {
+            WriteOutcome.CREATED: "stored as a new record",
+            WriteOutcome.UPDATED: f"stored as version {record.version}",
+            WriteOutcome.FORGOTTEN: "forgotten; its history stays readable",
+            WriteOutcome.REINFORCED: "already known; the existing record was reinforced",
+        }[outcome]
+        if plan.advice is not None:
+            reason = f"{reason} ({plan.advice.rationale})"
+        if plan.layer1.pii_kinds:
+            reason += f"; quarantined as sensitive ({', '.join(plan.layer1.pii_kinds)})"
+        entry = audit_entry(
+            plan.request,
+            decision_id=decision_id,
+            decision=GateDecision.APPROVED,
+            outcome=outcome,
+            reason=reason,
+            checks=plan.layer1.checks,
+            advice=plan.advice,
+            record_id=record.record_id,
+            version_id=record.id,
+            duration_ms=(time.perf_counter() - timing.started) * 1000,
+            # The version's own ingestion instant (its end, for FORGET), as the insert or
+            # update returned it: the log and the versions then share one clock (ADR-014).
+            occurred_at=(
+                record.ingestion_time_end
+                if outcome is WriteOutcome.FORGOTTEN
+                else record.ingestion_time
+                if outcome is not WriteOutcome.REINFORCED
+                else None
+            ),
+        )
+        await self._audit.append(conn, entry)
+        return GateResult(
+            decision=GateDecision.APPROVED,
+            decision_id=decision_id,
+            reason=reason,
+            layer1_checks=plan.layer1.checks,
+            layer2_decision=plan.advice,
+            modified_record=record,
+            outcome=outcome,
+            record_id=record.record_id,
+            version=record.version,
+            degraded=(outcome is not WriteOutcome.FORGOTTEN and not plan.embedding),
+        )
+
+    async def _committed_result(self, plan: Plan, decision_id: UUID) -> GateResult:
+        entry = await self._audit.by_decision(decision_id)
+        if entry is None:  # pragma: no cover - only raised after the row was seen
+            raise RuntimeError("audited decision vanished")
+        record = None
+        if entry.version_id is not None:
+            record = await store.version_by_id(self._db, entry.version_id)
+        return GateResult(
+            decision=GateDecision(entry.decision),
+            decision_id=decision_id,
+            reason=entry.reason,
+            layer1_checks=plan.layer1.checks,
+            layer2_decision=plan.advice,
+            modified_record=record,
+            outcome=WriteOutcome(entry.outcome),
+            record_id=entry.record_id,
+            version=None if record is None else record.version,
+            degraded=not plan.embedding,
+        )

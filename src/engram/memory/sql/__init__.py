@@ -1,1 +1,0 @@
-"""SQL of the memory aggregates, one file each (versions, audit)."""

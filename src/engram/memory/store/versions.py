@@ -1,0 +1,298 @@
+"""Reads and writes of version rows, used by the Gate inside its transactions.
+
+All statements live in ``sql/versions.sql``. Nothing here decides anything: the Gate calls
+these after its checks, within one transaction per evaluation.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from engram.infra.db import Connection, Row
+from engram.infra.sql import load_fragments, load_queries
+from engram.memory.types import (
+    AccessLevel,
+    ConsolidationPath,
+    EdgeKind,
+    GateDecisionType,
+    MemoryRecord,
+    MemoryStatus,
+    MemoryType,
+    Neighbour,
+    TrustLevel,
+)
+
+SQL = load_queries("engram.memory.store", "versions.sql")
+#: The column list of a version row, for the other packages' statements that read versions.
+FRAGMENTS = load_fragments("engram.memory.store", "versions.sql")
+
+
+_TYPES = {member.value: member for member in MemoryType}
+_LEVELS = {member.value: member for member in AccessLevel}
+_ORIGINS = {member.value: member for member in GateDecisionType}
+_STATUSES = {member.value: member for member in MemoryStatus}
+_PATHS = {member.value: member for member in ConsolidationPath}
+_FIELDS = frozenset(MemoryRecord.model_fields)
+
+
+def _trusted(values: dict[str, Any]) -> MemoryRecord:
+    """A record from values the database already holds valid (written through the Gate).
+
+    Like ``model_construct`` without its per-field default handling, which dominated reads of
+    long version chains; every field is given, so nothing is left to fill in.
+    """
+    record = MemoryRecord.__new__(MemoryRecord)
+    object.__setattr__(record, "__dict__", values)
+    object.__setattr__(record, "__pydantic_fields_set__", set(_FIELDS))
+    object.__setattr__(record, "__pydantic_extra__", None)
+    object.__setattr__(record, "__pydantic_private__", None)
+    return record
+
+
+def record_from_row(row: Row) -> MemoryRecord:
+    """Build the envelope from a row selected with the ``record_columns`` fragment."""
+    metadata = row["metadata"]
+    return _trusted(
+        {
+            "id": row["id"],
+            "record_id": row["record_id"],
+            "type": _TYPES[row["type"]],
+            "content": row["content"],
+            "metadata": json.loads(metadata) if isinstance(metadata, str) else dict(metadata),
+            "version": row["version"],
+            "superseded_by": row["superseded_by"],
+            "source_agent": row["source_agent"],
+            "source_confidence": row["source_confidence"],
+            "evidence_links": tuple(row["evidence_links"] or ()),
+            "event_time": row["event_time"],
+            "event_time_end": row["event_time_end"],
+            "ingestion_time": row["ingestion_time"],
+            "ingestion_time_end": row["ingestion_time_end"],
+            "access_level": _LEVELS[row["access_level"]],
+            "classification": row["classification"],
+            "gate_decision_id": row["gate_decision_id"],
+            "gate_decision_type": _ORIGINS[row["gate_decision_type"]],
+            "namespace": row["namespace"],
+            "expected_version": row["expected_version"],
+            "status": _STATUSES[row["status"]],
+            "created_at": row["created_at"],
+            "updated_at": row["updated_at"],
+            "decay_score": row["decay_score"],
+            "consolidation_path": _PATHS[row["consolidation_path"]],
+        }
+    )
+
+
+def _neighbour(row: Row) -> Neighbour:
+    return Neighbour(record_from_row(row), float(row["similarity"]), int(row["repetitions"]))
+
+
+async def head(conn: Connection, record_id: UUID, *, lock: bool = False) -> MemoryRecord | None:
+    """The current version of a record (locked for the transaction when ``lock``)."""
+    row = await conn.fetchrow(SQL["head_for_update" if lock else "head"], record_id)
+    return None if row is None else record_from_row(row)
+
+
+async def exact_duplicate(
+    conn: Connection,
+    *,
+    namespace: str,
+    memory_type: MemoryType,
+    content_hash: bytes,
+    levels: Sequence[str],
+) -> Neighbour | None:
+    """An active head of the same type and namespace with the same normalised content, at
+    one of the access ``levels`` (those the writer may read)."""
+    row = await conn.fetchrow(
+        SQL["exact_duplicate"], namespace, memory_type.value, content_hash, list(levels)
+    )
+    return None if row is None else _neighbour(row)
+
+
+async def candidates(
+    conn: Connection,
+    *,
+    embedding: Sequence[float] | None,
+    namespace: str,
+    memory_type: MemoryType,
+    content_hash: bytes,
+    levels: Sequence[str],
+    limit: int = 8,
+) -> tuple[Neighbour | None, list[Neighbour]]:
+    """The exact duplicate (if any) and the nearest active heads of one type and namespace,
+    among those at the access ``levels`` the writer may read (the others are absent for it).
+
+    Without an embedding (degraded mode) only the exact duplicate can be found.
+    """
+    if embedding is None:
+        exact = await exact_duplicate(
+            conn,
+            namespace=namespace,
+            memory_type=memory_type,
+            content_hash=content_hash,
+            levels=levels,
+        )
+        return exact, []
+    rows = await conn.fetch(
+        SQL["candidates"],
+        list(embedding),
+        namespace,
+        memory_type.value,
+        content_hash,
+        limit,
+        list(levels),
+    )
+    exact = next((_neighbour(row) for row in rows if row["exact"]), None)
+    return exact, [_neighbour(row) for row in rows if not row["exact"]]
+
+
+async def stored_embedding(conn: Connection, version_id: UUID, *, model: str) -> list[float] | None:
+    """The embedding ``model`` made for one version (None if it has none by that model)."""
+    value = await conn.fetchval(SQL["stored_embedding"], version_id, model)
+    if value is None:
+        return None
+    # the driver's vector type converts to a list; a plain sequence is taken as it is
+    values = value.to_list() if hasattr(value, "to_list") else value
+    return [float(x) for x in values]
+
+
+async def resolve_evidence(
+    conn: Connection, refs: Sequence[UUID], *, levels: Sequence[str]
+) -> Mapping[UUID, UUID]:
+    """Map each cited id to the version it names: a record id to the record's head, any
+    other version id to that version; ids of records whose head is not at one of the access
+    ``levels`` the writer may read are left out (absent for it)."""
+    if not refs:
+        return {}
+    rows = await conn.fetch(SQL["resolve_evidence"], list(refs), list(levels))
+    return {row["ref"]: row["version_id"] for row in rows}
+
+
+async def insert_version(
+    conn: Connection,
+    record: MemoryRecord,
+    *,
+    decision_id: UUID,
+    decision_type: GateDecisionType,
+    content_hash: bytes,
+    importance: float,
+    embedding: Sequence[float] | None,
+    embedding_model: str | None,
+    not_before: datetime | None = None,
+) -> MemoryRecord:
+    """Insert one version row and return it as stored; its ingestion time is the
+    transaction's time (never earlier than ``not_before``, the previous version's)."""
+    row = await conn.fetchrow(
+        SQL["insert_version"],
+        record.id,
+        record.record_id,
+        record.version,
+        record.type.value,
+        record.content,
+        record.metadata,
+        record.source_agent,
+        record.source_confidence,
+        list(record.evidence_links),
+        record.event_time,
+        not_before,
+        record.access_level.value,
+        record.classification,
+        decision_id,
+        decision_type.value,
+        record.expected_version,
+        record.namespace,
+        record.consolidation_path.value,
+        importance,
+        content_hash,
+        None if embedding is None else list(embedding),
+        embedding_model if embedding is not None else None,
+        record.status.value,
+        record.event_time_end,
+    )
+    if row is None:  # pragma: no cover - INSERT ... RETURNING always returns the row
+        raise RuntimeError("insert_version returned no row")
+    return record_from_row(row)
+
+
+async def close_head(conn: Connection, version_id: UUID, successor_id: UUID) -> bool:
+    """Mark a head superseded by ``successor_id`` and end its ingestion interval."""
+    return await conn.fetchrow(SQL["close_head"], version_id, successor_id) is not None
+
+
+async def forget_head(conn: Connection, version_id: UUID) -> bool:
+    """End both intervals of a head and mark it forgotten."""
+    return await conn.fetchrow(SQL["forget_head"], version_id) is not None
+
+
+async def reinforce(
+    conn: Connection,
+    version_id: UUID,
+    *,
+    embedding: Sequence[float] | None,
+    embedding_model: str | None,
+) -> int:
+    """Count one more repetition of a record (and fill a missing embedding)."""
+    value = await conn.fetchval(
+        SQL["reinforce"],
+        version_id,
+        None if embedding is None else list(embedding),
+        embedding_model if embedding is not None else None,
+    )
+    return int(value)
+
+
+async def fill_embedding(
+    conn: Connection, version_id: UUID, *, embedding: Sequence[float], embedding_model: str
+) -> bool:
+    """Store the embedding a degraded write lacked; False if it already has one."""
+    row = await conn.fetchrow(SQL["fill_embedding"], version_id, list(embedding), embedding_model)
+    return row is not None
+
+
+async def unembedded_heads(conn: Connection, *, limit: int) -> list[MemoryRecord]:
+    """Active heads stored without an embedding (degraded mode), oldest first."""
+    return [record_from_row(row) for row in await conn.fetch(SQL["unembedded_heads"], limit)]
+
+
+async def add_edge(
+    conn: Connection,
+    *,
+    source: UUID,
+    target: UUID,
+    kind: EdgeKind,
+    decision_id: UUID,
+    weight: float = 1.0,
+    provenance: Mapping[str, Any] | None = None,
+) -> None:
+    """Link two versions inside the caller's transaction (idempotent)."""
+    await conn.execute(
+        SQL["insert_edge"], source, target, kind.value, weight, dict(provenance or {}), decision_id
+    )
+
+
+async def standing(conn: Connection, record_id: UUID) -> TrustLevel:
+    """The tier of the agent whose write gave the record its current content (trusted when
+    an internal origin, such as consolidation, wrote it)."""
+    value = await conn.fetchval(SQL["record_standing"], record_id)
+    return TrustLevel.TRUSTED if value is None else TrustLevel(value)
+
+
+async def count_heads(conn: Connection) -> list[tuple[str, str, int]]:
+    """Live (head, not forgotten) records by type and consolidation path."""
+    rows = await conn.fetch(SQL["count_heads"])
+    return [(row["type"], row["consolidation_path"], int(row["n"])) for row in rows]
+
+
+async def version_by_id(conn: Connection, version_id: UUID) -> MemoryRecord | None:
+    """One version by its own id."""
+    row = await conn.fetchrow(SQL["version_by_id"], version_id)
+    return None if row is None else record_from_row(row)
+
+
+async def version_chain(conn: Connection, record_id: UUID) -> list[MemoryRecord]:
+    """Every version of a record, oldest first."""
+    return [record_from_row(row) for row in await conn.fetch(SQL["version_chain"], record_id)]

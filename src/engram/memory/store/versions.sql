@@ -1,0 +1,153 @@
+-- SQL of the version store (engram.memories, engram.memory_edges): the rows the Gate writes
+-- and the lookups it makes. Other packages borrow the record_columns fragment only.
+
+-- fragment: record_columns
+id, record_id, version, type, content, metadata, superseded_by, source_agent,
+source_confidence, evidence_links, event_time, event_time_end, ingestion_time,
+ingestion_time_end, access_level, classification, gate_decision_id, gate_decision_type,
+expected_version, namespace, status::text AS status, consolidation_path, decay_score,
+created_at, updated_at, importance, repetitions
+
+-- name: head
+SELECT {{record_columns}}
+FROM memories
+WHERE record_id = $1 AND superseded_by IS NULL
+
+-- name: head_for_update
+SELECT {{record_columns}}
+FROM memories
+WHERE record_id = $1 AND superseded_by IS NULL
+FOR UPDATE
+
+-- name: exact_duplicate
+-- $4 the access levels the writer may read: what it may not read is absent for it.
+SELECT {{record_columns}}, 1.0::float8 AS similarity
+FROM memories
+WHERE namespace = $1 AND type = $2 AND content_hash = $3
+  AND superseded_by IS NULL AND status = 'active' AND access_level = ANY($4::text[])
+ORDER BY ingestion_time
+LIMIT 1
+
+-- name: candidates
+-- The exact duplicate (same normalised content) and the nearest active heads, in one trip,
+-- among the records the writer may read ($6, its access levels).
+(SELECT {{record_columns}}, true AS exact,
+        coalesce((1 - (embedding <=> $1))::float8, 1.0) AS similarity
+ FROM memories
+ WHERE namespace = $2 AND type = $3 AND content_hash = $4
+   AND superseded_by IS NULL AND status = 'active' AND access_level = ANY($6::text[])
+ ORDER BY ingestion_time
+ LIMIT 1)
+UNION ALL
+(SELECT {{record_columns}}, false AS exact, (1 - (embedding <=> $1))::float8 AS similarity
+ FROM memories
+ WHERE namespace = $2 AND type = $3 AND superseded_by IS NULL AND status = 'active'
+   AND embedding IS NOT NULL AND access_level = ANY($6::text[])
+ ORDER BY embedding <=> $1
+ LIMIT $5)
+
+-- name: resolve_evidence
+-- Each cited id of $1 names a record (its head: a record's first version shares its id) or
+-- else one version. $2 the access levels the writer may read: a record whose head it may not
+-- read is absent for it, whichever of its versions is cited.
+SELECT r.ref, coalesce(h.id, v.id) AS version_id
+FROM unnest($1::uuid[]) AS r(ref)
+LEFT JOIN memories h ON h.record_id = r.ref AND h.superseded_by IS NULL
+LEFT JOIN memories v ON h.id IS NULL AND v.id = r.ref
+LEFT JOIN memories vh ON vh.record_id = v.record_id AND vh.superseded_by IS NULL
+WHERE (h.id IS NOT NULL AND h.access_level = ANY($2::text[]))
+   OR (h.id IS NULL AND v.access_level = ANY($2::text[]) AND vh.access_level = ANY($2::text[]))
+
+-- name: insert_version
+INSERT INTO memories (
+    id, record_id, version, type, content, metadata, source_agent, source_confidence,
+    evidence_links, event_time, ingestion_time, access_level, classification,
+    gate_decision_id, gate_decision_type, expected_version, namespace, status,
+    consolidation_path, importance, content_hash, embedding, embedding_model,
+    created_at, updated_at, event_time_end
+) VALUES (
+    $1, $2, $3, $4, $5, $6, $7, $8, $9, coalesce($10, now()),
+    greatest(now(), coalesce($11, now())), $12, $13, $14, $15, $16, $17, $23::engram.memory_status,
+    $18, $19, $20, $21, $22, now(), now(), $24
+)
+RETURNING {{record_columns}}
+
+-- name: close_head
+UPDATE memories
+SET superseded_by = $2,
+    ingestion_time_end = greatest(now(), ingestion_time),
+    status = 'superseded',
+    updated_at = now()
+WHERE id = $1 AND superseded_by IS NULL
+RETURNING ingestion_time_end
+
+-- name: forget_head
+UPDATE memories
+SET ingestion_time_end = greatest(now(), ingestion_time),
+    event_time_end = greatest(now(), event_time),
+    status = 'forgotten',
+    updated_at = now()
+WHERE id = $1 AND superseded_by IS NULL AND status <> 'forgotten'
+RETURNING ingestion_time_end
+
+-- name: reinforce
+UPDATE memories
+SET repetitions = repetitions + 1,
+    last_reinforced_at = now(),
+    embedding = coalesce(embedding, $2),
+    embedding_model = CASE WHEN embedding IS NULL THEN $3 ELSE embedding_model END
+WHERE id = $1
+RETURNING repetitions
+
+-- name: fill_embedding
+UPDATE memories
+SET embedding = $2, embedding_model = $3
+WHERE id = $1 AND embedding IS NULL
+RETURNING id
+
+-- name: unembedded_heads
+SELECT {{record_columns}}
+FROM memories
+WHERE embedding IS NULL AND superseded_by IS NULL AND status = 'active'
+ORDER BY ingestion_time
+LIMIT $1
+
+-- name: insert_edge
+INSERT INTO memory_edges (source_id, target_id, kind, weight, provenance, decision_id)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (source_id, target_id, kind) DO NOTHING
+
+-- name: record_standing
+-- The tier of the agent whose write gave record $1 its current content: the writer of the
+-- newest version that changed the (normalised) content of the version before it, or created
+-- the record. A change of metadata or level alone lends no standing. NULL when that version
+-- came from an internal origin (consolidation), which stands as trusted.
+SELECT CASE WHEN v.gate_decision_type = 'external' THEN a.caller->>'trust_level' END
+           AS trust_level
+FROM memories v
+JOIN librarian_audit a ON a.decision_id = v.gate_decision_id
+LEFT JOIN memories p ON p.record_id = v.record_id AND p.version = v.version - 1
+WHERE v.record_id = $1 AND (p.id IS NULL OR p.content_hash IS DISTINCT FROM v.content_hash)
+ORDER BY v.version DESC
+LIMIT 1
+
+-- name: count_heads
+SELECT type, consolidation_path, count(*)::bigint AS n
+FROM memories
+WHERE superseded_by IS NULL AND status <> 'forgotten'
+GROUP BY type, consolidation_path
+
+-- name: version_by_id
+SELECT {{record_columns}}
+FROM memories
+WHERE id = $1
+
+-- name: version_chain
+SELECT {{record_columns}}
+FROM memories
+WHERE record_id = $1
+ORDER BY version
+
+-- name: stored_embedding
+-- $2 the model in use: a vector of another model is not reused.
+SELECT embedding FROM memories WHERE id = $1 AND embedding_model = $2

@@ -1,0 +1,218 @@
+"""Reads of records over time: bi-temporal as-of queries, version chains and decay.
+
+Two clocks (ADR-003): *ingestion time* T, when the kernel learned a version, and *event time*
+E, when it became true in the world. ``query(as_of_ingestion=T)`` answers what the kernel
+believed at T; ``query(as_of_event=E)`` what was true at E as currently known; both together,
+what the kernel believed at T about E. The version answering (T, E) is the newest version
+known at T whose event time is at or before E (and whose validity had not ended by E), so a
+correction of the past (a newer version with an earlier event time) wins wherever it applies.
+Without E the event axis is not looked at: a read answers what the kernel believes, ended or
+future validity alike; ``as_of_event=now`` asks what is true now. Record reads and listings
+(now, as of T, as of E) follow this one rule: a listing is the record reads of its namespace.
+Forgotten and consolidated records are left out unless asked for, and callers see only records
+at or below their read level.
+Every read is counted for decay (off the read path, :mod:`engram.memory.temporal.reads`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from uuid import UUID
+
+from engram.infra.db import DatabaseAdapter
+from engram.infra.sql import load_queries
+from engram.memory import store
+from engram.memory.temporal.decay import relevance
+from engram.memory.temporal.reads import ReadRecorder
+from engram.memory.types import (
+    CallerIdentity,
+    MemoryRecord,
+    MemoryStatus,
+    MemoryType,
+    readable_levels,
+    utc_now,
+)
+from engram.observability.metrics import EngramMetrics
+
+SQL = load_queries("engram.memory.temporal", "temporal.sql", shared=store.FRAGMENTS)
+DEFAULT_LIMIT = 50
+
+
+def _ending_statuses(*, include_forgotten: bool, include_consolidated: bool) -> list[str]:
+    ending = []
+    if not include_forgotten:
+        ending.append(MemoryStatus.FORGOTTEN.value)
+    if not include_consolidated:
+        ending.append(MemoryStatus.CONSOLIDATED.value)
+    return ending
+
+
+class TemporalEngine:
+    """Bi-temporal reads of one kernel."""
+
+    def __init__(
+        self,
+        db: DatabaseAdapter,
+        *,
+        reads: ReadRecorder | None = None,
+        metrics: EngramMetrics | None = None,
+    ) -> None:
+        self._db = db
+        self._reads = reads
+        self._metrics = metrics
+
+    async def query(
+        self,
+        *,
+        record_id: UUID | None = None,
+        as_of_event: datetime | None = None,
+        as_of_ingestion: datetime | None = None,
+        include_superseded: bool = False,
+        include_forgotten: bool = False,
+        include_consolidated: bool = False,
+        caller: CallerIdentity | None = None,
+        types: Sequence[MemoryType] | None = None,
+        namespace: str = "default",
+        limit: int = DEFAULT_LIMIT,
+        count_read: bool = True,
+    ) -> list[MemoryRecord]:
+        """Records (one version each, or every version with ``include_superseded``) as of
+        the given instants; without ``record_id``, a listing of one namespace, newest first.
+        ``count_read=False`` leaves the read out of the access statistics (internal lookups)."""
+        at = as_of_ingestion or utc_now()
+        ending = _ending_statuses(
+            include_forgotten=include_forgotten, include_consolidated=include_consolidated
+        )
+        levels = readable_levels(caller)
+        if record_id is not None:
+            name = "as_of_history" if include_superseded else "as_of_record"
+            rows = await self._db.fetch(SQL[name], record_id, at, as_of_event, ending, levels)
+        else:
+            rows = []
+            for memory_type in types or list(MemoryType):
+                if as_of_ingestion is None and as_of_event is None:
+                    rows += await self._db.fetch(
+                        SQL["current_listing"], namespace, ending, levels, memory_type.value, limit
+                    )
+                else:
+                    name = "as_of_listing" if as_of_event is None else "as_of_event_listing"
+                    rows += await self._db.fetch(
+                        SQL[name],
+                        namespace,
+                        at,
+                        as_of_event,
+                        ending,
+                        levels,
+                        memory_type.value,
+                        limit,
+                    )
+            # One query per type (each an ordered index scan); merge newest change first.
+            rows.sort(key=lambda row: row["ingestion_time"], reverse=True)
+            rows = rows[:limit]
+        records = [store.record_from_row(row) for row in rows]
+        if caller is not None:
+            records = await self._hide_unreadable_successors(records, levels)
+        if count_read:
+            self._note(records)
+        return records
+
+    async def _hide_unreadable_successors(
+        self, records: list[MemoryRecord], levels: Sequence[str]
+    ) -> list[MemoryRecord]:
+        """Point ``superseded_by`` past versions the reader may not read, to the next one it
+        may (its record's head is readable, so there is one): no hidden version's id leaks."""
+        pointers = {r.superseded_by for r in records if r.superseded_by is not None}
+        if not pointers:
+            return records
+        rows = await self._db.fetch(SQL["versions_by_ids"], list(pointers), list(levels))
+        hidden = pointers - {row["id"] for row in rows}
+        if not hidden:
+            return records
+        chains: dict[UUID, list[MemoryRecord]] = {}
+        shown = []
+        for record in records:
+            if record.superseded_by not in hidden:
+                shown.append(record)
+                continue
+            if record.record_id not in chains:
+                chains[record.record_id] = await store.version_chain(self._db, record.record_id)
+            later = [
+                v.id
+                for v in chains[record.record_id]
+                if v.version > record.version and v.access_level.value in levels
+            ]
+            shown.append(record.model_copy(update={"superseded_by": later[0] if later else None}))
+        return shown
+
+    async def current(
+        self, record_id: UUID, *, caller: CallerIdentity | None = None, count_read: bool = True
+    ) -> MemoryRecord | None:
+        """The newest version of a record, forgotten ones included (check ``status``)."""
+        found = await self.query(
+            record_id=record_id,
+            include_forgotten=True,
+            include_consolidated=True,
+            caller=caller,
+            count_read=count_read,
+        )
+        return found[0] if found else None
+
+    async def get_version_chain(
+        self, record_id: UUID, *, caller: CallerIdentity | None = None
+    ) -> list[MemoryRecord]:
+        """Every version of a record, oldest first (history of forgotten records included)."""
+        chain = await store.version_chain(self._db, record_id)
+        levels = set(readable_levels(caller))
+        if chain and chain[-1].access_level.value not in levels:
+            return []
+        visible = [version for version in chain if version.access_level.value in levels]
+        visible = await self._hide_unreadable_successors(visible, list(levels))
+        self._note(visible[-1:])
+        return visible
+
+    async def versions(
+        self, version_ids: Sequence[UUID], *, caller: CallerIdentity | None = None
+    ) -> dict[UUID, MemoryRecord]:
+        """The given versions by id, those the caller may not read left out (no read counted)."""
+        if not version_ids:
+            return {}
+        rows = await self._db.fetch(
+            SQL["versions_by_ids"], list(version_ids), readable_levels(caller)
+        )
+        return {row["id"]: store.record_from_row(row) for row in rows}
+
+    def note_reads(self, records: Sequence[MemoryRecord]) -> None:
+        """Count one read of each record for decay (recorded off the read path)."""
+        self._note(records)
+
+    async def compute_decay(self, record_id: UUID, *, now: datetime | None = None) -> float:
+        """The current relevance of a record (see :mod:`engram.memory.temporal.decay`)."""
+        row = await self._db.fetchrow(SQL["decay_inputs"], record_id)
+        if row is None:
+            raise LookupError(f"no record {record_id}")
+        memory_type = MemoryType(row["type"])
+        now = now or utc_now()
+        last = row["last_accessed_at"] or row["head_ingested"]
+        score = relevance(
+            memory_type,
+            importance=float(row["importance"]),
+            reinforcements=float(row["reinforcements"] or 0.0),
+            days_since_access=(now - last).total_seconds() / 86_400,
+            age_days=(now - row["first_ingested"]).total_seconds() / 86_400,
+        )
+        if self._metrics is not None:
+            self._metrics.decay_score.labels(type=memory_type.value).observe(score)
+        return score
+
+    async def flush_reads(self) -> None:
+        """Persist the read counts gathered so far (they are also flushed every second)."""
+        if self._reads is not None:
+            await self._reads.flush()
+
+    def _note(self, records: Sequence[MemoryRecord]) -> None:
+        if self._reads is not None and records:
+            self._reads.note(record.record_id for record in records)
+
+
+__all__ = ["DEFAULT_LIMIT", "TemporalEngine"]

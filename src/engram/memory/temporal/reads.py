@@ -1,0 +1,73 @@
+"""Recording of reads, off the read path.
+
+Reads are counted in memory and flushed to ``memory_access`` in one statement every
+``interval`` seconds (or sooner when many are pending). A read never waits for the flush, and a
+failed flush is logged and retried with the next one; it never fails a read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Iterable
+from uuid import UUID
+
+import structlog
+
+from engram.infra.db import DatabaseAdapter
+from engram.infra.sql import load_queries
+from engram.memory.temporal.decay import DAILY_CAP
+
+log = structlog.get_logger("engram.memory.temporal.reads")
+SQL = load_queries("engram.memory.temporal", "reads.sql")
+
+#: Pending distinct records above which a flush starts at once; beyond twice it, the oldest
+#: counts are dropped rather than growing memory without bound while the database is down.
+FLUSH_AT = 500
+
+
+class ReadRecorder:
+    """Counts reads per record and persists them in the background."""
+
+    def __init__(self, db: DatabaseAdapter, *, interval: float = 1.0) -> None:
+        self._db = db
+        self._interval = interval
+        self._pending: Counter[UUID] = Counter()
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    def note(self, record_ids: Iterable[UUID]) -> None:
+        """Count one read of each record (never blocks, never raises)."""
+        self._pending.update(record_ids)
+        if len(self._pending) > 2 * FLUSH_AT:
+            for record_id, _ in self._pending.most_common()[2 * FLUSH_AT :]:
+                del self._pending[record_id]
+        if self._task is None or self._task.done():
+            delay = 0.0 if len(self._pending) >= FLUSH_AT else self._interval
+            self._task = asyncio.get_running_loop().create_task(self._flush_later(delay))
+
+    async def _flush_later(self, delay: float) -> None:
+        if delay and not self._closed:
+            await asyncio.sleep(delay)
+        await self.flush()
+
+    async def flush(self) -> int:
+        """Write pending counts now; returns how many records were updated."""
+        if not self._pending:
+            return 0
+        batch, self._pending = self._pending, Counter()
+        ids, counts = list(batch), [batch[record_id] for record_id in batch]
+        try:
+            await self._db.execute(SQL["record_reads"], ids, counts, DAILY_CAP)
+        except Exception as exc:  # noqa: BLE001 - a failed flush must not fail anyone's read
+            self._pending.update(batch)
+            log.warning("reads.flush_failed", error=type(exc).__name__, records=len(ids))
+            return 0
+        return len(ids)
+
+    async def close(self) -> None:
+        """Flush what is pending (once more if a flush was running)."""
+        self._closed = True
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+        await self.flush()

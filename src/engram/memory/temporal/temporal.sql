@@ -1,0 +1,121 @@
+-- Bi-temporal reads (engram.memory.temporal): as-of records, histories and listings.
+
+-- The as-of reads. $2 is the ingestion instant T (what the kernel knew), $3 the event instant
+-- E (what was true in the world; NULL: no event filter), $4 the statuses that end a record
+-- (forgotten, consolidated) unless asked for, $5 the access levels the reader may see.
+-- One rule for record reads and every listing (ADR-009, amended 2026-11-25): the version
+-- answering (T, E) is the newest version known at T whose event time is at or before E,
+-- provided its validity had not ended by E. Without E nothing is filtered on the event axis
+-- (what the kernel believes, ended or future validity alike). An end of validity written with
+-- the version counts from its ingestion; one written by FORGET counts only from the forget (the
+-- end of its ingestion interval) on. Only heads carry an ending status (close_head re-marks a
+-- superseded version); it ends its record from when the head got it: the end of its ingestion
+-- interval when it was re-marked in place (FORGET), its ingestion when it was written with it.
+-- fragment: known_began
+v.ingestion_time <= $2 AND ($3::timestamptz IS NULL OR v.event_time <= $3)
+
+-- fragment: still_valid
+($3::timestamptz IS NULL OR v.event_time_end IS NULL OR $3 < v.event_time_end
+ OR (v.status = 'forgotten' AND v.ingestion_time_end > $2))
+
+-- fragment: not_ended
+NOT EXISTS (
+    SELECT 1 FROM memories e
+    WHERE e.record_id = v.record_id AND e.status::text = ANY($4::text[])
+      AND coalesce(e.ingestion_time_end, e.ingestion_time) <= $2
+)
+
+-- A record is read only while the caller may read its head (now): one whose head is hidden
+-- from it is absent for it at every instant, as in temporal.current and the version chain.
+-- fragment: head_readable
+EXISTS (
+    SELECT 1 FROM memories h
+    WHERE h.record_id = v.record_id AND h.superseded_by IS NULL
+      AND h.access_level = ANY($5::text[])
+)
+
+-- name: as_of_record
+SELECT v.*
+FROM (
+    SELECT {{record_columns}}
+    FROM memories v
+    WHERE v.record_id = $1 AND {{known_began}}
+    ORDER BY v.version DESC
+    LIMIT 1
+) AS v
+WHERE {{still_valid}} AND {{not_ended}} AND v.access_level = ANY($5::text[])
+  AND {{head_readable}}
+
+-- name: as_of_history
+SELECT {{record_columns}}
+FROM memories v
+WHERE v.record_id = $1 AND {{known_began}} AND {{not_ended}}
+  AND v.access_level = ANY($5::text[]) AND {{head_readable}}
+ORDER BY v.version
+
+-- name: as_of_listing
+-- $1 namespace, $6 one type, $7 limit. Versions of the type are scanned back from T
+-- (memories_listing_idx); the one whose ingestion interval contains T witnesses that its record
+-- existed then (one per record), and for it the version answering (T, E) is picked.
+SELECT v.*
+FROM memories w
+CROSS JOIN LATERAL (
+    SELECT {{record_columns}}
+    FROM memories v
+    WHERE v.record_id = w.record_id AND {{known_began}}
+    ORDER BY v.version DESC
+    LIMIT 1
+) AS v
+WHERE w.namespace = $1 AND w.type = $6 AND w.ingestion_time <= $2
+  AND (w.ingestion_time_end IS NULL OR w.ingestion_time_end > $2
+       -- an ended record (forgotten) still answers when its ending is not excluded
+       OR (w.superseded_by IS NULL AND NOT (w.status::text = ANY($4::text[]))))
+  -- a head written with an excluded ending status (consolidated) ended its record when written
+  AND NOT (w.ingestion_time_end IS NULL AND w.status::text = ANY($4::text[]))
+  AND {{still_valid}} AND v.access_level = ANY($5::text[]) AND {{head_readable}}
+ORDER BY w.ingestion_time DESC
+LIMIT $7
+
+-- name: as_of_event_listing
+-- $1 namespace, $6 one type, $7 limit. Versions that began by E and were known by T, newest
+-- event first (memories_event_listing_idx); a version answers for its record when no later
+-- version known by T also began by E.
+SELECT {{record_columns}}
+FROM memories v
+WHERE v.namespace = $1 AND v.type = $6 AND {{known_began}} AND {{still_valid}}
+  AND NOT EXISTS (
+      SELECT 1 FROM memories n
+      WHERE n.record_id = v.record_id AND n.version > v.version
+        AND n.ingestion_time <= $2 AND n.event_time <= $3
+  )
+  AND {{not_ended}}
+  AND v.access_level = ANY($5::text[]) AND {{head_readable}}
+ORDER BY v.event_time DESC
+LIMIT $7
+
+-- name: current_listing
+-- The common case (now, no event instant): the heads themselves, newest change first. As in
+-- as_of_record without E, validity is not filtered (an ended or future event interval is
+-- still believed); a head with an excluded ending status ended its record by now.
+SELECT {{record_columns}}
+FROM memories v
+WHERE v.namespace = $1 AND v.superseded_by IS NULL AND v.type = $4
+  AND NOT (v.status::text = ANY($2::text[]))
+  AND v.access_level = ANY($3::text[])
+ORDER BY v.ingestion_time DESC
+LIMIT $5
+
+-- name: decay_inputs
+SELECT h.type, h.importance, h.ingestion_time AS head_ingested,
+       (SELECT min(f.ingestion_time) FROM memories f WHERE f.record_id = h.record_id)
+           AS first_ingested,
+       a.last_accessed_at, a.reinforcements
+FROM memories h
+LEFT JOIN memory_access a ON a.record_id = h.record_id
+WHERE h.record_id = $1 AND h.superseded_by IS NULL
+
+-- name: versions_by_ids
+-- $1 version ids, $2 the access levels the reader may see.
+SELECT {{record_columns}}
+FROM memories
+WHERE id = ANY($1::uuid[]) AND access_level = ANY($2::text[])
