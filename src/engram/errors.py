@@ -109,12 +109,21 @@ class ValidationFailed(BusinessError):
 
 
 class VersionConflict(BusinessError):
-    """The record changed since the caller read it."""
+    """The record changed since the caller read it (or another writer won the race)."""
 
-    def __init__(self, *, expected: int, actual: int | None) -> None:
+    def __init__(self, *, expected: int | None, actual: int | None) -> None:
         self.expected = expected
         self.actual = actual
         super().__init__(f"expected version {expected}, current version is {actual}")
+
+
+class DuplicateRequest(BusinessError):
+    """This agent already used this request id; its first result is the answer."""
+
+    def __init__(self, *, agent_id: str, request_id: str) -> None:
+        self.agent_id = agent_id
+        self.request_id = request_id
+        super().__init__(f"request id {request_id!r} of agent {agent_id!r} was already used")
 
 
 class Quarantined(BusinessError):

@@ -38,7 +38,7 @@ from uuid import UUID
 
 import structlog
 
-from engram.errors import EngramError, UniqueViolation
+from engram.errors import DuplicateRequest, EngramError, UniqueViolation
 from engram.infra.db import Connection, DatabaseAdapter, Row
 from engram.infra.sql import load_queries
 from engram.memory.audit.checkpoint import (
@@ -122,10 +122,11 @@ class AuditLog:
     async def append(self, conn: Connection, entry: AuditEntry) -> int:
         """Chain and insert ``entry`` inside the caller's transaction; returns its ``seq``.
 
-        Call it last in the transaction: the lane stays locked until commit.
+        Call it last in the transaction: the lane stays locked until commit. Raises
+        :class:`~engram.errors.DuplicateRequest` when the agent already used the request id.
         """
-        seq = int(
-            await conn.fetchval(
+        try:
+            value = await conn.fetchval(
                 SQL["append_entry"],
                 entry.decision_id,
                 entry.request_id,
@@ -147,7 +148,13 @@ class AuditLog:
                 entry.lane,
                 entry.payload(),
             )
-        )
+        except UniqueViolation as exc:
+            if exc.constraint == "librarian_audit_agent_request_key" and entry.request_id:
+                raise DuplicateRequest(
+                    agent_id=entry.agent_id, request_id=entry.request_id
+                ) from exc
+            raise
+        seq = int(value)
         if self._seal_due(seq):
             self._last_seal = time.monotonic()
             self._sealing = asyncio.get_running_loop().create_task(self._seal_quietly())

@@ -20,7 +20,7 @@ from uuid import UUID
 
 import structlog
 
-from engram.errors import EmbeddingError, UniqueViolation
+from engram.errors import AlreadyExists, DuplicateRequest, EmbeddingError, VersionConflict
 from engram.infra.db import DatabaseAdapter
 from engram.infra.embeddings import EmbeddingAdapter
 from engram.infra.events import Event, EventBus
@@ -41,7 +41,6 @@ from engram.memory.gate.requests import (
 from engram.memory.gate.resolution import carry_out
 from engram.memory.gate.signals import GateSignals
 from engram.memory.gate.write_path import (
-    Conflict,
     Plan,
     StaleTarget,
     Timing,
@@ -63,7 +62,6 @@ from engram.observability.metrics import CONSOLIDATION_PATHS, MEMORY_TYPES, Engr
 
 log = structlog.get_logger("engram.memory.gate.librarian")
 
-_RACE_CONSTRAINTS = frozenset({"memories_record_version_key", "memories_one_head_idx"})
 NEIGHBOURS = 8
 #: Plans made for one evaluation at most: a plan is made again when the record its advice
 #: was about moved on before the write locked it; after the last, the answer is CONFLICT.
@@ -189,7 +187,7 @@ class LibrarianGate:
             and request.expected_version is not None
             and head.version != request.expected_version
         ):
-            conflict = Conflict(expected=request.expected_version, actual=head.version)
+            conflict = VersionConflict(expected=request.expected_version, actual=head.version)
             return await self._finish_conflict(
                 request, decision_id, layer1, advice=None, conflict=conflict, timing=timing
             )
@@ -221,11 +219,11 @@ class LibrarianGate:
                     decision_id,
                     layer1,
                     advice=plan.advice,
-                    conflict=Conflict(request.expected_version, None),
+                    conflict=VersionConflict(expected=request.expected_version, actual=None),
                     timing=timing,
                     reason="the record this write was measured against kept changing; retry",
                 )
-            except Conflict as conflict:
+            except VersionConflict as conflict:
                 return await self._finish_conflict(
                     request,
                     decision_id,
@@ -234,50 +232,18 @@ class LibrarianGate:
                     conflict=conflict,
                     timing=timing,
                 )
-            except UniqueViolation as exc:
-                return await self._unique_violation(
-                    request,
-                    decision_id=decision_id,
-                    layer1=layer1,
-                    plan=plan,
-                    exc=exc,
-                    timing=timing,
-                )
+            except DuplicateRequest as exc:
+                # The same agent's request id committed in between: answer with its result.
+                prior = await self._audit.by_request(exc.agent_id, exc.request_id)
+                if prior is None:  # pragma: no cover - the constraint saw the row
+                    raise
+                return await self._replay(prior)
+            except AlreadyExists as exc:
+                layer1 = _with_schema_failure(layer1, str(exc))
+                return await self._finish_rejected(request, decision_id, layer1, timing)
             self._events.committed()
             return self._signals.write(request, result, plan, evaluation_seconds, timing)
         raise AssertionError("unreachable: the last attempt never raises StaleTarget")
-
-    async def _unique_violation(
-        self,
-        request: GateRequest,
-        *,
-        decision_id: UUID,
-        layer1: Layer1Outcome,
-        plan: Plan,
-        exc: UniqueViolation,
-        timing: Timing,
-    ) -> GateResult:
-        """The answer when the write's transaction hit a unique constraint."""
-        record = request.record
-        if exc.constraint in _RACE_CONSTRAINTS:
-            return await self._finish_conflict(
-                request,
-                decision_id,
-                layer1,
-                advice=plan.advice,
-                conflict=Conflict(request.expected_version, None),
-                timing=timing,
-            )
-        if exc.constraint == "librarian_audit_agent_request_key" and request.request_id:
-            prior = await self._audit.by_request(
-                request.caller_identity.agent_id, request.request_id
-            )
-            if prior is not None:
-                return await self._replay(prior)
-        if exc.constraint == "memories_pkey":
-            layer1 = _with_schema_failure(layer1, f"record {record.id} already exists")
-            return await self._finish_rejected(request, decision_id, layer1, timing)
-        raise exc
 
     async def resolve_conflicts(self, event: Event) -> tuple[GateResult, ...]:
         """Carry out the resolutions of one write's conflicts (``memory.conflicts_found``),
@@ -332,7 +298,9 @@ class LibrarianGate:
             decision_source="layer1",
             duration_ms=round((time.perf_counter() - started) * 1000, 3),
         )
-        await self._writes.audit_only(entry)
+        recorded = await self._audit_unwritten(entry)
+        if recorded is not None:
+            return recorded
         self._metrics.gate_layer1_failures.labels(check=SCHEMA).inc()
         self._metrics.gate_decisions.labels(
             decision=GateDecision.REJECTED.value, decision_type=decision_type.value
@@ -453,7 +421,7 @@ class LibrarianGate:
         layer1: Layer1Outcome,
         *,
         advice: AdvisorDecision | None,
-        conflict: Conflict,
+        conflict: VersionConflict,
         timing: Timing,
         reason: str | None = None,
     ) -> GateResult:
@@ -491,8 +459,22 @@ class LibrarianGate:
             version_id=None,
             duration_ms=(time.perf_counter() - timing.started) * 1000,
         )
-        await self._writes.audit_only(entry)
+        recorded = await self._audit_unwritten(entry)
+        if recorded is not None:
+            return recorded
         return self._signals.decision(request, result, timing)
+
+    async def _audit_unwritten(self, entry: AuditEntry) -> GateResult | None:
+        """Commit the audit row of an evaluation that writes nothing else; when the agent's
+        request id committed meanwhile (a concurrent retry), that result instead."""
+        try:
+            await self._writes.audit_only(entry)
+        except DuplicateRequest as exc:
+            prior = await self._audit.by_request(exc.agent_id, exc.request_id)
+            if prior is None:  # pragma: no cover - the constraint saw the row
+                raise
+            return await self._replay(prior)
+        return None
 
     async def _replay(self, entry: AuditEntry) -> GateResult:
         """The result of an evaluation already recorded for this request id."""

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
+from engram.errors import VersionConflict
 from engram.infra.db import Connection, DatabaseAdapter
 from engram.infra.events import Event, EventBus
 from engram.memory import store
@@ -49,15 +50,6 @@ class Timing:
 
 
 _ALREADY_AUDITED = "SELECT 1 FROM librarian_audit WHERE decision_id = $1"
-
-
-class Conflict(Exception):
-    """The record moved on since the caller read it (or another writer won the race)."""
-
-    def __init__(self, expected: int | None, actual: int | None) -> None:
-        self.expected = expected
-        self.actual = actual
-        super().__init__(f"expected version {expected}, current version is {actual}")
 
 
 class StaleTarget(Exception):
@@ -162,7 +154,8 @@ class WritePath:
         await self._db.run_in_transaction(body)
 
     async def commit(self, plan: Plan, *, decision_id: UUID, timing: Timing) -> GateResult:
-        """Persist an approved plan; raises :class:`Conflict` when the head moved."""
+        """Persist an approved plan; raises :class:`~engram.errors.VersionConflict` when the
+        head moved (or another writer won the race for the next version)."""
         attempts = 0
 
         async def body(conn: Connection) -> GateResult:
@@ -208,15 +201,17 @@ class WritePath:
 
     async def _lock_head(self, conn: Connection, plan: Plan) -> MemoryRecord:
         """Lock the record's head for this transaction; a missing, forgotten or moved head
-        (against ``expected_version``, when given) is a :class:`Conflict`."""
+        (against ``expected_version``, when given) is a :class:`~engram.errors.VersionConflict`."""
         expected = plan.request.expected_version
         locked = await store.head(conn, plan.record.record_id, lock=True)
         if locked is not None and not can_read(plan.request.caller_identity, locked):
-            raise Conflict(expected, None)  # now beyond the caller's reach: no version named
+            # now beyond the caller's reach: no version named
+            raise VersionConflict(expected=expected, actual=None)
         if locked is None or locked.status is MemoryStatus.FORGOTTEN:
-            raise Conflict(expected, None if locked is None else locked.version)
+            actual = None if locked is None else locked.version
+            raise VersionConflict(expected=expected, actual=actual)
         if expected is not None and locked.version != expected:
-            raise Conflict(expected, locked.version)
+            raise VersionConflict(expected=expected, actual=locked.version)
         return locked
 
     async def _update(
@@ -228,7 +223,7 @@ class WritePath:
             plan, decision_id, version=locked.version + 1, record_id=locked.record_id
         ).model_copy(update={"id": plan.new_version_id})
         if not await store.close_head(conn, locked.id, new.id):
-            raise Conflict(expected, None)
+            raise VersionConflict(expected=expected, actual=None)
         ingested = await self._insert(conn, plan, new, decision_id, not_before=locked)
         await store.add_edge(
             conn,
@@ -255,7 +250,7 @@ class WritePath:
         expected = plan.request.expected_version
         locked = await self._lock_head(conn, plan)
         if not await store.forget_head(conn, locked.id):
-            raise Conflict(expected, locked.version)
+            raise VersionConflict(expected=expected, actual=locked.version)
         forgotten = await store.head(conn, locked.record_id)
         await self._publish(conn, "memory.forgotten", locked, decision_id, plan)
         return await self._approve(

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from engram.errors import AlreadyExists, UniqueViolation, VersionConflict
 from engram.infra.db import Connection, Row
 from engram.infra.sql import load_fragments, load_queries
 from engram.memory.types import (
@@ -25,6 +26,9 @@ from engram.memory.types import (
     Neighbour,
     TrustLevel,
 )
+
+#: Constraints that refuse a second writer of one record's next version (or second head).
+_NEXT_VERSION_TAKEN = frozenset({"memories_record_version_key", "memories_one_head_idx"})
 
 SQL = load_queries("engram.memory.store", "versions.sql")
 #: The column list of a version row, for the other packages' statements that read versions.
@@ -185,34 +189,45 @@ async def insert_version(
     not_before: datetime | None = None,
 ) -> MemoryRecord:
     """Insert one version row and return it as stored; its ingestion time is the
-    transaction's time (never earlier than ``not_before``, the previous version's)."""
-    row = await conn.fetchrow(
-        SQL["insert_version"],
-        record.id,
-        record.record_id,
-        record.version,
-        record.type.value,
-        record.content,
-        record.metadata,
-        record.source_agent,
-        record.source_confidence,
-        list(record.evidence_links),
-        record.event_time,
-        not_before,
-        record.access_level.value,
-        record.classification,
-        decision_id,
-        decision_type.value,
-        record.expected_version,
-        record.namespace,
-        record.consolidation_path.value,
-        importance,
-        content_hash,
-        None if embedding is None else list(embedding),
-        embedding_model if embedding is not None else None,
-        record.status.value,
-        record.event_time_end,
-    )
+    transaction's time (never earlier than ``not_before``, the previous version's).
+
+    Raises :class:`~engram.errors.VersionConflict` when another writer took this version
+    number (or the head) first, and :class:`~engram.errors.AlreadyExists` when a version with
+    this id exists."""
+    try:
+        row = await conn.fetchrow(
+            SQL["insert_version"],
+            record.id,
+            record.record_id,
+            record.version,
+            record.type.value,
+            record.content,
+            record.metadata,
+            record.source_agent,
+            record.source_confidence,
+            list(record.evidence_links),
+            record.event_time,
+            not_before,
+            record.access_level.value,
+            record.classification,
+            decision_id,
+            decision_type.value,
+            record.expected_version,
+            record.namespace,
+            record.consolidation_path.value,
+            importance,
+            content_hash,
+            None if embedding is None else list(embedding),
+            embedding_model if embedding is not None else None,
+            record.status.value,
+            record.event_time_end,
+        )
+    except UniqueViolation as exc:
+        if exc.constraint in _NEXT_VERSION_TAKEN:
+            raise VersionConflict(expected=record.expected_version, actual=None) from exc
+        if exc.constraint == "memories_pkey":
+            raise AlreadyExists(f"record {record.id} already exists") from exc
+        raise
     if row is None:  # pragma: no cover - INSERT ... RETURNING always returns the row
         raise RuntimeError("insert_version returned no row")
     return record_from_row(row)
