@@ -37,14 +37,14 @@ from engram.memory.conflict.detection import ConflictResolver
 from engram.memory.fingerprint import content_hash
 from engram.memory.gate.advisor import (
     AdvisorAction,
-    AdvisorContext,
     AdvisorDecision,
     GateAdvisor,
     HeuristicAdvisor,
     HeuristicPolicy,
     RLAdvisor,
 )
-from engram.memory.gate.checks import DECLARATIVE_TYPES, Layer1Input, Layer1Outcome, run_layer1
+from engram.memory.gate.checks import DECLARATIVE_TYPES, Layer1Outcome
+from engram.memory.gate.decision import advise, screen
 from engram.memory.gate.librarian import NEIGHBOURS
 from engram.memory.gate.rate_limit import RateLimiter
 from engram.memory.gate.requests import GateRequest
@@ -566,27 +566,17 @@ class AuditReplayer:
         tier_rate = policy.writes_per_minute.get(caller.trust_level)
         if caller.writes_per_minute is None and tier_rate is not None:
             caller = replace(caller, writes_per_minute=tier_rate)
-        layer1 = run_layer1(
-            Layer1Input(
-                action=request.action,
-                record=record,
-                caller=caller,
-                decision_type=request.decision_type,
-                expected_version=request.expected_version,
-                head=head,
-                missing_evidence=missing,
-                status=request.status,
-            ),
-            limiter,
+        screening = screen(
+            request,
+            head=head,
+            missing_evidence=missing,
+            limiter=limiter,
+            caller=caller,
             declarative_types=policy.declarative_types,
         )
-        if not layer1.passed:
-            reason = "; ".join(f"{c.name}: {c.detail}" for c in layer1.failures)
-            return _replayed_verdict(layer1, GateDecision.REJECTED, reason, None)
-        expected = request.expected_version
-        if head is not None and expected is not None and head.version != expected:
-            reason = f"expected version {expected}, current version is {head.version}"
-            return _replayed_verdict(layer1, GateDecision.CONFLICT, reason, None)
+        layer1 = screening.layer1
+        if screening.verdict is not None:
+            return _replayed_verdict(layer1, screening.verdict, screening.reason, None)
         if request.action is GateAction.FORGET:
             reason = "forgotten; its history stays readable"
             return _replayed_verdict(layer1, GateDecision.APPROVED, reason, None)
@@ -628,13 +618,12 @@ class AuditReplayer:
 
         exact = next((neighbour(r) for r in rows if r["exact"]), None)
         nearest = [neighbour(r) for r in rows if not r["exact"] and embedding is not None]
-        context = AdvisorContext(
-            action=request.action,
-            decision_type=request.decision_type,
-            caller=request.caller_identity,
+        return await advise(
+            request,
+            layer1,
             head=head,
-            exact_duplicate=exact if request.action is GateAction.CREATE else None,
-            neighbours=tuple(nearest),
+            exact=exact,
+            nearest=nearest,
             embedded=embedding is not None,
+            advisor=advisor,
         )
-        return await advisor.advise(record, context)

@@ -27,8 +27,9 @@ from engram.infra.events import Event, EventBus
 from engram.memory import store
 from engram.memory.audit.log import AuditEntry, AuditLog, canonical_json
 from engram.memory.fingerprint import content_hash
-from engram.memory.gate.advisor import AdvisorAction, AdvisorContext, AdvisorDecision, GateAdvisor
-from engram.memory.gate.checks import SCHEMA, CheckResult, Layer1Input, Layer1Outcome, run_layer1
+from engram.memory.gate.advisor import AdvisorAction, AdvisorDecision, GateAdvisor
+from engram.memory.gate.checks import SCHEMA, CheckResult, Layer1Outcome
+from engram.memory.gate.decision import advise, rejection_reason, screen, stale_reason
 from engram.memory.gate.rate_limit import RateLimiter
 from engram.memory.gate.requests import (
     GateRequest,
@@ -54,7 +55,6 @@ from engram.memory.types import (
     GateDecision,
     GateDecisionType,
     MemoryRecord,
-    Neighbour,
     can_read,
     readable_levels,
 )
@@ -164,30 +164,15 @@ class LibrarianGate:
             self._db, list(record.evidence_links), levels=readable_levels(caller)
         )
         missing = [str(ref) for ref in record.evidence_links if ref not in evidence]
-        if request.action is GateAction.FORGET:
-            missing = []
-        layer1 = run_layer1(
-            Layer1Input(
-                action=request.action,
-                record=record,
-                caller=request.caller_identity,
-                decision_type=request.decision_type,
-                expected_version=request.expected_version,
-                head=head,
-                missing_evidence=missing,
-                status=request.status,
-            ),
-            self._limiter,
-        )
+        screening = screen(request, head=head, missing_evidence=missing, limiter=self._limiter)
+        layer1 = screening.layer1
         self._signals.layer1(decision_id, request, layer1)
-        if not layer1.passed:
+        if screening.verdict is GateDecision.REJECTED:
             return await self._finish_rejected(request, decision_id, layer1, timing)
-        if (
-            head is not None
-            and request.expected_version is not None
-            and head.version != request.expected_version
-        ):
-            conflict = VersionConflict(expected=request.expected_version, actual=head.version)
+        if screening.verdict is GateDecision.CONFLICT:
+            conflict = VersionConflict(
+                expected=request.expected_version, actual=screening.current_version
+            )
             return await self._finish_conflict(
                 request, decision_id, layer1, advice=None, conflict=conflict, timing=timing
             )
@@ -357,23 +342,21 @@ class LibrarianGate:
             levels=readable_levels(request.caller_identity),
             limit=NEIGHBOURS,
         )
-        if request.action is not GateAction.CREATE:
-            exact = None  # an UPDATE is measured against its own record, not duplicates
-        neighbours: tuple[Neighbour, ...] = tuple(nearest)
-        context = AdvisorContext(
-            action=request.action,
-            decision_type=request.decision_type,
-            caller=request.caller_identity,
+        advice = await advise(
+            request,
+            layer1,
             head=head,
-            exact_duplicate=exact,
-            neighbours=neighbours,
+            exact=exact,
+            nearest=nearest,
             embedded=embedding is not None,
+            advisor=self._advisor,
         )
-        advice = await self._advisor.advise(record, context)
+        if request.action is not GateAction.CREATE:
+            exact = None  # the advice was not about duplicates: no NOOP target among them
         record = record.model_copy(update={"source_confidence": advice.confidence})
         target = None
         if advice.action is AdvisorAction.NOOP:
-            pool = [n.record for n in neighbours] + ([exact.record] if exact else [])
+            pool = [n.record for n in nearest] + ([exact.record] if exact else [])
             pool += [head] if head is not None else []
             target = next((r for r in pool if r.record_id == advice.target_record_id), None)
         plan = Plan(
@@ -405,7 +388,7 @@ class LibrarianGate:
         result = GateResult(
             decision=GateDecision.REJECTED,
             decision_id=decision_id,
-            reason="; ".join(f"{c.name}: {c.detail}" for c in failures),
+            reason=rejection_reason(failures),
             layer1_checks=layer1.checks,
             layer2_decision=None,
             modified_record=None,
@@ -433,8 +416,7 @@ class LibrarianGate:
         result = GateResult(
             decision=GateDecision.CONFLICT,
             decision_id=decision_id,
-            reason=reason
-            or f"expected version {request.expected_version}, current version is {actual}",
+            reason=reason or stale_reason(request.expected_version, actual),
             layer1_checks=layer1.checks,
             layer2_decision=advice,
             modified_record=None,

@@ -1,0 +1,122 @@
+"""The Gate's decision, in one place for the live Gate and for audit replay.
+
+A decision has two steps, each a function both callers use with what they found (the live
+Gate from the store now, replay from the versions as they were at the recorded instant):
+
+1. :func:`screen` runs Layer 1 and the optimistic version check and says whether the request
+   is rejected, a conflict, or goes on to Layer 2 (reasons worded here only);
+2. :func:`advise` asks the advisor, with the surroundings laid out the same way.
+
+The Gate may advise more than once for one screening (it plans again when the record the
+advice was about moved on before the write locked it); it never screens twice, so a request
+takes one rate-limit token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from engram.memory.gate.advisor import AdvisorContext, AdvisorDecision, GateAdvisor
+from engram.memory.gate.checks import (
+    DECLARATIVE_TYPES,
+    CheckResult,
+    Layer1Input,
+    Layer1Outcome,
+    run_layer1,
+)
+from engram.memory.gate.rate_limit import RateLimiter
+from engram.memory.gate.requests import GateRequest
+from engram.memory.types import (
+    CallerIdentity,
+    GateAction,
+    GateDecision,
+    MemoryRecord,
+    MemoryType,
+    Neighbour,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Screening:
+    """Layer 1's outcome and, when the request stops here, the verdict and its reason."""
+
+    layer1: Layer1Outcome
+    verdict: GateDecision | None = None
+    reason: str = ""
+    current_version: int | None = None
+
+    @property
+    def goes_on(self) -> bool:
+        """True when Layer 2 decides the rest (nothing stopped the request here)."""
+        return self.verdict is None
+
+
+def rejection_reason(failures: Sequence[CheckResult]) -> str:
+    """The reason of a Layer 1 rejection: each failed check and why."""
+    return "; ".join(f"{check.name}: {check.detail}" for check in failures)
+
+
+def stale_reason(expected: int | None, actual: int | None) -> str:
+    """The reason of a version conflict."""
+    return f"expected version {expected}, current version is {actual}"
+
+
+def screen(
+    request: GateRequest,
+    *,
+    head: MemoryRecord | None,
+    missing_evidence: Sequence[str],
+    limiter: RateLimiter,
+    caller: CallerIdentity | None = None,
+    declarative_types: frozenset[MemoryType] = DECLARATIVE_TYPES,
+) -> Screening:
+    """Layer 1, then the expected version against ``head`` (the record as the caller may see
+    it: None when absent or hidden). ``caller`` overrides the request's (replay fills in a
+    tier's rate); ``declarative_types`` another policy's (replay only)."""
+    layer1 = run_layer1(
+        Layer1Input(
+            action=request.action,
+            record=request.record,
+            caller=caller or request.caller_identity,
+            decision_type=request.decision_type,
+            expected_version=request.expected_version,
+            head=head,
+            missing_evidence=() if request.action is GateAction.FORGET else missing_evidence,
+            status=request.status,
+        ),
+        limiter,
+        declarative_types=declarative_types,
+    )
+    if not layer1.passed:
+        return Screening(layer1, GateDecision.REJECTED, rejection_reason(layer1.failures))
+    expected = request.expected_version
+    if head is not None and expected is not None and head.version != expected:
+        return Screening(
+            layer1, GateDecision.CONFLICT, stale_reason(expected, head.version), head.version
+        )
+    return Screening(layer1)
+
+
+async def advise(
+    request: GateRequest,
+    layer1: Layer1Outcome,
+    *,
+    head: MemoryRecord | None,
+    exact: Neighbour | None,
+    nearest: Sequence[Neighbour],
+    embedded: bool,
+    advisor: GateAdvisor,
+) -> AdvisorDecision:
+    """Layer 2's advice on the record as Layer 1 left it. An UPDATE is measured against its
+    own record, never against duplicates, so ``exact`` counts for a CREATE only."""
+    context = AdvisorContext(
+        action=request.action,
+        decision_type=request.decision_type,
+        caller=request.caller_identity,
+        head=head,
+        exact_duplicate=exact if request.action is GateAction.CREATE else None,
+        neighbours=tuple(nearest),
+        embedded=embedded,
+    )
+    return await advisor.advise(layer1.record, context)
