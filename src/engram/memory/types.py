@@ -1,6 +1,6 @@
 """The type registry: enums, identifiers, the MemoryRecord envelope and the caller identity.
 
-Retrieval may import this module (and ``engram.memory.temporal.engine``); it holds no I/O.
+Retrieval may import this module (and ``engram.memory.temporal``); it holds no I/O.
 Type-specific content rules live in :mod:`engram.memory.schemas`.
 """
 
@@ -10,19 +10,10 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, NewType, Self
+from typing import Any, Self
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
-
-RecordId = NewType("RecordId", UUID)
-"""Stable id of a record, shared by all its versions (its lineage)."""
-
-VersionId = NewType("VersionId", UUID)
-"""Id of one version of a record (the ``id`` of the envelope)."""
-
-DecisionId = NewType("DecisionId", UUID)
-"""Id of one Gate decision; the key of its audit row."""
 
 
 class MemoryType(StrEnum):

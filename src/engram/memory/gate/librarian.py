@@ -187,7 +187,9 @@ class LibrarianGate:
                 pending=embedding,
             )
             self._signals.layer2(decision_id, plan.advice)
-            evaluation_seconds = time.perf_counter() - timing.started - timing.embed_seconds
+            evaluation_seconds = (
+                time.perf_counter() - timing.started - timing.waited_for_embedding_seconds
+            )
             try:
                 result = await self._writes.commit(plan, decision_id=decision_id, timing=timing)
             except StaleTarget as stale:
@@ -329,9 +331,9 @@ class LibrarianGate:
         waited_from = time.perf_counter()
         if pending is None:
             pending = asyncio.ensure_future(self._restated_embedding(record, head))
-        embedding, embed_seconds = await pending
+        embedding, run_seconds = await pending
         # Evaluation time excludes only the part of the embedding the Gate waited for.
-        timing = Timing(timing.started, time.perf_counter() - waited_from, embed_seconds)
+        timing = Timing(timing.started, time.perf_counter() - waited_from, run_seconds)
         fingerprint = content_hash(record.content)
         exact, nearest = await store.candidates(
             self._db,

@@ -74,7 +74,9 @@ class GateSignals:
             decision=result.decision.value, decision_type=origin
         ).inc()
         if evaluation_seconds is None:
-            evaluation_seconds = time.perf_counter() - timing.started - timing.embed_seconds
+            evaluation_seconds = (
+                time.perf_counter() - timing.started - timing.waited_for_embedding_seconds
+            )
             self._metrics.gate_evaluation_seconds.labels(decision_type=origin).observe(
                 evaluation_seconds
             )
@@ -96,7 +98,7 @@ class GateSignals:
         )
         total = time.perf_counter() - timing.started
         timings = GateTimings(
-            embedding_ms=round(timing.embedding_seconds * 1000, 3),
+            embedding_ms=round(timing.embedding_run_seconds * 1000, 3),
             evaluation_ms=round(evaluation_seconds * 1000, 3),
             total_ms=round(total * 1000, 3),
         )

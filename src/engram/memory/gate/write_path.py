@@ -41,12 +41,13 @@ from engram.memory.types import (
 
 @dataclass(frozen=True, slots=True)
 class Timing:
-    """When an evaluation started, how long it waited for the embedding (``embed_seconds``)
-    and how long the embedding itself took (``embedding_seconds``; it overlaps the checks)."""
+    """When an evaluation started, how long it waited for the embedding after its checks
+    (``waited_for_embedding_seconds``) and how long computing the embedding took
+    (``embedding_run_seconds``; it starts before the checks and overlaps them)."""
 
     started: float
-    embed_seconds: float = 0.0
-    embedding_seconds: float = 0.0
+    waited_for_embedding_seconds: float = 0.0
+    embedding_run_seconds: float = 0.0
 
 
 _ALREADY_AUDITED = "SELECT 1 FROM librarian_audit WHERE decision_id = $1"
