@@ -14,7 +14,6 @@ import json
 import time
 import uuid
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
@@ -25,7 +24,7 @@ from engram.infra.db import DatabaseAdapter
 from engram.infra.embeddings import EmbeddingAdapter
 from engram.infra.events import Event, EventBus
 from engram.memory import store
-from engram.memory.audit.log import AuditEntry, AuditLog, canonical_json
+from engram.memory.audit.log import AuditEntry, AuditLog
 from engram.memory.fingerprint import content_hash
 from engram.memory.gate.advisor import AdvisorAction, AdvisorDecision, GateAdvisor
 from engram.memory.gate.checks import SCHEMA, CheckResult, Layer1Outcome
@@ -34,9 +33,10 @@ from engram.memory.gate.rate_limit import RateLimiter
 from engram.memory.gate.requests import (
     GateRequest,
     GateResult,
+    Proposal,
+    RefusedInput,
     WriteOutcome,
     advisor_decision_from_json,
-    caller_json,
     checks_from_json,
 )
 from engram.memory.gate.resolution import carry_out
@@ -48,7 +48,7 @@ from engram.memory.gate.write_path import (
     WritePath,
     audit_entry,
 )
-from engram.memory.storable import audited_input, escape_text
+from engram.memory.storable import escape_text
 from engram.memory.types import (
     CallerIdentity,
     GateAction,
@@ -261,57 +261,21 @@ class LibrarianGate:
             prior = await self._audit.by_request(caller.agent_id, request_id)
             if prior is not None:
                 return await self._replay(prior)
-        started = time.perf_counter()
-        decision_id = uuid.uuid4()
+        timing = Timing(started=time.perf_counter())
         problems = [escape_text(problem) for problem in problems]
         check = CheckResult.fail(SCHEMA, "; ".join(problems), problems=problems)
-        reason = f"schema: {check.detail}"
-        entry = AuditEntry(
-            decision_id=decision_id,
-            request_id=request_id or str(decision_id),
-            occurred_at=datetime.now(UTC),
-            action=action.value,
-            decision=GateDecision.REJECTED.value,
-            outcome=WriteOutcome.NONE.value,
-            decision_type=decision_type.value,
-            reason=reason,
-            agent_id=caller.agent_id,
-            caller=canonical_json(caller_json(caller)),
-            record_id=None,
-            version_id=None,
-            input_snapshot=canonical_json({"action": action.value, **audited_input(raw)}),
-            layer1_checks=canonical_json([check.to_json()]),
-            layer2_decision=None,
-            decision_source="layer1",
-            duration_ms=round((time.perf_counter() - started) * 1000, 3),
-        )
-        recorded = await self._audit_unwritten(entry)
-        if recorded is not None:
-            return recorded
-        self._metrics.gate_layer1_failures.labels(check=SCHEMA).inc()
-        self._metrics.gate_decisions.labels(
-            decision=GateDecision.REJECTED.value, decision_type=decision_type.value
-        ).inc()
-        log.info(
-            "gate.evaluate",
-            decision_id=str(decision_id),
-            decision_type=decision_type.value,
-            action=action.value,
-            memory_type=None,
-            decision=GateDecision.REJECTED.value,
-            outcome=WriteOutcome.NONE.value,
-            duration_ms=entry.duration_ms,
-            caller=caller.agent_id,
-        )
-        return GateResult(
+        self._signals.rejected([check])
+        result = GateResult(
             decision=GateDecision.REJECTED,
-            decision_id=decision_id,
-            reason=reason,
+            decision_id=uuid.uuid4(),
+            reason=rejection_reason([check]),
             layer1_checks=[check],
             layer2_decision=None,
             modified_record=None,
             failed_checks=[check],
         )
+        refused = RefusedInput(action, caller, decision_type, raw, request_id)
+        return await self._finish_unwritten(refused, result, timing)
 
     # --- planning ---------------------------------------------------------------------------
 
@@ -385,8 +349,7 @@ class LibrarianGate:
         timing: Timing,
     ) -> GateResult:
         failures = layer1.failures
-        for check in failures:
-            self._metrics.gate_layer1_failures.labels(check=check.name).inc()
+        self._signals.rejected(failures)
         result = GateResult(
             decision=GateDecision.REJECTED,
             decision_id=decision_id,
@@ -428,7 +391,7 @@ class LibrarianGate:
         return await self._finish_unwritten(request, result, timing)
 
     async def _finish_unwritten(
-        self, request: GateRequest, result: GateResult, timing: Timing
+        self, request: Proposal, result: GateResult, timing: Timing
     ) -> GateResult:
         """Audit an evaluation that changes nothing else (rejected or conflicting)."""
         entry = audit_entry(
@@ -439,7 +402,7 @@ class LibrarianGate:
             reason=result.reason,
             checks=result.layer1_checks,
             advice=result.layer2_decision,
-            record_id=request.record.record_id,
+            record_id=request.record_id,
             version_id=None,
             duration_ms=(time.perf_counter() - timing.started) * 1000,
         )

@@ -7,6 +7,7 @@ sends can make a request internal) and read a :class:`GateResult`.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -15,8 +16,9 @@ from uuid import UUID
 from engram.memory.conflict.detection import ConflictResult
 from engram.memory.gate.advisor import AdvisorAction, AdvisorDecision
 from engram.memory.gate.checks import CheckResult
-from engram.memory.storable import json_safe
+from engram.memory.storable import audited_input, json_safe
 from engram.memory.types import (
+    AccessLevel,
     CallerIdentity,
     ConflictClassification,
     GateAction,
@@ -92,6 +94,53 @@ class GateRequest:
         if safe.altered:
             snapshot["escaped"] = True
         return snapshot
+
+    @property
+    def record_id(self) -> UUID:
+        """The record the request is about."""
+        return self.record.record_id
+
+    @property
+    def memory_type(self) -> str:
+        """The type of the proposed record, for metrics and logs."""
+        return self.record.type.value
+
+    @property
+    def access_level(self) -> AccessLevel:
+        """The level of the proposed record (logs redact the caller above ``agent``)."""
+        return self.record.access_level
+
+
+@dataclass(frozen=True, slots=True)
+class RefusedInput:
+    """Input an adapter could not even turn into a record: recorded and signalled like any
+    other rejected request, with the input itself as the snapshot (bounded and escaped by
+    :func:`engram.memory.storable.audited_input`)."""
+
+    action: GateAction
+    caller_identity: CallerIdentity
+    decision_type: GateDecisionType
+    raw: Mapping[str, Any]
+    request_id: str | None = None
+    record_id: None = None
+    memory_type: None = None
+
+    def snapshot(self) -> dict[str, Any]:
+        """The input as the audit log keeps it."""
+        return {"action": self.action.value, **audited_input(self.raw)}
+
+    @property
+    def access_level(self) -> AccessLevel:
+        """The level the input asked for (the default, ``agent``, when it named none)."""
+        level = self.raw.get("access_level")
+        valid = {member.value for member in AccessLevel}
+        return (
+            AccessLevel(level) if isinstance(level, str) and level in valid else AccessLevel.AGENT
+        )
+
+
+#: What a decision is about: a request the Gate evaluated, or input refused before that.
+Proposal = GateRequest | RefusedInput
 
 
 def caller_json(caller: CallerIdentity) -> dict[str, Any]:

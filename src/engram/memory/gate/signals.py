@@ -13,8 +13,14 @@ from uuid import UUID
 import structlog
 
 from engram.memory.gate.advisor import AdvisorDecision
-from engram.memory.gate.checks import Layer1Outcome
-from engram.memory.gate.requests import GateRequest, GateResult, GateTimings, WriteOutcome
+from engram.memory.gate.checks import CheckResult, Layer1Outcome
+from engram.memory.gate.requests import (
+    GateRequest,
+    GateResult,
+    GateTimings,
+    Proposal,
+    WriteOutcome,
+)
 from engram.memory.gate.write_path import Plan, Timing
 from engram.memory.types import AccessLevel, GateDecisionType
 from engram.observability.metrics import EngramMetrics
@@ -61,9 +67,14 @@ class GateSignals:
             ).inc(delta)
         return self.decision(request, result, timing, evaluation_seconds=evaluation_seconds)
 
+    def rejected(self, failures: list[CheckResult]) -> None:
+        """Count each failed Layer 1 check of a rejected request."""
+        for check in failures:
+            self._metrics.gate_layer1_failures.labels(check=check.name).inc()
+
     def decision(
         self,
-        request: GateRequest,
+        request: Proposal,
         result: GateResult,
         timing: Timing,
         *,
@@ -80,13 +91,17 @@ class GateSignals:
             self._metrics.gate_evaluation_seconds.labels(decision_type=origin).observe(
                 evaluation_seconds
             )
-        level = (result.modified_record or request.record).access_level
+        level = (
+            result.modified_record.access_level
+            if result.modified_record is not None
+            else request.access_level
+        )
         log.info(
             "gate.evaluate",
             decision_id=str(result.decision_id),
             decision_type=origin,
             action=request.action.value,
-            memory_type=request.record.type.value,
+            memory_type=request.memory_type,
             decision=result.decision.value,
             outcome=result.outcome.value,
             duration_ms=round((time.perf_counter() - timing.started) * 1000, 3),

@@ -24,7 +24,13 @@ from engram.memory import store
 from engram.memory.audit.log import AuditEntry, AuditLog, canonical_json
 from engram.memory.gate.advisor import AdvisorAction, AdvisorDecision
 from engram.memory.gate.checks import CheckResult, Layer1Outcome
-from engram.memory.gate.requests import GateRequest, GateResult, WriteOutcome, caller_json
+from engram.memory.gate.requests import (
+    GateRequest,
+    GateResult,
+    Proposal,
+    WriteOutcome,
+    caller_json,
+)
 from engram.memory.gate.resolution import link_conflicts
 from engram.memory.storable import MAX_AUDITED_INPUT_BYTES, audited_input
 from engram.memory.types import (
@@ -89,7 +95,7 @@ class Plan:
 
 
 def audit_entry(
-    request: GateRequest,
+    request: Proposal,
     *,
     decision_id: UUID,
     decision: GateDecision,
@@ -125,12 +131,14 @@ def audit_entry(
     )
 
 
-def _snapshot(request: GateRequest, decision: GateDecision) -> str:
+def _snapshot(request: Proposal, decision: GateDecision) -> str:
     """The audited input: whole, except a rejected one beyond ``MAX_AUDITED_INPUT_BYTES``,
     which is kept as an excerpt with its size and SHA-256 (the log is append-only: a refused
     10 MB record must not stay in it forever). Approved input is whole, for replay."""
     snapshot = request.snapshot()
     text = canonical_json(snapshot)
+    if not isinstance(request, GateRequest):
+        return text  # refused input is bounded already (audited_input)
     if decision is GateDecision.REJECTED and len(text.encode()) > MAX_AUDITED_INPUT_BYTES:
         text = canonical_json({"action": request.action.value, **audited_input(snapshot)})
     return text
