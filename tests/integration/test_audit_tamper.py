@@ -298,7 +298,7 @@ async def _export_anchor(kernel: Kernel) -> Anchor:
     an anchor the way ``engram audit verify --anchor`` reads the file."""
     sealed = await kernel.audit.seal()
     assert sealed is not None
-    heads = await kernel.audit_state.lane_heads()
+    heads = await kernel.audit.lane_heads()
     line = json.dumps({"checkpoint": sealed.to_json(), "lane_heads": heads})
     return parse_anchor(f'{{"seq": 1}}\n{line}\n', "export.jsonl")
 

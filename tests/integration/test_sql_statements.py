@@ -15,6 +15,7 @@ from tests.conftest import ScratchDatabase
 #: The modules that load named statements, each from a file of its own package.
 OWNERS = (
     "engram.agents.registry",
+    "engram.infra.outbox",
     "engram.memory.admin.quarantine",
     "engram.memory.admin.replay",
     "engram.memory.audit.log",
@@ -22,6 +23,7 @@ OWNERS = (
     "engram.memory.store.versions",
     "engram.memory.temporal.engine",
     "engram.memory.temporal.reads",
+    "engram.notifications.dispatcher",
     "engram.retrieval.search",
 )
 

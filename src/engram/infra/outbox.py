@@ -21,32 +21,12 @@ import structlog
 from engram.errors import InfrastructureError
 from engram.infra.db import Connection, DatabaseAdapter
 from engram.infra.events import Event, Subscriber
+from engram.infra.sql import load_queries
 
 log = structlog.get_logger("engram.infra.outbox")
 
 CHANNEL = "engram_events"
-_INSERT = """
-INSERT INTO outbox (event_type, aggregate_id, payload, decision_id)
-VALUES ($1, $2, $3, $4)
-"""
-# Marking events delivered needs no fsync: if a crash loses the mark, the events are delivered
-# again (at least once), and the changes they describe were already safe. set_config(..., true)
-# in FROM turns synchronous commit off for this transaction without a round trip of its own.
-_PENDING = """
-SELECT o.id, o.event_type, o.aggregate_id, o.payload::text AS payload, o.attempts
-FROM outbox AS o, set_config('synchronous_commit', 'off', true) AS relaxed
-WHERE o.dispatched_at IS NULL
-ORDER BY o.id LIMIT $1
-FOR UPDATE OF o SKIP LOCKED
-"""
-# Mark the delivered events and notify listeners of them in one statement.
-_DONE = """
-WITH done AS (
-    UPDATE outbox SET dispatched_at = now(), attempts = attempts + 1 WHERE id = ANY($1)
-)
-SELECT pg_notify($2, notice) FROM unnest($3::text[]) AS notice
-"""
-_RETRY = "UPDATE outbox SET attempts = attempts + 1 WHERE id = ANY($1)"
+SQL = load_queries("engram.infra", "outbox.sql")
 
 #: Deliveries of one event before a subscriber's infrastructure failure is given up on.
 MAX_ATTEMPTS = 5
@@ -68,7 +48,7 @@ class OutboxEventBus:
     async def publish(self, conn: Connection, event: Event) -> None:
         decision = event.payload.get("decision_id")
         await conn.execute(
-            _INSERT,
+            SQL["insert_event"],
             event.name,
             event.aggregate_id,
             event.payload,
@@ -102,7 +82,7 @@ class OutboxEventBus:
     async def drain(self) -> int:
         """Deliver up to one batch of pending events; returns how many were delivered."""
         async with self._db.transaction() as conn:
-            rows = await conn.fetch(_PENDING, self._batch)
+            rows = await conn.fetch(SQL["pending_events"], self._batch)
             if not rows:
                 return 0
             notices, done, again = [], [], []
@@ -114,9 +94,9 @@ class OutboxEventBus:
                 else:
                     again.append(row["id"])
             if done:
-                await conn.execute(_DONE, done, CHANNEL, notices)
+                await conn.execute(SQL["mark_delivered"], done, CHANNEL, notices)
             if again:
-                await conn.execute(_RETRY, again)
+                await conn.execute(SQL["count_attempt"], again)
                 log.warning("outbox.delivery_deferred", events=len(again))
         return len(done)
 

@@ -17,24 +17,13 @@ import structlog
 
 from engram.infra.db import DatabaseAdapter, Row
 from engram.infra.events import Event
+from engram.infra.sql import load_queries
 
 log = structlog.get_logger("engram.notifications")
 
 ESCALATED_EVENTS = ("memory.conflict_detected",)
 
-_QUEUE = """
-INSERT INTO escalations (kind, record_id, dedupe_key, payload)
-VALUES ($1, $2, $3, $4)
-ON CONFLICT (dedupe_key) DO NOTHING
-"""
-_OPEN = """
-SELECT id, kind, record_id, payload, created_at FROM escalations
-WHERE acknowledged_at IS NULL ORDER BY created_at, id LIMIT $1
-"""
-_ACK = """
-UPDATE escalations SET acknowledged_at = now(), acknowledged_by = $2
-WHERE id = $1 AND acknowledged_at IS NULL RETURNING id
-"""
+SQL = load_queries("engram.notifications", "escalations.sql")
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,16 +79,16 @@ class AdminQueue:
 
     async def deliver(self, escalation: Escalation) -> None:
         await self._db.execute(
-            _QUEUE, escalation.kind, escalation.record_id, escalation.key, escalation.payload
+            SQL["queue"], escalation.kind, escalation.record_id, escalation.key, escalation.payload
         )
 
     async def pending(self, *, limit: int = 100) -> list[Row]:
         """Open escalations, oldest first."""
-        return await self._db.fetch(_OPEN, limit)
+        return await self._db.fetch(SQL["open"], limit)
 
     async def acknowledge(self, escalation_id: int, *, by: str) -> bool:
         """Close one escalation; False if it was unknown or already closed."""
-        return await self._db.fetchrow(_ACK, escalation_id, by) is not None
+        return await self._db.fetchrow(SQL["acknowledge"], escalation_id, by) is not None
 
 
 class NotificationDispatcher:

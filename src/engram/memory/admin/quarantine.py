@@ -21,7 +21,6 @@ from engram.errors import NotFound, Quarantine, ValidationFailed
 from engram.infra.db import Connection, DatabaseAdapter
 from engram.infra.sql import load_queries
 from engram.memory import store
-from engram.memory.audit.log import SQL as AUDIT_SQL
 from engram.memory.audit.log import AuditEntry, AuditLog, canonical_json
 from engram.memory.gate.requests import caller_json
 from engram.memory.types import AccessLevel, CallerIdentity, MemoryRecord, MemoryStatus
@@ -84,7 +83,7 @@ class QuarantineDesk:
             head = await store.head(conn, record_id, lock=True)
             if head is None:
                 raise NotFound(f"no record {record_id}")
-            if await conn.fetchrow(AUDIT_SQL["by_decision"], decision_id) is not None:
+            if await self._audit.audited(conn, decision_id):
                 return head  # a retry after a commit whose acknowledgement was lost
             if not is_quarantined(head):
                 raise Quarantine(f"record {record_id} is not quarantined")

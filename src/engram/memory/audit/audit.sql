@@ -90,3 +90,7 @@ INSERT INTO audit_checkpoints (
     checkpoint_hash
 )
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+
+-- name: audited
+-- Whether decision $1 is in the log (a transaction retried after a lost acknowledgement).
+SELECT 1 FROM librarian_audit WHERE decision_id = $1

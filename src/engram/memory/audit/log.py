@@ -263,6 +263,22 @@ class AuditLog:
         row = await self._db.fetchrow(SQL["by_request"], agent_id, request_id)
         return None if row is None else entry_from_row(row)
 
+    async def audited(self, conn: Connection, decision_id: UUID) -> bool:
+        """True when ``decision_id`` is in the log, as seen inside the caller's transaction."""
+        return bool(await conn.fetchval(SQL["audited"], decision_id))
+
+    async def lane_heads(self) -> list[dict[str, Any]]:
+        """Each lane's last row and hash: the values to anchor outside the database."""
+        rows = await self._db.fetch(SQL["lane_heads"])
+        return [
+            {
+                "lane": int(row["lane"]),
+                "last_seq": row["last_seq"],
+                "last_hash": bytes(row["last_hash"]).hex(),
+            }
+            for row in rows
+        ]
+
     async def by_decision(self, decision_id: UUID) -> AuditEntry | None:
         """The entry of one decision."""
         row = await self._db.fetchrow(SQL["by_decision"], decision_id)

@@ -26,7 +26,6 @@ from uuid import UUID
 from engram.infra.db import DatabaseAdapter
 from engram.infra.sql import load_queries
 from engram.memory import store
-from engram.memory.audit.log import SQL as AUDIT_SQL
 from engram.memory.temporal.engine import TemporalEngine
 
 SQL = load_queries("engram.memory.audit", "state.sql", shared=store.FRAGMENTS)
@@ -180,15 +179,3 @@ class AuditState:
             live_in_store=len(stored),
             differences=tuple(compare_states(logged, stored)),
         )
-
-    async def lane_heads(self) -> list[dict[str, Any]]:
-        """Each lane's last row and hash: the values to anchor outside the database."""
-        rows = await self._db.fetch(AUDIT_SQL["lane_heads"])
-        return [
-            {
-                "lane": int(row["lane"]),
-                "last_seq": row["last_seq"],
-                "last_hash": bytes(row["last_hash"]).hex(),
-            }
-            for row in rows
-        ]

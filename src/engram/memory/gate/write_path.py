@@ -56,9 +56,6 @@ class Timing:
     embedding_run_seconds: float = 0.0
 
 
-_ALREADY_AUDITED = "SELECT 1 FROM librarian_audit WHERE decision_id = $1"
-
-
 class StaleTarget(Exception):
     """The record a NOOP advice was about moved on before the write locked it; ``current``
     is its head now (None when it has none). The Gate plans again."""
@@ -156,7 +153,7 @@ class WritePath:
         """Commit the audit row of a rejected or conflicting evaluation."""
 
         async def body(conn: Connection) -> None:
-            if await conn.fetchval(_ALREADY_AUDITED, entry.decision_id):
+            if await self._audit.audited(conn, entry.decision_id):
                 return
             await self._audit.append(conn, entry)
 
@@ -170,7 +167,7 @@ class WritePath:
         async def body(conn: Connection) -> GateResult:
             nonlocal attempts
             attempts += 1
-            if attempts > 1 and await conn.fetchval(_ALREADY_AUDITED, decision_id):
+            if attempts > 1 and await self._audit.audited(conn, decision_id):
                 raise _AlreadyCommitted
             return await self._apply(conn, plan, decision_id, timing)
 

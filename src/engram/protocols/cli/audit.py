@@ -199,7 +199,7 @@ async def _export(
         emit(
             {
                 "checkpoint": None if sealed is None else sealed.to_json(),
-                "lane_heads": await kernel.audit_state.lane_heads(),
+                "lane_heads": await kernel.audit.lane_heads(),
                 "rows": written,
                 "since": since,
                 "until": until,

@@ -75,7 +75,3 @@ LIMIT $6
 INSERT INTO memory_feedback (record_id, version_id, agent_id, useful, signal)
 VALUES ($1, $2, $3, $4, $5)
 RETURNING id, created_at
-
--- name: feedback_summary
-SELECT count(*) FILTER (WHERE useful) AS useful, count(*) FILTER (WHERE NOT useful) AS not_useful
-FROM memory_feedback WHERE record_id = $1

@@ -1,0 +1,25 @@
+-- SQL of the transactional outbox (engram.outbox), run by engram.infra.outbox.
+
+-- name: insert_event
+INSERT INTO outbox (event_type, aggregate_id, payload, decision_id)
+VALUES ($1, $2, $3, $4)
+
+-- name: pending_events
+-- Marking events delivered needs no fsync: if a crash loses the mark, the events are delivered
+-- again (at least once), and the changes they describe were already safe. set_config(..., true)
+-- in FROM turns synchronous commit off for this transaction without a round trip of its own.
+SELECT o.id, o.event_type, o.aggregate_id, o.payload::text AS payload, o.attempts
+FROM outbox AS o, set_config('synchronous_commit', 'off', true) AS relaxed
+WHERE o.dispatched_at IS NULL
+ORDER BY o.id LIMIT $1
+FOR UPDATE OF o SKIP LOCKED
+
+-- name: mark_delivered
+-- Mark the delivered events and notify listeners of them in one statement.
+WITH done AS (
+    UPDATE outbox SET dispatched_at = now(), attempts = attempts + 1 WHERE id = ANY($1)
+)
+SELECT pg_notify($2, notice) FROM unnest($3::text[]) AS notice
+
+-- name: count_attempt
+UPDATE outbox SET attempts = attempts + 1 WHERE id = ANY($1)
