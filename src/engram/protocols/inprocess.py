@@ -49,6 +49,7 @@ from engram.memory.types import (
     MemoryStatus,
     MemoryType,
 )
+from engram.protocols.errors import problems_of
 from engram.retrieval.search import MAX_LIMIT, MAX_QUERY_CHARS, SearchResult
 
 #: The only origin this adapter can produce.
@@ -195,16 +196,6 @@ class SearchInput(BaseModel):
             include_consolidated=self.include_consolidated,
             namespace=self.namespace,
         )
-
-
-def problems_of(exc: ValidationError, *, whole: str = "input") -> list[str]:
-    """``where: what`` for each problem pydantic found; the offending value is never quoted
-    (a location may name a client's field, so callers that store or send these escape them)."""
-    return [
-        f"{'.'.join(str(p) for p in error['loc']) or whole}: "
-        + str(error["msg"]).removeprefix("Value error, ")
-        for error in exc.errors()
-    ]
 
 
 class AgentSession:

@@ -10,17 +10,11 @@ from typing import Annotated, Any
 import typer
 
 from engram import __version__
-from engram.config import EngramSettings
-from engram.errors import (
-    BusinessError,
-    ConfigurationError,
-    EngramError,
-    InfrastructureError,
-    NotFound,
-)
+from engram.errors import EngramError
 from engram.kernel import open_kernel, prepare_model, run_migrations
 from engram.observability.logging import configure_logging
 from engram.protocols.cli import agents, audit, memories, quarantine
+from engram.protocols.cli.output import error_exit, load_settings
 
 app = typer.Typer(
     name="engram",
@@ -28,32 +22,6 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-
-#: Exit codes by error family, one table for the whole CLI (docs/cli.md). The first family
-#: that matches wins, so the specific ones come first. A failed check (audit verify, audit
-#: state) exits with 6 (``output.EXIT_CHECK_FAILED``).
-EXIT_CODES: dict[type[EngramError], int] = {
-    ConfigurationError: 2,
-    NotFound: 3,
-    BusinessError: 4,
-    InfrastructureError: 5,
-    EngramError: 1,
-}
-EXIT_USAGE = 2
-
-
-def _settings() -> EngramSettings:
-    try:
-        return EngramSettings()
-    except ValueError as exc:
-        typer.echo(f"engram: invalid configuration: {exc}", err=True)
-        raise typer.Exit(EXIT_USAGE) from exc
-
-
-def _fail(exc: EngramError) -> typer.Exit:
-    typer.echo(f"engram: {exc.message}", err=True)
-    code = next((c for kind, c in EXIT_CODES.items() if isinstance(exc, kind)), 1)
-    return typer.Exit(code)
 
 
 @app.command()
@@ -72,7 +40,7 @@ def serve(
 
     from engram.protocols.http.app import create_app  # noqa: PLC0415
 
-    settings = _settings()
+    settings = load_settings()
     overrides = {k: v for k, v in {"host": host, "port": port}.items() if v is not None}
     if overrides:
         settings = settings.model_copy(update=overrides)
@@ -97,7 +65,7 @@ def serve(
         # uvicorn re-raises Ctrl-C after its graceful shutdown has finished: a clean stop.
         typer.echo("engram: stopped")
     except EngramError as exc:
-        raise _fail(exc) from exc
+        raise error_exit(exc) from exc
     if not server.started:
         raise typer.Exit(1)
 
@@ -107,12 +75,12 @@ def mcp() -> None:
     """Serve MCP over stdin/stdout for the agent whose token is in ENGRAM_AGENT_TOKEN."""
     from engram.protocols.mcp.stdio import run_stdio  # noqa: PLC0415 - only this command
 
-    settings = _settings()
+    settings = load_settings()
     configure_logging(settings.log_level, settings.log_format)  # stderr: stdout is the protocol
     try:
         run_stdio(settings)
     except EngramError as exc:
-        raise _fail(exc) from exc
+        raise error_exit(exc) from exc
     except KeyboardInterrupt:
         pass
 
@@ -122,23 +90,23 @@ def migrate(
     revision: Annotated[str, typer.Option(help="Target revision.")] = "head",
 ) -> None:
     """Apply migrations (embedded: as the bootstrap superuser; external: the migration URL)."""
-    settings = _settings()
+    settings = load_settings()
     configure_logging(settings.log_level, settings.log_format)
     try:
         reached = asyncio.run(run_migrations(settings, revision))
     except EngramError as exc:
-        raise _fail(exc) from exc
+        raise error_exit(exc) from exc
     typer.echo(f"schema at revision {reached}")
 
 
 @app.command("prepare-model")
 def prepare_model_command() -> None:
     """Assemble the offline embedding model directory (no-op when it is complete)."""
-    settings = _settings()
+    settings = load_settings()
     try:
         copied, where = prepare_model(settings)
     except EngramError as exc:
-        raise _fail(exc) from exc
+        raise error_exit(exc) from exc
     typer.echo(f"embedding model {'assembled' if copied else 'ready'} in {where}")
 
 
@@ -156,7 +124,7 @@ def conflicts_list(
     limit: Annotated[int, typer.Option(help="Most entries to show.")] = 100,
 ) -> None:
     """List open escalations, oldest first."""
-    settings = _settings()
+    settings = load_settings()
     configure_logging("warning", settings.log_format)
 
     async def pending() -> list[dict[str, Any]]:
@@ -166,7 +134,7 @@ def conflicts_list(
     try:
         rows = asyncio.run(pending())
     except EngramError as exc:
-        raise _fail(exc) from exc
+        raise error_exit(exc) from exc
     for row in rows:
         if as_json:
             typer.echo(json.dumps(row, default=str, sort_keys=True))
@@ -187,7 +155,7 @@ def conflicts_ack(
     by: Annotated[str, typer.Option(help="Who decided.")] = "admin",
 ) -> None:
     """Close one escalation once a person has decided it."""
-    settings = _settings()
+    settings = load_settings()
     configure_logging("warning", settings.log_format)
 
     async def acknowledge() -> bool:
@@ -197,7 +165,7 @@ def conflicts_ack(
     try:
         closed = asyncio.run(acknowledge())
     except EngramError as exc:
-        raise _fail(exc) from exc
+        raise error_exit(exc) from exc
     if not closed:
         typer.echo(f"engram: no open escalation {escalation_id}", err=True)
         raise typer.Exit(1)

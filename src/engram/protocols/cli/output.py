@@ -21,15 +21,32 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from engram.config import EngramSettings
-from engram.errors import EngramError
+from engram.errors import (
+    BusinessError,
+    ConfigurationError,
+    EngramError,
+    InfrastructureError,
+    NotFound,
+)
 from engram.kernel import Kernel, open_kernel
 from engram.observability.logging import configure_logging
+from engram.protocols.errors import lookup
 
 T = TypeVar("T")
 
+#: Exit codes by error family, one table for the whole CLI (docs/cli.md); a subclass not
+#: listed takes the code of its nearest listed ancestor (:func:`engram.protocols.errors.lookup`).
+EXIT_CODES: dict[type[EngramError], int] = {
+    ConfigurationError: 2,
+    NotFound: 3,
+    BusinessError: 4,
+    InfrastructureError: 5,
+    EngramError: 1,
+}
+#: Bad usage (unknown option, malformed time or id) or invalid configuration.
+EXIT_USAGE = 2
 #: A check found a problem (tampered audit log, state differing from the store).
 EXIT_CHECK_FAILED = 6
-EXIT_USAGE = 2
 
 # Off a terminal (a pipe, a file) tables are not cut to 80 columns.
 stdout = Console(width=None if sys.stdout.isatty() else 200)
@@ -37,10 +54,8 @@ stderr = Console(stderr=True)
 
 
 def exit_code(exc: EngramError) -> int:
-    """The exit code of an error, from the CLI's one table (``main.EXIT_CODES``)."""
-    from engram.protocols.cli.main import EXIT_CODES  # noqa: PLC0415 - main imports this module
-
-    return next((code for kind, code in EXIT_CODES.items() if isinstance(exc, kind)), 1)
+    """The exit code of an error, from the CLI's one table (:data:`EXIT_CODES`)."""
+    return lookup(EXIT_CODES, exc)
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
@@ -49,15 +64,25 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
+def error_exit(exc: EngramError) -> typer.Exit:
+    """Print an engram error on stderr and return the exit (with its code) to raise."""
+    return fail(exc.message, exit_code(exc))
+
+
+def load_settings() -> EngramSettings:
+    """The settings from the environment; invalid ones end the command (exit 2)."""
+    try:
+        return EngramSettings()
+    except ValueError as exc:
+        raise fail(f"invalid configuration: {exc}", EXIT_USAGE) from exc
+
+
 def with_kernel(work: Callable[[Kernel], Awaitable[T]]) -> T:
     """Open a kernel on the configured database, run ``work`` with it, and close it.
 
     Errors of engram end the command with a message and the documented exit code.
     """
-    try:
-        settings = EngramSettings()
-    except ValueError as exc:
-        raise fail(f"invalid configuration: {exc}", EXIT_USAGE) from exc
+    settings = load_settings()
     configure_logging("warning", settings.log_format)
 
     async def run() -> T:
@@ -67,7 +92,7 @@ def with_kernel(work: Callable[[Kernel], Awaitable[T]]) -> T:
     try:
         return asyncio.run(run())
     except EngramError as exc:
-        raise fail(exc.message, exit_code(exc)) from exc
+        raise error_exit(exc) from exc
 
 
 def parse_instant(value: str | None, option: str) -> datetime | None:

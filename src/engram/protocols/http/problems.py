@@ -51,6 +51,7 @@ from engram.errors import (
     VersionConflict,
 )
 from engram.memory.storable import json_safe
+from engram.protocols.errors import lookup, problems_of
 
 log = structlog.get_logger("engram.http")
 
@@ -61,7 +62,8 @@ DEFAULT_RETRY_AFTER = 5
 WWW_AUTHENTICATE = 'Bearer realm="engram"'
 
 #: The status and problem type of each engram error; a subclass not listed takes the entry of
-#: its nearest listed ancestor. The only place the API decides what an error means in HTTP.
+#: its nearest listed ancestor (:func:`engram.protocols.errors.lookup`). The only place the API
+#: decides what an error means in HTTP.
 ERROR_STATUS: dict[type[EngramError], tuple[int, str]] = {
     Unauthenticated: (401, "unauthenticated"),
     Forbidden: (403, "forbidden"),
@@ -162,10 +164,7 @@ def retry_after(seconds: float | None) -> str:
 
 def status_of(exc: EngramError) -> tuple[int, str]:
     """The status and problem type of an engram error (nearest listed class wins)."""
-    for kind in type(exc).__mro__:
-        if kind in ERROR_STATUS:
-            return ERROR_STATUS[kind]
-    return 500, "internal"
+    return lookup(ERROR_STATUS, exc)
 
 
 def error_problem(exc: EngramError) -> JSONResponse:
@@ -193,11 +192,7 @@ def error_problem(exc: EngramError) -> JSONResponse:
 
 def validation_messages(exc: RequestValidationError) -> list[str]:
     """``where: what`` for each problem FastAPI found (the offending input is not echoed)."""
-    messages = []
-    for error in exc.errors():
-        where = ".".join(str(part) for part in error.get("loc", ())) or "request"
-        messages.append(f"{where}: {error.get('msg', 'invalid')}")
-    return messages
+    return problems_of(exc, whole="request")
 
 
 async def _on_engram_error(_: Request, exc: Exception) -> JSONResponse:

@@ -43,6 +43,7 @@ from engram.kernel import Kernel
 from engram.memory.gate.requests import GateResult
 from engram.memory.storable import escape_text
 from engram.memory.types import AccessLevel, GateDecision, MemoryType
+from engram.protocols.errors import lookup, problems_of
 from engram.protocols.inprocess import (
     AS_OF_EVENT,
     AS_OF_INGESTION,
@@ -51,7 +52,6 @@ from engram.protocols.inprocess import (
     SearchInput,
     StorableText,
     WriteInput,
-    problems_of,
 )
 from engram.protocols.views import feedback_view, record_view, result_view, search_view
 
@@ -383,6 +383,21 @@ def success(summary: str, body: dict[str, Any]) -> CallToolResult:
     )
 
 
+#: The ``error.kind`` of each engram error; a subclass not listed takes the kind of its nearest
+#: listed ancestor (:func:`engram.protocols.errors.lookup`). The only place MCP decides what
+#: an error means to a client.
+ERROR_KINDS: dict[type[EngramError], str] = {
+    NotFound: "not_found",
+    Forbidden: "forbidden",
+    Unauthenticated: "unauthenticated",
+    AlreadyExists: "already_exists",
+    ValidationFailed: "invalid_input",
+    VersionConflict: "version_conflict",
+    InfrastructureError: "unavailable",
+    EngramError: "refused",
+}
+
+
 def failure(kind: str, message: str, **details: Any) -> CallToolResult:
     """An error result the model can read and act on."""
     body = {"error": {"kind": kind, "message": message, **details}}
@@ -393,20 +408,19 @@ def failure(kind: str, message: str, **details: Any) -> CallToolResult:
 
 def error_result(tool: str, exc: EngramError) -> CallToolResult:
     """The tool result for an error the kernel raised on purpose."""
+    kind = lookup(ERROR_KINDS, exc)
     if isinstance(exc, ValidationFailed):
-        return failure(
-            "invalid_input", f"{tool}: invalid input: {'; '.join(exc.errors)}", errors=exc.errors
-        )
+        return failure(kind, f"{tool}: invalid input: {'; '.join(exc.errors)}", errors=exc.errors)
     if isinstance(exc, VersionConflict):
         return failure(
-            "version_conflict",
+            kind,
             f"{tool}: {exc.message}; read the record again",
             expected_version=exc.expected,
             current_version=exc.actual,
         )
     if isinstance(exc, CircuitOpen):
         return failure(
-            "unavailable",
+            kind,
             f"{tool}: engram's {exc.dependency} is failing; retry in "
             f"{exc.retry_after_seconds:.0f} s",
             retry_after_seconds=exc.retry_after_seconds,
@@ -415,16 +429,9 @@ def error_result(tool: str, exc: EngramError) -> CallToolResult:
         # Driver messages may carry internal detail; the log has it, the client gets the kind.
         log.warning("mcp.tool_unavailable", tool=tool, error=type(exc).__name__)
         return failure(
-            "unavailable",
+            kind,
             f"{tool}: engram is temporarily unavailable ({type(exc).__name__}); retry later",
         )
-    kinds: tuple[tuple[type[EngramError], str], ...] = (
-        (NotFound, "not_found"),
-        (Forbidden, "forbidden"),
-        (Unauthenticated, "unauthenticated"),
-        (AlreadyExists, "already_exists"),
-    )
-    kind = next((name for cls, name in kinds if isinstance(exc, cls)), "refused")
     return failure(kind, f"{tool}: {exc.message}")
 
 
