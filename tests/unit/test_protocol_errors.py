@@ -7,6 +7,7 @@ import ast
 from pathlib import Path
 
 import pytest
+import typer
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from engram.errors import (
@@ -23,7 +24,7 @@ from engram.errors import (
     VersionConflict,
 )
 from engram.protocols.cli import output
-from engram.protocols.cli.output import EXIT_CODES, exit_code
+from engram.protocols.cli.output import EXIT_CODES, exit_code, load_settings
 from engram.protocols.errors import lookup, problems_of
 from engram.protocols.http.problems import ERROR_STATUS
 from engram.protocols.mcp.tools import ERROR_KINDS
@@ -147,3 +148,16 @@ def test_the_cli_output_module_does_not_import_the_cli_entry_point() -> None:
         and any(alias.name == "main" for alias in node.names)
         for node in ast.walk(tree)
     )
+
+
+def test_an_invalid_setting_is_named_without_echoing_any_value(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bad ENGRAM_ setting ends a CLI command with exit 2 naming the setting; no value of
+    the environment (a database URL's password, say) reaches the terminal."""
+    monkeypatch.setenv("ENGRAM_DATABASE_URL", "postgresql://u:s3cret-pw@h/db")
+    monkeypatch.setenv("ENGRAM_PORT", "not-a-port")
+    with pytest.raises(typer.Exit) as ended:
+        load_settings()
+    printed = capsys.readouterr().err
+    assert (2, True, False) == (ended.value.exit_code, "port" in printed, "s3cret" in printed)

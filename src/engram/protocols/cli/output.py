@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from uuid import UUID
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -30,7 +31,7 @@ from engram.errors import (
 )
 from engram.kernel import Kernel, open_kernel
 from engram.observability.logging import configure_logging
-from engram.protocols.errors import lookup
+from engram.protocols.errors import lookup, problems_of
 
 T = TypeVar("T")
 
@@ -73,8 +74,12 @@ def load_settings() -> EngramSettings:
     """The settings from the environment; invalid ones end the command (exit 2)."""
     try:
         return EngramSettings()
+    except ValidationError as exc:
+        # Named by setting, never quoted: a database URL may hold a password.
+        problems = "; ".join(problems_of(exc, whole="settings"))
+        raise fail(f"invalid configuration: {problems}", EXIT_USAGE) from exc
     except ValueError as exc:
-        raise fail(f"invalid configuration: {exc}", EXIT_USAGE) from exc
+        raise fail(f"invalid configuration: {type(exc).__name__}", EXIT_USAGE) from exc
 
 
 def with_kernel(work: Callable[[Kernel], Awaitable[T]]) -> T:
