@@ -126,10 +126,6 @@ class DuplicateRequest(BusinessError):
         super().__init__(f"request id {request_id!r} of agent {agent_id!r} was already used")
 
 
-class Quarantined(BusinessError):
-    """The record was quarantined as sensitive pending review."""
-
-
 class Quarantine(BusinessError):
     """The quarantine of a record could not be changed as asked."""
 

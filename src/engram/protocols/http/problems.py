@@ -43,7 +43,6 @@ from engram.errors import (
     MigrationError,
     NotFound,
     Quarantine,
-    Quarantined,
     TransientDatabaseError,
     Unauthenticated,
     UniqueViolation,
@@ -72,7 +71,6 @@ ERROR_STATUS: dict[type[EngramError], tuple[int, str]] = {
     VersionConflict: (409, "version-conflict"),
     UniqueViolation: (409, "conflict"),  # e.g. two first uses of one Idempotency-Key at once
     Quarantine: (409, "quarantine-state"),
-    Quarantined: (409, "quarantined"),
     ValidationFailed: (422, "validation-failed"),
     BusinessError: (400, "bad-request"),
     CircuitOpen: (503, "unavailable"),
