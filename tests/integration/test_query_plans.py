@@ -114,3 +114,19 @@ async def test_duplicate_and_neighbour_lookup_use_hash_and_hnsw(
     args = (vector, "default", "belief", content_hash("x"), 8, levels)
     used = await _plan(seeded_vectors, SQL["candidates"], *args)
     assert {"memories_head_hash_idx", "memories_embedding_hnsw_idx"} <= used, used
+
+
+async def test_a_standard_readers_listings_check_heads_through_the_one_head_index(
+    seeded: asyncpg.Connection,
+) -> None:
+    """For a reader below sensitive, the as-of listings check each record's head with the
+    one-head index, never a scan of every head (which would grow with the table)."""
+    levels = ["public", "agent", "user"]
+    for name, args in (
+        ("as_of_listing", ("default", T, None, ENDING, levels, "belief", 50)),
+        ("as_of_event_listing", ("default", T, E, ENDING, levels, "belief", 50)),
+    ):
+        rows = await seeded.fetch(f"EXPLAIN (FORMAT JSON) {TEMPORAL_SQL[name]}", *args)
+        plan = json.loads(rows[0][0])
+        assert "memories_one_head_idx" in _indexes(plan), name
+        assert "Seq Scan" not in json.dumps(plan), name

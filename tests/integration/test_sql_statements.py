@@ -10,6 +10,7 @@ import asyncpg
 import pytest
 from pgvector.asyncpg import register_vector
 
+from engram.infra.sql import parse_queries
 from tests.conftest import ScratchDatabase
 
 #: The modules that load named statements, each from a file of its own package.
@@ -75,3 +76,12 @@ async def test_the_statement_prepares_as_the_runtime_role(
         await conn.prepare(_statements()[name])
     finally:
         await conn.close()
+
+
+def test_a_comment_in_a_fragment_never_comments_out_the_line_it_is_included_in() -> None:
+    """A fragment's comment lines are dropped, so what follows its inclusion still counts."""
+    queries = parse_queries(
+        "-- fragment: f\n-- why f exists\nx = 1\n-- a trailing note\n"
+        "-- name: q\nSELECT 1 WHERE {{f}} AND y = 2\n"
+    )
+    assert "SELECT 1 WHERE x = 1 AND y = 2" == queries["q"]

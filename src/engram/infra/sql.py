@@ -22,10 +22,16 @@ def _blocks(text: str) -> tuple[dict[str, str], dict[str, str]]:
     statements: dict[str, str] = {}
     fragments: dict[str, str] = {}
     for kind, name, body in zip(parts[1::3], parts[2::3], parts[3::3], strict=True):
-        target = statements if kind == "name" else fragments
         if name in statements or name in fragments:
             raise ValueError(f"SQL block {name!r} defined twice")
-        target[name] = body.strip()
+        if kind == "name":
+            statements[name] = body.strip()
+        else:
+            # A fragment is included in the middle of a line: a comment in it would comment
+            # out the rest of that line, so a fragment's comment lines are documentation only.
+            fragments[name] = "\n".join(
+                line for line in body.strip().splitlines() if not line.lstrip().startswith("--")
+            )
     return statements, fragments
 
 

@@ -16,6 +16,7 @@ Every read is counted for decay (off the read path, :mod:`engram.memory.temporal
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from datetime import datetime
 from uuid import UUID
@@ -26,6 +27,7 @@ from engram.memory import store
 from engram.memory.temporal.decay import relevance
 from engram.memory.temporal.reads import ReadRecorder
 from engram.memory.types import (
+    AccessLevel,
     CallerIdentity,
     MemoryRecord,
     MemoryStatus,
@@ -111,7 +113,7 @@ class TemporalEngine:
             rows.sort(key=lambda row: row["ingestion_time"], reverse=True)
             rows = rows[:limit]
         records = [store.record_from_row(row) for row in rows]
-        if caller is not None:
+        if len(levels) < len(AccessLevel):  # a reader of every level has nothing hidden
             records = await self._hide_unreadable_successors(records, levels)
         if count_read:
             self._note(records)
@@ -167,7 +169,15 @@ class TemporalEngine:
         if chain and chain[-1].access_level.value not in levels:
             return []
         visible = [version for version in chain if version.access_level.value in levels]
-        visible = await self._hide_unreadable_successors(visible, list(levels))
+        if len(visible) < len(chain):
+            # Point superseded_by past the versions left out, to the next one shown.
+            shown = [
+                older.model_copy(update={"superseded_by": newer.id})
+                if older.superseded_by != newer.id
+                else older
+                for older, newer in itertools.pairwise(visible)
+            ]
+            visible = [*shown, visible[-1]]
         self._note(visible[-1:])
         return visible
 
