@@ -44,12 +44,9 @@ from agent_text import texts
 from engram import open_kernel
 from engram.memory import store
 from engram.memory.fingerprint import content_hash
-from engram.memory.gate.advisor import AdvisorContext
-from engram.memory.gate.checks import Layer1Input, run_layer1
+from engram.memory.gate.decision import advise, screen
 from engram.memory.gate.rate_limit import RateLimiter
 from engram.memory.types import (
-    GateAction,
-    GateDecisionType,
     MemoryType,
     readable_levels,
 )
@@ -106,26 +103,17 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                     levels=readable_levels(CALLER),
                 )
                 started = time.process_time()
-                layer1 = run_layer1(
-                    Layer1Input(
-                        action=GateAction.CREATE,
-                        record=request.record,
-                        caller=CALLER,
-                        decision_type=GateDecisionType.EXTERNAL,
-                        expected_version=None,
-                        head=None,
-                    ),
-                    limiter,
-                )
+                screening = screen(request, head=None, missing_evidence=(), limiter=limiter)
                 middle = time.process_time()
-                context = AdvisorContext(
-                    action=GateAction.CREATE,
-                    decision_type=GateDecisionType.EXTERNAL,
-                    caller=CALLER,
-                    exact_duplicate=exact,
-                    neighbours=tuple(nearest),
+                await advise(
+                    request,
+                    screening.layer1,
+                    head=None,
+                    exact=exact,
+                    nearest=nearest,
+                    embedded=True,
+                    advisor=kernel.gate.advisor,
                 )
-                await kernel.gate.advisor.advise(layer1.record, context)
                 layer1_s += middle - started
                 layer2_s += time.process_time() - middle
 
