@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.engram-installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install model run test lint format fmt-check ruff typecheck arch bench clean
+.PHONY: help install model run test lint format fmt-check ruff typecheck arch bench bench-smoke clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -38,8 +38,8 @@ fmt-check: $(STAMP)
 ruff: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 
-typecheck: $(STAMP)  ## mypy --strict on src/
-	$(BIN)/mypy --strict src
+typecheck: $(STAMP)  ## mypy --strict on src/ and benchmarks/
+	$(BIN)/mypy --strict src benchmarks
 
 arch: $(STAMP)  ## import boundaries (.importlinter)
 	$(BIN)/lint-imports
@@ -50,15 +50,15 @@ format: $(STAMP)  ## rewrite files with ruff format and safe fixes
 	$(BIN)/ruff format src tests benchmarks
 	$(BIN)/ruff check --fix src tests benchmarks
 
+# Every script in benchmarks/ (agent_text, harness, seed_versions and stats are their helpers).
+BENCHMARKS := cold_start pii_eval conflict_eval gate_bench write_cpu_budget temporal_bench \
+	search_bench http_write_bench audit_append_bench
+
 bench: model  ## run the benchmarks (each prints one JSON object; several minutes)
-	$(BIN)/python benchmarks/cold_start.py
-	$(BIN)/python benchmarks/pii_eval.py
-	$(BIN)/python benchmarks/conflict_eval.py
-	$(BIN)/python benchmarks/gate_bench.py
-	$(BIN)/python benchmarks/write_cpu_budget.py
-	$(BIN)/python benchmarks/temporal_bench.py
-	$(BIN)/python benchmarks/search_bench.py
-	$(BIN)/python benchmarks/http_write_bench.py
+	@set -e; for b in $(BENCHMARKS); do $(BIN)/python -m benchmarks.$$b; done
+
+bench-smoke: model  ## run each benchmark once at a tiny size; each must print one JSON object
+	$(BIN)/python -m benchmarks.smoke $(BENCHMARKS)
 
 clean:  ## remove the virtualenv and caches (keeps the data dir .engram)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

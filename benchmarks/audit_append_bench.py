@@ -15,7 +15,7 @@ statement plus its commit:
    appends in the background (each seal waits for the appends in flight and holds new ones
    back for a moment).
 
-    python benchmarks/audit_append_bench.py [--appends 2000] [--writers 8] [--every 1000]
+    python -m benchmarks.audit_append_bench [--appends 2000] [--writers 8] [--every 1000]
         [--seal-every 100]
 """
 
@@ -23,20 +23,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import time
 import uuid
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
+from benchmarks.harness import DATABASE, report, scratch_server
+from benchmarks.stats import percentiles
 from engram.infra.postgres import PostgresDatabase
 from engram.infra.resilience import CircuitBreaker, Resilience
 from engram.memory.audit.log import AuditEntry, AuditLog, canonical_json
-from harness import DATABASE, report, scratch_server
-from stats import percentiles
 
 
 def _entry(n: int) -> AuditEntry:

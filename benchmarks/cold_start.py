@@ -4,7 +4,7 @@ Prints one JSON object. Each run starts the real CLI as a subprocess on a free l
 polls /readyz every 20 ms, reads the kernel's own startup timings from its JSON log line
 ``kernel.opened``, samples RSS at readiness, then stops it with SIGINT.
 
-    python benchmarks/cold_start.py [--runs 3]
+    python -m benchmarks.cold_start [--runs 3]
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ Prints one JSON object. Each line of the set is a JSON object with ``id``, ``typ
 - ``true_facts_retired_on_unrelated_or_refining`` counts pairs labelled ``none`` or
   ``refinement`` that were predicted ``supersession``: each would retire a true record.
 
-    python benchmarks/conflict_eval.py [--pairs PATH]
+    python -m benchmarks.conflict_eval [--pairs PATH]
 """
 
 from __future__ import annotations

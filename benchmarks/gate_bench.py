@@ -18,7 +18,7 @@ Prints one JSON object. Steps:
      callers through the kernel's own embedding adapter;
    - sustained throughput: ``--sustained`` CREATEs by ``--writers`` concurrent writers.
 
-    python benchmarks/gate_bench.py [--records 100000] [--single 400] [--sustained 800]
+    python -m benchmarks.gate_bench [--records 100000] [--single 400] [--sustained 800]
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ import asyncio
 import os
 import platform
 import random
-import sys
 import time
 import uuid
 from dataclasses import replace
@@ -41,9 +40,9 @@ import numpy as np
 import psutil
 from pgvector.asyncpg import register_vector
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from agent_text import texts
+from benchmarks.agent_text import texts
+from benchmarks.harness import DATABASE, report, runtime_settings, scratch_server
+from benchmarks.stats import percentiles
 from engram import open_kernel
 from engram.infra.embedded_server import EmbeddedPostgres
 from engram.memory.audit.log import LANES, AuditEntry, canonical_json, genesis_hash
@@ -58,8 +57,6 @@ from engram.memory.types import (
     MemoryType,
     TrustLevel,
 )
-from harness import DATABASE, report, runtime_settings, scratch_server
-from stats import percentiles
 
 CALLER = replace(caller_for_tier("bench-writer", TrustLevel.TRUSTED), writes_per_minute=10_000_000)
 

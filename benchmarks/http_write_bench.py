@@ -15,7 +15,7 @@ Prints one JSON object. Steps:
 Should a 429 still come, it is waited out (its Retry-After) and the wait is left out of the
 latencies and of the throughput, which both describe answered writes.
 
-    python benchmarks/http_write_bench.py [--writes 500]
+    python -m benchmarks.http_write_bench [--writes 500]
 """
 
 from __future__ import annotations
@@ -39,10 +39,8 @@ from typing import Any
 import httpx
 import psutil
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from agent_text import texts
-from stats import percentiles
+from benchmarks.agent_text import texts
+from benchmarks.stats import percentiles
 
 TOKEN = re.compile(r"engram_[A-Za-z0-9_-]{43}")
 

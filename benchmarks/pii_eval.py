@@ -12,7 +12,7 @@ comma-separated list of expected kinds or ``none``; lines starting with ``#`` ar
 - Latency is the wall time of one ``scan`` call, over every line of the corpus repeated
   ``--repeat`` times.
 
-    python benchmarks/pii_eval.py [--corpus PATH] [--repeat 20]
+    python -m benchmarks.pii_eval [--corpus PATH] [--repeat 20]
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ standard agent, and reports:
 - the same two for as-of searches (``as_of_ingestion`` = a past instant) and type-filtered ones;
 - how many rows each leg returned on average.
 
-    python benchmarks/search_bench.py [--records 100000] [--queries 500]
+    python -m benchmarks.search_bench [--records 100000] [--queries 500]
 """
 
 from __future__ import annotations
@@ -21,21 +21,17 @@ import os
 import platform
 import random
 import statistics
-import sys
 import time
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from agent_text import texts
+from benchmarks.agent_text import texts
+from benchmarks.gate_bench import rss_mb, seed
+from benchmarks.harness import report, runtime_settings, scratch_server
+from benchmarks.stats import percentiles
 from engram import open_kernel
 from engram.memory.gate.access import caller_for_tier
 from engram.memory.types import MemoryType, TrustLevel
-from gate_bench import rss_mb, seed
-from harness import report, runtime_settings, scratch_server
-from stats import percentiles
 
 READER = caller_for_tier("bench-reader", TrustLevel.STANDARD)
 

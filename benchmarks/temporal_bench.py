@@ -9,7 +9,7 @@ runtime role, exactly as adapters call it:
 - as-of query of one record at random (T, E) instants (T only, E only, both);
 - filtered as-of listing: one type, 50 rows, current and at a past T.
 
-    python benchmarks/temporal_bench.py [--records 200000 --versions 5]   # 1,000,000 versions
+    python -m benchmarks.temporal_bench [--records 200000 --versions 5]   # 1,000,000 versions
 """
 
 from __future__ import annotations
@@ -18,24 +18,20 @@ import argparse
 import os
 import platform
 import random
-import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import asyncpg
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
+from benchmarks.harness import DATABASE, report, runtime_settings, scratch_server
+from benchmarks.seed_versions import TYPES, seed_versions
+from benchmarks.stats import percentiles
 from engram import open_kernel
 from engram.memory.gate.access import caller_for_tier
 from engram.memory.types import MemoryType, TrustLevel
-from harness import DATABASE, report, runtime_settings, scratch_server
-from seed_versions import TYPES, seed_versions
-from stats import percentiles
 
 START = datetime(2025, 1, 1, tzinfo=UTC)
 READER = caller_for_tier("bench-reader", TrustLevel.STANDARD)

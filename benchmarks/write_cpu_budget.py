@@ -19,7 +19,7 @@ CPU counters tick every 10 ms, so with the default 400 texts (200 inserts each w
 PostgreSQL figure is good to about 0.05 ms. Not counted, so the ceiling is generous: the audit
 row, the outbox, the driver and event loop, round trips and logs.
 
-    python benchmarks/write_cpu_budget.py [--records 100000] [--texts 400]
+    python -m benchmarks.write_cpu_budget [--records 100000] [--texts 400]
 """
 
 from __future__ import annotations
@@ -27,10 +27,8 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import sys
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -38,9 +36,9 @@ import numpy as np
 import psutil
 from pgvector.asyncpg import register_vector
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from agent_text import texts
+from benchmarks.agent_text import texts
+from benchmarks.gate_bench import CALLER, cpu_seconds, request_for, seed
+from benchmarks.harness import DATABASE, report, runtime_settings, scratch_server
 from engram import open_kernel
 from engram.memory import store
 from engram.memory.fingerprint import content_hash
@@ -50,8 +48,6 @@ from engram.memory.types import (
     MemoryType,
     readable_levels,
 )
-from gate_bench import CALLER, cpu_seconds, request_for, seed
-from harness import DATABASE, report, runtime_settings, scratch_server
 
 _INSERT = """
 INSERT INTO memories (id, record_id, version, type, content, metadata, source_agent,
@@ -129,10 +125,10 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
             arrays = [np.array(v, dtype=np.float32) for v in vectors]
 
             before = backend_cpu(backend)
-            for text, vector in zip(fresh, arrays, strict=True):
+            for text, array in zip(fresh, arrays, strict=True):
                 await store.candidates(
                     conn,  # type: ignore[arg-type]  # an asyncpg connection has the same calls
-                    embedding=vector,
+                    embedding=array,  # type: ignore[arg-type]  # pgvector's codec, raw connection
                     namespace="default",
                     memory_type=MemoryType.BELIEF,
                     content_hash=content_hash(text),

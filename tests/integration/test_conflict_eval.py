@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
-from pathlib import Path
 
+from benchmarks.conflict_eval import DEFAULT_PAIRS, LABELS, evaluate, load_pairs
 from engram.infra.fastembed_embedder import FastembedEmbedder
 from engram.memory.types import MemoryType
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-
-from conflict_eval import DEFAULT_PAIRS, LABELS, evaluate, load_pairs
 
 
 def test_the_pair_set_covers_every_type_and_class() -> None:

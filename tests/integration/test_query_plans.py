@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -14,15 +12,12 @@ import numpy as np
 import pytest
 from pgvector.asyncpg import register_vector
 
+from benchmarks.seed_versions import seed_versions
 from engram.memory.fingerprint import content_hash
 from engram.memory.store import SQL
 from engram.memory.temporal import readable_levels
 from engram.memory.temporal.engine import SQL as TEMPORAL_SQL
 from tests.conftest import ScratchDatabase
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-
-from seed_versions import seed_versions
 
 T = datetime(2026, 6, 1, tzinfo=UTC)
 E = datetime(2025, 6, 1, tzinfo=UTC)

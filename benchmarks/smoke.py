@@ -1,0 +1,77 @@
+"""Run each benchmark once at a tiny size and check that it printed one JSON object.
+
+The figures mean nothing at these sizes; the run only proves that every script still works
+(CI runs it through ``make bench-smoke``). Prints one line per benchmark with its wall time and
+exits non-zero if any failed.
+
+    python -m benchmarks.smoke [NAME ...]   # default: every benchmark
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+
+TINY: dict[str, list[str]] = {
+    "cold_start": ["--runs", "1"],
+    "pii_eval": ["--repeat", "1"],
+    "conflict_eval": [],
+    "gate_bench": [
+        *("--records", "200", "--pool", "32", "--single", "5"),
+        *("--sustained", "5", "--writers", "2"),
+    ],
+    "write_cpu_budget": ["--records", "200", "--texts", "8"],
+    "temporal_bench": ["--records", "200", "--versions", "2", "--chains", "2", "--queries", "5"],
+    "search_bench": ["--records", "200", "--pool", "32", "--queries", "4"],
+    "http_write_bench": ["--writes", "3", "--warmup", "1"],
+    "audit_append_bench": [
+        *("--appends", "20", "--writers", "2", "--every", "10"),
+        *("--rounds", "1", "--seal-every", "5"),
+    ],
+}
+
+
+def run(name: str) -> str | None:
+    """Run one benchmark at its tiny size; the problem, or None when it printed one object."""
+    command = [sys.executable, "-m", f"benchmarks.{name}", *TINY[name]]
+    done = subprocess.run(  # noqa: S603 - our own scripts
+        command, capture_output=True, text=True, timeout=600, check=False
+    )
+    if done.returncode != 0:
+        return f"exit code {done.returncode}:\n{done.stderr[-4000:]}"
+    try:
+        printed = json.loads(done.stdout)
+    except json.JSONDecodeError as error:
+        return f"stdout is not one JSON object ({error}):\n{done.stdout[-2000:]}"
+    if not isinstance(printed, dict) or not printed:
+        return f"printed {type(printed).__name__}, not a non-empty JSON object"
+    return None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", metavar="NAME")
+    args = parser.parse_args()
+    unknown = sorted(set(args.names) - set(TINY))
+    if unknown:
+        parser.error(f"unknown benchmarks: {', '.join(unknown)}")
+    failed: list[str] = []
+    started = time.perf_counter()
+    for name in args.names or list(TINY):
+        step = time.perf_counter()
+        problem = run(name)
+        status = "ok" if problem is None else "FAILED"
+        print(f"{name:20} {status:6} {time.perf_counter() - step:6.1f} s", flush=True)
+        if problem is not None:
+            print(problem, flush=True)
+            failed.append(name)
+    print(f"{'total':20} {'':6} {time.perf_counter() - started:6.1f} s")
+    if failed:
+        raise SystemExit(f"benchmarks failed at a tiny size: {', '.join(failed)}")
+
+
+if __name__ == "__main__":
+    main()
