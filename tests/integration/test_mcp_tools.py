@@ -13,14 +13,9 @@ from engram import Kernel
 from engram.agents.registry import Principal
 from engram.errors import DatabaseUnavailable
 from engram.memory.types import TrustLevel
+from engram.protocols.mcp.schema import RECORD_FIELDS, TOOL_NAMES, RememberArgs, UpdateArgs
 from engram.protocols.mcp.server import build_server
-from engram.protocols.mcp.tools import (
-    RECORD_FIELDS,
-    TOOL_NAMES,
-    EngramTools,
-    RememberArgs,
-    UpdateArgs,
-)
+from engram.protocols.mcp.tools import EngramTools
 from tests.integration.odd_inputs import ODD_IDS, ODD_INPUTS, OddInput
 
 BELIEF = {"type": "belief", "content": "The billing service stores invoices in PostgreSQL."}
