@@ -16,6 +16,9 @@ from tests.e2e.conftest import TOKEN, Served
 def test_first_agent_token_then_a_whole_record_lifecycle_over_http(
     first_serve: Served,
 ) -> None:
+    """The first serve prints the first agent's token once and a curl example that stores and then
+    finds a record.
+    """
     served = first_serve
     text = served.output()
     found = TOKEN.search(text)

@@ -29,6 +29,9 @@ def use_it_script() -> str:
 @pytest.mark.slow
 @pytest.mark.skipif(not (shutil.which("curl") and shutil.which("bash")), reason="needs curl, bash")
 def test_the_readme_use_it_section_runs_as_written(first_serve: Served) -> None:
+    """The bash blocks of the README's "Use it" section run as written against a served engram and
+    show the expected results.
+    """
     found = TOKEN.search(first_serve.output())
     assert found is not None, first_serve.output()
     env = {**first_serve.env, "ENGRAM_TOKEN": found.group(0), "ENGRAM_URL": first_serve.base}

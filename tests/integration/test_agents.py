@@ -15,6 +15,9 @@ from tests.conftest import ScratchDatabase
 async def test_a_token_authenticates_its_agent_and_only_its_hash_is_stored(
     kernel: Kernel, database: ScratchDatabase
 ) -> None:
+    """A token authenticates its agent with the agent's trust and admin flag, and only the token's
+    hash is stored.
+    """
     agent, token = await kernel.agents.add("planner", TrustLevel.STANDARD)
     principal = await kernel.agents.authenticate(token)
     assert "planner" == principal.caller.agent_id
@@ -31,6 +34,9 @@ async def test_a_token_authenticates_its_agent_and_only_its_hash_is_stored(
 
 
 async def test_narrowed_permissions_reach_the_caller_identity(kernel: Kernel) -> None:
+    """Permissions narrowed at creation reach the caller identity: types, write level, rate and
+    admin flag.
+    """
     _, token = await kernel.agents.add(
         "scribe",
         TrustLevel.STANDARD,
@@ -47,6 +53,9 @@ async def test_narrowed_permissions_reach_the_caller_identity(kernel: Kernel) ->
 
 
 async def test_permissions_cannot_widen_a_tier(kernel: Kernel) -> None:
+    """Creating an agent with permissions wider than its trust tier, or an invalid name, is refused
+    and creates nothing.
+    """
     with pytest.raises(ValidationFailed, match="may not write skill"):
         await kernel.agents.add("narrow", TrustLevel.RESTRICTED, types=[MemoryType.SKILL])
     with pytest.raises(ValidationFailed, match="sensitive"):
@@ -57,6 +66,7 @@ async def test_permissions_cannot_widen_a_tier(kernel: Kernel) -> None:
 
 
 async def test_names_are_unique(kernel: Kernel) -> None:
+    """A second agent with an existing name is refused as already existing."""
     await kernel.agents.add("twin", TrustLevel.STANDARD)
     with pytest.raises(AlreadyExists):
         await kernel.agents.add("twin", TrustLevel.TRUSTED)
@@ -64,11 +74,15 @@ async def test_names_are_unique(kernel: Kernel) -> None:
 
 @pytest.mark.parametrize("token", [None, "", "engram_short", "Bearer x", "engram_" + "A" * 43])
 async def test_malformed_or_unknown_tokens_are_refused(kernel: Kernel, token: str | None) -> None:
+    """A malformed or unknown token does not authenticate."""
     with pytest.raises(Unauthenticated):
         await kernel.agents.authenticate(token)
 
 
 async def test_revoked_and_rotated_tokens_stop_working_at_once(kernel: Kernel) -> None:
+    """Revoking or rotating a token stops the old token at once, and a revoked agent cannot be
+    revoked or found again.
+    """
     _, first = await kernel.agents.add("rotor", TrustLevel.STANDARD)
     await kernel.agents.authenticate(first)  # cached now
     _, second = await kernel.agents.rotate("rotor")
@@ -88,6 +102,9 @@ async def test_revoked_and_rotated_tokens_stop_working_at_once(kernel: Kernel) -
 
 
 async def test_the_first_agent_is_created_once(kernel: Kernel) -> None:
+    """The first agent is created once, as a trusted admin whose token authenticates, and never
+    again.
+    """
     created = await kernel.agents.ensure_first_agent()
     assert created is not None
     agent, token = created

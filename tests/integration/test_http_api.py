@@ -50,6 +50,7 @@ class Api:
 
 
 def bearer(token: str) -> dict[str, str]:
+    """Return the authorization header carrying the given bearer token."""
     return {"Authorization": f"Bearer {token}"}
 
 
@@ -124,6 +125,9 @@ async def test_first_serve_announces_the_admin_token_once_with_a_curl_example(
 
 
 async def test_create_answers_201_with_location_etag_decision_and_record(api: Api) -> None:
+    """Creating a record answers 201 with its location, etag, approved decision and the stored
+    record.
+    """
     response = await api.write(BELIEF, api.admin)
     assert 201 == response.status_code, response.text
     body = response.json()
@@ -148,6 +152,9 @@ async def test_create_answers_201_with_location_etag_decision_and_record(api: Ap
 
 
 async def test_a_duplicate_is_200_reinforced_naming_the_existing_record(api: Api) -> None:
+    """Writing a duplicate answers 200 reinforced, naming the existing record and giving no
+    location.
+    """
     first = (await api.write(BELIEF, api.admin)).json()
     again = await api.write(BELIEF, api.admin)
     assert 200 == again.status_code, again.text
@@ -158,6 +165,7 @@ async def test_a_duplicate_is_200_reinforced_naming_the_existing_record(api: Api
 
 
 async def test_a_gate_rejection_is_422_with_every_failed_check(api: Api) -> None:
+    """A gate rejection answers 422 listing every failed check with its detail."""
     response = await api.write(
         {"type": "belief", "content": "Does the ledger run on PostgreSQL?"}, api.admin
     )
@@ -169,6 +177,7 @@ async def test_a_gate_rejection_is_422_with_every_failed_check(api: Api) -> None
 
 
 async def test_a_read_only_agent_is_403_from_the_access_check(api: Api) -> None:
+    """A read-only agent's write answers 403 from the access check."""
     reader = await api.agent("reader", TrustLevel.READ_ONLY)
     body = assert_problem(await api.write(BELIEF, reader), 403)
     assert "access" in [check["name"] for check in body["failed_checks"]]
@@ -176,6 +185,7 @@ async def test_a_read_only_agent_is_403_from_the_access_check(api: Api) -> None:
 
 
 async def test_the_rate_limit_is_429_with_retry_after(api: Api) -> None:
+    """Exceeding the write rate answers 429 with a Retry-After header and the rate-limit check."""
     slow = await api.agent("slow", TrustLevel.STANDARD, writes_per_minute=1)
     assert 201 == (await api.write(BELIEF, slow)).status_code
     response = await api.write(
@@ -198,6 +208,7 @@ async def test_the_rate_limit_is_429_with_retry_after(api: Api) -> None:
     ids=["missing", "unknown", "malformed", "basic"],
 )
 async def test_without_a_valid_bearer_token_it_is_401(api: Api, headers: dict[str, str]) -> None:
+    """A request without a valid bearer token answers 401 with a Bearer challenge."""
     for response in (
         await api.write(BELIEF, headers),
         await api.client.get(f"/v1/memories/{uuid.uuid4()}", headers=headers),
@@ -210,6 +221,9 @@ async def test_without_a_valid_bearer_token_it_is_401(api: Api, headers: dict[st
 async def test_a_client_sent_decision_type_is_rejected_and_audited(
     api: Api, kernel: Kernel
 ) -> None:
+    """A client-sent decision_type is rejected by the schema check and audited as an external
+    create, storing nothing.
+    """
     response = await api.write({**BELIEF, "decision_type": "consolidation"}, api.admin)
     body = assert_problem(response, 422)
     assert "decision_type" in body["detail"]
@@ -222,6 +236,9 @@ async def test_a_client_sent_decision_type_is_rejected_and_audited(
 
 
 async def test_reads_answer_etag_and_hide_what_the_caller_may_not_read(api: Api) -> None:
+    """Reads answer with an etag, and a record the caller may not read is a 404 indistinguishable
+    from an unknown one.
+    """
     created = (await api.write({**BELIEF, "access_level": "user"}, api.admin)).json()
     url = f"/v1/memories/{created['record_id']}"
     read = await api.client.get(url, headers=api.admin)
@@ -241,6 +258,9 @@ async def test_reads_answer_etag_and_hide_what_the_caller_may_not_read(api: Api)
 async def test_update_needs_if_match_and_a_stale_one_is_409_with_the_current_version(
     api: Api,
 ) -> None:
+    """An update needs If-Match, a stale one is 409 naming the current version, and a current one
+    writes the next version.
+    """
     created = (await api.write(BELIEF, api.admin)).json()
     url = f"/v1/memories/{created['record_id']}"
     change = {"content": "The ledger service runs on PostgreSQL 17 in eu-west-1."}
@@ -281,6 +301,7 @@ async def test_update_needs_if_match_and_a_stale_one_is_409_with_the_current_ver
 
 
 async def test_a_malformed_update_is_422_and_audited(api: Api, kernel: Kernel) -> None:
+    """A malformed update is rejected and audited, bad JSON is 400, and an unknown record is 404."""
     created = (await api.write(BELIEF, api.admin)).json()
     url = f"/v1/memories/{created['record_id']}"
     headers = {**api.admin, "If-Match": '"1"'}
@@ -298,6 +319,9 @@ async def test_a_malformed_update_is_422_and_audited(api: Api, kernel: Kernel) -
 
 
 async def test_as_of_reads_and_the_version_chain(api: Api) -> None:
+    """As-of reads return the version current at that time, and the version chain lists every
+    version.
+    """
     created = (await api.write(BELIEF, api.admin)).json()
     url = f"/v1/memories/{created['record_id']}"
     between = datetime.now(UTC)
@@ -328,6 +352,9 @@ async def test_as_of_reads_and_the_version_chain(api: Api) -> None:
 
 
 async def test_forget_with_a_stale_if_match_is_409_then_forgets(api: Api) -> None:
+    """Forget with a stale If-Match is 409; a current one forgets, a retry replays it, and the
+    record is then gone.
+    """
     created = (await api.write(BELIEF, api.admin)).json()
     url = f"/v1/memories/{created['record_id']}"
     stale = await api.client.delete(url, headers={**api.admin, "If-Match": '"7"'})
@@ -351,6 +378,9 @@ async def test_forget_with_a_stale_if_match_is_409_then_forgets(api: Api) -> Non
 async def test_an_idempotency_key_replays_the_recorded_decision_for_that_agent_only(
     api: Api,
 ) -> None:
+    """An idempotency key replays the recorded decision for the same agent only, and a malformed key
+    is 422.
+    """
     key = {"Idempotency-Key": "write-42"}
     first = await api.write(BELIEF, {**api.admin, **key})
     again = await api.write(BELIEF, {**api.admin, **key})
@@ -376,6 +406,9 @@ async def test_an_idempotency_key_replays_the_recorded_decision_for_that_agent_o
 
 
 async def test_search_and_feedback(api: Api) -> None:
+    """Search finds a written record by its legs, filters by type, rejects bad input, and feedback
+    is stored or refused.
+    """
     created = (await api.write(BELIEF, api.admin)).json()
     await api.write(
         {"type": "belief", "content": "Kafka carries the checkout flow events to ClickHouse."},
@@ -425,6 +458,7 @@ async def test_search_and_feedback(api: Api) -> None:
 
 
 async def test_admin_endpoints_are_403_for_agents_without_the_admin_flag(api: Api) -> None:
+    """Admin endpoints answer 403 to agents without the admin flag."""
     trusted = await api.agent("trusted-worker", TrustLevel.TRUSTED)
     release = f"/v1/quarantine/{uuid.uuid4()}/release"
     for response in (
@@ -437,6 +471,7 @@ async def test_admin_endpoints_are_403_for_agents_without_the_admin_flag(api: Ap
 
 
 async def test_the_audit_log_pages_with_a_cursor_and_filters(api: Api) -> None:
+    """The audit log pages in order with a cursor, filters by decision, and rejects a bad cursor."""
     for index, place in enumerate(["Lisbon", "Osaka", "Nairobi", "Quito", "Tallinn"]):
         text = f"The reporting pipeline replica number {index} is hosted in {place}."
         assert 201 == (await api.write({"type": "belief", "content": text}, api.admin)).status_code
@@ -475,6 +510,9 @@ async def test_the_audit_log_pages_with_a_cursor_and_filters(api: Api) -> None:
 async def test_a_record_with_an_email_is_quarantined_and_an_admin_releases_it(
     api: Api, kernel: Kernel
 ) -> None:
+    """A record holding an email is quarantined out of reach until an admin releases it once, and
+    the release is audited.
+    """
     text = "Priya Raman handles ledger escalations; write to priya.raman@example.com first."
     written = await api.write({"type": "belief", "content": text}, api.admin)
     assert 201 == written.status_code, written.text
@@ -514,6 +552,7 @@ async def test_a_record_with_an_email_is_quarantined_and_an_admin_releases_it(
 
 
 async def test_open_escalations_are_listed_for_admins(api: Api, kernel: Kernel) -> None:
+    """Admins see open conflict escalations, and none when there are none."""
     empty = await api.client.get("/v1/conflicts", headers=api.admin)
     assert {"conflicts": []} == empty.json()
     record_id = uuid.uuid4()
@@ -531,6 +570,9 @@ async def test_open_escalations_are_listed_for_admins(api: Api, kernel: Kernel) 
 
 
 async def test_unknown_routes_and_methods_and_bad_bodies_are_problems(api: Api) -> None:
+    """Unknown routes and methods and malformed bodies answer problem documents with 404, 405, 400
+    or 422.
+    """
     assert_problem(await api.client.get("/v1/nothing-here", headers=api.admin), 404)
     assert_problem(await api.client.put("/v1/memories", headers=api.admin), 405)
     raw = {**api.admin, "Content-Type": "application/json"}
@@ -541,12 +583,14 @@ async def test_unknown_routes_and_methods_and_bad_bodies_are_problems(api: Api) 
 
 
 async def test_operations_endpoints_need_no_token(api: Api) -> None:
+    """Health, readiness and metrics endpoints answer without a token."""
     assert 200 == (await api.client.get("/healthz")).status_code
     assert 200 == (await api.client.get("/readyz")).status_code
     assert "engram_gate_decisions_total" in (await api.client.get("/metrics")).text
 
 
 def test_one_table_maps_kernel_errors_to_statuses() -> None:
+    """One table maps kernel errors to HTTP statuses and problem types."""
     assert (404, "not-found") == status_of(NotFound("x"))
     assert 503 == status_of(CircuitOpen(dependency="postgres", retry_after_seconds=3))[0]
     assert 503 == status_of(DatabaseUnavailable())[0]
@@ -556,6 +600,10 @@ def test_one_table_maps_kernel_errors_to_statuses() -> None:
 async def test_infrastructure_failures_are_503_and_surprises_a_logged_500(
     api: Api, kernel: Kernel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Infrastructure failures answer 503 with Retry-After, and unexpected errors a 500 that leaks
+    no detail.
+    """
+
     async def breaker_open(*_: Any, **__: Any) -> Any:
         raise CircuitOpen(dependency="postgres", retry_after_seconds=12.2)
 

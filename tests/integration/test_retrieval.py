@@ -62,6 +62,7 @@ async def _seed(kernel: Kernel) -> dict[str, UUID]:
 
 
 async def test_a_paraphrase_finds_the_record_through_the_vector_leg(kernel: Kernel) -> None:
+    """A paraphrase ranks its record first through the vector leg, without degrading."""
     ids = await _seed(kernel)
     result = await kernel.retrieval.search(READER, "where are customer bills kept", limit=3)
     assert ids[FACTS[0]] == result.hits[0].record.record_id
@@ -73,6 +74,7 @@ async def test_a_paraphrase_finds_the_record_through_the_vector_leg(kernel: Kern
 async def test_an_exact_rare_word_brings_in_the_text_leg_and_both_legs_rank_first(
     kernel: Kernel,
 ) -> None:
+    """An exact rare word brings in the text leg, and the record found by both legs ranks first."""
     ids = await _seed(kernel)
     result = await kernel.retrieval.search(READER, "orders-v2 retention", limit=5)
     top = result.hits[0]
@@ -83,6 +85,7 @@ async def test_an_exact_rare_word_brings_in_the_text_leg_and_both_legs_rank_firs
 
 
 async def test_results_are_current_unless_history_is_asked_for(kernel: Kernel) -> None:
+    """Search returns current versions unless history or an as-of time is asked for."""
     first = await kernel.gate.evaluate(
         create(belief("The staging database runs PostgreSQL 14."), WRITER)
     )
@@ -113,6 +116,7 @@ async def test_results_are_current_unless_history_is_asked_for(kernel: Kernel) -
 
 
 async def test_forgotten_records_and_other_namespaces_are_left_out(kernel: Kernel) -> None:
+    """Search leaves out forgotten records and records of other namespaces."""
     ids = await _seed(kernel)
     head = await kernel.temporal.current(ids[FACTS[3]])
     assert head is not None
@@ -188,6 +192,7 @@ async def test_searches_follow_the_read_rule_of_temporal_listings(kernel: Kernel
 
 
 async def test_callers_see_only_the_levels_they_may_read(kernel: Kernel) -> None:
+    """Search returns only records at access levels the caller may read."""
     await _seed(kernel)
     quarantined = await _write(
         kernel, "Escalations about invoices go to dana.fischer@example.com directly."
@@ -214,6 +219,7 @@ async def test_callers_see_only_the_levels_they_may_read(kernel: Kernel) -> None
 
 
 async def test_type_filter_limit_and_read_counting(kernel: Kernel) -> None:
+    """Search honours the type filter and the limit, counts reads, and writes no audit entries."""
     ids = await _seed(kernel)
     episode = MemoryRecord.draft(
         MemoryType.EPISODE,
@@ -244,11 +250,15 @@ async def test_type_filter_limit_and_read_counting(kernel: Kernel) -> None:
 async def test_bad_search_input_is_a_typed_rejection(
     kernel: Kernel, query: str, limit: int, problem: str
 ) -> None:
+    """Malformed search input is rejected as a validation failure naming the problem."""
     with pytest.raises(ValidationFailed, match=problem):
         await kernel.retrieval.search(READER, query, limit=limit)
 
 
 async def test_feedback_is_stored_and_a_useful_rating_counts_as_a_read(kernel: Kernel) -> None:
+    """Feedback is stored per reader and signal, and a useful rating counts as a read of that
+    version.
+    """
     ids = await _seed(kernel)
     receipt = await kernel.retrieval.feedback(READER, ids[FACTS[2]], useful=True)
     await kernel.retrieval.feedback(READER, ids[FACTS[2]], useful=False, signal="ignored")
@@ -266,6 +276,9 @@ async def test_feedback_is_stored_and_a_useful_rating_counts_as_a_read(kernel: K
 
 
 async def test_feedback_rejections(kernel: Kernel) -> None:
+    """Feedback on an unknown or unreadable record, or with a bad signal, is rejected and stores
+    nothing.
+    """
     ids = await _seed(kernel)
     with pytest.raises(NotFound):
         await kernel.retrieval.feedback(READER, uuid4(), useful=True)

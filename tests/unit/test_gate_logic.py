@@ -37,6 +37,7 @@ STANDARD = caller_for_tier("a", TrustLevel.STANDARD)
 
 
 def belief(text: str, **fields: object) -> MemoryRecord:
+    """Return a draft belief from agent a with the given content and fields."""
     return MemoryRecord.draft(MemoryType.BELIEF, text, source_agent="a", **fields)  # type: ignore[arg-type]
 
 
