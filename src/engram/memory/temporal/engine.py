@@ -124,28 +124,17 @@ class TemporalEngine:
     ) -> list[MemoryRecord]:
         """Point ``superseded_by`` past versions the reader may not read, to the next one it
         may (its record's head is readable, so there is one): no hidden version's id leaks."""
-        pointers = {r.superseded_by for r in records if r.superseded_by is not None}
-        if not pointers:
+        superseded = [r.id for r in records if r.superseded_by is not None]
+        if not superseded:
             return records
-        rows = await self._db.fetch(SQL["versions_by_ids"], list(pointers), list(levels))
-        hidden = pointers - {row["id"] for row in rows}
-        if not hidden:
-            return records
-        chains: dict[UUID, list[MemoryRecord]] = {}
-        shown = []
-        for record in records:
-            if record.superseded_by not in hidden:
-                shown.append(record)
-                continue
-            if record.record_id not in chains:
-                chains[record.record_id] = await store.version_chain(self._db, record.record_id)
-            later = [
-                v.id
-                for v in chains[record.record_id]
-                if v.version > record.version and v.access_level.value in levels
-            ]
-            shown.append(record.model_copy(update={"superseded_by": later[0] if later else None}))
-        return shown
+        rows = await self._db.fetch(SQL["next_readable_versions"], superseded, list(levels))
+        successor = {row["id"]: row["next_id"] for row in rows}
+        return [
+            record
+            if record.superseded_by is None or successor.get(record.id) == record.superseded_by
+            else record.model_copy(update={"superseded_by": successor.get(record.id)})
+            for record in records
+        ]
 
     async def current(
         self, record_id: UUID, *, caller: CallerIdentity | None = None, count_read: bool = True

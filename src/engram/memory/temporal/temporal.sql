@@ -82,16 +82,24 @@ LIMIT $7
 -- $1 namespace, $6 one type, $7 limit. Versions that began by E and were known by T, newest
 -- event first (memories_event_listing_idx); a version answers for its record when no later
 -- version known by T also began by E.
-SELECT {{record_columns}}
-FROM memories v
-WHERE v.namespace = $1 AND v.type = $6 AND {{known_began}} AND {{still_valid}}
-  AND NOT EXISTS (
-      SELECT 1 FROM memories n
-      WHERE n.record_id = v.record_id AND n.version > v.version
-        AND n.ingestion_time <= $2 AND n.event_time <= $3
-  )
-  AND {{not_ended}}
-  AND v.access_level = ANY($5::text[]) AND {{head_readable}}
+-- The head check runs on the versions that answer (after the anti-joins), not on every one
+-- scanned: OFFSET 0 keeps the planner from pushing it into the scan.
+SELECT v.*
+FROM (
+    SELECT {{record_columns}}
+    FROM memories v
+    WHERE v.namespace = $1 AND v.type = $6 AND {{known_began}} AND {{still_valid}}
+      AND NOT EXISTS (
+          SELECT 1 FROM memories n
+          WHERE n.record_id = v.record_id AND n.version > v.version
+            AND n.ingestion_time <= $2 AND n.event_time <= $3
+      )
+      AND {{not_ended}}
+      AND v.access_level = ANY($5::text[])
+    ORDER BY v.event_time DESC
+    OFFSET 0
+) AS v
+WHERE {{head_readable}}
 ORDER BY v.event_time DESC
 LIMIT $7
 
@@ -121,3 +129,12 @@ WHERE h.record_id = $1 AND h.superseded_by IS NULL
 SELECT {{record_columns}}
 FROM memories
 WHERE id = ANY($1::uuid[]) AND access_level = ANY($2::text[])
+
+-- name: next_readable_versions
+-- For each version $1, the next version of its record at one of the levels $2 (what its
+-- superseded_by may name for a reader who may not see every version): one trip for a page.
+SELECT DISTINCT ON (v.id) v.id, n.id AS next_id
+FROM memories v
+JOIN memories n ON n.record_id = v.record_id AND n.version > v.version
+WHERE v.id = ANY($1::uuid[]) AND n.access_level = ANY($2::text[])
+ORDER BY v.id, n.version
