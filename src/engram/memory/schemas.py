@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Protocol
 from urllib.parse import urlparse
 from uuid import UUID
 
@@ -241,14 +242,28 @@ def validate_record(record: MemoryRecord) -> list[str]:
             }
         )
     except ValidationError as exc:
-        problems.extend(_describe(error) for error in exc.errors())
+        problems.extend(problems_of(exc))
     return problems
 
 
-def _describe(error: Any) -> str:
-    where = ".".join(str(part) for part in error["loc"])
-    message = str(error["msg"]).removeprefix("Value error, ")
-    return f"{where}: {message}"
+class Invalid(Protocol):
+    """A pydantic validation error (FastAPI's ``RequestValidationError`` included)."""
+
+    def errors(self) -> Sequence[Any]:
+        """pydantic's list of problems."""
+
+
+def problems_of(exc: Invalid, *, whole: str = "input") -> list[str]:
+    """``where: what`` for each problem pydantic found (``whole`` names a problem of the
+    input as a whole); the offending value is never quoted. The one wording of validation
+    problems: the type rules here, and every adapter (``engram.protocols.errors``). A location
+    may name a client's field, so callers that store or send these escape them."""
+    problems = []
+    for error in exc.errors():
+        where = ".".join(str(part) for part in error.get("loc", ())) or whole
+        what = str(error.get("msg", "invalid")).removeprefix("Value error, ")
+        problems.append(f"{where}: {what}")
+    return problems
 
 
 def _unstorable(record: MemoryRecord) -> list[str]:

@@ -6,25 +6,20 @@ reads it with :func:`lookup`: the entry of the nearest listed class in the error
 wins, so a subclass no table names takes the meaning of its family. Every table lists
 :class:`EngramError`, its default.
 
-Input that does not fit a pydantic model is described by :func:`problems_of` as
-``where: what`` per problem, the same way in every adapter; the offending value is never
-quoted.
+Input that does not fit a pydantic model is described by :func:`problems_of` (defined with the
+type rules in :mod:`engram.memory.schemas`, which word the same problems) as ``where: what``
+per problem, the same way in every adapter; the offending value is never quoted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, TypeVar
+from collections.abc import Mapping
+from typing import TypeVar
 
 from engram.errors import EngramError
+from engram.memory.schemas import problems_of
 
 T = TypeVar("T")
-
-
-class _Invalid(Protocol):
-    """A pydantic validation error (FastAPI's ``RequestValidationError`` included)."""
-
-    def errors(self) -> Sequence[Any]: ...
 
 
 def lookup(table: Mapping[type[EngramError], T], exc: EngramError) -> T:
@@ -36,13 +31,4 @@ def lookup(table: Mapping[type[EngramError], T], exc: EngramError) -> T:
     return table[EngramError]
 
 
-def problems_of(exc: _Invalid, *, whole: str = "input") -> list[str]:
-    """``where: what`` for each problem pydantic found (``whole`` names a problem of the
-    input as a whole); the offending value is never quoted. A location may name a client's
-    field, so callers that store or send these escape them."""
-    problems = []
-    for error in exc.errors():
-        where = ".".join(str(part) for part in error.get("loc", ())) or whole
-        what = str(error.get("msg", "invalid")).removeprefix("Value error, ")
-        problems.append(f"{where}: {what}")
-    return problems
+__all__ = ["lookup", "problems_of"]
