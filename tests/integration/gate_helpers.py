@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
@@ -25,6 +26,13 @@ TRUSTED = caller_for_tier("agent-trusted", TrustLevel.TRUSTED)
 RESTRICTED = caller_for_tier("agent-restricted", TrustLevel.RESTRICTED)
 READ_ONLY = caller_for_tier("agent-reader", TrustLevel.READ_ONLY)
 SYSTEM = CallerIdentity.system("tests")
+
+# Callers whose rate limit never takes part (for tests about access, races and resolutions).
+FAST = 100_000
+WRITER = replace(STANDARD, writes_per_minute=FAST)
+OTHER = replace(STANDARD, agent_id="agent-standard-2", writes_per_minute=FAST)
+BOSS = replace(TRUSTED, writes_per_minute=FAST)
+INTERN = replace(RESTRICTED, writes_per_minute=FAST)
 
 
 def belief(content: str, **fields: Any) -> MemoryRecord:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
@@ -17,20 +16,18 @@ from engram.memory.types import AccessLevel, GateDecision, MemoryRecord
 from engram.protocols.inprocess import AgentSession
 from engram.protocols.mcp.tools import EngramTools
 from tests.integration.gate_helpers import (
+    BOSS,
     EXTERNAL,
-    RESTRICTED,
+    FAST,
+    INTERN,
+    OTHER,
     STANDARD,
-    TRUSTED,
+    WRITER,
     belief,
     create,
     update,
 )
 
-FAST = 100_000
-WRITER = replace(STANDARD, writes_per_minute=FAST)
-OTHER = replace(STANDARD, agent_id="agent-standard-2", writes_per_minute=FAST)
-BOSS = replace(TRUSTED, writes_per_minute=FAST)
-INTERN = replace(RESTRICTED, writes_per_minute=FAST)
 MARCH = datetime(2025, 3, 1, 9, tzinfo=UTC)
 APRIL = datetime(2025, 4, 10, 9, tzinfo=UTC)
 SECRET = "The incident bridge for the payments outage is room Orion on floor nine."

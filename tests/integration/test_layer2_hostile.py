@@ -12,7 +12,6 @@ import json
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
@@ -32,20 +31,16 @@ from engram.memory.types import (
 )
 from tests.conftest import ScratchDatabase
 from tests.integration.gate_helpers import (
+    BOSS,
     EXTERNAL,
-    RESTRICTED,
-    STANDARD,
-    TRUSTED,
+    INTERN,
+    OTHER,
+    WRITER,
     belief,
     create,
     update,
 )
 
-FAST = 100_000
-WRITER = replace(STANDARD, writes_per_minute=FAST)
-OTHER = replace(STANDARD, agent_id="agent-standard-2", writes_per_minute=FAST)
-BOSS = replace(TRUSTED, writes_per_minute=FAST)
-INTERN = replace(RESTRICTED, writes_per_minute=FAST)
 ADMIN = CallerIdentity.system("admin")
 READER = caller_for_tier("agent-reader-2", TrustLevel.STANDARD)
 MARCH = datetime(2025, 3, 1, 9, tzinfo=UTC)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import Counter
-from dataclasses import replace
 
 from engram import Kernel
 from engram.memory.gate.access import caller_for_tier
@@ -93,10 +92,3 @@ async def test_a_long_mixed_history_replays_to_every_recorded_decision(kernel: K
     assert replayed >= WRITES, replayed
     assert [] == [(d.action, d.reasons) for d in report.changed]
     assert [] == [d.to_json() for d in report.skipped]
-
-
-def test_the_writers_cover_three_tiers() -> None:
-    """The history's agents are trusted, standard and restricted."""
-    assert {TrustLevel.TRUSTED, TrustLevel.STANDARD, TrustLevel.RESTRICTED} == {
-        replace(w).trust_level for w in WRITERS
-    }
