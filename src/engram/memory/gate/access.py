@@ -16,10 +16,10 @@ candidate and conflict searches, the head of an UPDATE or FORGET, cited evidence
 
 A conflict resolution written on behalf of a caller changes a record only when the caller
 may change it under this matrix, the record's standing (the tier of the agent whose write
-gave it its current content; trusted for an internal origin) is not above the caller's tier, and the newer record is
-visible to everyone who may read the older one: a lower tier may challenge a higher tier's
-record and escalate the dispute, never supersede it, and nothing hidden from a reader changes
-what that reader sees (ADR-010).
+gave it its current content; trusted for an internal origin) is not above the caller's
+tier, and the newer record is visible to everyone who may read the older one: a lower tier
+may challenge a higher tier's record and escalate the dispute, never supersede it, and
+nothing hidden from a reader changes what that reader sees (ADR-010).
 """
 
 from __future__ import annotations
