@@ -85,6 +85,32 @@ class EngramSettings(BaseSettings):
         description="Seal one, too, when this long has passed since the last (0: never).",
     )
 
+    # --- consolidation ---
+    consolidation_batch_size: int = Field(
+        default=100, ge=1, le=10_000, description="Sources per consolidation batch (transaction)."
+    )
+    consolidation_max_candidates: int = Field(
+        default=20_000, ge=1, description="Fast-path records one consolidation pass reads at most."
+    )
+    consolidation_light_window_hours: float = Field(
+        default=24.0, gt=0, description="A light pass covers records ingested this recently."
+    )
+    consolidation_event_threshold: int = Field(
+        default=5, ge=2, description="Records on one topic that make an event-driven pass act."
+    )
+    fast_path_limit: int = Field(
+        default=10_000, ge=1, description="Active fast-path records above which pressure acts."
+    )
+    summarizer_url: SecretStr | None = Field(
+        default=None,
+        description="Base URL of an OpenAI-compatible LLM summariser; unset: extractive only.",
+    )
+    summarizer_model: str = Field(
+        default="gpt-4o-mini", description="Model the LLM summariser asks."
+    )
+    summarizer_api_key: SecretStr | None = Field(default=None, description="Its bearer token.")
+    summarizer_timeout_seconds: float = Field(default=30.0, gt=0)
+
     # --- resilience ---
     breaker_fail_max: int = Field(default=5, ge=1)
     breaker_reset_seconds: float = Field(default=30.0, gt=0)

@@ -130,6 +130,11 @@ class Quarantine(BusinessError):
     """The quarantine of a record could not be changed as asked."""
 
 
+class ConsolidationConflict(BusinessError):
+    """A consolidation batch cannot be changed as asked now: it was rolled back already, or
+    one of its records moved on while the rollback ran (nothing was changed; retry)."""
+
+
 # --- identity and adapters --------------------------------------------------------------------
 
 

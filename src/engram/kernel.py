@@ -11,6 +11,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 
 import structlog
@@ -24,6 +25,7 @@ from engram.infra.embedded_server import DATABASE, EmbeddedPostgres
 from engram.infra.embedding_batcher import BatchingEmbedder
 from engram.infra.embeddings import EmbeddingAdapter
 from engram.infra.fastembed_embedder import FastembedEmbedder
+from engram.infra.llm import OpenAICompatibleGenerator
 from engram.infra.model_files import ensure_default_model, missing_files
 from engram.infra.outbox import OutboxEventBus
 from engram.infra.postgres import PostgresDatabase
@@ -34,6 +36,13 @@ from engram.memory.admin.replay import AuditReplayer
 from engram.memory.audit.log import AuditLog
 from engram.memory.audit.state import AuditState
 from engram.memory.conflict.detection import SubjectConflictDetector
+from engram.memory.consolidation import (
+    CheckedSummarizer,
+    ConsolidationEngine,
+    ConsolidationSettings,
+    ExtractiveSummarizer,
+    Summarizer,
+)
 from engram.memory.gate.advisor import HeuristicAdvisor
 from engram.memory.gate.librarian import LibrarianGate
 from engram.memory.gate.rate_limit import RateLimiter
@@ -91,6 +100,7 @@ class Kernel:
     admin_temporal: TemporalEngine
     replay: AuditReplayer
     audit_state: AuditState
+    consolidation: ConsolidationEngine
     embedded: bool
     head_revision: str
     timings: StartupTimings = field(default_factory=StartupTimings)
@@ -275,10 +285,39 @@ def _assemble(
         admin_temporal=admin_temporal,
         replay=AuditReplayer(db, audit=audit, embeddings=batched, resolver=conflicts),
         audit_state=AuditState(db, reader=admin_temporal),
+        consolidation=ConsolidationEngine(
+            db=db,
+            gate=gate,
+            events=events,
+            metrics=metrics,
+            summarizer=_summarizer(settings),
+            settings=ConsolidationSettings(
+                batch_size=settings.consolidation_batch_size,
+                max_candidates=settings.consolidation_max_candidates,
+                light_window=timedelta(hours=settings.consolidation_light_window_hours),
+                event_threshold=settings.consolidation_event_threshold,
+                fast_path_limit=settings.fast_path_limit,
+            ),
+        ),
         embedded=settings.embedded,
         head_revision=migrate.head_revision(),
         timings=timings,
     )
+
+
+def _summarizer(settings: EngramSettings) -> Summarizer:
+    """The extractive summariser, or an LLM checked against it when one is configured."""
+    extractive = ExtractiveSummarizer()
+    if settings.summarizer_url is None:
+        return extractive
+    key = settings.summarizer_api_key
+    generator = OpenAICompatibleGenerator(
+        settings.summarizer_url.get_secret_value(),
+        model=settings.summarizer_model,
+        api_key=None if key is None else key.get_secret_value(),
+        timeout_seconds=settings.summarizer_timeout_seconds,
+    )
+    return CheckedSummarizer(generator, extractive)
 
 
 async def _schema_current(kernel: Kernel) -> bool:

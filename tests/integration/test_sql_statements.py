@@ -21,6 +21,8 @@ OWNERS = (
     "engram.memory.admin.replay",
     "engram.memory.audit.log",
     "engram.memory.audit.state",
+    "engram.memory.consolidation.candidates",
+    "engram.memory.consolidation.engine",
     "engram.memory.store.versions",
     "engram.memory.temporal.engine",
     "engram.memory.temporal.reads",

@@ -204,6 +204,8 @@ class HeuristicAdvisor:
         return self._version
 
     async def advise(self, record: MemoryRecord, context: AdvisorContext) -> AdvisorDecision:
+        if context.decision_type is GateDecisionType.CONSOLIDATION:
+            return self._consolidation(record, context)
         policy = self._policy
         confidence = calibrate_confidence(record, context, policy.trust_factor)
         closest = max((n.similarity for n in context.neighbours), default=0.0)
@@ -272,18 +274,52 @@ class HeuristicAdvisor:
             )
         return decide(AdvisorAction.ADD, "new record")
 
+    def _consolidation(self, record: MemoryRecord, context: AdvisorContext) -> AdvisorDecision:
+        """A consolidation write (ADR-018): its sources were judged against their neighbours
+        when they were written, so neither duplicates nor conflicts are looked for again. A
+        summary is added (importance as for a record with no close neighbour); a source's
+        status change is a new version, and an UPDATE that changes nothing is a NOOP."""
+        confidence = calibrate_confidence(record, context, self._policy.trust_factor)
+        score = importance(record, confidence, 0.0)
 
-def _unchanged(head: MemoryRecord, proposal: MemoryRecord) -> bool:
+        def decide(
+            action: AdvisorAction, rationale: str, target: UUID | None = None
+        ) -> AdvisorDecision:
+            return AdvisorDecision(
+                action=action,
+                confidence=confidence,
+                importance=score,
+                rationale=rationale,
+                source=self.version,
+                target_record_id=target,
+            )
+
+        if context.action is GateAction.CREATE:
+            return decide(
+                AdvisorAction.ADD, f"consolidated from {len(record.evidence_links)} sources"
+            )
+        head = context.head
+        if head is not None and _unchanged(head, record, exact_status=True):
+            return decide(AdvisorAction.NOOP, "the version already says this", head.record_id)
+        return decide(AdvisorAction.UPDATE, "a consolidation status change")
+
+
+def _unchanged(head: MemoryRecord, proposal: MemoryRecord, *, exact_status: bool = False) -> bool:
     """The proposal restates the head: same content, metadata, access level, namespace,
     classification and evidence, and no new event times (a proposal without event times
-    leaves them as they are). A change of who may read it is a change (a new version)."""
+    leaves them as they are). A change of who may read it is a change (a new version). A
+    proposal's ``active`` status restates any status unless ``exact_status`` (consolidation
+    says the status it means: restoring a consolidated source to active is a change)."""
     fields = ("content", "metadata", "access_level", "namespace", "classification")
     return (
         all(getattr(head, name) == getattr(proposal, name) for name in fields)
         and set(head.evidence_links) == set(proposal.evidence_links)
         and proposal.event_time in (None, head.event_time)
         and proposal.event_time_end in (None, head.event_time_end)
-        and proposal.status in (MemoryStatus.ACTIVE, head.status)
+        and (
+            proposal.status is head.status
+            or (not exact_status and proposal.status is MemoryStatus.ACTIVE)
+        )
     )
 
 

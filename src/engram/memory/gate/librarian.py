@@ -10,10 +10,9 @@ audit row; one that cannot be audited fails (ADR-005).
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -29,6 +28,7 @@ from engram.memory.fingerprint import content_hash
 from engram.memory.gate.advisor import AdvisorAction, AdvisorDecision, GateAdvisor
 from engram.memory.gate.checks import SCHEMA, CheckResult, Layer1Outcome
 from engram.memory.gate.decision import advise, rejection_reason, screen, stale_reason
+from engram.memory.gate.groups import GroupOutcome, GroupsFinish, commit_groups, evaluate_groups
 from engram.memory.gate.rate_limit import RateLimiter
 from engram.memory.gate.requests import (
     GateRequest,
@@ -36,8 +36,6 @@ from engram.memory.gate.requests import (
     Proposal,
     RefusedInput,
     WriteOutcome,
-    advisor_decision_from_json,
-    checks_from_json,
 )
 from engram.memory.gate.resolution import carry_out
 from engram.memory.gate.signals import GateSignals
@@ -47,6 +45,7 @@ from engram.memory.gate.write_path import (
     Timing,
     WritePath,
     audit_entry,
+    result_from_audit,
 )
 from engram.memory.storable import escape_text
 from engram.memory.types import (
@@ -55,6 +54,7 @@ from engram.memory.types import (
     GateDecision,
     GateDecisionType,
     MemoryRecord,
+    Neighbour,
     can_read,
     readable_levels,
 )
@@ -153,30 +153,10 @@ class LibrarianGate:
         timing: Timing,
         embedding: asyncio.Future[tuple[list[float] | None, float]] | None,
     ) -> GateResult:
-        record = request.record
-        caller = request.caller_identity
-        head = None
-        if request.action is not GateAction.CREATE:
-            head = await store.head(self._db, record.record_id)
-            if head is not None and not can_read(caller, head):
-                head = None  # absent for this caller: answered as for an unknown id
-        evidence = await store.resolve_evidence(
-            self._db, list(record.evidence_links), levels=readable_levels(caller)
-        )
-        missing = [str(ref) for ref in record.evidence_links if ref not in evidence]
-        screening = screen(request, head=head, missing_evidence=missing, limiter=self._limiter)
-        layer1 = screening.layer1
-        self._signals.layer1(decision_id, request, layer1)
-        if screening.verdict is GateDecision.REJECTED:
-            return await self._finish_rejected(request, decision_id, layer1, timing)
-        if screening.verdict is GateDecision.CONFLICT:
-            conflict = VersionConflict(
-                expected=request.expected_version, actual=screening.current_version
-            )
-            return await self._finish_conflict(
-                request, decision_id, layer1, advice=None, conflict=conflict, timing=timing
-            )
-
+        screened = await self._screen(request, decision_id, timing)
+        if isinstance(screened, GateResult):
+            return screened
+        layer1, head, evidence = screened
         for attempt in range(1, REPLANS + 1):
             plan, timing = await self._plan(
                 request,
@@ -231,6 +211,70 @@ class LibrarianGate:
             self._events.committed()
             return self._signals.write(request, result, plan, evaluation_seconds, timing)
         raise AssertionError("unreachable: the last attempt never raises StaleTarget")
+
+    async def _screen(
+        self, request: GateRequest, decision_id: UUID, timing: Timing
+    ) -> tuple[Layer1Outcome, MemoryRecord | None, Mapping[UUID, UUID]] | GateResult:
+        """Layer 1 and the version check: what planning needs (the outcome, the head as the
+        caller may see it, the resolved evidence), or the audited result of a request that
+        stops here."""
+        record = request.record
+        caller = request.caller_identity
+        head = None
+        if request.action is not GateAction.CREATE:
+            head = await store.head(self._db, record.record_id)
+            if head is not None and not can_read(caller, head):
+                head = None  # absent for this caller: answered as for an unknown id
+        evidence: Mapping[UUID, UUID] = {}
+        if record.evidence_links:
+            evidence = await store.resolve_evidence(
+                self._db, list(record.evidence_links), levels=readable_levels(caller)
+            )
+        missing = [str(ref) for ref in record.evidence_links if ref not in evidence]
+        screening = screen(request, head=head, missing_evidence=missing, limiter=self._limiter)
+        layer1 = screening.layer1
+        self._signals.layer1(decision_id, request, layer1)
+        if screening.verdict is GateDecision.REJECTED:
+            return await self._finish_rejected(request, decision_id, layer1, timing)
+        if screening.verdict is GateDecision.CONFLICT:
+            conflict = VersionConflict(
+                expected=request.expected_version, actual=screening.current_version
+            )
+            return await self._finish_conflict(
+                request, decision_id, layer1, advice=None, conflict=conflict, timing=timing
+            )
+        return layer1, head, evidence
+
+    async def evaluate_groups(
+        self, groups: Sequence[Sequence[GateRequest]], *, finish: GroupsFinish | None = None
+    ) -> list[GroupOutcome]:
+        """Decide internal requests in groups and commit every group that passes in one
+        transaction (consolidation's batches; see :mod:`engram.memory.gate.groups`)."""
+        return await evaluate_groups(
+            groups,
+            screen=self._screen,
+            plan=self._plan_for_group,
+            commit=lambda planned: commit_groups(
+                self._db, self._writes, self._audit, planned, finish=finish
+            ),
+            signals=self._signals,
+            committed=self._events.committed,
+        )
+
+    async def _plan_for_group(
+        self,
+        request: GateRequest,
+        layer1: Layer1Outcome,
+        head: MemoryRecord | None,
+        evidence: Mapping[UUID, UUID],
+        timing: Timing,
+    ) -> tuple[Plan, Timing]:
+        pending = None
+        if request.action is GateAction.CREATE:
+            pending = asyncio.ensure_future(self._embed(request.record.content))
+        return await self._plan(
+            request, layer1=layer1, head=head, evidence=evidence, timing=timing, pending=pending
+        )
 
     async def resolve_conflicts(self, event: Event) -> tuple[GateResult, ...]:
         """Carry out the resolutions of one write's conflicts (``memory.conflicts_found``),
@@ -299,15 +343,19 @@ class LibrarianGate:
         # Evaluation time excludes only the part of the embedding the Gate waited for.
         timing = Timing(timing.started, time.perf_counter() - waited_from, run_seconds)
         fingerprint = content_hash(record.content)
-        exact, nearest = await store.candidates(
-            self._db,
-            embedding=embedding,
-            namespace=record.namespace,
-            memory_type=record.type,
-            content_hash=fingerprint,
-            levels=readable_levels(request.caller_identity),
-            limit=NEIGHBOURS,
-        )
+        exact: Neighbour | None = None
+        nearest: list[Neighbour] = []
+        if request.decision_type is not GateDecisionType.CONSOLIDATION:
+            # consolidation's advice looks at no neighbour (its sources were judged already)
+            exact, nearest = await store.candidates(
+                self._db,
+                embedding=embedding,
+                namespace=record.namespace,
+                memory_type=record.type,
+                content_hash=fingerprint,
+                levels=readable_levels(request.caller_identity),
+                limit=NEIGHBOURS,
+            )
         advice = await advise(
             request,
             layer1,
@@ -425,27 +473,7 @@ class LibrarianGate:
 
     async def _replay(self, entry: AuditEntry) -> GateResult:
         """The result of an evaluation already recorded for this request id."""
-        modified = None
-        if entry.version_id is not None:
-            modified = await store.version_by_id(self._db, entry.version_id)
-        checks = checks_from_json(entry.layer1_checks)
-        advice = advisor_decision_from_json(
-            None if entry.layer2_decision is None else json.loads(entry.layer2_decision)
-        )
-        return GateResult(
-            decision=GateDecision(entry.decision),
-            decision_id=entry.decision_id,
-            reason=entry.reason,
-            layer1_checks=checks,
-            layer2_decision=advice,
-            modified_record=modified,
-            outcome=WriteOutcome(entry.outcome),
-            record_id=entry.record_id,
-            version=None if modified is None else modified.version,
-            degraded=False,
-            replayed=True,
-            failed_checks=[c for c in checks if not c.passed],
-        )
+        return await result_from_audit(self._db, entry, replayed=True)
 
     async def refresh_record_gauge(self) -> None:
         """Set ``engram_memory_records_total`` from the database (at start-up, and periodically)."""

@@ -9,6 +9,7 @@ changes nothing.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Mapping
@@ -29,7 +30,9 @@ from engram.memory.gate.requests import (
     GateResult,
     Proposal,
     WriteOutcome,
+    advisor_decision_from_json,
     caller_json,
+    checks_from_json,
 )
 from engram.memory.gate.resolution import link_conflicts
 from engram.memory.storable import MAX_AUDITED_INPUT_BYTES, audited_input
@@ -169,16 +172,22 @@ class WritePath:
             attempts += 1
             if attempts > 1 and await self._audit.audited(conn, decision_id):
                 raise _AlreadyCommitted
-            return await self._apply(conn, plan, decision_id, timing)
+            return await self.apply(conn, plan, decision_id, timing)
 
         try:
             return await self._db.run_in_transaction(body)
         except _AlreadyCommitted:
-            return await self._committed_result(plan, decision_id)
+            entry = await self._audit.by_decision(decision_id)
+            if entry is None:  # pragma: no cover - only raised after the row was seen
+                raise RuntimeError("audited decision vanished") from None
+            return await result_from_audit(
+                self._db, entry, replayed=False, degraded=not plan.embedding
+            )
 
-    async def _apply(
+    async def apply(
         self, conn: Connection, plan: Plan, decision_id: UUID, timing: Timing
     ) -> GateResult:
+        """Write one approved plan inside the caller's transaction (``commit`` and groups)."""
         action = plan.request.action
         if action is GateAction.FORGET:
             return await self._forget(conn, plan, decision_id, timing)
@@ -226,7 +235,11 @@ class WritePath:
         expected = plan.request.expected_version
         locked = await self._lock_head(conn, plan)
         new = self._stamped(
-            plan, decision_id, version=locked.version + 1, record_id=locked.record_id
+            plan,
+            decision_id,
+            version=locked.version + 1,
+            record_id=locked.record_id,
+            path=locked.consolidation_path,
         ).model_copy(update={"id": plan.new_version_id})
         if not await store.close_head(conn, locked.id, new.id):
             raise VersionConflict(expected=expected, actual=None)
@@ -304,8 +317,19 @@ class WritePath:
         )
 
     def _stamped(
-        self, plan: Plan, decision_id: UUID, *, version: int, record_id: UUID
+        self,
+        plan: Plan,
+        decision_id: UUID,
+        *,
+        version: int,
+        record_id: UUID,
+        path: ConsolidationPath | None = None,
     ) -> MemoryRecord:
+        """The new version as stored. A consolidation CREATE starts on the slow path; a new
+        version stays on its record's path (``path``); anything else starts on the fast one."""
+        if path is None:
+            consolidating = plan.request.decision_type is GateDecisionType.CONSOLIDATION
+            path = ConsolidationPath.SLOW if consolidating else ConsolidationPath.FAST
         return plan.record.model_copy(
             update={
                 "record_id": record_id,
@@ -315,7 +339,7 @@ class WritePath:
                 "gate_decision_type": plan.request.decision_type,
                 "expected_version": plan.request.expected_version,
                 "status": plan.request.status or MemoryStatus.ACTIVE,
-                "consolidation_path": ConsolidationPath.FAST,
+                "consolidation_path": path,
                 "ingestion_time_end": None,
             }
         )
@@ -444,22 +468,29 @@ class WritePath:
             degraded=(outcome is not WriteOutcome.FORGOTTEN and not plan.embedding),
         )
 
-    async def _committed_result(self, plan: Plan, decision_id: UUID) -> GateResult:
-        entry = await self._audit.by_decision(decision_id)
-        if entry is None:  # pragma: no cover - only raised after the row was seen
-            raise RuntimeError("audited decision vanished")
-        record = None
-        if entry.version_id is not None:
-            record = await store.version_by_id(self._db, entry.version_id)
-        return GateResult(
-            decision=GateDecision(entry.decision),
-            decision_id=decision_id,
-            reason=entry.reason,
-            layer1_checks=plan.layer1.checks,
-            layer2_decision=plan.advice,
-            modified_record=record,
-            outcome=WriteOutcome(entry.outcome),
-            record_id=entry.record_id,
-            version=None if record is None else record.version,
-            degraded=not plan.embedding,
-        )
+
+async def result_from_audit(
+    db: DatabaseAdapter, entry: AuditEntry, *, replayed: bool, degraded: bool = False
+) -> GateResult:
+    """The result of an evaluation recorded already, rebuilt from its audit row: a request id
+    seen before (``replayed``), or a transaction whose COMMIT acknowledgement was lost."""
+    record = None
+    if entry.version_id is not None:
+        record = await store.version_by_id(db, entry.version_id)
+    checks = checks_from_json(entry.layer1_checks)
+    return GateResult(
+        decision=GateDecision(entry.decision),
+        decision_id=entry.decision_id,
+        reason=entry.reason,
+        layer1_checks=checks,
+        layer2_decision=advisor_decision_from_json(
+            None if entry.layer2_decision is None else json.loads(entry.layer2_decision)
+        ),
+        modified_record=record,
+        outcome=WriteOutcome(entry.outcome),
+        record_id=entry.record_id,
+        version=None if record is None else record.version,
+        degraded=degraded,
+        replayed=replayed,
+        failed_checks=[c for c in checks if not c.passed],
+    )

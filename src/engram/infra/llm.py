@@ -1,0 +1,60 @@
+"""A text generator behind an OpenAI-compatible chat-completions endpoint (the optional LLM
+summariser of consolidation). Any failure — transport, timeout, an error status, an answer
+without text — is an :class:`~engram.errors.InfrastructureError`; the caller falls back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from engram.errors import InfrastructureError
+
+
+class LLMUnavailable(InfrastructureError):
+    """The LLM endpoint did not give a usable answer."""
+
+
+class OpenAICompatibleGenerator:
+    """POSTs ``{base_url}/chat/completions`` with a system and a user message."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        model: str,
+        api_key: str | None = None,
+        timeout_seconds: float = 30.0,
+    ) -> None:
+        self._url = base_url.rstrip("/") + "/chat/completions"
+        self._model = model
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._timeout = timeout_seconds
+
+    @property
+    def name(self) -> str:
+        return self._model
+
+    async def complete(self, instructions: str, text: str) -> str:
+        body: dict[str, Any] = {
+            "model": self._model,
+            "temperature": 0,
+            "messages": [
+                {"role": "system", "content": instructions},
+                {"role": "user", "content": text},
+            ],
+        }
+        try:
+            async with httpx.AsyncClient(timeout=self._timeout) as client:
+                response = await client.post(self._url, json=body, headers=self._headers)
+                response.raise_for_status()
+                data = response.json()
+        except (httpx.HTTPError, ValueError) as exc:
+            raise LLMUnavailable(f"summariser endpoint failed: {type(exc).__name__}") from exc
+        try:
+            answer = data["choices"][0]["message"]["content"]
+        except (KeyError, IndexError, TypeError) as exc:
+            raise LLMUnavailable("summariser answer has no choices[0].message.content") from exc
+        if not isinstance(answer, str):
+            raise LLMUnavailable("summariser answer is not text")
+        return answer

@@ -1,0 +1,183 @@
+"""What a topic becomes: the action (§5.4) and the consolidated record's text and fields.
+
+* **skill**: the records repeat one procedure: they are alike (mean pairwise cosine at least
+  ``skill_similarity``) and written as lists of steps (on average at least ``skill_parts``
+  pieces between commas, semicolons, "then" and arrows). The skill's ``steps`` are the
+  distinct pieces in the order first seen; the text lists them.
+* **promote**: at least ``promote_min`` records that say the same thing (mean pairwise cosine
+  at least ``promote_similarity``) become one ``belief``. Its confidence grows with the number
+  and confidence of independent sources: ``1 - prod(1 - c_i)`` over sources, a repeat by the
+  same agent on the same day counting once, capped at 0.99.
+* **merge**: any other topic of two or more records: one narrative of the same type as most of
+  its sources, each moment dated, in event-time order.
+* **compress**: a topic of one record of at least ``compress_min_words`` words, when the
+  compressed text saves at least ``compress_min_saving`` of them.
+
+The consolidated record is as closed as the most closed of its sources (a quarantined source
+makes it ``sensitive``) and keeps that source's classification.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from engram.memory.consolidation.facts import content_words
+from engram.memory.consolidation.model import ConsolidationAction
+from engram.memory.consolidation.summarize import SourceText, Style, select_clauses
+from engram.memory.types import AccessLevel, MemoryRecord, MemoryType
+
+_PARTS = re.compile(r"[,;:]\s+|\s+then\s+|\s*(?:->|\u2192)\s*|(?<=[.!?])\s+|\n+")
+STEP_MATCH = 0.5  # content-word Jaccard at which two steps are the same step
+MAX_STEPS = 100
+MAX_STEP_CHARS = 500
+
+
+@dataclass(frozen=True, slots=True)
+class ActionParams:
+    """The action rules' knobs (see the module docstring)."""
+
+    skill_parts: float = 4.5
+    skill_similarity: float = 0.60
+    promote_min: int = 3
+    promote_similarity: float = 0.62
+    compress_min_words: int = 100
+    compress_min_saving: float = 0.15
+
+
+def steps_of(text: str) -> list[str]:
+    """The parts of ``text`` a procedure is written in: pieces between commas, semicolons,
+    colons, sentence ends, "then" and arrows, each with at least one content word."""
+    pieces = [p.strip(" .,;:") for p in _PARTS.split(text)]
+    return [p for p in pieces if p and content_words(p)]
+
+
+def _same_step(a: frozenset[str], b: frozenset[str]) -> bool:
+    union = a | b
+    return bool(union) and len(a & b) / len(union) >= STEP_MATCH
+
+
+def choose(
+    sources: Sequence[MemoryRecord], vectors: NDArray[np.float32], params: ActionParams
+) -> ConsolidationAction | None:
+    """The action for a topic (its sources in event-time order), or None to leave it."""
+    if len(sources) == 1:
+        if len(sources[0].content.split()) >= params.compress_min_words:
+            return ConsolidationAction.COMPRESS
+        return None
+    similarity = _mean_similarity(vectors)
+    parts = sum(len(steps_of(s.content)) for s in sources) / len(sources)
+    if all(s.type is MemoryType.SKILL for s in sources) or (
+        similarity >= params.skill_similarity and parts >= params.skill_parts
+    ):
+        return ConsolidationAction.SKILL
+    if len(sources) >= params.promote_min and similarity >= params.promote_similarity:
+        return ConsolidationAction.PROMOTE
+    return ConsolidationAction.MERGE
+
+
+def _mean_similarity(vectors: NDArray[np.float32]) -> float:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    unit = vectors / np.where(norms == 0, 1.0, norms)
+    sims = unit @ unit.T
+    n = sims.shape[0]
+    return float((sims.sum() - np.trace(sims)) / (n * (n - 1)))
+
+
+def merged_steps(sources: Sequence[MemoryRecord]) -> list[str]:
+    """The distinct steps of the sources in the order first seen; a variant of a step seen
+    already is kept too when it brings a fact the first did not (nothing is lost)."""
+    kept: list[str] = []
+    seen: list[frozenset[str]] = []
+    for source in sources:
+        texts = steps_of(source.content)
+        chosen = select_clauses(texts)  # drops a step another already said, facts and all
+        for step_text, keep in zip(texts, chosen, strict=True):
+            words = content_words(step_text)
+            if not keep and any(_same_step(words, s) for s in seen):
+                continue
+            kept.append(step_text[:MAX_STEP_CHARS])
+            seen.append(words)
+    return kept[:MAX_STEPS]
+
+
+def most_closed(sources: Sequence[MemoryRecord]) -> MemoryRecord:
+    """The source with the most closed access level (the first of equals)."""
+    return max(sources, key=lambda s: s.access_level.rank)
+
+
+def combined_confidence(sources: Sequence[MemoryRecord]) -> float:
+    """Noisy-OR of the sources' confidence, one per agent and day (see the docstring)."""
+    best: dict[tuple[str, str], float] = {}
+    for source in sources:
+        when = source.event_time or source.ingestion_time
+        key = (source.source_agent, when.date().isoformat())
+        best[key] = max(best.get(key, 0.0), source.source_confidence)
+    doubt = 1.0
+    for confidence in best.values():
+        doubt *= 1.0 - confidence
+    return round(min(0.99, 1.0 - doubt), 6)
+
+
+def output_type(action: ConsolidationAction, sources: Sequence[MemoryRecord]) -> MemoryType:
+    """The type of the consolidated record."""
+    if action is ConsolidationAction.SKILL:
+        return MemoryType.SKILL
+    if action is ConsolidationAction.PROMOTE:
+        return MemoryType.BELIEF
+    if action is ConsolidationAction.COMPRESS:
+        return sources[0].type
+    types = [s.type for s in sources]
+    if MemoryType.EPISODE in types:
+        return MemoryType.EPISODE
+    return max(set(types), key=lambda t: (types.count(t), t.value))
+
+
+def style_of(action: ConsolidationAction) -> Style:
+    """The summary style of an action (skills list their steps instead)."""
+    return {
+        ConsolidationAction.MERGE: Style.NARRATIVE,
+        ConsolidationAction.PROMOTE: Style.BELIEF,
+        ConsolidationAction.COMPRESS: Style.COMPRESS,
+        ConsolidationAction.SKILL: Style.NARRATIVE,
+    }[action]
+
+
+def source_texts(sources: Sequence[MemoryRecord]) -> list[SourceText]:
+    """The sources as the summariser sees them."""
+    return [SourceText(s.content, s.event_time or s.ingestion_time) for s in sources]
+
+
+def skill_text(sources: Sequence[MemoryRecord], steps: Sequence[str]) -> str:
+    """A skill's content: its steps, then whatever else the sources said that no step holds."""
+    first = min(s.event_time or s.ingestion_time for s in sources)
+    last = max(s.event_time or s.ingestion_time for s in sources)
+    lines = [
+        f"Procedure carried out {len(sources)} times between {first:%Y-%m-%d} and {last:%Y-%m-%d}:"
+    ]
+    lines += [f"{n}. {step}" for n, step in enumerate(steps, start=1)]
+    chosen = select_clauses([*steps, *(s.content for s in sources)])
+    notes = [clause for kept in chosen[len(steps) :] for clause in kept]
+    if notes:
+        lines.append("Notes: " + " ".join(c if c.endswith(".") else f"{c}." for c in notes))
+    return "\n".join(lines)
+
+
+def carried_metadata(
+    action: ConsolidationAction, sources: Sequence[MemoryRecord]
+) -> dict[str, Any]:
+    """Metadata the consolidated record keeps from its sources (a compressed record keeps
+    its own, which its type's schema may require)."""
+    if action is ConsolidationAction.COMPRESS:
+        return dict(sources[0].metadata)
+    return {}
+
+
+def level_of(sources: Sequence[MemoryRecord]) -> AccessLevel:
+    """The consolidated record's access level: the most closed of the sources'."""
+    return most_closed(sources).access_level

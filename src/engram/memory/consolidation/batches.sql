@@ -1,0 +1,30 @@
+-- SQL of the consolidation engine (engram.memory.consolidation.engine): the batches it
+-- records and rolls back. Every write to a memory goes through the Gate, never through here.
+
+-- name: fast_path_count
+SELECT count(*) FROM memories
+WHERE superseded_by IS NULL AND status = 'active' AND consolidation_path = 'fast'
+
+-- name: insert_batch
+INSERT INTO consolidation_batches (id, run_id, trigger, items, skipped, decision_ids)
+VALUES ($1, $2, $3, $4, $5, $6)
+RETURNING created_at
+
+-- name: batch
+SELECT id, run_id, trigger, created_at, items, skipped, decision_ids, rolled_back_at,
+       rollback_decision_ids
+FROM consolidation_batches
+WHERE id = $1
+
+-- name: batches
+SELECT id, run_id, trigger, created_at, items, skipped, decision_ids, rolled_back_at,
+       rollback_decision_ids
+FROM consolidation_batches
+ORDER BY created_at DESC, id
+LIMIT $1
+
+-- name: mark_rolled_back
+UPDATE consolidation_batches
+SET rolled_back_at = now(), rollback_decision_ids = $2
+WHERE id = $1 AND rolled_back_at IS NULL
+RETURNING rolled_back_at

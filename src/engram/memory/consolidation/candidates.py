@@ -1,0 +1,198 @@
+"""Candidates: the fast-path records a pass reads, their topics and what each topic becomes.
+
+Records of the *topic types* (episode, belief, reflection, skill) are clustered into topics
+(:mod:`.topics`); every other record is a topic of its own (a decision, a preference, an
+entity or a resource is never merged with another, only compressed). Each topic then gets
+its action and its consolidated text (:mod:`.actions`, :mod:`.summarize`). A topic larger
+than ``max_topic`` is cut, in event-time order, into pieces of that size.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from uuid import UUID
+
+import numpy as np
+from numpy.typing import NDArray
+
+from engram.infra.db import DatabaseAdapter
+from engram.infra.sql import load_queries
+from engram.memory import store
+from engram.memory.consolidation import actions
+from engram.memory.consolidation.actions import ActionParams
+from engram.memory.consolidation.facts import content_words, entities
+from engram.memory.consolidation.model import (
+    ConsolidationAction,
+    ConsolidationCandidate,
+    SkipReason,
+)
+from engram.memory.consolidation.summarize import Summarizer
+from engram.memory.consolidation.topics import TopicItem, TopicParams, cluster
+from engram.memory.schemas import looks_imperative
+from engram.memory.types import MemoryRecord, MemoryType
+
+SQL = load_queries("engram.memory.consolidation", "candidates.sql", shared=store.FRAGMENTS)
+TOPIC_TYPES = frozenset(
+    {MemoryType.EPISODE, MemoryType.BELIEF, MemoryType.REFLECTION, MemoryType.SKILL}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PlannerSettings:
+    """Clustering and action knobs, and the largest topic one record may summarise."""
+
+    topics: TopicParams = field(default_factory=TopicParams)
+    actions: ActionParams = field(default_factory=ActionParams)
+    max_topic: int = 50
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """A candidate record and its embedding."""
+
+    record: MemoryRecord
+    embedding: NDArray[np.float32]
+
+
+def topics_of(
+    loaded: Sequence[Loaded], edges: Sequence[tuple[UUID, UUID]], params: TopicParams
+) -> list[list[int]]:
+    """The topics of ``loaded`` as index lists (singletons included)."""
+    index = {item.record.id: n for n, item in enumerate(loaded)}
+    items = [
+        TopicItem(
+            key=n,
+            namespace=item.record.namespace,
+            embedding=item.embedding,
+            entities=entities(item.record.content),
+            words=content_words(item.record.content),
+            event_time=item.record.event_time or item.record.ingestion_time,
+        )
+        for n, item in enumerate(loaded)
+        if item.record.type in TOPIC_TYPES
+    ]
+    pairs = [(index[a], index[b]) for a, b in edges if a in index and b in index]
+    topics = cluster(items, edges=pairs, params=params)
+    topics += [[n] for n, item in enumerate(loaded) if item.record.type not in TOPIC_TYPES]
+    return topics
+
+
+class Planner:
+    """Reads candidates and turns topics into :class:`ConsolidationCandidate` proposals."""
+
+    def __init__(
+        self, db: DatabaseAdapter, summarizer: Summarizer, settings: PlannerSettings
+    ) -> None:
+        self._db = db
+        self._summarizer = summarizer
+        self._settings = settings
+
+    async def load(self, *, since: datetime | None, limit: int) -> tuple[list[Loaded], int]:
+        """The candidate records (oldest first) and how many lack an embedding."""
+        types = [t.value for t in MemoryType]
+        rows = await self._db.fetch(SQL["candidates"], types, since, limit)
+        loaded = [Loaded(store.record_from_row(row), _vector(row["embedding"])) for row in rows]
+        unembedded = await self._db.fetchval(SQL["unembedded_candidates"], types, since)
+        return loaded, int(unembedded or 0)
+
+    async def edges(self, loaded: Sequence[Loaded]) -> list[tuple[UUID, UUID]]:
+        """``relates_to`` edges among the candidates."""
+        if not loaded:
+            return []
+        rows = await self._db.fetch(SQL["relates_to_edges"], [item.record.id for item in loaded])
+        return [(row["source_id"], row["target_id"]) for row in rows]
+
+    async def plan(
+        self, *, since: datetime | None, limit: int, min_topic: int
+    ) -> tuple[list[ConsolidationCandidate], Counter[str], int]:
+        """Candidates of the records ingested since ``since`` (all: None), topics of at least
+        ``min_topic`` records only; with the skipped counts and the records considered."""
+        loaded, unembedded = await self.load(since=since, limit=limit)
+        skipped: Counter[str] = Counter()
+        if unembedded:
+            skipped[SkipReason.NO_EMBEDDING.value] += unembedded
+        planned: list[ConsolidationCandidate] = []
+        for topic in topics_of(loaded, await self.edges(loaded), self._settings.topics):
+            if len(topic) < min_topic:
+                skipped[SkipReason.TOO_FEW.value] += len(topic)
+                continue
+            for piece in self._pieces([loaded[i] for i in topic]):
+                candidate, reason = await self.candidate(piece)
+                if candidate is None:
+                    skipped[reason.value] += len(piece)
+                else:
+                    planned.append(candidate)
+        return planned, skipped, len(loaded) + unembedded
+
+    def _pieces(self, topic: list[Loaded]) -> list[list[Loaded]]:
+        ordered = sorted(topic, key=lambda x: (_when(x.record), str(x.record.id)))
+        size = self._settings.max_topic
+        return [ordered[s : s + size] for s in range(0, len(ordered), size)]
+
+    async def candidate(
+        self, topic: Sequence[Loaded]
+    ) -> tuple[ConsolidationCandidate | None, SkipReason]:
+        """What one topic (in event-time order) becomes, or why it stays as it is."""
+        sources = [item.record for item in topic]
+        vectors = np.stack([item.embedding for item in topic])
+        params = self._settings.actions
+        action = actions.choose(sources, vectors, params)
+        if action is None:
+            reason = SkipReason.SINGLETON if len(sources) == 1 else SkipReason.TOO_FEW
+            return None, reason
+        metadata = actions.carried_metadata(action, sources)
+        if action is ConsolidationAction.SKILL:
+            steps = actions.merged_steps(sources)
+            if not steps:
+                action = ConsolidationAction.MERGE
+            else:
+                metadata["steps"] = steps
+                content, summarizer = actions.skill_text(sources, steps), "extractive@1"
+        if action is not ConsolidationAction.SKILL:
+            summary = await self._summarizer.summarize(
+                actions.source_texts(sources), actions.style_of(action)
+            )
+            content, summarizer = summary.text, summary.summarizer
+        kind = actions.output_type(action, sources)
+        if kind is MemoryType.BELIEF and looks_imperative(content):
+            content = f"Observed: {content}"  # a belief states what is so (its schema)
+        if action is ConsolidationAction.COMPRESS:
+            before = len(sources[0].content.split())
+            if len(content.split()) > before * (1 - params.compress_min_saving):
+                return None, SkipReason.NOT_SHORTER
+        confidence = (
+            actions.combined_confidence(sources)
+            if action is ConsolidationAction.PROMOTE
+            else max(s.source_confidence for s in sources)
+        )
+        metadata["consolidation"] = {
+            "action": action.value,
+            "sources": len(sources),
+            "summarizer": summarizer,
+            "first_event": _when(sources[0]).isoformat(),
+            "last_event": _when(sources[-1]).isoformat(),
+        }
+        candidate = ConsolidationCandidate(
+            action=action,
+            sources=tuple(sources),
+            proposal_type=kind,
+            content=content,
+            metadata=metadata,
+            access_level=actions.level_of(sources),
+            confidence=confidence,
+            summarizer=summarizer,
+        )
+        return candidate, SkipReason.SINGLETON
+
+
+def _when(record: MemoryRecord) -> datetime:
+    return record.event_time or record.ingestion_time
+
+
+def _vector(value: object) -> NDArray[np.float32]:
+    if hasattr(value, "to_numpy"):
+        return np.asarray(value.to_numpy(), dtype=np.float32)
+    return np.asarray(value, dtype=np.float32)

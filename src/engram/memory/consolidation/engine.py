@@ -1,0 +1,464 @@
+"""The CLS consolidation engine: fast-path records become slow-path knowledge, reversibly.
+
+A pass (:meth:`ConsolidationEngine.run`) reads the active fast-path heads its trigger covers,
+groups them into topics (:mod:`.topics`), chooses each topic's action (:mod:`.actions`),
+writes the consolidated text (:mod:`.summarize`) and commits the topics in batches of about
+``batch_size`` sources. Each batch is one transaction through the Gate
+(:meth:`~engram.memory.gate.librarian.LibrarianGate.evaluate_groups`): per topic, a CREATE of
+the consolidated record (``decision_type = consolidation``, slow path, citing every source so
+that it gets a ``derived_from`` edge to each) and an UPDATE of each source to status
+``consolidated`` (a new version that ``supersedes`` the old one), each audited; then the
+batch's row in ``consolidation_batches``. Sources are never deleted;
+:meth:`ConsolidationEngine.rollback` forgets the consolidated records and restores the
+sources to ``active``, again in one transaction through the Gate. See ADR-018.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+import structlog
+
+from engram.errors import ConsolidationConflict, NotFound
+from engram.infra.db import Connection, DatabaseAdapter, Row
+from engram.infra.events import Event, EventBus
+from engram.infra.sql import load_queries
+from engram.memory import store
+from engram.memory.consolidation.candidates import Planner, PlannerSettings
+from engram.memory.consolidation.model import (
+    BatchItem,
+    BatchReport,
+    ConsolidationCandidate,
+    ConsolidationReport,
+    ConsolidationTrigger,
+    RollbackReport,
+    SkipReason,
+)
+from engram.memory.consolidation.summarize import Summarizer
+from engram.memory.gate.groups import GroupOutcome
+from engram.memory.gate.librarian import LibrarianGate
+from engram.memory.gate.requests import GateRequest
+from engram.memory.types import (
+    CallerIdentity,
+    GateAction,
+    GateDecisionType,
+    MemoryRecord,
+    MemoryStatus,
+)
+from engram.observability.metrics import EngramMetrics
+
+log = structlog.get_logger("engram.memory.consolidation")
+
+SQL = load_queries("engram.memory.consolidation", "batches.sql")
+CONSOLIDATOR = CallerIdentity.system("consolidation")
+CONSOLIDATED_EVENT = "memory.consolidated"
+
+#: Called after each topic is written or skipped: (topics done, topics in all).
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsolidationSettings:
+    """How passes run (``ENGRAM_CONSOLIDATION_*``; see the README's table)."""
+
+    batch_size: int = 100
+    max_candidates: int = 20_000
+    light_window: timedelta = timedelta(hours=24)
+    event_threshold: int = 5
+    fast_path_limit: int = 10_000
+    planner: PlannerSettings = field(default_factory=PlannerSettings)
+
+
+class ConsolidationEngine:
+    """``run``, ``evaluate_candidates``, ``rollback`` and the batch listing."""
+
+    def __init__(
+        self,
+        *,
+        db: DatabaseAdapter,
+        gate: LibrarianGate,
+        events: EventBus,
+        metrics: EngramMetrics,
+        summarizer: Summarizer,
+        settings: ConsolidationSettings | None = None,
+    ) -> None:
+        self._db = db
+        self._gate = gate
+        self._events = events
+        self._metrics = metrics
+        self._settings = settings or ConsolidationSettings()
+        self._planner = Planner(db, summarizer, self._settings.planner)
+
+    async def evaluate_candidates(
+        self, trigger: ConsolidationTrigger = ConsolidationTrigger.SCHEDULED_DEEP
+    ) -> list[ConsolidationCandidate]:
+        """What a pass of ``trigger`` would consolidate now (nothing is written)."""
+        planned, _, _ = await self._candidates(trigger)
+        return planned
+
+    async def _candidates(
+        self, trigger: ConsolidationTrigger
+    ) -> tuple[list[ConsolidationCandidate], Counter[str], int]:
+        settings = self._settings
+        since = None
+        if trigger is ConsolidationTrigger.SCHEDULED_LIGHT:
+            since = datetime.now(UTC) - settings.light_window
+        min_topic = settings.event_threshold if trigger is ConsolidationTrigger.EVENT_DRIVEN else 1
+        return await self._planner.plan(
+            since=since, limit=settings.max_candidates, min_topic=min_topic
+        )
+
+    async def run(
+        self,
+        trigger: ConsolidationTrigger,
+        *,
+        dry_run: bool = False,
+        progress: Progress | None = None,
+    ) -> ConsolidationReport:
+        """One pass of ``trigger`` (see the module docstring); ``dry_run`` writes nothing."""
+        run_id = uuid.uuid4()
+        started = time.perf_counter()
+        log.info("consolidation.started", trigger=trigger.value, run_id=str(run_id))
+        try:
+            report = await self._run(run_id, trigger, dry_run=dry_run, progress=progress)
+        except Exception as exc:
+            log.error(
+                "consolidation.error",
+                trigger=trigger.value,
+                run_id=str(run_id),
+                error=type(exc).__name__,
+            )
+            raise
+        finally:
+            elapsed = time.perf_counter() - started
+            self._metrics.consolidation_duration_seconds.labels(trigger=trigger.value).observe(
+                elapsed
+            )
+        log.info(
+            "consolidation.completed",
+            trigger=trigger.value,
+            run_id=str(run_id),
+            dry_run=dry_run,
+            batch_size=report.candidates,
+            batches=len(report.batches),
+            items_consolidated=len(report.consumed),
+            created=len(report.created),
+            skipped=dict(report.skipped),
+            duration_ms=round(report.duration_seconds * 1000),
+        )
+        if not dry_run and report.created:
+            await self._gate.refresh_record_gauge()
+        return report
+
+    async def _run(
+        self,
+        run_id: UUID,
+        trigger: ConsolidationTrigger,
+        *,
+        dry_run: bool,
+        progress: Progress | None,
+    ) -> ConsolidationReport:
+        started = time.perf_counter()
+        planned, skipped, considered = await self._candidates(trigger)
+        if trigger is ConsolidationTrigger.PRESSURE_DRIVEN and not await self._under_pressure():
+            skipped[SkipReason.TOO_FEW.value] += sum(len(c.sources) for c in planned)
+            planned = []
+        if dry_run:
+            return ConsolidationReport(
+                run_id=run_id,
+                trigger=trigger,
+                dry_run=True,
+                candidates=considered,
+                batches=(),
+                skipped=dict(skipped),
+                duration_seconds=time.perf_counter() - started,
+                planned=tuple(planned),
+            )
+        batches = await self.commit(planned, trigger=trigger, run_id=run_id, progress=progress)
+        for batch in batches:
+            for reason, n in batch.skipped.items():
+                skipped[reason] += n
+        return ConsolidationReport(
+            run_id=run_id,
+            trigger=trigger,
+            dry_run=False,
+            candidates=considered,
+            batches=tuple(batches),
+            skipped=dict(skipped),
+            duration_seconds=time.perf_counter() - started,
+            planned=tuple(planned),
+        )
+
+    async def commit(
+        self,
+        planned: Sequence[ConsolidationCandidate],
+        *,
+        trigger: ConsolidationTrigger,
+        run_id: UUID | None = None,
+        progress: Progress | None = None,
+    ) -> list[BatchReport]:
+        """Write ``planned`` candidates (from :meth:`evaluate_candidates`) in batches. A topic
+        whose source moved on since it was planned is skipped (``source_changed``), never
+        written over; the others commit."""
+        run_id = run_id or uuid.uuid4()
+        batches: list[BatchReport] = []
+        done = 0
+        for chunk in _chunks(planned, self._settings.batch_size):
+            batches.append(await self._commit(run_id, trigger, chunk))
+            done += len(chunk)
+            if progress is not None:
+                progress(done, len(planned))
+        return batches
+
+    async def _under_pressure(self) -> bool:
+        count = await self._db.fetchval(SQL["fast_path_count"])
+        return int(count or 0) > self._settings.fast_path_limit
+
+    async def _commit(
+        self, run_id: UUID, trigger: ConsolidationTrigger, chunk: Sequence[ConsolidationCandidate]
+    ) -> BatchReport:
+        batch_id = uuid.uuid4()
+        groups = [_requests(batch_id, n, candidate) for n, candidate in enumerate(chunk)]
+        recorded: dict[str, Any] = {}
+
+        async def finish(conn: Connection, outcomes: Sequence[GroupOutcome]) -> None:
+            items, skipped = _summarise(chunk, outcomes)
+            recorded.update(items=items, skipped=skipped)
+            if not items:
+                return
+            decisions = [r.decision_id for o in outcomes if o.written for r in o.results]
+            recorded["created_at"] = await conn.fetchval(
+                SQL["insert_batch"],
+                batch_id,
+                run_id,
+                trigger.value,
+                json.dumps([item.to_json() for item in items]),
+                json.dumps(skipped),
+                decisions,
+            )
+            payload = {
+                "batch_id": str(batch_id),
+                "trigger": trigger.value,
+                "created": [str(item.record_id) for item in items],
+                "consumed": [str(s) for item in items for s in item.sources],
+            }
+            await self._events.publish(conn, Event(CONSOLIDATED_EVENT, batch_id, payload))
+
+        outcomes = await self._gate.evaluate_groups(groups, finish=finish)
+        for candidate, outcome in zip(chunk, outcomes, strict=True):
+            log.info(
+                "consolidation.item_processed",
+                batch_id=str(batch_id),
+                action=candidate.action.value,
+                sources=len(candidate.sources),
+                written=outcome.written,
+                skipped=outcome.skipped,
+            )
+        items = recorded.get("items", [])
+        return BatchReport(
+            batch_id=batch_id,
+            items=tuple(items),
+            skipped=recorded.get("skipped", {}),
+            committed=bool(items),
+            created_at=recorded.get("created_at"),
+            trigger=trigger,
+        )
+
+    # --- batches and rollback -------------------------------------------------------------
+
+    async def batches(self, *, limit: int = 50) -> list[BatchReport]:
+        """The most recent committed batches, newest first."""
+        rows = await self._db.fetch(SQL["batches"], limit)
+        return [_batch_from_row(row) for row in rows]
+
+    async def batch(self, batch_id: UUID) -> BatchReport:
+        """One committed batch; :class:`~engram.errors.NotFound` when there is none."""
+        row = await self._db.fetchrow(SQL["batch"], batch_id)
+        if row is None:
+            raise NotFound(f"no consolidation batch {batch_id}")
+        return _batch_from_row(row)
+
+    async def rollback(self, batch_id: UUID) -> RollbackReport:
+        """Forget the batch's consolidated records and restore its sources to ``active``, in
+        one transaction through the Gate. A source that changed since the batch (an agent
+        wrote a new version) is left as it is. Raises :class:`~engram.errors.NotFound` for
+        an unknown batch and :class:`~engram.errors.ConsolidationConflict` for one rolled
+        back already or whose records moved while the rollback ran (nothing changed)."""
+        batch = await self.batch(batch_id)
+        if batch.rolled_back_at is not None:
+            raise ConsolidationConflict(f"batch {batch_id} was rolled back already")
+        row = await self._db.fetchrow(SQL["batch"], batch_id)
+        own = set() if row is None else set(row["decision_ids"])
+        groups: list[list[GateRequest]] = []
+        retired: list[UUID] = []
+        restored: list[UUID] = []
+        untouched: list[UUID] = []
+        key = f"consolidation-rollback:{batch_id}"
+        for item in batch.items:
+            group: list[GateRequest] = []
+            summary = await store.head(self._db, item.record_id)
+            if summary is not None and summary.status is not MemoryStatus.FORGOTTEN:
+                group.append(
+                    GateRequest.forget(
+                        summary,
+                        CONSOLIDATOR,
+                        GateDecisionType.CONSOLIDATION,
+                        expected_version=summary.version,
+                        request_id=f"{key}:{item.record_id}",
+                    )
+                )
+                retired.append(item.record_id)
+            for source_id in item.sources:
+                head = await store.head(self._db, source_id)
+                if (
+                    head is None
+                    or head.status is not MemoryStatus.CONSOLIDATED
+                    or head.gate_decision_id not in own
+                ):
+                    untouched.append(source_id)
+                    continue
+                group.append(_restate(head, MemoryStatus.ACTIVE, request_id=f"{key}:{source_id}"))
+                restored.append(source_id)
+            if group:
+                groups.append(group)
+
+        async def finish(conn: Connection, outcomes: Sequence[GroupOutcome]) -> None:
+            if not all(outcome.written for outcome in outcomes):
+                raise ConsolidationConflict(
+                    f"batch {batch_id}: a record moved on during the rollback; nothing changed"
+                )
+            decisions = [r.decision_id for o in outcomes for r in o.results]
+            if await conn.fetchval(SQL["mark_rolled_back"], batch_id, decisions) is None:
+                raise ConsolidationConflict(f"batch {batch_id} was rolled back already")
+
+        await self._gate.evaluate_groups(groups, finish=finish)
+        log.info(
+            "consolidation.rolled_back",
+            batch_id=str(batch_id),
+            retired=len(retired),
+            restored=len(restored),
+            untouched=len(untouched),
+        )
+        await self._gate.refresh_record_gauge()
+        return RollbackReport(batch_id, tuple(retired), tuple(restored), tuple(untouched))
+
+
+def _chunks(
+    planned: Sequence[ConsolidationCandidate], size: int
+) -> list[list[ConsolidationCandidate]]:
+    """Topics in batches of about ``size`` sources (a larger topic is a batch of its own)."""
+    chunks: list[list[ConsolidationCandidate]] = []
+    current: list[ConsolidationCandidate] = []
+    count = 0
+    for candidate in planned:
+        if current and count + len(candidate.sources) > size:
+            chunks.append(current)
+            current, count = [], 0
+        current.append(candidate)
+        count += len(candidate.sources)
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def _requests(batch_id: UUID, n: int, candidate: ConsolidationCandidate) -> list[GateRequest]:
+    """One topic's requests: the consolidated record's CREATE, then each source's UPDATE."""
+    sources = candidate.sources
+    first = min(s.event_time or s.ingestion_time for s in sources)
+    most_closed = max(sources, key=lambda s: s.access_level.rank)
+    record = MemoryRecord.draft(
+        candidate.proposal_type,
+        candidate.content,
+        source_agent=CONSOLIDATOR.agent_id,
+        metadata=candidate.metadata,
+        event_time=first,
+        access_level=candidate.access_level,
+        source_confidence=candidate.confidence,
+        evidence_links=[s.id for s in sources],
+        namespace=sources[0].namespace,
+        classification=most_closed.classification,
+    )
+    requests = [
+        GateRequest(
+            GateAction.CREATE,
+            record,
+            CONSOLIDATOR,
+            GateDecisionType.CONSOLIDATION,
+            request_id=f"consolidation:{batch_id}:{n}",
+        )
+    ]
+    requests += [
+        _restate(
+            source,
+            MemoryStatus.CONSOLIDATED,
+            request_id=f"consolidation:{batch_id}:{source.record_id}",
+        )
+        for source in sources
+    ]
+    return requests
+
+
+def _restate(head: MemoryRecord, status: MemoryStatus, *, request_id: str) -> GateRequest:
+    """A consolidation UPDATE that gives ``head``'s content a new status."""
+    return GateRequest(
+        GateAction.UPDATE,
+        head.model_copy(update={"id": uuid.uuid4(), "status": status}),
+        CONSOLIDATOR,
+        GateDecisionType.CONSOLIDATION,
+        expected_version=head.version,
+        request_id=request_id,
+        status=status,
+    )
+
+
+def _summarise(
+    chunk: Sequence[ConsolidationCandidate], outcomes: Sequence[GroupOutcome]
+) -> tuple[list[BatchItem], dict[str, int]]:
+    items: list[BatchItem] = []
+    skipped: Counter[str] = Counter()
+    for candidate, outcome in zip(chunk, outcomes, strict=True):
+        if not outcome.written:
+            reason = outcome.skipped or SkipReason.REJECTED.value
+            skipped[reason] += len(candidate.sources)
+            continue
+        created = outcome.results[0]
+        if created.record_id is None:  # pragma: no cover - an approved CREATE names its record
+            raise RuntimeError("a consolidated record without an id")
+        items.append(
+            BatchItem(
+                action=candidate.action,
+                record_id=created.record_id,
+                sources=candidate.source_ids,
+                source_versions=tuple(s.id for s in candidate.sources),
+            )
+        )
+    return items, dict(skipped)
+
+
+def _batch_from_row(row: Row) -> BatchReport:
+    items = row["items"]
+    skipped = row["skipped"]
+    if isinstance(items, str):
+        items = json.loads(items)
+    if isinstance(skipped, str):
+        skipped = json.loads(skipped)
+    return BatchReport(
+        batch_id=row["id"],
+        items=tuple(BatchItem.from_json(item) for item in items),
+        skipped=dict(skipped),
+        committed=True,
+        created_at=row["created_at"],
+        trigger=ConsolidationTrigger(row["trigger"]),
+        rolled_back_at=row["rolled_back_at"],
+    )
+
+
+__all__ = ["ConsolidationEngine", "ConsolidationSettings"]

@@ -1,0 +1,353 @@
+"""The consolidation engine against the embedded database and the real model (ADR-018)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+import pytest
+
+from engram import Kernel
+from engram.errors import ConsolidationConflict, NotFound, PermissionDenied
+from engram.memory.consolidation import (
+    ConsolidationAction,
+    ConsolidationTrigger,
+    SkipReason,
+)
+from engram.memory.gate.requests import GateRequest, GateResult
+from engram.memory.types import (
+    AccessLevel,
+    ConsolidationPath,
+    GateAction,
+    GateDecisionType,
+    MemoryRecord,
+    MemoryStatus,
+    MemoryType,
+)
+from tests.conftest import ScratchDatabase
+from tests.integration.gate_helpers import BOSS, EXTERNAL
+
+DEEP = ConsolidationTrigger.SCHEDULED_DEEP
+DAY = datetime(2026, 4, 2, 9, 0, tzinfo=UTC)
+
+INCIDENT = [
+    "Paged at 02:10 for checkout-api: p99 latency above 2 s on the payment step.",
+    "Rolled checkout-api back to v4.2.0 at 02:31; latency on the payment step recovered.",
+    "Root cause of the checkout-api incident: the connection pool was capped at 20 in v4.3.0.",
+]
+LATE_ETL = [
+    "The nightly orders_daily ETL finished at 06:40 again, well past its 06:00 deadline.",
+    "orders_daily ETL was late again this morning and only finished at 06:55.",
+    "Once more the nightly orders_daily ETL missed 06:00 and completed at 06:35.",
+    "The orders_daily nightly ETL ran late again today, finishing at 06:50.",
+]
+ROTATION = [
+    (
+        "Rotated the Stripe key: generated a new key in the Stripe dashboard, stored it with "
+        "vault kv put secret/payments/stripe, restarted payments-worker, checked /healthz, "
+        "revoked the old key."
+    ),
+    (
+        "Stripe key rotation again: new key from the Stripe dashboard, vault kv put "
+        "secret/payments/stripe, restarted payments-worker, /healthz returned 200, old key "
+        "revoked."
+    ),
+    (
+        "Quarterly Stripe key rotation: generated the key in the Stripe dashboard, vault kv "
+        "put secret/payments/stripe, rolling restart of payments-worker, checked /healthz, "
+        "revoked the previous key."
+    ),
+]
+VERBOSE = (
+    "Hi all, just a quick note, and sorry that it is a long one: the minus-80 freezer F3 is "
+    "going to be defrosted on 2026-07-15, so 2026-07-15, in the morning. Everything that is in "
+    "freezer F3 has to be moved into F5, into rack B of F5, rack B, because rack A is full. By "
+    "my count there are 46 boxes, so 46 boxes that need to move, and we have ordered 30 kg of "
+    "dry ice, 30 kg, to keep things cold while they move. So, again, in summary, to make it "
+    "clear: freezer F3, defrost on 2026-07-15, move 46 boxes to F5 rack B, 30 kg of dry ice. "
+    "If your boxes are not labelled with your name, please label them, otherwise they may get "
+    "mixed up with the boxes of the other group, which would be a problem for everybody."
+)
+UNRELATED = "Booked a table for six at Osteria Lupo for Friday at 19:30 for the team dinner."
+
+
+def _episode(content: str, when: datetime, **fields: Any) -> MemoryRecord:
+    fields.setdefault("source_agent", BOSS.agent_id)
+    return MemoryRecord.draft(MemoryType.EPISODE, content, event_time=when, **fields)
+
+
+async def _write(kernel: Kernel, record: MemoryRecord) -> GateResult:
+    result = await kernel.gate.evaluate(
+        GateRequest(GateAction.CREATE, record, BOSS, GateDecisionType.EXTERNAL)
+    )
+    assert result.record_id is not None, result.reason
+    return result
+
+
+async def _seed(kernel: Kernel, texts: list[str], start: datetime, **fields: Any) -> list[UUID]:
+    ids = []
+    for n, text in enumerate(texts):
+        result = await _write(kernel, _episode(text, start + timedelta(days=n), **fields))
+        assert result.record_id is not None
+        ids.append(result.record_id)
+    return ids
+
+
+async def _head(kernel: Kernel, record_id: UUID) -> MemoryRecord:
+    records = await kernel.admin_temporal.query(
+        record_id=record_id, include_consolidated=True, include_forgotten=True
+    )
+    assert len(records) == 1
+    return records[0]
+
+
+async def _live(kernel: Kernel) -> dict[UUID, tuple[str, str, str]]:
+    """Every record an unrestricted reader sees now (without consolidated ones)."""
+    records = await kernel.admin_temporal.query(limit=10_000)
+    return {r.record_id: (r.content, r.status.value, r.access_level.value) for r in records}
+
+
+async def test_each_action_makes_its_record_through_the_gate(kernel: Kernel) -> None:
+    """Merge, promote, skill and compress each produce one slow-path record, audited as a
+    consolidation CREATE that cites (derived_from) every source; sources become
+    consolidated versions and an unrelated record is left alone."""
+    incident = await _seed(kernel, INCIDENT, DAY)
+    etl = await _seed(kernel, LATE_ETL, DAY + timedelta(days=40))
+    rotation = await _seed(kernel, ROTATION, DAY + timedelta(days=90))
+    verbose = await _seed(kernel, [VERBOSE], DAY + timedelta(days=150))
+    lonely = await _seed(kernel, [UNRELATED], DAY + timedelta(days=200))
+
+    report = await kernel.consolidation.run(DEEP)
+
+    items = {item.action: item for batch in report.batches for item in batch.items}
+    assert set(items) == set(ConsolidationAction)
+    assert set(items[ConsolidationAction.MERGE].sources) == set(incident)
+    assert set(items[ConsolidationAction.PROMOTE].sources) == set(etl)
+    assert set(items[ConsolidationAction.SKILL].sources) == set(rotation)
+    assert list(items[ConsolidationAction.COMPRESS].sources) == verbose
+    assert (await _head(kernel, lonely[0])).status is MemoryStatus.ACTIVE
+    expected_types = {
+        ConsolidationAction.MERGE: MemoryType.EPISODE,
+        ConsolidationAction.PROMOTE: MemoryType.BELIEF,
+        ConsolidationAction.SKILL: MemoryType.SKILL,
+        ConsolidationAction.COMPRESS: MemoryType.EPISODE,
+    }
+    for action, item in items.items():
+        made = await _head(kernel, item.record_id)
+        assert made.type is expected_types[action]
+        assert made.consolidation_path is ConsolidationPath.SLOW
+        assert made.gate_decision_type is GateDecisionType.CONSOLIDATION
+        assert set(made.evidence_links) == set(item.source_versions)
+        targets = await kernel.db.fetch(
+            "SELECT target_id FROM memory_edges WHERE source_id = $1 AND kind = 'derived_from'",
+            made.id,
+        )
+        assert {row["target_id"] for row in targets} == set(item.source_versions)
+        entry = await kernel.audit.by_decision(made.gate_decision_id)  # type: ignore[arg-type]
+        assert entry is not None
+        assert ("CREATE", "consolidation", "approved") == (
+            entry.action,
+            entry.decision_type,
+            entry.decision,
+        )
+        for source in item.sources:
+            head = await _head(kernel, source)
+            assert (head.status, head.version) == (MemoryStatus.CONSOLIDATED, 2)
+            assert head.consolidation_path is ConsolidationPath.FAST
+    merged = await _head(kernel, items[ConsolidationAction.MERGE].record_id)
+    for fact in ("02:10", "checkout-api", "v4.2.0", "02:31", "20", "v4.3.0"):
+        assert fact in merged.content
+    lines = merged.content.splitlines()
+    assert lines == sorted(lines)  # each moment dated, in event-time order
+    belief = await _head(kernel, items[ConsolidationAction.PROMOTE].record_id)
+    assert belief.source_confidence > max(0.75, 0.9)  # four independent sightings
+    skill = await _head(kernel, items[ConsolidationAction.SKILL].record_id)
+    assert any("secret/payments/stripe" in step for step in skill.metadata["steps"])
+    compressed = await _head(kernel, verbose[0])
+    made = await _head(kernel, items[ConsolidationAction.COMPRESS].record_id)
+    assert len(made.content.split()) < len(compressed.content.split())
+    for fact in ("F3", "2026-07-15", "F5", "46 boxes", "30 kg"):
+        assert fact in made.content
+    listing = await _live(kernel)
+    assert not set(incident) & set(listing)  # consolidated sources are hidden by default
+    assert items[ConsolidationAction.MERGE].record_id in listing
+    samples = {
+        s.name: s.value
+        for metric in kernel.metrics.registry.collect()
+        for s in metric.samples
+        if s.name == "engram_consolidation_duration_seconds_count"
+        and s.labels.get("trigger") == "scheduled_deep"
+    }
+    assert samples == {"engram_consolidation_duration_seconds_count": 1.0}
+
+
+async def test_a_second_pass_finds_nothing_left_to_do(kernel: Kernel) -> None:
+    """Consolidated sources and slow-path records are not candidates again."""
+    await _seed(kernel, INCIDENT, DAY)
+    first = await kernel.consolidation.run(DEEP)
+    assert len(first.created) == 1
+    again = await kernel.consolidation.run(DEEP)
+    assert (again.created, again.consumed) == ([], [])
+
+
+async def test_a_failure_in_the_batch_rolls_all_of_it_back(
+    kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """The batch row is written last in the batch's transaction; when the database refuses it
+    (privilege revoked: a real error, not a patched method), no record, edge, status change or
+    audit row of the batch remains. With the privilege back, the same pass succeeds."""
+    sources = await _seed(kernel, INCIDENT, DAY)
+    before = await _live(kernel)
+    audited = await kernel.audit.count()
+    admin = await asyncpg.connect(database.admin_url)
+    try:
+        await admin.execute("REVOKE INSERT ON engram.consolidation_batches FROM engram_runtime")
+        with pytest.raises(PermissionDenied):
+            await kernel.consolidation.run(DEEP)
+        assert before == await _live(kernel)
+        assert audited == await kernel.audit.count()
+        for source in sources:
+            assert (await _head(kernel, source)).version == 1
+        assert 0 == await admin.fetchval(
+            "SELECT count(*) FROM engram.memories WHERE consolidation_path = 'slow'"
+        )
+        assert 0 == await admin.fetchval(
+            "SELECT count(*) FROM engram.memory_edges WHERE kind = 'derived_from'"
+        )
+        await admin.execute("GRANT INSERT ON engram.consolidation_batches TO engram_runtime")
+    finally:
+        await admin.close()
+    report = await kernel.consolidation.run(DEEP)
+    assert set(report.consumed) == set(sources)
+
+
+async def test_a_source_updated_during_the_pass_is_skipped_not_overwritten(
+    kernel: Kernel,
+) -> None:
+    """A topic whose source an agent changes after planning is left for the next run; the
+    agent's version stands; the other topics of the batch commit."""
+    incident = await _seed(kernel, INCIDENT, DAY)
+    etl = await _seed(kernel, LATE_ETL, DAY + timedelta(days=40))
+    planned = await kernel.consolidation.evaluate_candidates()
+    assert len(planned) == 2
+    changed = MemoryRecord.draft(
+        MemoryType.EPISODE,
+        "Paged at 02:12 (not 02:10) for checkout-api: p99 latency above 2 s.",
+        record_id=incident[0],
+        source_agent=BOSS.agent_id,
+        event_time=DAY,
+    )
+    result = await kernel.gate.evaluate(
+        GateRequest(GateAction.UPDATE, changed, BOSS, EXTERNAL, expected_version=1)
+    )
+    assert result.version == 2
+
+    batches = await kernel.consolidation.commit(planned, trigger=DEEP)
+
+    assert sum(b.skipped.get(SkipReason.SOURCE_CHANGED.value, 0) for b in batches) == 3
+    consumed = {s for b in batches for s in b.consumed}
+    assert consumed == set(etl)
+    head = await _head(kernel, incident[0])
+    assert (head.version, head.status, head.content) == (2, MemoryStatus.ACTIVE, changed.content)
+    for source in incident[1:]:
+        assert (await _head(kernel, source)).status is MemoryStatus.ACTIVE
+    later = await kernel.consolidation.run(DEEP)  # the next run takes the topic up again
+    assert set(later.consumed) == set(incident)
+
+
+async def test_rollback_restores_the_live_set_and_is_audited(kernel: Kernel) -> None:
+    """After a rollback the live set equals the one before the batch; the summary is
+    forgotten (its history kept); a second rollback and an unknown batch are refused."""
+    await _seed(kernel, INCIDENT, DAY)
+    await _seed(kernel, LATE_ETL, DAY + timedelta(days=40))
+    before = await _live(kernel)
+    report = await kernel.consolidation.run(DEEP)
+    (batch,) = report.batches
+    assert before != await _live(kernel)
+
+    undone = await kernel.consolidation.rollback(batch.batch_id)
+
+    assert before == await _live(kernel)
+    assert set(undone.restored) == set(batch.consumed)
+    assert set(undone.retired) == set(batch.created)
+    for created in batch.created:
+        assert (await _head(kernel, created)).status is MemoryStatus.FORGOTTEN
+    shown = await kernel.consolidation.batch(batch.batch_id)
+    assert shown.rolled_back_at is not None
+    with pytest.raises(ConsolidationConflict):
+        await kernel.consolidation.rollback(batch.batch_id)
+    with pytest.raises(NotFound):
+        await kernel.consolidation.rollback(UUID(int=7))
+    actions = await kernel.db.fetch(
+        "SELECT action, count(*) AS n FROM librarian_audit "
+        "WHERE decision_type = 'consolidation' GROUP BY action"
+    )
+    # 2 summaries + 7 sources consolidated; 2 forgotten + 7 restored
+    assert {(r["action"], r["n"]) for r in actions} == {
+        ("CREATE", 2),
+        ("UPDATE", 14),
+        ("FORGET", 2),
+    }
+
+
+async def test_a_quarantined_source_makes_the_summary_sensitive(kernel: Kernel) -> None:
+    """The consolidated record is as closed as its most closed source."""
+    texts = list(INCIDENT)
+    texts[1] += " Escalated to the on-call lead at jana.novak@example.com."
+    ids = await _seed(kernel, texts, DAY)
+    assert (await _head(kernel, ids[1])).access_level is AccessLevel.SENSITIVE
+    report = await kernel.consolidation.run(DEEP)
+    (made,) = report.created
+    assert (await _head(kernel, made)).access_level is AccessLevel.SENSITIVE
+
+
+async def test_as_of_reads_before_the_batch_still_see_the_sources(kernel: Kernel) -> None:
+    """Bi-temporal: before the batch the sources are active and the summary unknown."""
+    sources = await _seed(kernel, INCIDENT, DAY)
+    await asyncio.sleep(0.01)
+    instant = datetime.now(UTC)
+    await asyncio.sleep(0.01)
+    report = await kernel.consolidation.run(DEEP)
+    (made,) = report.created
+    then = {r.record_id: r for r in await kernel.admin_temporal.query(as_of_ingestion=instant)}
+    assert set(sources) <= set(then)
+    assert all(then[s].version == 1 for s in sources), [then[s].status for s in sources]
+    assert made not in then
+    now = {r.record_id for r in await kernel.admin_temporal.query()}
+    assert made in now
+    assert not set(sources) & now
+    chain = await kernel.admin_temporal.get_version_chain(sources[0])
+    assert [v.status for v in chain] == [MemoryStatus.SUPERSEDED, MemoryStatus.CONSOLIDATED]
+
+
+async def test_audit_state_and_replay_agree_after_consolidation_and_rollback(
+    kernel: Kernel,
+) -> None:
+    """The audit log rebuilds the store's live set, and replay changes no decision, after a
+    pass and after its rollback."""
+    await _seed(kernel, INCIDENT, DAY)
+    await _seed(kernel, ROTATION, DAY + timedelta(days=30))
+    report = await kernel.consolidation.run(DEEP)
+    state = await kernel.audit_state.compare(datetime.now(UTC))
+    assert state.ok, [d.to_json() for d in state.differences]
+    replayed = await kernel.replay.replay()
+    assert [] == [d.to_json() for d in replayed.changed]
+    for batch in report.batches:
+        await kernel.consolidation.rollback(batch.batch_id)
+    state = await kernel.audit_state.compare(datetime.now(UTC))
+    assert state.ok, [d.to_json() for d in state.differences]
+    replayed = await kernel.replay.replay()
+    assert [] == [d.to_json() for d in replayed.changed]
+
+
+async def test_dry_run_writes_nothing(kernel: Kernel) -> None:
+    """A dry run plans and reports, and changes nothing."""
+    await _seed(kernel, INCIDENT, DAY)
+    audited = await kernel.audit.count()
+    report = await kernel.consolidation.run(DEEP, dry_run=True)
+    assert report.dry_run
+    assert len(report.planned) == 1
+    assert (report.batches, await kernel.audit.count()) == ((), audited)
