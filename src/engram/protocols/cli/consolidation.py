@@ -1,0 +1,148 @@
+"""``engram consolidate`` and ``engram consolidation list|show|rollback`` (ADR-018)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from engram.kernel import Kernel
+from engram.memory.consolidation import (
+    BatchReport,
+    ConsolidationReport,
+    ConsolidationTrigger,
+    RollbackReport,
+)
+from engram.protocols.cli.output import (
+    parse_uuid,
+    print_json,
+    print_table,
+    progress,
+    when,
+    with_kernel,
+)
+
+app = typer.Typer(help="Consolidation batches: list, show, roll back.", no_args_is_help=True)
+
+
+def consolidate(
+    trigger: Annotated[
+        ConsolidationTrigger, typer.Option(help="Which pass to run.")
+    ] = ConsolidationTrigger.SCHEDULED_DEEP,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show what would be consolidated; write nothing.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Run (or preview) one consolidation pass now."""
+
+    async def work(kernel: Kernel) -> ConsolidationReport:
+        with progress(f"consolidating ({trigger.value})", None) as advance_to:
+
+            def seen(done: int, total: int) -> None:
+                advance_to(done)
+
+            return await kernel.consolidation.run(trigger, dry_run=dry_run, progress=seen)
+
+    report = with_kernel(work)
+    if as_json:
+        print_json(report.to_json())
+        return
+    verb = "would consolidate" if dry_run else "consolidated"
+    count = sum(len(c.sources) for c in report.planned) if dry_run else len(report.consumed)
+    made = len(report.planned) if dry_run else len(report.created)
+    typer.echo(
+        f"{verb} {count} of {report.candidates} fast-path records into {made} records "
+        f"in {len(report.batches)} batch(es), {report.duration_seconds:.1f} s"
+    )
+    if report.skipped:
+        left = ", ".join(f"{reason} {n}" for reason, n in sorted(report.skipped.items()))
+        typer.echo(f"left as they were: {left}")
+    if dry_run:
+        rows = [
+            [c.action.value, c.proposal_type.value, len(c.sources), c.source_words, c.words]
+            for c in report.planned
+        ]
+        print_table(None, ["action", "type", "sources", "source words", "words"], rows)
+    else:
+        _batches_table(list(report.batches))
+
+
+def _batches_table(batches: list[BatchReport]) -> None:
+    rows = [
+        [
+            b.batch_id,
+            b.trigger.value if b.trigger else "",
+            when(b.created_at) if b.created_at else "",
+            len(b.created),
+            len(b.consumed),
+            when(b.rolled_back_at) if b.rolled_back_at else "",
+        ]
+        for b in batches
+        if b.committed
+    ]
+    print_table(None, ["batch", "trigger", "at", "created", "consumed", "rolled back"], rows)
+
+
+@app.command("list")
+def list_batches(
+    limit: Annotated[int, typer.Option(help="Most batches to show.")] = 50,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+) -> None:
+    """The most recent consolidation batches, newest first."""
+
+    async def work(kernel: Kernel) -> list[BatchReport]:
+        return await kernel.consolidation.batches(limit=limit)
+
+    batches = with_kernel(work)
+    if as_json:
+        for batch in batches:
+            print_json(batch.to_json())
+        return
+    if not batches:
+        typer.echo("no consolidation batches")
+        return
+    _batches_table(batches)
+
+
+@app.command("show")
+def show(
+    batch_id: Annotated[str, typer.Argument(help="Batch id shown by `consolidation list`.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """One batch: each consolidated record and the sources it consumed."""
+    bid = parse_uuid(batch_id, "BATCH")
+
+    async def work(kernel: Kernel) -> BatchReport:
+        return await kernel.consolidation.batch(bid)
+
+    batch = with_kernel(work)
+    if as_json:
+        print_json(batch.to_json())
+        return
+    rows: list[list[Any]] = [
+        [item.action.value, item.record_id, len(item.sources), " ".join(map(str, item.sources))]
+        for item in batch.items
+    ]
+    print_table(f"batch {batch.batch_id}", ["action", "record", "sources", "source ids"], rows)
+
+
+@app.command("rollback")
+def rollback(
+    batch_id: Annotated[str, typer.Argument(help="Batch id shown by `consolidation list`.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Forget the batch's consolidated records and restore its sources (audited)."""
+    bid = parse_uuid(batch_id, "BATCH")
+
+    async def work(kernel: Kernel) -> RollbackReport:
+        return await kernel.consolidation.rollback(bid)
+
+    report = with_kernel(work)
+    if as_json:
+        print_json(report.to_json())
+        return
+    typer.echo(
+        f"batch {report.batch_id} rolled back: {len(report.retired)} record(s) retired, "
+        f"{len(report.restored)} source(s) restored, {len(report.untouched)} left as they were"
+    )
