@@ -33,7 +33,9 @@ from engram.memory.consolidation.summarize import SourceText, Style, select_clau
 from engram.memory.types import AccessLevel, MemoryRecord, MemoryType
 
 _PARTS = re.compile(r"[,;:]\s+|\s+then\s+|\s*(?:->|\u2192)\s*|(?<=[.!?])\s+|\n+")
-STEP_MATCH = 0.5  # content-word Jaccard at which two steps are the same step
+_LEADING = re.compile(
+    r"^(?:and\s+)?(?:then|next|finally|afterwards|after that)\b[,\s]*", re.IGNORECASE
+)
 MAX_STEPS = 100
 MAX_STEP_CHARS = 500
 
@@ -53,13 +55,8 @@ class ActionParams:
 def steps_of(text: str) -> list[str]:
     """The parts of ``text`` a procedure is written in: pieces between commas, semicolons,
     colons, sentence ends, "then" and arrows, each with at least one content word."""
-    pieces = [p.strip(" .,;:") for p in _PARTS.split(text)]
+    pieces = [_LEADING.sub("", p.strip(" .,;:")) for p in _PARTS.split(text)]
     return [p for p in pieces if p and content_words(p)]
-
-
-def _same_step(a: frozenset[str], b: frozenset[str]) -> bool:
-    union = a | b
-    return bool(union) and len(a & b) / len(union) >= STEP_MATCH
 
 
 def choose(
@@ -90,20 +87,13 @@ def _mean_similarity(vectors: NDArray[np.float32]) -> float:
 
 
 def merged_steps(sources: Sequence[MemoryRecord]) -> list[str]:
-    """The distinct steps of the sources in the order first seen; a variant of a step seen
-    already is kept too when it brings a fact the first did not (nothing is lost)."""
-    kept: list[str] = []
-    seen: list[frozenset[str]] = []
-    for source in sources:
-        texts = steps_of(source.content)
-        chosen = select_clauses(texts)  # drops a step another already said, facts and all
-        for step_text, keep in zip(texts, chosen, strict=True):
-            words = content_words(step_text)
-            if not keep and any(_same_step(words, s) for s in seen):
-                continue
-            kept.append(step_text[:MAX_STEP_CHARS])
-            seen.append(words)
-    return kept[:MAX_STEPS]
+    """The distinct steps of the sources in the order first seen: a step that repeats one
+    kept already (no new fact, mostly the same words) is dropped; a variant that brings a
+    fact is kept too, so nothing is lost."""
+    texts = [step for source in sources for step in steps_of(source.content)]
+    chosen = select_clauses(texts)  # one pass over every step: repeats across sources go
+    kept = [" ".join(parts) for parts in chosen if parts]
+    return [step[:MAX_STEP_CHARS] for step in kept][:MAX_STEPS]
 
 
 def most_closed(sources: Sequence[MemoryRecord]) -> MemoryRecord:

@@ -45,15 +45,21 @@ _FACT = re.compile(
             ("date", _DATE),
             ("time", _TIME),
             ("version", _VERSION),
-            ("ident", _IDENT),
             ("number", _NUMBER),
+            ("ident", _IDENT),
         )
     ),
     re.IGNORECASE,
 )
-_NAME = re.compile(r"\b[A-Z][a-z]+(?:[A-Z][a-z]+)*(?:\s+[A-Z][a-z]+)*\b|\b[A-Z]{2,6}s?\b")
+_NAME = re.compile(
+    r"\b(?:Dr|Mr|Mrs|Ms|Prof|St)\.\s+[A-Z][a-z]+(?:\s+[A-Z][a-z]+)*\b"
+    r"|\b(?!(?:Dr|Mr|Mrs|Ms|Prof|St)\.)[A-Z][a-z]+(?:[A-Z][a-z]+)*"
+    r"(?:\s+(?!(?:Dr|Mr|Mrs|Ms|Prof|St)\.)[A-Z][a-z]+)*\b|\b[A-Z]{2,6}s?\b"
+)
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|\n)\s*[\"'(]?([A-Z][a-z]+)")
 ENTITY_KINDS = frozenset({"url", "path", "ident", "name"})
+# Capitals that are units or currencies, not names ("3 GB", "30 USD").
+_UNITS = frozenset({"GB", "MB", "KB", "TB", "GiB", "MiB", "USD", "EUR", "GBP", "CHF", "JPY", "UTC"})
 # Capitalised words that are not names even inside a sentence.
 _NOT_NAMES = frozenset(
     {
@@ -121,7 +127,7 @@ def facts(text: str) -> tuple[Fact, ...]:
         word = match.group(0)
         if match.start() in starts and " " not in word:
             continue  # a capital that only opens a sentence
-        if word.casefold() in _NOT_NAMES:
+        if word.casefold() in _NOT_NAMES or word in _UNITS:
             continue
         found.append((match.start(), Fact(word, "name")))
     found.sort(key=lambda pair: pair[0])
@@ -156,4 +162,9 @@ def lost_facts(sources: list[str], summary: str) -> list[str]:
     for text in sources:
         for fact in facts(text):
             seen.setdefault(fact.key, fact.text)
-    return [text for key, text in seen.items() if key not in body]
+    return [text for key, text in seen.items() if not contains(body, key)]
+
+
+def contains(body: str, key: str) -> bool:
+    """True when ``key`` occurs in ``body`` as a whole token run ("80" is not in "800")."""
+    return re.search(rf"(?<![\w.]){re.escape(key)}(?![\w]|\.\d)", body) is not None

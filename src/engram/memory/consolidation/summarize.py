@@ -157,8 +157,9 @@ def _without_filler(clause: str) -> str:
 
 
 def _sentence(parts: Sequence[str]) -> str:
-    text = " ".join(p if p.endswith((".", "!", "?", ":")) else f"{p}." for p in parts)
-    return text.strip()
+    """Clauses as sentences: each capitalised and ended (a clause cut at a semicolon is one)."""
+    ended = [p if p.endswith((".", "!", "?", ":")) else f"{p}." for p in parts]
+    return " ".join(p[0].upper() + p[1:] for p in ended if p).strip()
 
 
 class ExtractiveSummarizer:

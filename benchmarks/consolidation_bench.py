@@ -1,0 +1,159 @@
+"""Consolidation throughput: a deep pass over 10,000 fast-path records, and writes beside it.
+
+Prints one JSON object. A private embedded PostgreSQL gets ``--records`` episodes (20-60
+words of agent text, event times spread over 300 days) written through the Gate by 16
+concurrent writers; then:
+
+- **pass**: one ``scheduled_deep`` pass through ``kernel.consolidation.run``: seconds for
+  planning (read, cluster, summarise) and in all, records consumed and created, batches,
+  and the peak RSS of the process (and of the embedding worker, its child);
+- **writes beside a pass**: ``--probe`` sequential governed writes alone (baseline), then
+  the same number while a pass over ``--second`` newly written records runs; p50/p95/p99
+  of each.
+
+Target (issue 13): 10,000 candidates in at most 60 s on this 2-core machine.
+
+    python -m benchmarks.consolidation_bench [--records 10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import platform
+import random
+import resource
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from benchmarks.agent_text import texts
+from benchmarks.harness import report, runtime_settings, scratch_server
+from benchmarks.stats import percentiles
+from engram import open_kernel
+from engram.kernel import Kernel
+from engram.memory.consolidation import ConsolidationTrigger
+from engram.memory.gate.requests import GateRequest
+from engram.memory.types import (
+    AccessLevel,
+    CallerIdentity,
+    GateAction,
+    GateDecisionType,
+    MemoryRecord,
+    MemoryType,
+    TrustLevel,
+)
+
+WRITER = CallerIdentity(
+    agent_id="bench-writer",
+    trust_level=TrustLevel.TRUSTED,
+    max_write_level=AccessLevel.SYSTEM,
+    max_read_level=AccessLevel.SYSTEM,
+    writes_per_minute=1e9,  # throughput is measured here, not the rate limit
+)
+START = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _record(text: str, rng: random.Random) -> MemoryRecord:
+    return MemoryRecord.draft(
+        MemoryType.EPISODE,
+        text,
+        source_agent=WRITER.agent_id,
+        event_time=START + timedelta(minutes=rng.uniform(0, 300 * 24 * 60)),
+    )
+
+
+async def _write(kernel: Kernel, record: MemoryRecord) -> float:
+    started = time.perf_counter()
+    result = await kernel.gate.evaluate(
+        GateRequest(GateAction.CREATE, record, WRITER, GateDecisionType.EXTERNAL)
+    )
+    if result.record_id is None:
+        raise RuntimeError(result.reason)
+    return (time.perf_counter() - started) * 1000
+
+
+async def _seed(kernel: Kernel, corpus: list[str], rng: random.Random) -> float:
+    queue = list(corpus)
+    started = time.perf_counter()
+
+    async def writer() -> None:
+        while queue:
+            await _write(kernel, _record(queue.pop(), rng))
+
+    await asyncio.gather(*(writer() for _ in range(16)))
+    return time.perf_counter() - started
+
+
+def _peak_rss_mb() -> dict[str, float]:
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return {"process": round(own, 1), "largest_child": round(children, 1)}
+
+
+async def measure(args: argparse.Namespace) -> dict[str, Any]:
+    rng = random.Random(args.seed)
+    corpus = texts(args.records + args.second + 2 * args.probe, args.seed)
+    first, rest = corpus[: args.records], corpus[args.records :]
+    second, probes = rest[: args.second], rest[args.second :]
+    async with (
+        scratch_server("engram-consolidation-bench-") as server,
+        open_kernel(settings=runtime_settings(server)) as kernel,
+    ):
+        seeded = await _seed(kernel, first, rng)
+        started = time.perf_counter()
+        planned = await kernel.consolidation.evaluate_candidates()
+        plan_seconds = time.perf_counter() - started
+        started = time.perf_counter()
+        result = await kernel.consolidation.run(ConsolidationTrigger.SCHEDULED_DEEP)
+        pass_seconds = time.perf_counter() - started
+
+        await _seed(kernel, second, rng)
+        alone = [await _write(kernel, _record(t, rng)) for t in probes[: args.probe]]
+        running = asyncio.ensure_future(
+            kernel.consolidation.run(ConsolidationTrigger.SCHEDULED_DEEP)
+        )
+        beside = [await _write(kernel, _record(t, rng)) for t in probes[args.probe :]]
+        overlapped = not running.done()
+        second_pass = await running
+    return {
+        "benchmark": "consolidation_bench",
+        "records": args.records,
+        "seed_seconds": round(seeded, 1),
+        "pass": {
+            "candidates": result.candidates,
+            "planned_topics": len(planned),
+            "plan_seconds": round(plan_seconds, 2),
+            "seconds": round(pass_seconds, 2),
+            "consumed": len(result.consumed),
+            "created": len(result.created),
+            "batches": len(result.batches),
+            "skipped": result.skipped,
+            "candidates_per_second": round(result.candidates / pass_seconds, 1),
+        },
+        "peak_rss_mb": _peak_rss_mb(),
+        "writes_beside_a_pass_ms": {
+            "alone": percentiles(alone),
+            "during_pass": percentiles(beside),
+            "pass_still_running_after_probe": overlapped,
+            "second_pass_candidates": second_pass.candidates,
+            "second_pass_seconds": round(second_pass.duration_seconds, 2),
+        },
+        "target": {"seconds_for_10000": 60.0},
+        "met": {"pass_seconds": pass_seconds * 10_000 / max(1, args.records) <= 60.0},
+        "python": platform.python_version(),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=10_000)
+    parser.add_argument("--second", type=int, default=2_000, help="records of the second pass")
+    parser.add_argument("--probe", type=int, default=200, help="writes timed alone and beside")
+    parser.add_argument("--seed", type=int, default=5)
+    args = parser.parse_args()
+    report(measure(args))
+
+
+if __name__ == "__main__":
+    main()
