@@ -266,6 +266,23 @@ def _assemble(
     events.subscribe(CONFLICTS_FOUND, gate.resolve_conflicts)
     temporal = TemporalEngine(db, reads=reads, metrics=metrics)
     admin_temporal = TemporalEngine(db)  # no read recorder: admin reads are not uses
+    consolidation = ConsolidationEngine(
+        db=db,
+        gate=gate,
+        events=events,
+        metrics=metrics,
+        summarizer=_summarizer(settings),
+        settings=ConsolidationSettings(
+            batch_size=settings.consolidation_batch_size,
+            max_candidates=settings.consolidation_max_candidates,
+            light_window=timedelta(hours=settings.consolidation_light_window_hours),
+            event_threshold=settings.consolidation_event_threshold,
+            fast_path_limit=settings.fast_path_limit,
+        ),
+    )
+    # A source an agent forgets or changes takes its summaries back with it (ADR-018).
+    for name in ("memory.forgotten", "memory.updated"):
+        events.subscribe(name, consolidation.on_source_changed)
     return Kernel(
         settings=settings,
         db=db,
@@ -285,20 +302,7 @@ def _assemble(
         admin_temporal=admin_temporal,
         replay=AuditReplayer(db, audit=audit, embeddings=batched, resolver=conflicts),
         audit_state=AuditState(db, reader=admin_temporal),
-        consolidation=ConsolidationEngine(
-            db=db,
-            gate=gate,
-            events=events,
-            metrics=metrics,
-            summarizer=_summarizer(settings),
-            settings=ConsolidationSettings(
-                batch_size=settings.consolidation_batch_size,
-                max_candidates=settings.consolidation_max_candidates,
-                light_window=timedelta(hours=settings.consolidation_light_window_hours),
-                event_threshold=settings.consolidation_event_threshold,
-                fast_path_limit=settings.fast_path_limit,
-            ),
-        ),
+        consolidation=consolidation,
         embedded=settings.embedded,
         head_revision=migrate.head_revision(),
         timings=timings,

@@ -22,7 +22,7 @@ OWNERS = (
     "engram.memory.audit.log",
     "engram.memory.audit.state",
     "engram.memory.consolidation.candidates",
-    "engram.memory.consolidation.engine",
+    "engram.memory.consolidation.reversal",
     "engram.memory.store.versions",
     "engram.memory.temporal.engine",
     "engram.memory.temporal.reads",

@@ -174,41 +174,46 @@ def test_merged_steps_are_capped() -> None:
     assert 100 == len(merged_steps([record(many)]))
 
 
+def _writers(sources: list[MemoryRecord]) -> list[str]:
+    return [s.source_agent for s in sources]
+
+
 def test_combined_confidence_of_one_source_is_its_confidence() -> None:
     """One source gives its own confidence."""
-    assert 0.5 == combined_confidence([record(confidence=0.5)])
+    sources = [record(confidence=0.5)]
+    assert 0.5 == combined_confidence(sources, _writers(sources))
 
 
-def test_combined_confidence_grows_with_independent_sources() -> None:
-    """Independent sources combine as a noisy OR: other agents or other days count."""
-    other_agent = [record(confidence=0.5), record(confidence=0.5, agent="b")]
-    other_day = [record(confidence=0.5), record(confidence=0.5, when=DAY2)]
-    assert 0.75 == combined_confidence(other_agent)
-    assert 0.75 == combined_confidence(other_day)
-    three = [*other_agent, record(confidence=0.5, agent="c")]
-    assert 0.875 == combined_confidence(three)
+def test_combined_confidence_grows_with_independent_writers() -> None:
+    """Sources written by different agents combine as a noisy OR."""
+    two = [record(confidence=0.5), record(confidence=0.5, agent="b")]
+    assert 0.75 == combined_confidence(two, _writers(two))
+    three = [*two, record(confidence=0.5, agent="c")]
+    assert 0.875 == combined_confidence(three, _writers(three))
 
 
-def test_combined_confidence_counts_same_agent_same_day_once() -> None:
-    """A repeat by the same agent on the same day counts once, at its best confidence."""
-    same_day = [
+def test_combined_confidence_counts_one_writer_once_whatever_its_event_times() -> None:
+    """Repeats by one agent, on any days it claims, count once at their best confidence."""
+    repeats = [
         record(confidence=0.5),
-        record(confidence=0.6, when=DAY1.replace(hour=20)),
-        record(confidence=0.4),
+        record(confidence=0.6, when=DAY2),
+        record(confidence=0.4, when=DAY1.replace(hour=20)),
     ]
-    assert 0.6 == combined_confidence(same_day)
+    assert 0.6 == combined_confidence(repeats, _writers(repeats))
 
 
-def test_combined_confidence_without_event_time_uses_ingestion_day() -> None:
-    """Records without an event time are grouped by the day they were ingested."""
-    assert 0.5 == combined_confidence([record(confidence=0.5, when=None) for _ in range(2)])
+def test_combined_confidence_goes_by_the_audited_writer_not_the_claimed_agent() -> None:
+    """Two records claiming different source agents but written by one agent count once."""
+    claimed = [record(confidence=0.5, agent="a"), record(confidence=0.5, agent="b")]
+    assert 0.5 == combined_confidence(claimed, ["writer", "writer"])
 
 
 def test_combined_confidence_is_capped() -> None:
     """The combined confidence never exceeds 0.99."""
     sources = [record(confidence=0.9, agent=name) for name in "abcde"]
-    assert 0.99 == combined_confidence(sources)
-    assert 0.99 == combined_confidence([record(confidence=1.0)])
+    assert 0.99 == combined_confidence(sources, _writers(sources))
+    sure = [record(confidence=1.0)]
+    assert 0.99 == combined_confidence(sure, _writers(sure))
 
 
 @pytest.mark.parametrize(

@@ -67,7 +67,7 @@ def test_namespaces_never_share_a_topic() -> None:
     ]
     topics = cluster(items)
     assert [[1, 3], [2, 4]] == topics
-    namespace = {i.key: i.namespace for i in items}
+    namespace = {i.key: i.partition for i in items}
     assert all(len({namespace[k] for k in topic}) == 1 for topic in topics)
 
 

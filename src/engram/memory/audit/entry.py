@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -141,3 +142,11 @@ def row_json(row: Row) -> dict[str, Any]:
         else:
             out[key] = value
     return out
+
+
+def decision_id_in_lane(lane: int) -> UUID:
+    """A fresh random decision id whose row falls in ``lane`` (a version-4 UUID with its
+    lowest bits set). Decisions committed together in one long transaction take ids of one
+    lane, so they hold one lane lock, not all of them, while it runs."""
+    value = uuid.uuid4().int
+    return UUID(int=value - value % LANES + lane % LANES)

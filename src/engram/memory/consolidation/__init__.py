@@ -1,11 +1,7 @@
 """CLS consolidation: fast-path records distilled into slow-path knowledge (specification §3.5,
 §5.4; ADR-018). :class:`ConsolidationEngine` is the entry point."""
 
-from engram.memory.consolidation.engine import (
-    CONSOLIDATOR,
-    ConsolidationEngine,
-    ConsolidationSettings,
-)
+from engram.memory.consolidation.engine import ConsolidationEngine, ConsolidationSettings
 from engram.memory.consolidation.model import (
     BatchItem,
     BatchReport,
@@ -16,6 +12,7 @@ from engram.memory.consolidation.model import (
     RollbackReport,
     SkipReason,
 )
+from engram.memory.consolidation.reversal import CONSOLIDATOR
 from engram.memory.consolidation.summarize import (
     CheckedSummarizer,
     ExtractiveSummarizer,

@@ -6,15 +6,17 @@
   distinct pieces in the order first seen; the text lists them.
 * **promote**: at least ``promote_min`` records that say the same thing (mean pairwise cosine
   at least ``promote_similarity``) become one ``belief``. Its confidence grows with the number
-  and confidence of independent sources: ``1 - prod(1 - c_i)`` over sources, a repeat by the
-  same agent on the same day counting once, capped at 0.99.
+  and confidence of independent sources: ``1 - prod(1 - c_i)`` with one term per writing
+  agent (as the audit log records it, its surest source), capped at 0.99. Any other
+  consolidated record is as sure as its least sure source.
 * **merge**: any other topic of two or more records: one narrative of the same type as most of
   its sources, each moment dated, in event-time order.
 * **compress**: a topic of one record of at least ``compress_min_words`` words, when the
   compressed text saves at least ``compress_min_saving`` of them.
 
-The consolidated record is as closed as the most closed of its sources (a quarantined source
-makes it ``sensitive``) and keeps that source's classification.
+Topics never span access levels (the planner partitions by namespace and level), so the
+consolidated record has its sources' level (quarantined sources make a ``sensitive`` one) and
+the classification of the most closed source.
 """
 
 from __future__ import annotations
@@ -101,13 +103,12 @@ def most_closed(sources: Sequence[MemoryRecord]) -> MemoryRecord:
     return max(sources, key=lambda s: s.access_level.rank)
 
 
-def combined_confidence(sources: Sequence[MemoryRecord]) -> float:
-    """Noisy-OR of the sources' confidence, one per agent and day (see the docstring)."""
-    best: dict[tuple[str, str], float] = {}
-    for source in sources:
-        when = source.event_time or source.ingestion_time
-        key = (source.source_agent, when.date().isoformat())
-        best[key] = max(best.get(key, 0.0), source.source_confidence)
+def combined_confidence(sources: Sequence[MemoryRecord], writers: Sequence[str]) -> float:
+    """Noisy-OR of the sources' confidence, one term per writing agent (its surest source):
+    repeats by one agent corroborate nothing, whatever event times it gives them."""
+    best: dict[str, float] = {}
+    for source, writer in zip(sources, writers, strict=True):
+        best[writer] = max(best.get(writer, 0.0), source.source_confidence)
     doubt = 1.0
     for confidence in best.values():
         doubt *= 1.0 - confidence

@@ -28,3 +28,11 @@ UPDATE consolidation_batches
 SET rolled_back_at = now(), rollback_decision_ids = $2
 WHERE id = $1 AND rolled_back_at IS NULL
 RETURNING rolled_back_at
+
+-- name: batches_with_source
+-- Batches not rolled back with an item that consumed the record in $1 (JSON containment,
+-- served by the items index).
+SELECT id, run_id, trigger, created_at, items, skipped, decision_ids, rolled_back_at,
+       rollback_decision_ids
+FROM consolidation_batches
+WHERE rolled_back_at IS NULL AND items @> $1::jsonb

@@ -9,6 +9,7 @@ than ``max_topic`` is cut, in event-time order, into pieces of that size.
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -55,6 +56,8 @@ class Loaded:
 
     record: MemoryRecord
     embedding: NDArray[np.float32]
+    #: The agent the audit log says wrote this version (its ``source_agent`` is a claim).
+    writer: str = ""
 
 
 def topics_of(
@@ -65,7 +68,9 @@ def topics_of(
     items = [
         TopicItem(
             key=n,
-            namespace=item.record.namespace,
+            # never across namespaces, nor across access levels: a summary is readable by
+            # exactly the readers of each of its sources, so no reader loses a fact it had
+            partition=f"{item.record.namespace}/{item.record.access_level.value}",
             embedding=item.embedding,
             entities=entities(item.record.content),
             words=content_words(item.record.content),
@@ -94,7 +99,10 @@ class Planner:
         """The candidate records (oldest first) and how many lack an embedding."""
         types = [t.value for t in MemoryType]
         rows = await self._db.fetch(SQL["candidates"], types, since, limit)
-        loaded = [Loaded(store.record_from_row(row), _vector(row["embedding"])) for row in rows]
+        loaded = [
+            Loaded(store.record_from_row(row), _vector(row["embedding"]), row["writer"] or "")
+            for row in rows
+        ]
         unembedded = await self._db.fetchval(SQL["unembedded_candidates"], types, since)
         return loaded, int(unembedded or 0)
 
@@ -115,7 +123,11 @@ class Planner:
         if unembedded:
             skipped[SkipReason.NO_EMBEDDING.value] += unembedded
         planned: list[ConsolidationCandidate] = []
-        for topic in topics_of(loaded, await self.edges(loaded), self._settings.topics):
+        edges = await self.edges(loaded)
+        # CPU-bound (NumPy, SciPy, regular expressions): off the event loop, so the writes of
+        # a kernel serving agents meanwhile are not held up.
+        topics = await asyncio.to_thread(topics_of, loaded, edges, self._settings.topics)
+        for topic in topics:
             if len(topic) < min_topic:
                 skipped[SkipReason.TOO_FEW.value] += len(topic)
                 continue
@@ -163,10 +175,11 @@ class Planner:
             before = len(sources[0].content.split())
             if len(content.split()) > before * (1 - params.compress_min_saving):
                 return None, SkipReason.NOT_SHORTER
+        writers = [item.writer or item.record.source_agent for item in topic]
         confidence = (
-            actions.combined_confidence(sources)
+            actions.combined_confidence(sources, writers)
             if action is ConsolidationAction.PROMOTE
-            else max(s.source_confidence for s in sources)
+            else min(s.source_confidence for s in sources)  # as sure as its weakest claim
         )
         metadata["consolidation"] = {
             "action": action.value,

@@ -3,8 +3,11 @@
 
 -- name: candidates
 -- Active fast-path heads of the types $1, ingested at or after $2 (NULL: any time), oldest
--- first, at most $3. Records without an embedding (degraded writes) are counted apart.
-SELECT {{record_columns}}, embedding
+-- first, at most $3, each with the agent the audit log says wrote that version (not the
+-- source_agent it claims). Records without an embedding (degraded writes) are counted apart.
+SELECT {{record_columns}}, embedding,
+       (SELECT a.agent_id FROM librarian_audit a WHERE a.decision_id = memories.gate_decision_id)
+           AS writer
 FROM memories
 WHERE superseded_by IS NULL AND status = 'active' AND consolidation_path = 'fast'
   AND type = ANY($1::text[]) AND embedding IS NOT NULL

@@ -15,7 +15,7 @@ sources to ``active``, again in one transaction through the Gate. See ADR-018.
 
 from __future__ import annotations
 
-import json
+import asyncio
 import time
 import uuid
 from collections import Counter
@@ -27,11 +27,8 @@ from uuid import UUID
 
 import structlog
 
-from engram.errors import ConsolidationConflict, NotFound
-from engram.infra.db import Connection, DatabaseAdapter, Row
+from engram.infra.db import Connection, DatabaseAdapter
 from engram.infra.events import Event, EventBus
-from engram.infra.sql import load_queries
-from engram.memory import store
 from engram.memory.consolidation.candidates import Planner, PlannerSettings
 from engram.memory.consolidation.model import (
     BatchItem,
@@ -42,12 +39,12 @@ from engram.memory.consolidation.model import (
     RollbackReport,
     SkipReason,
 )
+from engram.memory.consolidation.reversal import CONSOLIDATOR, SQL, BatchDesk, restate
 from engram.memory.consolidation.summarize import Summarizer
 from engram.memory.gate.groups import GroupOutcome
 from engram.memory.gate.librarian import LibrarianGate
 from engram.memory.gate.requests import GateRequest
 from engram.memory.types import (
-    CallerIdentity,
     GateAction,
     GateDecisionType,
     MemoryRecord,
@@ -57,9 +54,9 @@ from engram.observability.metrics import EngramMetrics
 
 log = structlog.get_logger("engram.memory.consolidation")
 
-SQL = load_queries("engram.memory.consolidation", "batches.sql")
-CONSOLIDATOR = CallerIdentity.system("consolidation")
 CONSOLIDATED_EVENT = "memory.consolidated"
+#: Batches committed side by side: one plans (Python) while the other commits (PostgreSQL).
+BATCHES_IN_FLIGHT = 2
 
 #: Called after each topic is written or skipped: (topics done, topics in all).
 Progress = Callable[[int, int], None]
@@ -96,6 +93,7 @@ class ConsolidationEngine:
         self._metrics = metrics
         self._settings = settings or ConsolidationSettings()
         self._planner = Planner(db, summarizer, self._settings.planner)
+        self._desk = BatchDesk(db, gate)
 
     async def evaluate_candidates(
         self, trigger: ConsolidationTrigger = ConsolidationTrigger.SCHEDULED_DEEP
@@ -209,14 +207,27 @@ class ConsolidationEngine:
         whose source moved on since it was planned is skipped (``source_changed``), never
         written over; the others commit."""
         run_id = run_id or uuid.uuid4()
-        batches: list[BatchReport] = []
+        chunks = _chunks(planned, self._settings.batch_size)
+        slots = asyncio.Semaphore(BATCHES_IN_FLIGHT)
         done = 0
-        for chunk in _chunks(planned, self._settings.batch_size):
-            batches.append(await self._commit(run_id, trigger, chunk))
+
+        async def one(chunk: list[ConsolidationCandidate]) -> BatchReport:
+            nonlocal done
+            async with slots:
+                batch = await self._commit(run_id, trigger, chunk)
             done += len(chunk)
             if progress is not None:
                 progress(done, len(planned))
-        return batches
+            return batch
+
+        tasks = [asyncio.ensure_future(one(chunk)) for chunk in chunks]
+        try:
+            return list(await asyncio.gather(*tasks))
+        except BaseException:
+            for task in tasks:
+                task.cancel()  # batches committed so far stay; the others do not start
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
 
     async def _under_pressure(self) -> bool:
         count = await self._db.fetchval(SQL["fast_path_count"])
@@ -240,8 +251,8 @@ class ConsolidationEngine:
                 batch_id,
                 run_id,
                 trigger.value,
-                json.dumps([item.to_json() for item in items]),
-                json.dumps(skipped),
+                [item.to_json() for item in items],
+                skipped,
                 decisions,
             )
             payload = {
@@ -272,83 +283,27 @@ class ConsolidationEngine:
             trigger=trigger,
         )
 
-    # --- batches and rollback -------------------------------------------------------------
+    # --- batches and their reversal (engram.memory.consolidation.reversal) -----------------
 
     async def batches(self, *, limit: int = 50) -> list[BatchReport]:
         """The most recent committed batches, newest first."""
-        rows = await self._db.fetch(SQL["batches"], limit)
-        return [_batch_from_row(row) for row in rows]
+        return await self._desk.batches(limit=limit)
 
     async def batch(self, batch_id: UUID) -> BatchReport:
         """One committed batch; :class:`~engram.errors.NotFound` when there is none."""
-        row = await self._db.fetchrow(SQL["batch"], batch_id)
-        if row is None:
-            raise NotFound(f"no consolidation batch {batch_id}")
-        return _batch_from_row(row)
+        return await self._desk.batch(batch_id)
 
-    async def rollback(self, batch_id: UUID) -> RollbackReport:
-        """Forget the batch's consolidated records and restore its sources to ``active``, in
-        one transaction through the Gate. A source that changed since the batch (an agent
-        wrote a new version) is left as it is. Raises :class:`~engram.errors.NotFound` for
-        an unknown batch and :class:`~engram.errors.ConsolidationConflict` for one rolled
-        back already or whose records moved while the rollback ran (nothing changed)."""
-        batch = await self.batch(batch_id)
-        if batch.rolled_back_at is not None:
-            raise ConsolidationConflict(f"batch {batch_id} was rolled back already")
-        row = await self._db.fetchrow(SQL["batch"], batch_id)
-        own = set() if row is None else set(row["decision_ids"])
-        groups: list[list[GateRequest]] = []
-        retired: list[UUID] = []
-        restored: list[UUID] = []
-        untouched: list[UUID] = []
-        key = f"consolidation-rollback:{batch_id}"
-        for item in batch.items:
-            group: list[GateRequest] = []
-            summary = await store.head(self._db, item.record_id)
-            if summary is not None and summary.status is not MemoryStatus.FORGOTTEN:
-                group.append(
-                    GateRequest.forget(
-                        summary,
-                        CONSOLIDATOR,
-                        GateDecisionType.CONSOLIDATION,
-                        expected_version=summary.version,
-                        request_id=f"{key}:{item.record_id}",
-                    )
-                )
-                retired.append(item.record_id)
-            for source_id in item.sources:
-                head = await store.head(self._db, source_id)
-                if (
-                    head is None
-                    or head.status is not MemoryStatus.CONSOLIDATED
-                    or head.gate_decision_id not in own
-                ):
-                    untouched.append(source_id)
-                    continue
-                group.append(_restate(head, MemoryStatus.ACTIVE, request_id=f"{key}:{source_id}"))
-                restored.append(source_id)
-            if group:
-                groups.append(group)
+    async def rollback(self, batch_id: UUID, *, force: bool = False) -> RollbackReport:
+        """Undo a batch (:meth:`.reversal.BatchDesk.rollback`)."""
+        return await self._desk.rollback(batch_id, force=force)
 
-        async def finish(conn: Connection, outcomes: Sequence[GroupOutcome]) -> None:
-            if not all(outcome.written for outcome in outcomes):
-                raise ConsolidationConflict(
-                    f"batch {batch_id}: a record moved on during the rollback; nothing changed"
-                )
-            decisions = [r.decision_id for o in outcomes for r in o.results]
-            if await conn.fetchval(SQL["mark_rolled_back"], batch_id, decisions) is None:
-                raise ConsolidationConflict(f"batch {batch_id} was rolled back already")
+    async def release(self, record_id: UUID) -> list[UUID]:
+        """Undo what consumed a forgotten or changed record (``BatchDesk.release``)."""
+        return await self._desk.release(record_id)
 
-        await self._gate.evaluate_groups(groups, finish=finish)
-        log.info(
-            "consolidation.rolled_back",
-            batch_id=str(batch_id),
-            retired=len(retired),
-            restored=len(restored),
-            untouched=len(untouched),
-        )
-        await self._gate.refresh_record_gauge()
-        return RollbackReport(batch_id, tuple(retired), tuple(restored), tuple(untouched))
+    async def on_source_changed(self, event: Event) -> None:
+        """Outbox subscriber of ``memory.forgotten`` and ``memory.updated``."""
+        await self._desk.on_source_changed(event)
 
 
 def _chunks(
@@ -396,7 +351,7 @@ def _requests(batch_id: UUID, n: int, candidate: ConsolidationCandidate) -> list
         )
     ]
     requests += [
-        _restate(
+        restate(
             source,
             MemoryStatus.CONSOLIDATED,
             request_id=f"consolidation:{batch_id}:{source.record_id}",
@@ -404,19 +359,6 @@ def _requests(batch_id: UUID, n: int, candidate: ConsolidationCandidate) -> list
         for source in sources
     ]
     return requests
-
-
-def _restate(head: MemoryRecord, status: MemoryStatus, *, request_id: str) -> GateRequest:
-    """A consolidation UPDATE that gives ``head``'s content a new status."""
-    return GateRequest(
-        GateAction.UPDATE,
-        head.model_copy(update={"id": uuid.uuid4(), "status": status}),
-        CONSOLIDATOR,
-        GateDecisionType.CONSOLIDATION,
-        expected_version=head.version,
-        request_id=request_id,
-        status=status,
-    )
 
 
 def _summarise(
@@ -441,24 +383,6 @@ def _summarise(
             )
         )
     return items, dict(skipped)
-
-
-def _batch_from_row(row: Row) -> BatchReport:
-    items = row["items"]
-    skipped = row["skipped"]
-    if isinstance(items, str):
-        items = json.loads(items)
-    if isinstance(skipped, str):
-        skipped = json.loads(skipped)
-    return BatchReport(
-        batch_id=row["id"],
-        items=tuple(BatchItem.from_json(item) for item in items),
-        skipped=dict(skipped),
-        committed=True,
-        created_at=row["created_at"],
-        trigger=ConsolidationTrigger(row["trigger"]),
-        rolled_back_at=row["rolled_back_at"],
-    )
 
 
 __all__ = ["ConsolidationEngine", "ConsolidationSettings"]

@@ -16,6 +16,7 @@ text is used instead. The name recorded with the record says which one wrote it.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -168,7 +169,8 @@ class ExtractiveSummarizer:
     name = "extractive@1"
 
     async def summarize(self, sources: Sequence[SourceText], style: Style) -> Summary:
-        return Summary(self.text(sources, style), self.name)
+        text = await asyncio.to_thread(self.text, sources, style)  # CPU-bound: off the loop
+        return Summary(text, self.name)
 
     def text(self, sources: Sequence[SourceText], style: Style) -> str:
         """The extractive text (synchronous: pure computation)."""

@@ -12,7 +12,8 @@ entities they share (identifiers, names, URLs, paths: Jaccard overlap) and for a
 document frequency among the records clustered together: a rare word both use (a product
 name the model has never seen, "ETL") counts for much, a common one for little.
 
-Records are compared only within one namespace. Candidate pairs come from each record's
+Records are compared only within one *partition* (the planner makes one per namespace and
+access level). Candidate pairs come from each record's
 nearest neighbours by cosine (a blocked matrix product, never the full matrix at once); the
 pairs at or above ``link`` make a sparse graph whose connected components are then cut by
 average-linkage agglomerative clustering (SciPy) at ``1 - threshold``. Average linkage, not
@@ -24,8 +25,7 @@ test half reports how they generalise.
 
 from __future__ import annotations
 
-import math
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -33,14 +33,14 @@ from datetime import datetime
 import numpy as np
 from numpy.typing import NDArray
 from scipy.cluster.hierarchy import fcluster, linkage
-from scipy.sparse import coo_matrix
+from scipy.sparse import coo_matrix, csr_matrix
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial.distance import squareform
 
 BLOCK = 1024
 NEIGHBOURS = 24
 #: A component larger than this is cut by time into pieces of this size before linkage.
-MAX_COMPONENT = 600
+MAX_COMPONENT = 2000
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +61,7 @@ class TopicItem:
     """What the clustering knows of one record."""
 
     key: int
-    namespace: str
+    partition: str
     embedding: NDArray[np.float32]
     entities: frozenset[str]
     event_time: datetime
@@ -78,11 +78,11 @@ def cluster(
     order of ``items``; ``edges`` are ``relates_to`` pairs of keys."""
     params = params or TopicParams()
     linked = {frozenset(pair) for pair in edges if pair[0] != pair[1]}
-    by_namespace: dict[str, list[int]] = defaultdict(list)
+    by_partition: dict[str, list[int]] = defaultdict(list)
     for index, item in enumerate(items):
-        by_namespace[item.namespace].append(index)
+        by_partition[item.partition].append(index)
     topics: list[list[int]] = []
-    for indices in by_namespace.values():
+    for indices in by_partition.values():
         group = [items[i] for i in indices]
         topics.extend(
             [group[m].key for m in sorted(members)]
@@ -99,17 +99,10 @@ def _cluster_group(
     n = len(items)
     if n == 1:
         return [[0]]
-    vectors = _unit(np.stack([item.embedding for item in items]))
-    weights = _idf(items)
-    rows, cols = [], []
-    for i, j in _candidate_pairs(vectors):
-        if (
-            _affinity(items, vectors, i, j, linked=linked, params=params, idf=weights)
-            >= params.link
-        ):
-            rows.append(i)
-            cols.append(j)
-    graph = coo_matrix((np.ones(len(rows)), (rows, cols)), shape=(n, n))
+    features = _Features(items, linked, params)
+    left, right = _candidate_pairs(features.vectors)
+    keep = features.pairs(left, right) >= params.link
+    graph = coo_matrix((np.ones(int(keep.sum())), (left[keep], right[keep])), shape=(n, n))
     _, labels = connected_components(graph, directed=False)
     members: dict[int, list[int]] = defaultdict(list)
     for index, label in enumerate(labels):
@@ -117,15 +110,110 @@ def _cluster_group(
     result: list[list[int]] = []
     for component in members.values():
         for piece in _by_time(items, component):
-            result.extend(_cut(items, vectors, piece, linked=linked, params=params, idf=weights))
+            result.extend(_cut(features, piece, params))
     return result
 
 
-def _idf(items: Sequence[TopicItem]) -> dict[str, float]:
-    """Inverse document frequency of each content word among ``items`` (smoothed)."""
-    counts: Counter[str] = Counter(w for item in items for w in item.words)
-    n = len(items)
-    return {w: math.log((1 + n) / (1 + c)) + 1.0 for w, c in counts.items()}
+class _Features:
+    """The affinity's terms for one group of records, as arrays (see the module docstring):
+    unit embeddings, IDF-weighted word vectors (unit length), entity indicator rows, event
+    days and ``relates_to`` pairs (by position in the group)."""
+
+    def __init__(
+        self, items: Sequence[TopicItem], linked: set[frozenset[int]], params: TopicParams
+    ) -> None:
+        self.params = params
+        self.vectors = _unit(np.stack([item.embedding for item in items]))
+        self.words = _rows([item.words for item in items], idf=True)
+        self.entities = _rows([item.entities for item in items], idf=False)
+        self.entity_counts = np.asarray(self.entities.sum(axis=1)).ravel()
+        epoch = min(item.event_time for item in items)
+        self.days = np.array([(item.event_time - epoch).total_seconds() / 86_400 for item in items])
+        position = {item.key: n for n, item in enumerate(items)}
+        self.linked = {
+            (min(a, b), max(a, b))
+            for a, b in (
+                tuple(position[k] for k in pair) for pair in linked if pair <= position.keys()
+            )
+        }
+
+    def pairs(self, left: NDArray[np.int64], right: NDArray[np.int64]) -> NDArray[np.float64]:
+        """The affinity of each pair (left[k], right[k])."""
+        p = self.params
+        score = np.einsum("ij,ij->i", self.vectors[left], self.vectors[right]).astype(np.float64)
+        score += p.lexical_weight * _row_dots(self.words, left, right)
+        shared = _row_dots(self.entities, left, right)
+        union = self.entity_counts[left] + self.entity_counts[right] - shared
+        score += p.entity_weight * np.divide(
+            shared, union, out=np.zeros_like(shared), where=union > 0
+        )
+        if self.linked:
+            score += p.edge_weight * np.array(
+                [(min(a, b), max(a, b)) in self.linked for a, b in zip(left, right, strict=True)]
+            )
+        result: NDArray[np.float64] = score - p.time_weight * self._gap(
+            np.abs(self.days[left] - self.days[right])
+        )
+        return result
+
+    def block(self, members: Sequence[int]) -> NDArray[np.float64]:
+        """The affinity of every pair among ``members`` (a square matrix)."""
+        p = self.params
+        index = np.asarray(members)
+        score = (self.vectors[index] @ self.vectors[index].T).astype(np.float64)
+        words = self.words[index]
+        score += p.lexical_weight * (words @ words.T).toarray()
+        entities = self.entities[index]
+        shared = (entities @ entities.T).toarray()
+        counts = self.entity_counts[index]
+        union = counts[:, None] + counts[None, :] - shared
+        score += p.entity_weight * np.divide(
+            shared, union, out=np.zeros_like(shared), where=union > 0
+        )
+        if self.linked:
+            where = {int(m): n for n, m in enumerate(index)}
+            for a, b in self.linked:
+                if a in where and b in where:
+                    score[where[a], where[b]] += p.edge_weight
+                    score[where[b], where[a]] += p.edge_weight
+        days = self.days[index]
+        result: NDArray[np.float64] = score - p.time_weight * self._gap(
+            np.abs(days[:, None] - days[None, :])
+        )
+        return result
+
+    def _gap(self, days: NDArray[np.float64]) -> NDArray[np.float64]:
+        horizon = self.params.time_horizon_days
+        gap: NDArray[np.float64] = np.clip((days - horizon) / 90, 0.0, 1.0)
+        return gap
+
+
+def _rows(sets: Sequence[frozenset[str]], *, idf: bool) -> csr_matrix:
+    """One row per set over the union of their members: IDF weights scaled to unit length
+    (``idf``), or plain indicators."""
+    vocabulary: dict[str, int] = {}
+    rows, cols = [], []
+    for n, members in enumerate(sets):
+        for member in members:
+            rows.append(n)
+            cols.append(vocabulary.setdefault(member, len(vocabulary)))
+    shape = (len(sets), max(1, len(vocabulary)))
+    matrix = csr_matrix((np.ones(len(rows)), (rows, cols)), shape=shape)
+    if not idf:
+        return matrix
+    frequency = np.asarray(matrix.sum(axis=0)).ravel()
+    weights = np.log((1 + len(sets)) / (1 + frequency)) + 1.0
+    weighted = csr_matrix(matrix.multiply(weights[None, :]))
+    norms = np.sqrt(np.asarray(weighted.multiply(weighted).sum(axis=1)).ravel())
+    norms[norms == 0] = 1.0
+    return csr_matrix(weighted.multiply(1.0 / norms[:, None]))
+
+
+def _row_dots(
+    matrix: csr_matrix, left: NDArray[np.int64], right: NDArray[np.int64]
+) -> NDArray[np.float64]:
+    dots: NDArray[np.float64] = np.asarray(matrix[left].multiply(matrix[right]).sum(axis=1)).ravel()
+    return dots
 
 
 def _unit(matrix: NDArray[np.float32]) -> NDArray[np.float32]:
@@ -135,47 +223,22 @@ def _unit(matrix: NDArray[np.float32]) -> NDArray[np.float32]:
     return unit
 
 
-def _candidate_pairs(vectors: NDArray[np.float32]) -> set[tuple[int, int]]:
-    """Each record paired with its nearest neighbours by cosine (i < j)."""
+def _candidate_pairs(vectors: NDArray[np.float32]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Each record paired with its nearest neighbours by cosine, as (left, right) with
+    left < right, each pair once."""
     n = vectors.shape[0]
     k = min(NEIGHBOURS, n - 1)
-    pairs: set[tuple[int, int]] = set()
+    found: list[NDArray[np.int64]] = []
     for start in range(0, n, BLOCK):
         block = vectors[start : start + BLOCK] @ vectors.T
-        for offset in range(block.shape[0]):
-            block[offset, start + offset] = -np.inf
+        rows = np.arange(block.shape[0])
+        block[rows, start + rows] = -np.inf
         nearest = np.argpartition(-block, k - 1, axis=1)[:, :k]
-        for offset, row in enumerate(nearest):
-            i = start + offset
-            for j in row:
-                pairs.add((min(i, int(j)), max(i, int(j))))
-    return pairs
-
-
-def _affinity(
-    items: Sequence[TopicItem],
-    vectors: NDArray[np.float32],
-    i: int,
-    j: int,
-    *,
-    linked: set[frozenset[int]],
-    params: TopicParams,
-    idf: dict[str, float],
-) -> float:
-    a, b = items[i], items[j]
-    score = float(vectors[i] @ vectors[j])
-    if params.lexical_weight and a.words and b.words:
-        shared = sum(idf[w] ** 2 for w in a.words & b.words)
-        norm = math.sqrt(sum(idf[w] ** 2 for w in a.words) * sum(idf[w] ** 2 for w in b.words))
-        score += params.lexical_weight * (shared / norm if norm else 0.0)
-    union = a.entities | b.entities
-    if union:
-        score += params.entity_weight * len(a.entities & b.entities) / len(union)
-    if frozenset((a.key, b.key)) in linked:
-        score += params.edge_weight
-    days = abs((a.event_time - b.event_time).total_seconds()) / 86_400
-    gap = min(1.0, max(0.0, days - params.time_horizon_days) / 90)
-    return score - params.time_weight * gap
+        i = np.repeat(start + rows, k)
+        j = nearest.ravel()
+        found.append(np.stack([np.minimum(i, j), np.maximum(i, j)], axis=1))
+    pairs = np.unique(np.concatenate(found), axis=0)
+    return pairs[:, 0].astype(np.int64), pairs[:, 1].astype(np.int64)
 
 
 def _by_time(items: Sequence[TopicItem], component: list[int]) -> list[list[int]]:
@@ -185,26 +248,12 @@ def _by_time(items: Sequence[TopicItem], component: list[int]) -> list[list[int]
     return [ordered[s : s + MAX_COMPONENT] for s in range(0, len(ordered), MAX_COMPONENT)]
 
 
-def _cut(
-    items: Sequence[TopicItem],
-    vectors: NDArray[np.float32],
-    component: list[int],
-    *,
-    linked: set[frozenset[int]],
-    params: TopicParams,
-    idf: dict[str, float],
-) -> list[list[int]]:
+def _cut(features: _Features, component: list[int], params: TopicParams) -> list[list[int]]:
     """Average-linkage clusters of one component at affinity ``threshold``."""
-    m = len(component)
-    if m == 1:
+    if len(component) == 1:
         return [component]
-    distance = np.zeros((m, m))
-    for x in range(m):
-        for y in range(x + 1, m):
-            value = _affinity(
-                items, vectors, component[x], component[y], linked=linked, params=params, idf=idf
-            )
-            distance[x, y] = distance[y, x] = max(0.0, 1.0 - value)
+    distance = np.maximum(0.0, 1.0 - features.block(component))
+    np.fill_diagonal(distance, 0.0)
     tree = linkage(squareform(distance, checks=False), method="average")
     labels = fcluster(tree, t=1.0 - params.threshold, criterion="distance")
     groups: dict[int, list[int]] = defaultdict(list)

@@ -130,13 +130,16 @@ def show(
 @app.command("rollback")
 def rollback(
     batch_id: Annotated[str, typer.Argument(help="Batch id shown by `consolidation list`.")],
+    force: Annotated[
+        bool, typer.Option("--force", help="Also forget records an agent changed since.")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Forget the batch's consolidated records and restore its sources (audited)."""
     bid = parse_uuid(batch_id, "BATCH")
 
     async def work(kernel: Kernel) -> RollbackReport:
-        return await kernel.consolidation.rollback(bid)
+        return await kernel.consolidation.rollback(bid, force=force)
 
     report = with_kernel(work)
     if as_json:

@@ -2,9 +2,10 @@
 
 One row per batch, inserted in the batch's own transaction (with its records, edges and audit
 rows), so a batch that rolled back leaves no row. ``items`` lists, per consolidated record, the
-action, the new record and the source versions it consumed; ``decision_ids`` the Gate decisions
-of the batch. A rollback sets ``rolled_back_at`` and its own decisions, once. A partial index
-finds the fast-path heads consolidation reads.
+action, the new record and the source versions it consumed (a GIN index finds the items of a
+source, which are undone when an agent forgets or changes it); ``decision_ids`` the Gate
+decisions of the batch. A rollback sets ``rolled_back_at`` and its own decisions, once. A
+partial index finds the fast-path heads consolidation reads.
 
 Revision ID: 0010
 Revises: 0009
@@ -43,6 +44,10 @@ def upgrade() -> None:
     op.execute(
         "CREATE INDEX consolidation_batches_created_idx "
         "ON engram.consolidation_batches (created_at DESC)"
+    )
+    op.execute(
+        "CREATE INDEX consolidation_batches_items_idx "
+        "ON engram.consolidation_batches USING gin (items jsonb_path_ops)"
     )
     op.execute(
         "CREATE INDEX memories_fast_path_idx ON engram.memories (ingestion_time) "

@@ -1,0 +1,223 @@
+"""Consolidation batches looked up and undone: listing, rollback, and release.
+
+A batch is undone item by item, each item one group of Gate requests (ADR-018): the
+consolidated record is forgotten (its history stays) and each source whose head is still
+the version the batch made goes back to ``active``; a source an agent changed since is left
+as it is. :meth:`BatchDesk.rollback` undoes a whole batch in one transaction;
+:meth:`BatchDesk.release` undoes the items that consumed one record, when an agent forgot or
+changed it, so that what the agent took back does not live on in a summary.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from uuid import UUID
+
+import structlog
+
+from engram.errors import ConsolidationConflict, NotFound
+from engram.infra.db import Connection, DatabaseAdapter, Row
+from engram.infra.events import Event
+from engram.infra.sql import load_queries
+from engram.memory import store
+from engram.memory.consolidation.model import (
+    BatchItem,
+    BatchReport,
+    ConsolidationTrigger,
+    RollbackReport,
+)
+from engram.memory.gate.groups import GroupOutcome
+from engram.memory.gate.librarian import LibrarianGate
+from engram.memory.gate.requests import GateRequest
+from engram.memory.types import (
+    CallerIdentity,
+    GateAction,
+    GateDecisionType,
+    MemoryRecord,
+    MemoryStatus,
+)
+
+log = structlog.get_logger("engram.memory.consolidation")
+
+SQL = load_queries("engram.memory.consolidation", "batches.sql")
+CONSOLIDATOR = CallerIdentity.system("consolidation")
+#: Times a release is tried when a record moves under it.
+RELEASE_ATTEMPTS = 3
+
+
+class BatchDesk:
+    """Committed batches: list, show, roll back, release."""
+
+    def __init__(self, db: DatabaseAdapter, gate: LibrarianGate) -> None:
+        self._db = db
+        self._gate = gate
+
+    async def batches(self, *, limit: int = 50) -> list[BatchReport]:
+        """The most recent committed batches, newest first."""
+        rows = await self._db.fetch(SQL["batches"], limit)
+        return [_batch_from_row(row) for row in rows]
+
+    async def batch(self, batch_id: UUID) -> BatchReport:
+        """One committed batch; :class:`~engram.errors.NotFound` when there is none."""
+        row = await self._db.fetchrow(SQL["batch"], batch_id)
+        if row is None:
+            raise NotFound(f"no consolidation batch {batch_id}")
+        return _batch_from_row(row)
+
+    async def release(self, record_id: UUID) -> list[UUID]:
+        """Undo the items that consumed ``record_id`` once it was forgotten or changed: their
+        consolidated records are forgotten and their other sources restored to ``active``
+        (the next pass consolidates them again, without what was taken back), so a fact an
+        agent forgot or corrected does not live on in a summary. Returns the records
+        forgotten. Runs for every ``memory.forgotten`` and ``memory.updated`` event
+        (:meth:`on_source_changed`)."""
+        for attempt in range(1, RELEASE_ATTEMPTS + 1):
+            rows = await self._db.fetch(SQL["batches_with_source"], [{"sources": [str(record_id)]}])
+            groups: list[list[GateRequest]] = []
+            retired: list[UUID] = []
+            for row in rows:
+                own = set(row["decision_ids"])
+                for item in _batch_from_row(row).items:
+                    if record_id not in item.sources:
+                        continue
+                    summary = await store.head(self._db, item.record_id)
+                    if summary is None or summary.status is MemoryStatus.FORGOTTEN:
+                        continue
+                    heads = {s: await store.head(self._db, s) for s in item.sources}
+                    key = f"consolidation-release:{item.record_id}:{summary.version}"
+                    group, _ = _item_requests(item, summary, heads, own, key)
+                    groups.append(group)
+                    retired.append(item.record_id)
+            if not groups:
+                return []
+            outcomes = await self._gate.evaluate_groups(groups)
+            if all(outcome.written for outcome in outcomes):
+                log.info("consolidation.released", source=str(record_id), retired=len(retired))
+                await self._gate.refresh_record_gauge()
+                return retired
+            log.info("consolidation.release_retried", source=str(record_id), attempt=attempt)
+        raise ConsolidationConflict(f"record {record_id}: its summaries kept moving; not released")
+
+    async def on_source_changed(self, event: Event) -> None:
+        """Outbox subscriber: release what consumed a record an agent forgot or changed
+        (consolidation's own status changes are not changes of content)."""
+        if event.payload.get("decision_type") == GateDecisionType.CONSOLIDATION.value:
+            return
+        await self.release(UUID(event.payload["record_id"]))
+
+    async def rollback(self, batch_id: UUID, *, force: bool = False) -> RollbackReport:
+        """Forget the batch's consolidated records and restore its sources to ``active``, in
+        one transaction through the Gate. A source that changed since the batch (an agent
+        wrote a new version) is left as it is. A consolidated record an agent changed since
+        is not forgotten without ``force`` (its history keeps the change either way).
+        Raises :class:`~engram.errors.NotFound` for an unknown batch and
+        :class:`~engram.errors.ConsolidationConflict` for one rolled back already, one with a
+        changed record (without ``force``), or one whose records moved while the rollback
+        ran; then nothing changed."""
+        batch = await self.batch(batch_id)
+        if batch.rolled_back_at is not None:
+            raise ConsolidationConflict(f"batch {batch_id} was rolled back already")
+        row = await self._db.fetchrow(SQL["batch"], batch_id)
+        own = set() if row is None else set(row["decision_ids"])
+        groups: list[list[GateRequest]] = []
+        retired: list[UUID] = []
+        restored: list[UUID] = []
+        untouched: list[UUID] = []
+        key = f"consolidation-rollback:{batch_id}"
+        for item in batch.items:
+            summary = await store.head(self._db, item.record_id)
+            standing = summary is not None and summary.status is not MemoryStatus.FORGOTTEN
+            changed = standing and summary is not None and summary.gate_decision_id not in own
+            if changed and not force and summary is not None:
+                raise ConsolidationConflict(
+                    f"record {item.record_id} of batch {batch_id} was changed since "
+                    f"(version {summary.version}); roll back with force to forget it anyway"
+                )
+            heads = {source: await store.head(self._db, source) for source in item.sources}
+            group, back = _item_requests(item, summary, heads, own, key)
+            retired += [item.record_id] if standing else []
+            restored += back
+            untouched += [source for source in item.sources if source not in back]
+            if group:
+                groups.append(group)
+
+        async def finish(conn: Connection, outcomes: Sequence[GroupOutcome]) -> None:
+            if not all(outcome.written for outcome in outcomes):
+                raise ConsolidationConflict(
+                    f"batch {batch_id}: a record moved on during the rollback; nothing changed"
+                )
+            decisions = [r.decision_id for o in outcomes for r in o.results]
+            if await conn.fetchval(SQL["mark_rolled_back"], batch_id, decisions) is None:
+                raise ConsolidationConflict(f"batch {batch_id} was rolled back already")
+
+        await self._gate.evaluate_groups(groups, finish=finish)
+        log.info(
+            "consolidation.rolled_back",
+            batch_id=str(batch_id),
+            retired=len(retired),
+            restored=len(restored),
+            untouched=len(untouched),
+        )
+        await self._gate.refresh_record_gauge()
+        return RollbackReport(batch_id, tuple(retired), tuple(restored), tuple(untouched))
+
+
+def restate(head: MemoryRecord, status: MemoryStatus, *, request_id: str) -> GateRequest:
+    """A consolidation UPDATE that gives ``head``'s content a new status."""
+    return GateRequest(
+        GateAction.UPDATE,
+        head.model_copy(update={"id": uuid.uuid4(), "status": status}),
+        CONSOLIDATOR,
+        GateDecisionType.CONSOLIDATION,
+        expected_version=head.version,
+        request_id=request_id,
+        status=status,
+    )
+
+
+def _item_requests(
+    item: BatchItem,
+    summary: MemoryRecord | None,
+    heads: dict[UUID, MemoryRecord | None],
+    own: set[UUID],
+    key: str,
+) -> tuple[list[GateRequest], list[UUID]]:
+    """The requests that undo one item: forget its record (when it stands), restore each
+    source whose head is still the version the batch made; and the sources restored."""
+    group: list[GateRequest] = []
+    if summary is not None and summary.status is not MemoryStatus.FORGOTTEN:
+        group.append(
+            GateRequest.forget(
+                summary,
+                CONSOLIDATOR,
+                GateDecisionType.CONSOLIDATION,
+                expected_version=summary.version,
+                request_id=f"{key}:{item.record_id}",
+            )
+        )
+    restored = []
+    for source_id in item.sources:
+        head = heads.get(source_id)
+        if (
+            head is None
+            or head.status is not MemoryStatus.CONSOLIDATED
+            or head.gate_decision_id not in own
+        ):
+            continue
+        group.append(restate(head, MemoryStatus.ACTIVE, request_id=f"{key}:{source_id}"))
+        restored.append(source_id)
+    return group, restored
+
+
+def _batch_from_row(row: Row) -> BatchReport:
+    items, skipped = row["items"], row["skipped"]  # jsonb: Python objects
+    return BatchReport(
+        batch_id=row["id"],
+        items=tuple(BatchItem.from_json(item) for item in items),
+        skipped=dict(skipped),
+        committed=True,
+        created_at=row["created_at"],
+        trigger=ConsolidationTrigger(row["trigger"]),
+        rolled_back_at=row["rolled_back_at"],
+    )
