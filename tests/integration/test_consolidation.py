@@ -14,7 +14,10 @@ from engram import Kernel
 from engram.errors import ConsolidationConflict, NotFound, PermissionDenied
 from engram.memory.consolidation import (
     ConsolidationAction,
+    ConsolidationEngine,
+    ConsolidationSettings,
     ConsolidationTrigger,
+    ExtractiveSummarizer,
     SkipReason,
 )
 from engram.memory.gate.access import caller_for_tier
@@ -401,3 +404,33 @@ async def test_a_reader_walks_from_a_summary_to_its_evidence(kernel: Kernel) -> 
         assert chain, cited
         assert cited in {version.id for version in chain}
         assert chain[-1].status is MemoryStatus.CONSOLIDATED
+
+
+def _engine(kernel: Kernel, **settings: Any) -> ConsolidationEngine:
+    return ConsolidationEngine(
+        db=kernel.db,
+        gate=kernel.gate,
+        events=kernel.events,
+        metrics=kernel.metrics,
+        summarizer=ExtractiveSummarizer(),
+        settings=ConsolidationSettings(**settings),
+    )
+
+
+async def test_each_trigger_covers_what_it_says(kernel: Kernel) -> None:
+    """Event-driven acts only on topics of at least the threshold, pressure-driven only over
+    the fast-path limit, light only on records ingested within its window."""
+    small = await _seed(kernel, INCIDENT, DAY)  # a topic of 3
+    big = await _seed(kernel, [*LATE_ETL, LATE_ETL[0].replace("06:40", "06:45")], DAY)  # of 5
+    await kernel.events.settled()
+    event = await _engine(kernel, event_threshold=5).run(ConsolidationTrigger.EVENT_DRIVEN)
+    assert set(event.consumed) == set(big)
+    assert event.skipped == {SkipReason.TOO_FEW.value: len(small)}
+    calm = await _engine(kernel, fast_path_limit=10).run(ConsolidationTrigger.PRESSURE_DRIVEN)
+    assert (calm.consumed, calm.skipped) == ([], {SkipReason.TOO_FEW.value: len(small)})
+    light = await _engine(kernel, light_window=timedelta(microseconds=1)).run(
+        ConsolidationTrigger.SCHEDULED_LIGHT
+    )
+    assert (light.candidates, light.consumed) == (0, [])
+    pressed = await _engine(kernel, fast_path_limit=2).run(ConsolidationTrigger.PRESSURE_DRIVEN)
+    assert set(pressed.consumed) == set(small)

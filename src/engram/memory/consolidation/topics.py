@@ -37,10 +37,10 @@ from scipy.sparse import coo_matrix, csr_matrix
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial.distance import squareform
 
-BLOCK = 1024
+BLOCK = 256
 NEIGHBOURS = 24
 #: A component larger than this is cut by time into pieces of this size before linkage.
-MAX_COMPONENT = 2000
+MAX_COMPONENT = 1000
 
 
 @dataclass(frozen=True, slots=True)
