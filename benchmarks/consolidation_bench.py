@@ -28,29 +28,20 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from benchmarks.agent_text import texts
-from benchmarks.harness import report, runtime_settings, scratch_server
+from benchmarks.harness import bulk_writer, report, runtime_settings, scratch_server
 from benchmarks.stats import percentiles
 from engram import open_kernel
 from engram.kernel import Kernel
 from engram.memory.consolidation import ConsolidationTrigger
 from engram.memory.gate.requests import GateRequest
 from engram.memory.types import (
-    AccessLevel,
-    CallerIdentity,
     GateAction,
     GateDecisionType,
     MemoryRecord,
     MemoryType,
-    TrustLevel,
 )
 
-WRITER = CallerIdentity(
-    agent_id="bench-writer",
-    trust_level=TrustLevel.TRUSTED,
-    max_write_level=AccessLevel.SYSTEM,
-    max_read_level=AccessLevel.SYSTEM,
-    writes_per_minute=1e9,  # throughput is measured here, not the rate limit
-)
+WRITER = bulk_writer("bench-writer")
 START = datetime(2026, 1, 1, tzinfo=UTC)
 
 

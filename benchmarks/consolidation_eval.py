@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from benchmarks.harness import report, runtime_settings, scratch_server
+from benchmarks.harness import bulk_writer, report, runtime_settings, scratch_server
 from engram import open_kernel
 from engram.kernel import Kernel
 from engram.memory.consolidation import ConsolidationTrigger
@@ -44,23 +44,14 @@ from engram.memory.consolidation.candidates import Planner, PlannerSettings
 from engram.memory.consolidation.summarize import ExtractiveSummarizer
 from engram.memory.gate.requests import GateRequest
 from engram.memory.types import (
-    AccessLevel,
-    CallerIdentity,
     GateAction,
     GateDecisionType,
     MemoryRecord,
     MemoryType,
-    TrustLevel,
 )
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "consolidation"
-WRITER = CallerIdentity(
-    agent_id="eval-writer",
-    trust_level=TrustLevel.TRUSTED,
-    max_write_level=AccessLevel.SYSTEM,
-    max_read_level=AccessLevel.SENSITIVE,
-    writes_per_minute=1e9,  # the set is written in one go; rate limits are not measured here
-)
+WRITER = bulk_writer("eval-writer")
 
 
 def load(half: str) -> list[dict[str, Any]]:

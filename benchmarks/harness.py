@@ -15,6 +15,7 @@ import uvloop
 from engram.config import EngramSettings
 from engram.infra import migrate
 from engram.infra.embedded_server import EmbeddedPostgres
+from engram.memory.types import AccessLevel, CallerIdentity, TrustLevel
 from engram.observability.logging import configure_logging
 
 DATABASE = "engram_bench"
@@ -49,3 +50,15 @@ def report(measurement: Coroutine[Any, Any, dict[str, Any]]) -> None:
     else (logs go out as JSON, warnings only)."""
     configure_logging("warning", "json")
     print(json.dumps(uvloop.run(measurement), indent=2))
+
+
+def bulk_writer(agent_id: str) -> CallerIdentity:
+    """A trusted writer without a rate limit, for seeding a benchmark's data in one go (the
+    rate limit is not what such a benchmark measures)."""
+    return CallerIdentity(
+        agent_id=agent_id,
+        trust_level=TrustLevel.TRUSTED,
+        max_write_level=AccessLevel.SYSTEM,
+        max_read_level=AccessLevel.SENSITIVE,
+        writes_per_minute=1e9,
+    )

@@ -14,10 +14,7 @@ from engram import Kernel
 from engram.errors import ConsolidationConflict, NotFound, PermissionDenied
 from engram.memory.consolidation import (
     ConsolidationAction,
-    ConsolidationEngine,
-    ConsolidationSettings,
     ConsolidationTrigger,
-    ExtractiveSummarizer,
     SkipReason,
 )
 from engram.memory.gate.access import caller_for_tier
@@ -34,22 +31,9 @@ from engram.memory.types import (
     TrustLevel,
 )
 from tests.conftest import ScratchDatabase
+from tests.integration.consolidation_helpers import DAY, DEEP, INCIDENT, LATE_ETL, engine_with
 from tests.integration.gate_helpers import BOSS, EXTERNAL, OTHER
 
-DEEP = ConsolidationTrigger.SCHEDULED_DEEP
-DAY = datetime(2026, 4, 2, 9, 0, tzinfo=UTC)
-
-INCIDENT = [
-    "Paged at 02:10 for checkout-api: p99 latency above 2 s on the payment step.",
-    "Rolled checkout-api back to v4.2.0 at 02:31; latency on the payment step recovered.",
-    "Root cause of the checkout-api incident: the connection pool was capped at 20 in v4.3.0.",
-]
-LATE_ETL = [
-    "The nightly orders_daily ETL finished at 06:40 again, well past its 06:00 deadline.",
-    "orders_daily ETL was late again this morning and only finished at 06:55.",
-    "Once more the nightly orders_daily ETL missed 06:00 and completed at 06:35.",
-    "The orders_daily nightly ETL ran late again today, finishing at 06:50.",
-]
 ROTATION = [
     (
         "Rotated the Stripe key: generated a new key in the Stripe dashboard, stored it with "
@@ -406,31 +390,20 @@ async def test_a_reader_walks_from_a_summary_to_its_evidence(kernel: Kernel) -> 
         assert chain[-1].status is MemoryStatus.CONSOLIDATED
 
 
-def _engine(kernel: Kernel, **settings: Any) -> ConsolidationEngine:
-    return ConsolidationEngine(
-        db=kernel.db,
-        gate=kernel.gate,
-        events=kernel.events,
-        metrics=kernel.metrics,
-        summarizer=ExtractiveSummarizer(),
-        settings=ConsolidationSettings(**settings),
-    )
-
-
 async def test_each_trigger_covers_what_it_says(kernel: Kernel) -> None:
     """Event-driven acts only on topics of at least the threshold, pressure-driven only over
     the fast-path limit, light only on records ingested within its window."""
     small = await _seed(kernel, INCIDENT, DAY)  # a topic of 3
     big = await _seed(kernel, [*LATE_ETL, LATE_ETL[0].replace("06:40", "06:45")], DAY)  # of 5
     await kernel.events.settled()
-    event = await _engine(kernel, event_threshold=5).run(ConsolidationTrigger.EVENT_DRIVEN)
+    event = await engine_with(kernel, event_threshold=5).run(ConsolidationTrigger.EVENT_DRIVEN)
     assert set(event.consumed) == set(big)
     assert event.skipped == {SkipReason.TOO_FEW.value: len(small)}
-    calm = await _engine(kernel, fast_path_limit=10).run(ConsolidationTrigger.PRESSURE_DRIVEN)
+    calm = await engine_with(kernel, fast_path_limit=10).run(ConsolidationTrigger.PRESSURE_DRIVEN)
     assert (calm.consumed, calm.skipped) == ([], {SkipReason.TOO_FEW.value: len(small)})
-    light = await _engine(kernel, light_window=timedelta(microseconds=1)).run(
+    light = await engine_with(kernel, light_window=timedelta(microseconds=1)).run(
         ConsolidationTrigger.SCHEDULED_LIGHT
     )
     assert (light.candidates, light.consumed) == (0, [])
-    pressed = await _engine(kernel, fast_path_limit=2).run(ConsolidationTrigger.PRESSURE_DRIVEN)
+    pressed = await engine_with(kernel, fast_path_limit=2).run(ConsolidationTrigger.PRESSURE_DRIVEN)
     assert set(pressed.consumed) == set(small)

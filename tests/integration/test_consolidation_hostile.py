@@ -15,10 +15,7 @@ from uuid import UUID
 
 from engram import Kernel
 from engram.errors import ConsolidationConflict
-from engram.memory.consolidation import ConsolidationTrigger
 from engram.memory.consolidation.candidates import PlannerSettings
-from engram.memory.consolidation.engine import ConsolidationEngine, ConsolidationSettings
-from engram.memory.consolidation.summarize import ExtractiveSummarizer
 from engram.memory.gate.access import caller_for_tier
 from engram.memory.gate.requests import GateRequest, GateResult
 from engram.memory.schemas import MAX_CONTENT_CHARS, looks_like_injection
@@ -32,28 +29,14 @@ from engram.memory.types import (
     MemoryType,
     TrustLevel,
 )
+from tests.integration.consolidation_helpers import DAY, DEEP, INCIDENT, LATE_ETL, engine_with
 
-DEEP = ConsolidationTrigger.SCHEDULED_DEEP
 EXTERNAL = GateDecisionType.EXTERNAL
-DAY = datetime(2026, 4, 2, 9, 0, tzinfo=UTC)
 FAST = 100_000
 
 BOSS = caller_for_tier("hostile-trusted", TrustLevel.TRUSTED, writes_per_minute=FAST)
 WRITER = caller_for_tier("hostile-standard", TrustLevel.STANDARD, writes_per_minute=FAST)
 INTERN = caller_for_tier("hostile-restricted", TrustLevel.RESTRICTED, writes_per_minute=FAST)
-
-INCIDENT = [
-    "Paged at 02:10 for checkout-api: p99 latency above 2 s on the payment step.",
-    "Rolled checkout-api back to v4.2.0 at 02:31; latency on the payment step recovered.",
-    "Root cause of the checkout-api incident: the connection pool was capped at 20 in v4.3.0.",
-]
-LATE_ETL = [
-    "The nightly orders_daily ETL finished at 06:40 again, well past its 06:00 deadline.",
-    "orders_daily ETL was late again this morning and only finished at 06:55.",
-    "Once more the nightly orders_daily ETL missed 06:00 and completed at 06:35.",
-    "The orders_daily nightly ETL ran late again today, finishing at 06:50.",
-]
-
 
 # --- helpers ------------------------------------------------------------------------------
 
@@ -174,19 +157,6 @@ async def _audit_problems(kernel: Kernel) -> list[str]:
     if not verified.ok:
         problems.append(f"verify: {verified}")
     return problems
-
-
-def _engine(kernel: Kernel, **settings: Any) -> ConsolidationEngine:
-    """An engine on ``kernel`` with other settings (batch size, largest topic)."""
-    planner = settings.pop("planner", PlannerSettings())
-    return ConsolidationEngine(
-        db=kernel.db,
-        gate=kernel.gate,
-        events=kernel.events,
-        metrics=kernel.metrics,
-        summarizer=ExtractiveSummarizer(),
-        settings=ConsolidationSettings(planner=planner, **settings),
-    )
 
 
 async def _everything_readable(kernel: Kernel, caller: CallerIdentity, query: str) -> list[str]:
@@ -500,7 +470,7 @@ async def test_a_topic_larger_than_max_topic_and_batch_size_loses_nothing(
         assert len((await _head(kernel, item.record_id)).evidence_links) <= 50
     assert await _source_problems(kernel, ids) == []
 
-    small = _engine(kernel, batch_size=3, planner=PlannerSettings(max_topic=10))
+    small = engine_with(kernel, batch_size=3, planner=PlannerSettings(max_topic=10))
     more = [
         f"The weekly invoices_weekly export failed at 03:{n:02d} with exit code {100 + n}."
         for n in range(25)

@@ -1,0 +1,43 @@
+"""What the consolidation tests share: the topics they write and an engine with other settings."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from engram import Kernel
+from engram.memory.consolidation import (
+    ConsolidationEngine,
+    ConsolidationSettings,
+    ConsolidationTrigger,
+    ExtractiveSummarizer,
+)
+
+DEEP = ConsolidationTrigger.SCHEDULED_DEEP
+DAY = datetime(2026, 4, 2, 9, 0, tzinfo=UTC)
+
+#: One thread of events (a merge).
+INCIDENT = [
+    "Paged at 02:10 for checkout-api: p99 latency above 2 s on the payment step.",
+    "Rolled checkout-api back to v4.2.0 at 02:31; latency on the payment step recovered.",
+    "Root cause of the checkout-api incident: the connection pool was capped at 20 in v4.3.0.",
+]
+#: One observation made again and again (a promotion).
+LATE_ETL = [
+    "The nightly orders_daily ETL finished at 06:40 again, well past its 06:00 deadline.",
+    "orders_daily ETL was late again this morning and only finished at 06:55.",
+    "Once more the nightly orders_daily ETL missed 06:00 and completed at 06:35.",
+    "The orders_daily nightly ETL ran late again today, finishing at 06:50.",
+]
+
+
+def engine_with(kernel: Kernel, **settings: Any) -> ConsolidationEngine:
+    """An engine on ``kernel``'s database and Gate with other settings."""
+    return ConsolidationEngine(
+        db=kernel.db,
+        gate=kernel.gate,
+        events=kernel.events,
+        metrics=kernel.metrics,
+        summarizer=ExtractiveSummarizer(),
+        settings=ConsolidationSettings(**settings),
+    )
