@@ -407,3 +407,54 @@ async def test_each_trigger_covers_what_it_says(kernel: Kernel) -> None:
     assert (light.candidates, light.consumed) == (0, [])
     pressed = await engine_with(kernel, fast_path_limit=2).run(ConsolidationTrigger.PRESSURE_DRIVEN)
     assert set(pressed.consumed) == set(small)
+
+
+async def test_a_backend_killed_mid_batch_leaves_nothing_half_done(
+    kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """The batch's backend is terminated (pg_terminate_backend) while it is inside the batch,
+    between writes: nothing of the batch is visible meanwhile or after the kill; the adapter
+    runs the transaction again, and the batch lands exactly once."""
+    sources = await _seed(kernel, INCIDENT, DAY)
+    await kernel.events.settled()
+    admin = await asyncpg.connect(database.admin_url)
+    try:
+        await admin.execute(
+            "CREATE FUNCTION engram.slow_edge() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN PERFORM pg_sleep(5); RETURN NEW; END $$"
+        )
+        await admin.execute(
+            "CREATE TRIGGER slow_edge BEFORE INSERT ON engram.memory_edges FOR EACH ROW "
+            "WHEN (NEW.kind = 'derived_from') EXECUTE FUNCTION engram.slow_edge()"
+        )
+        running = asyncio.ensure_future(kernel.consolidation.run(DEEP))
+        pid = None
+        for _ in range(500):
+            pid = await admin.fetchval(
+                "SELECT pid FROM pg_stat_activity WHERE wait_event = 'PgSleep' "
+                "AND datname = current_database()"
+            )
+            if pid is not None:
+                break
+            await asyncio.sleep(0.01)
+        assert pid is not None, "the batch never reached its derived_from edges"
+        # mid-batch: the summary row is written inside the open transaction, unseen outside
+        assert 0 == await admin.fetchval(
+            "SELECT count(*) FROM engram.memories WHERE consolidation_path = 'slow'"
+        )
+        await admin.execute("DROP TRIGGER slow_edge ON engram.memory_edges")
+        assert await admin.fetchval("SELECT pg_terminate_backend($1)", pid)
+        report = await running
+    finally:
+        await admin.close()
+    assert set(report.consumed) == set(sources)
+    assert len(report.created) == 1
+    assert 1 == await kernel.db.fetchval(
+        "SELECT count(*) FROM memories WHERE consolidation_path = 'slow'"
+    )
+    for source in sources:
+        chain = await kernel.admin_temporal.get_version_chain(source)
+        assert [v.status for v in chain] == [MemoryStatus.SUPERSEDED, MemoryStatus.CONSOLIDATED]
+    state = await kernel.audit_state.compare(datetime.now(UTC))
+    assert state.ok, [d.to_json() for d in state.differences]
+    assert (await kernel.audit.verify()).ok
