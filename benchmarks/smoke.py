@@ -27,6 +27,8 @@ TINY: dict[str, list[str]] = {
     "temporal_bench": ["--records", "200", "--versions", "2", "--chains", "2", "--queries", "5"],
     "search_bench": ["--records", "200", "--pool", "32", "--queries", "4"],
     "http_write_bench": ["--writes", "3", "--warmup", "1"],
+    "consolidation_eval": ["--half", "dev"],
+    "consolidation_bench": ["--records", "300", "--second", "60", "--probe", "10"],
     "audit_append_bench": [
         *("--appends", "20", "--writers", "2", "--every", "10"),
         *("--rounds", "1", "--seal-every", "5"),

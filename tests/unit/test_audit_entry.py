@@ -7,6 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from engram.memory.audit.checkpoint import LANES
+from engram.memory.audit.entry import BATCH_LANE, decision_id_in_lane, new_decision_id
 from engram.memory.audit.log import AuditEntry, canonical_json, genesis_hash
 
 
@@ -60,3 +62,15 @@ def test_audit_hash_covers_seq_from_format_2_only() -> None:
 def test_canonical_json_is_stable() -> None:
     """Keys are sorted, separators compact, non-ASCII kept."""
     assert '{"a":[1,2],"b":"é"}' == canonical_json({"b": "é", "a": [1, 2]})
+
+
+def test_decision_ids_keep_the_batch_lane_for_batches() -> None:
+    """Ordinary decision ids never fall in the batch lane; batch ids always do; both are
+    version-4 UUIDs."""
+    ordinary = [new_decision_id() for _ in range(2000)]
+    assert BATCH_LANE not in {d.int % LANES for d in ordinary}
+    assert len({d.int % LANES for d in ordinary}) == LANES - 1
+    batch = [decision_id_in_lane(BATCH_LANE) for _ in range(50)]
+    assert {d.int % LANES for d in batch} == {BATCH_LANE}
+    assert {d.version for d in ordinary + batch} == {4}
+    assert len(set(ordinary + batch)) == len(ordinary) + len(batch)

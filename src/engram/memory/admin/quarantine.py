@@ -11,7 +11,6 @@ transaction. The content is unchanged, so nothing is re-screened; the record kee
 from __future__ import annotations
 
 import time
-import uuid
 from datetime import UTC, datetime
 from uuid import UUID
 
@@ -21,6 +20,7 @@ from engram.errors import NotFound, Quarantine, ValidationFailed
 from engram.infra.db import Connection, DatabaseAdapter
 from engram.infra.sql import load_queries
 from engram.memory import store
+from engram.memory.audit.entry import new_decision_id
 from engram.memory.audit.log import AuditEntry, AuditLog, canonical_json
 from engram.memory.gate.requests import caller_json
 from engram.memory.types import AccessLevel, CallerIdentity, MemoryRecord, MemoryStatus
@@ -77,7 +77,7 @@ class QuarantineDesk:
         if problems:
             raise ValidationFailed(errors=problems)
         started = time.perf_counter()
-        decision_id = uuid.uuid4()
+        decision_id = new_decision_id()
 
         async def body(conn: Connection) -> MemoryRecord:
             head = await store.head(conn, record_id, lock=True)

@@ -144,9 +144,20 @@ def row_json(row: Row) -> dict[str, Any]:
     return out
 
 
+#: The lane kept for decisions committed together in one long transaction (consolidation's
+#: batches): every other decision takes one of the other lanes, so an agent's write never
+#: waits for a batch to commit to append its audit row.
+BATCH_LANE = LANES - 1
+
+
 def decision_id_in_lane(lane: int) -> UUID:
     """A fresh random decision id whose row falls in ``lane`` (a version-4 UUID with its
-    lowest bits set). Decisions committed together in one long transaction take ids of one
-    lane, so they hold one lane lock, not all of them, while it runs."""
+    lowest bits set)."""
     value = uuid.uuid4().int
     return UUID(int=value - value % LANES + lane % LANES)
+
+
+def new_decision_id() -> UUID:
+    """A fresh random decision id in any lane but :data:`BATCH_LANE`."""
+    value = uuid.uuid4().int
+    return UUID(int=value - value % LANES + value % (LANES - 1))

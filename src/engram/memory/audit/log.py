@@ -1,6 +1,7 @@
 """The audit log: one hash-chained row per Gate decision, sealed checkpoints, and verification.
 
-Rows are chained in 16 lanes (``lane = decision_id mod 16``). Appending locks only the lane's
+Rows are chained in 16 lanes (``lane = decision_id mod 16``; lane 15 is kept for the decisions
+of consolidation's batches, see ``entry.BATCH_LANE``). Appending locks only the lane's
 head row, so concurrent evaluations seldom wait for each other; the append draws the row's
 ``seq`` while it holds the lane, so within a lane seq order is chain order and commit order.
 Each row's hash covers the previous row's hash of its lane, the row's ``seq`` and every stored

@@ -12,9 +12,9 @@ commits all groups that are still valid:
   locked (``SELECT … FOR UPDATE``, in record-id order) and compared with the version the
   request expects; when one moved on, the whole group is skipped (``source_changed``) and
   nothing of it is written: it is left for the next run, never overwritten;
-* every decision of one call takes an id of the same audit lane
-  (:func:`~engram.memory.audit.entry.decision_id_in_lane`), so the transaction holds one of
-  the sixteen lane locks and writes of agents in the other lanes go on meanwhile;
+* every decision takes an id of the audit lane kept for batches
+  (:data:`~engram.memory.audit.entry.BATCH_LANE`), which no other decision uses: the long
+  transaction holds that one lane lock, and agents' writes never wait for it;
 * ``finish`` runs last in the same transaction (the batch's own bookkeeping); when it, or any
   write, raises, the transaction rolls back and nothing of any group remains.
 
@@ -24,7 +24,6 @@ ADR-018 gives the reasons.
 from __future__ import annotations
 
 import asyncio
-import random
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,8 +31,7 @@ from uuid import UUID
 
 from engram.infra.db import Connection, DatabaseAdapter
 from engram.memory import store
-from engram.memory.audit.checkpoint import LANES
-from engram.memory.audit.entry import decision_id_in_lane
+from engram.memory.audit.entry import BATCH_LANE, decision_id_in_lane
 from engram.memory.audit.log import AuditLog
 from engram.memory.gate.checks import Layer1Outcome
 from engram.memory.gate.requests import GateRequest, GateResult
@@ -101,11 +99,10 @@ async def evaluate_groups(
 ) -> list[GroupOutcome]:
     """Screen and plan every request (bounded concurrency), commit the groups, signal."""
     gate = asyncio.Semaphore(PLANNING_CONCURRENCY)
-    lane = random.randrange(LANES)  # noqa: S311 - spreads batches over lanes, not a secret
 
     async def one(request: GateRequest) -> _Planned | GateResult:
         async with gate:
-            decision_id = decision_id_in_lane(lane)
+            decision_id = decision_id_in_lane(BATCH_LANE)
             timing = Timing(started=time.perf_counter())
             screened = await screen(request, decision_id, timing)
             if isinstance(screened, GateResult):

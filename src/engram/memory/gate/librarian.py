@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 from uuid import UUID
@@ -23,6 +22,7 @@ from engram.infra.db import DatabaseAdapter
 from engram.infra.embeddings import EmbeddingAdapter
 from engram.infra.events import Event, EventBus
 from engram.memory import store
+from engram.memory.audit.entry import new_decision_id
 from engram.memory.audit.log import AuditEntry, AuditLog
 from engram.memory.fingerprint import content_hash
 from engram.memory.gate.advisor import AdvisorAction, AdvisorDecision, GateAdvisor
@@ -100,7 +100,7 @@ class LibrarianGate:
     async def evaluate(self, request: GateRequest) -> GateResult:
         """Decide one request and persist the outcome; see the module docstring."""
         timing = Timing(started=time.perf_counter())
-        decision_id = uuid.uuid4()
+        decision_id = new_decision_id()
         if request.request_id is not None:
             prior = await self._audit.by_request(
                 request.caller_identity.agent_id, request.request_id
@@ -311,7 +311,7 @@ class LibrarianGate:
         self._signals.rejected([check])
         result = GateResult(
             decision=GateDecision.REJECTED,
-            decision_id=uuid.uuid4(),
+            decision_id=new_decision_id(),
             reason=rejection_reason([check]),
             layer1_checks=[check],
             layer2_decision=None,
