@@ -400,7 +400,7 @@ async def test_each_trigger_covers_what_it_says(kernel: Kernel) -> None:
     assert set(event.consumed) == set(big)
     assert event.skipped == {SkipReason.TOO_FEW.value: len(small)}
     calm = await engine_with(kernel, fast_path_limit=10).run(ConsolidationTrigger.PRESSURE_DRIVEN)
-    assert (calm.consumed, calm.skipped) == ([], {SkipReason.TOO_FEW.value: len(small)})
+    assert (calm.consumed, calm.skipped) == ([], {SkipReason.UNDER_LIMIT.value: len(small)})
     light = await engine_with(kernel, light_window=timedelta(microseconds=1)).run(
         ConsolidationTrigger.SCHEDULED_LIGHT
     )

@@ -165,10 +165,19 @@ class ConsolidationEngine:
         progress: Progress | None,
     ) -> ConsolidationReport:
         started = time.perf_counter()
+        if trigger is ConsolidationTrigger.PRESSURE_DRIVEN:
+            fast = await self._fast_path_count()
+            if fast <= self._settings.fast_path_limit:  # no pressure: nothing to read
+                return ConsolidationReport(
+                    run_id=run_id,
+                    trigger=trigger,
+                    dry_run=dry_run,
+                    candidates=fast,
+                    batches=(),
+                    skipped={SkipReason.UNDER_LIMIT.value: fast} if fast else {},
+                    duration_seconds=time.perf_counter() - started,
+                )
         planned, skipped, considered = await self._candidates(trigger)
-        if trigger is ConsolidationTrigger.PRESSURE_DRIVEN and not await self._under_pressure():
-            skipped[SkipReason.TOO_FEW.value] += sum(len(c.sources) for c in planned)
-            planned = []
         if dry_run:
             return ConsolidationReport(
                 run_id=run_id,
@@ -229,9 +238,8 @@ class ConsolidationEngine:
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
 
-    async def _under_pressure(self) -> bool:
-        count = await self._db.fetchval(SQL["fast_path_count"])
-        return int(count or 0) > self._settings.fast_path_limit
+    async def _fast_path_count(self) -> int:
+        return int(await self._db.fetchval(SQL["fast_path_count"]) or 0)
 
     async def _commit(
         self, run_id: UUID, trigger: ConsolidationTrigger, chunk: Sequence[ConsolidationCandidate]

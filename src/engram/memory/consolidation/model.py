@@ -38,6 +38,7 @@ class SkipReason(StrEnum):
     NOT_SHORTER = "not_shorter"  # compression would not save enough words
     REJECTED = "rejected"  # the Gate refused a request of the item (audited)
     SOURCE_CHANGED = "source_changed"  # a source moved on during the pass: next run
+    UNDER_LIMIT = "under_limit"  # pressure-driven, but the fast path is within its limit
 
 
 @dataclass(frozen=True, slots=True)
