@@ -41,6 +41,8 @@ BLOCK = 256
 NEIGHBOURS = 24
 #: A component larger than this is cut by time into pieces of this size before linkage.
 MAX_COMPONENT = 1000
+#: Candidate pairs scored at once.
+PAIR_SLICE = 8192
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +103,14 @@ def _cluster_group(
         return [[0]]
     features = _Features(items, linked, params)
     left, right = _candidate_pairs(features.vectors)
-    keep = features.pairs(left, right) >= params.link
+    # in slices: gathering both sides' rows for every pair at once would take ~1 GB at 10,000
+    keep = np.concatenate(
+        [
+            features.pairs(left[s : s + PAIR_SLICE], right[s : s + PAIR_SLICE]) >= params.link
+            for s in range(0, len(left), PAIR_SLICE)
+        ]
+        or [np.zeros(0, dtype=bool)]
+    )
     graph = coo_matrix((np.ones(int(keep.sum())), (left[keep], right[keep])), shape=(n, n))
     _, labels = connected_components(graph, directed=False)
     members: dict[int, list[int]] = defaultdict(list)
