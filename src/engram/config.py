@@ -98,6 +98,9 @@ class EngramSettings(BaseSettings):
     consolidation_event_threshold: int = Field(
         default=5, ge=2, description="Records on one topic that make an event-driven pass act."
     )
+    consolidation_max_seconds: float = Field(
+        default=1800.0, gt=0, description="A consolidation pass starts no batch after this long."
+    )
     fast_path_limit: int = Field(
         default=10_000, ge=1, description="Active fast-path records above which pressure acts."
     )

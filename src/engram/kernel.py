@@ -278,6 +278,7 @@ def _assemble(
             light_window=timedelta(hours=settings.consolidation_light_window_hours),
             event_threshold=settings.consolidation_event_threshold,
             fast_path_limit=settings.fast_path_limit,
+            max_seconds=settings.consolidation_max_seconds,
         ),
     )
     # A source an agent forgets or changes takes its summaries back with it (ADR-018).

@@ -458,3 +458,17 @@ async def test_a_backend_killed_mid_batch_leaves_nothing_half_done(
     state = await kernel.audit_state.compare(datetime.now(UTC))
     assert state.ok, [d.to_json() for d in state.differences]
     assert (await kernel.audit.verify()).ok
+
+
+async def test_a_pass_out_of_time_keeps_what_it_committed(kernel: Kernel) -> None:
+    """A pass past its time limit starts no new batch: the committed batches stay, the rest
+    is skipped as timed_out and a later pass consolidates it."""
+    incident = await _seed(kernel, INCIDENT, DAY)
+    etl = await _seed(kernel, LATE_ETL, DAY + timedelta(days=40), callers=(BOSS, OTHER))
+    await kernel.events.settled()
+    hurried = engine_with(kernel, batch_size=3, max_seconds=1e-9)
+    report = await hurried.run(DEEP)
+    assert report.consumed == []
+    assert report.skipped == {SkipReason.TIMED_OUT.value: len(incident) + len(etl)}
+    later = await kernel.consolidation.run(DEEP)
+    assert set(later.consumed) == set(incident) | set(etl)

@@ -71,6 +71,8 @@ class ConsolidationSettings:
     light_window: timedelta = timedelta(hours=24)
     event_threshold: int = 5
     fast_path_limit: int = 10_000
+    #: A pass starts no batch after this long; what it committed stays (spec §6).
+    max_seconds: float = 1800.0
     planner: PlannerSettings = field(default_factory=PlannerSettings)
 
 
@@ -220,9 +222,15 @@ class ConsolidationEngine:
         slots = asyncio.Semaphore(BATCHES_IN_FLIGHT)
         done = 0
 
+        deadline = time.monotonic() + self._settings.max_seconds
+
         async def one(chunk: list[ConsolidationCandidate]) -> BatchReport:
             nonlocal done
             async with slots:
+                if time.monotonic() > deadline:  # out of time: left for the next pass
+                    sources = sum(len(c.sources) for c in chunk)
+                    skipped = {SkipReason.TIMED_OUT.value: sources}
+                    return BatchReport(uuid.uuid4(), (), skipped, committed=False, trigger=trigger)
                 batch = await self._commit(run_id, trigger, chunk)
             done += len(chunk)
             if progress is not None:

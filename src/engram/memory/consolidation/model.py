@@ -39,6 +39,7 @@ class SkipReason(StrEnum):
     REJECTED = "rejected"  # the Gate refused a request of the item (audited)
     SOURCE_CHANGED = "source_changed"  # a source moved on during the pass: next run
     UNDER_LIMIT = "under_limit"  # pressure-driven, but the fast path is within its limit
+    TIMED_OUT = "timed_out"  # the pass ran out of time before this batch: next run
 
 
 @dataclass(frozen=True, slots=True)
