@@ -132,11 +132,11 @@ class Planner:
                 skipped[SkipReason.TOO_FEW.value] += len(topic)
                 continue
             for piece in self._pieces([loaded[i] for i in topic]):
-                candidate, reason = await self.candidate(piece)
-                if candidate is None:
-                    skipped[reason.value] += len(piece)
+                made = await self.candidate(piece)
+                if isinstance(made, SkipReason):
+                    skipped[made.value] += len(piece)
                 else:
-                    planned.append(candidate)
+                    planned.append(made)
         return planned, skipped, len(loaded) + unembedded
 
     def _pieces(self, topic: list[Loaded]) -> list[list[Loaded]]:
@@ -144,17 +144,14 @@ class Planner:
         size = self._settings.max_topic
         return [ordered[s : s + size] for s in range(0, len(ordered), size)]
 
-    async def candidate(
-        self, topic: Sequence[Loaded]
-    ) -> tuple[ConsolidationCandidate | None, SkipReason]:
+    async def candidate(self, topic: Sequence[Loaded]) -> ConsolidationCandidate | SkipReason:
         """What one topic (in event-time order) becomes, or why it stays as it is."""
         sources = [item.record for item in topic]
         vectors = np.stack([item.embedding for item in topic])
         params = self._settings.actions
         action = actions.choose(sources, vectors, params)
         if action is None:
-            reason = SkipReason.SINGLETON if len(sources) == 1 else SkipReason.TOO_FEW
-            return None, reason
+            return SkipReason.SINGLETON if len(sources) == 1 else SkipReason.TOO_FEW
         metadata = actions.carried_metadata(action, sources)
         if action is ConsolidationAction.SKILL:
             steps = actions.merged_steps(sources)
@@ -174,7 +171,7 @@ class Planner:
         if action is ConsolidationAction.COMPRESS:
             before = len(sources[0].content.split())
             if len(content.split()) > before * (1 - params.compress_min_saving):
-                return None, SkipReason.NOT_SHORTER
+                return SkipReason.NOT_SHORTER
         writers = [item.writer or item.record.source_agent for item in topic]
         confidence = (
             actions.combined_confidence(sources, writers)
@@ -188,7 +185,7 @@ class Planner:
             "first_event": _when(sources[0]).isoformat(),
             "last_event": _when(sources[-1]).isoformat(),
         }
-        candidate = ConsolidationCandidate(
+        return ConsolidationCandidate(
             action=action,
             sources=tuple(sources),
             proposal_type=kind,
@@ -198,7 +195,6 @@ class Planner:
             confidence=confidence,
             summarizer=summarizer,
         )
-        return candidate, SkipReason.SINGLETON
 
 
 def _when(record: MemoryRecord) -> datetime:
