@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,8 +33,10 @@ LATE_ETL = [
 ]
 
 
-def engine_with(kernel: Kernel, **settings: Any) -> ConsolidationEngine:
-    """An engine on ``kernel``'s database and Gate with other settings."""
+def engine_with(
+    kernel: Kernel, *, clock: Callable[[], float] = time.monotonic, **settings: Any
+) -> ConsolidationEngine:
+    """An engine on ``kernel``'s database and Gate with other settings (and clock)."""
     return ConsolidationEngine(
         db=kernel.db,
         gate=kernel.gate,
@@ -40,4 +44,5 @@ def engine_with(kernel: Kernel, **settings: Any) -> ConsolidationEngine:
         metrics=kernel.metrics,
         summarizer=ExtractiveSummarizer(),
         settings=ConsolidationSettings(**settings),
+        clock=clock,
     )

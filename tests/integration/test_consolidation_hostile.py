@@ -200,7 +200,7 @@ async def _seed_tiered(kernel: Kernel) -> list[UUID]:
     ]
 
 
-async def test_summary_takes_the_most_closed_level_and_leaks_nothing_upward(
+async def test_no_summary_spans_access_levels_and_nothing_leaks_upward(
     kernel: Kernel,
 ) -> None:
     """One topic written by agents of three tiers at public, agent, user and sensitive levels

@@ -90,6 +90,7 @@ async def test_an_answer_that_keeps_every_fact_is_used(endpoint: tuple[_Endpoint
     ("status", "answer"),
     [
         (200, "checkout-api went back to v4.2.1 at 02:31; pool capped at 20."),  # a fact changed
+        (200, "checkout-api back to v4.2.0 at 02:31 (pool capped at 20) per Dana Ruiz."),  # added
         (200, ""),  # nothing said
         (500, "checkout-api v4.2.0 02:31 20"),  # the endpoint failed
         (200, None),  # no text in the answer
@@ -98,7 +99,8 @@ async def test_an_answer_that_keeps_every_fact_is_used(endpoint: tuple[_Endpoint
 async def test_any_other_answer_falls_back_to_the_extractive_text(
     endpoint: tuple[_Endpoint, str], status: int, answer: Any
 ) -> None:
-    """A lost fact, an empty answer, an error status or a malformed answer: extractive."""
+    """A lost or invented fact, an empty answer, an error status or a malformed answer:
+    the extractive text."""
     state, url = endpoint
     state.status, state.answer = status, answer
     summary = await _summarizer(url).summarize(SOURCES, Style.NARRATIVE)

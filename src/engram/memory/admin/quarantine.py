@@ -87,6 +87,12 @@ class QuarantineDesk:
                 return head  # a retry after a commit whose acknowledgement was lost
             if not is_quarantined(head):
                 raise Quarantine(f"record {record_id} is not quarantined")
+            if head.status is MemoryStatus.CONSOLIDATED:
+                # Its readers would get neither it (consolidated) nor its summary (sensitive).
+                raise Quarantine(
+                    f"record {record_id} was consolidated: release the consolidated record "
+                    "that cites it, or roll its batch back first"
+                )
             row = await conn.fetchrow(SQL["release"], head.id, level.value)
             assert row is not None  # noqa: S101 - the head was locked above
             released = store.record_from_row(row)

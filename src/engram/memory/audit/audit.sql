@@ -70,8 +70,10 @@ LIMIT $7
 -- name: hold_lane_heads
 -- Sealing: wait until no append holds a lane (each holds its lane's head until it commits),
 -- then read every head. With all sixteen held, every seq drawn so far belongs to a committed
--- row or to none, so the heads cover every row up to the largest of them.
-SELECT lane, last_seq, last_hash FROM audit_chain_heads ORDER BY lane FOR SHARE
+-- row or to none, so the heads cover every row up to the largest of them. The batch lane $1
+-- is taken first and alone: waiting for a long batch, the seal holds no other lane, so the
+-- agents' appends are not queued behind it.
+SELECT lane, last_seq, last_hash FROM audit_chain_heads ORDER BY lane = $1 DESC, lane FOR SHARE
 
 -- name: order_page
 -- Sealing and anchors: (seq, row_hash) of the rows with $1 < seq <= $2, in seq order.

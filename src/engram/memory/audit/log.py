@@ -55,6 +55,7 @@ from engram.memory.audit.checkpoint import (
     seal_checkpoint,
 )
 from engram.memory.audit.entry import (
+    BATCH_LANE,
     HASH_VERSION,
     AuditEntry,
     canonical_json,
@@ -192,7 +193,8 @@ class AuditLog:
             async with self._db.transaction() as conn:
                 # The previous checkpoint first: its heads are then no newer than ours.
                 latest = await conn.fetchrow(SQL["latest_checkpoint"])
-                heads = await conn.fetch(SQL["hold_lane_heads"])
+                held = await conn.fetch(SQL["hold_lane_heads"], BATCH_LANE)
+                heads = sorted(held, key=lambda head: int(head["lane"]))
             previous = None if latest is None else checkpoint_from_row(latest)
             lane_seqs = [int(head["last_seq"] or 0) for head in heads]
             lane_hashes = [bytes(head["last_hash"]) for head in heads]

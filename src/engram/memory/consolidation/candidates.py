@@ -10,8 +10,9 @@ than ``max_topic`` is cut, in event-time order, into pieces of that size.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from uuid import UUID
@@ -30,10 +31,10 @@ from engram.memory.consolidation.model import (
     ConsolidationCandidate,
     SkipReason,
 )
-from engram.memory.consolidation.summarize import Summarizer
+from engram.memory.consolidation.summarize import ExtractiveSummarizer, Summarizer
 from engram.memory.consolidation.topics import TopicItem, TopicParams, cluster
 from engram.memory.schemas import looks_imperative
-from engram.memory.types import MemoryRecord, MemoryType
+from engram.memory.types import AccessLevel, MemoryRecord, MemoryType
 
 SQL = load_queries("engram.memory.consolidation", "candidates.sql", shared=store.FRAGMENTS)
 TOPIC_TYPES = frozenset(
@@ -93,6 +94,7 @@ class Planner:
     ) -> None:
         self._db = db
         self._summarizer = summarizer
+        self._extractive = ExtractiveSummarizer()
         self._settings = settings
 
     async def load(self, *, since: datetime | None, limit: int) -> tuple[list[Loaded], int]:
@@ -114,10 +116,17 @@ class Planner:
         return [(row["source_id"], row["target_id"]) for row in rows]
 
     async def plan(
-        self, *, since: datetime | None, limit: int, min_topic: int
+        self,
+        *,
+        since: datetime | None,
+        limit: int,
+        min_topic: int,
+        deadline: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> tuple[list[ConsolidationCandidate], Counter[str], int]:
         """Candidates of the records ingested since ``since`` (all: None), topics of at least
-        ``min_topic`` records only; with the skipped counts and the records considered."""
+        ``min_topic`` records only; with the skipped counts and the records considered.
+        Topics not reached by ``deadline`` (by ``clock``) are counted ``timed_out``."""
         loaded, unembedded = await self.load(since=since, limit=limit)
         skipped: Counter[str] = Counter()
         if unembedded:
@@ -128,6 +137,9 @@ class Planner:
         # a kernel serving agents meanwhile are not held up.
         topics = await asyncio.to_thread(topics_of, loaded, edges, self._settings.topics)
         for topic in topics:
+            if deadline is not None and clock() > deadline:
+                skipped[SkipReason.TIMED_OUT.value] += len(topic)
+                continue
             if len(topic) < min_topic:
                 skipped[SkipReason.TOO_FEW.value] += len(topic)
                 continue
@@ -161,7 +173,10 @@ class Planner:
                 metadata["steps"] = steps
                 content, summarizer = actions.skill_text(sources, steps), "extractive@1"
         if action is not ConsolidationAction.SKILL:
-            summary = await self._summarizer.summarize(
+            # quarantined text never leaves the kernel for an outside summariser
+            private = actions.level_of(sources) is AccessLevel.SENSITIVE
+            summarizer_of = self._extractive if private else self._summarizer
+            summary = await summarizer_of.summarize(
                 actions.source_texts(sources), actions.style_of(action)
             )
             content, summarizer = summary.text, summary.summarizer

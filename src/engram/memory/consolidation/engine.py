@@ -88,7 +88,9 @@ class ConsolidationEngine:
         metrics: EngramMetrics,
         summarizer: Summarizer,
         settings: ConsolidationSettings | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        self._clock = clock
         self._db = db
         self._gate = gate
         self._events = events
@@ -105,7 +107,7 @@ class ConsolidationEngine:
         return planned
 
     async def _candidates(
-        self, trigger: ConsolidationTrigger
+        self, trigger: ConsolidationTrigger, deadline: float | None = None
     ) -> tuple[list[ConsolidationCandidate], Counter[str], int]:
         settings = self._settings
         since = None
@@ -113,7 +115,11 @@ class ConsolidationEngine:
             since = datetime.now(UTC) - settings.light_window
         min_topic = settings.event_threshold if trigger is ConsolidationTrigger.EVENT_DRIVEN else 1
         return await self._planner.plan(
-            since=since, limit=settings.max_candidates, min_topic=min_topic
+            since=since,
+            limit=settings.max_candidates,
+            min_topic=min_topic,
+            deadline=deadline,
+            clock=self._clock,
         )
 
     async def run(
@@ -147,7 +153,7 @@ class ConsolidationEngine:
             trigger=trigger.value,
             run_id=str(run_id),
             dry_run=dry_run,
-            batch_size=report.candidates,
+            candidates=report.candidates,
             batches=len(report.batches),
             items_consolidated=len(report.consumed),
             created=len(report.created),
@@ -167,6 +173,7 @@ class ConsolidationEngine:
         progress: Progress | None,
     ) -> ConsolidationReport:
         started = time.perf_counter()
+        deadline = self._clock() + self._settings.max_seconds  # planning counts too
         if trigger is ConsolidationTrigger.PRESSURE_DRIVEN:
             fast = await self._fast_path_count()
             if fast <= self._settings.fast_path_limit:  # no pressure: nothing to read
@@ -179,7 +186,7 @@ class ConsolidationEngine:
                     skipped={SkipReason.UNDER_LIMIT.value: fast} if fast else {},
                     duration_seconds=time.perf_counter() - started,
                 )
-        planned, skipped, considered = await self._candidates(trigger)
+        planned, skipped, considered = await self._candidates(trigger, deadline)
         if dry_run:
             return ConsolidationReport(
                 run_id=run_id,
@@ -191,7 +198,9 @@ class ConsolidationEngine:
                 duration_seconds=time.perf_counter() - started,
                 planned=tuple(planned),
             )
-        batches = await self.commit(planned, trigger=trigger, run_id=run_id, progress=progress)
+        batches = await self.commit(
+            planned, trigger=trigger, run_id=run_id, progress=progress, deadline=deadline
+        )
         for batch in batches:
             for reason, n in batch.skipped.items():
                 skipped[reason] += n
@@ -213,38 +222,50 @@ class ConsolidationEngine:
         trigger: ConsolidationTrigger,
         run_id: UUID | None = None,
         progress: Progress | None = None,
+        deadline: float | None = None,
     ) -> list[BatchReport]:
         """Write ``planned`` candidates (from :meth:`evaluate_candidates`) in batches. A topic
         whose source moved on since it was planned is skipped (``source_changed``), never
-        written over; the others commit."""
+        written over; the others commit. No batch starts after ``deadline`` (by the engine's
+        clock; default ``max_seconds`` from now): the rest is ``timed_out``. A batch that
+        fails is ``failed`` and logged, the others go on; when every batch fails, the first
+        error is raised."""
         run_id = run_id or uuid.uuid4()
         chunks = _chunks(planned, self._settings.batch_size)
         slots = asyncio.Semaphore(BATCHES_IN_FLIGHT)
         done = 0
-
-        deadline = time.monotonic() + self._settings.max_seconds
+        if deadline is None:
+            deadline = self._clock() + self._settings.max_seconds
+        errors: list[Exception] = []
 
         async def one(chunk: list[ConsolidationCandidate]) -> BatchReport:
             nonlocal done
+            sources = sum(len(c.sources) for c in chunk)
             async with slots:
-                if time.monotonic() > deadline:  # out of time: left for the next pass
-                    sources = sum(len(c.sources) for c in chunk)
+                if self._clock() > deadline:  # out of time: left for the next pass
                     skipped = {SkipReason.TIMED_OUT.value: sources}
                     return BatchReport(uuid.uuid4(), (), skipped, committed=False, trigger=trigger)
-                batch = await self._commit(run_id, trigger, chunk)
+                try:
+                    batch = await self._commit(run_id, trigger, chunk)
+                except Exception as exc:  # noqa: BLE001 - one batch's failure is reported
+                    errors.append(exc)
+                    log.error(
+                        "consolidation.error",
+                        run_id=str(run_id),
+                        sources=sources,
+                        error=type(exc).__name__,
+                    )
+                    skipped = {SkipReason.FAILED.value: sources}
+                    return BatchReport(uuid.uuid4(), (), skipped, committed=False, trigger=trigger)
             done += len(chunk)
             if progress is not None:
                 progress(done, len(planned))
             return batch
 
-        tasks = [asyncio.ensure_future(one(chunk)) for chunk in chunks]
-        try:
-            return list(await asyncio.gather(*tasks))
-        except BaseException:
-            for task in tasks:
-                task.cancel()  # batches committed so far stay; the others do not start
-            await asyncio.gather(*tasks, return_exceptions=True)
-            raise
+        batches = list(await asyncio.gather(*(one(chunk) for chunk in chunks)))
+        if errors and len(errors) == len(chunks):
+            raise errors[0]
+        return batches
 
     async def _fast_path_count(self) -> int:
         return int(await self._db.fetchval(SQL["fast_path_count"]) or 0)

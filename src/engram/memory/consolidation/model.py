@@ -40,6 +40,7 @@ class SkipReason(StrEnum):
     SOURCE_CHANGED = "source_changed"  # a source moved on during the pass: next run
     UNDER_LIMIT = "under_limit"  # pressure-driven, but the fast path is within its limit
     TIMED_OUT = "timed_out"  # the pass ran out of time before this batch: next run
+    FAILED = "failed"  # the batch's transaction failed (logged); nothing of it was written
 
 
 @dataclass(frozen=True, slots=True)

@@ -85,7 +85,7 @@ class BatchDesk:
                     if summary is None or summary.status is MemoryStatus.FORGOTTEN:
                         continue
                     heads = {s: await store.head(self._db, s) for s in item.sources}
-                    key = f"consolidation-release:{item.record_id}:{summary.version}"
+                    key = "consolidation-release"
                     group, _ = _item_requests(item, summary, heads, own, key)
                     groups.append(group)
                     retired.append(item.record_id)
@@ -193,7 +193,7 @@ def _item_requests(
                 CONSOLIDATOR,
                 GateDecisionType.CONSOLIDATION,
                 expected_version=summary.version,
-                request_id=f"{key}:{item.record_id}",
+                request_id=f"{key}:{item.record_id}:{summary.version}",
             )
         )
     restored = []
@@ -205,7 +205,9 @@ def _item_requests(
             or head.gate_decision_id not in own
         ):
             continue
-        group.append(restate(head, MemoryStatus.ACTIVE, request_id=f"{key}:{source_id}"))
+        # the version in the key: an attempt after a refused one is a new request
+        key_of = f"{key}:{source_id}:{head.version}"
+        group.append(restate(head, MemoryStatus.ACTIVE, request_id=key_of))
         restored.append(source_id)
     return group, restored
 

@@ -10,8 +10,10 @@ that bring no new fact and mostly repeat what is kept (:func:`compressed_clauses
 
 :class:`CheckedSummarizer` asks a :class:`TextGenerator` (an LLM behind an OpenAI-compatible
 endpoint, configured by the operator) for abstractive text, then checks it: when the answer
-fails, is empty or loses any fact of the sources (:func:`~.facts.lost_facts`), the extractive
-text is used instead. The name recorded with the record says which one wrote it.
+fails, is empty, loses any fact of the sources (:func:`~.facts.lost_facts`) or states a fact
+none of them holds, the extractive text is used instead. The name recorded with the record
+says which one wrote it. Sensitive sources are never sent (the planner summarises them
+extractively).
 """
 
 from __future__ import annotations
@@ -209,10 +211,13 @@ class CheckedSummarizer:
         except EngramError as exc:
             log.warning("consolidation.summarizer_failed", error=type(exc).__name__)
             answer = ""
-        if answer and not lost_facts(texts, answer):
-            return Summary(answer, f"llm:{self._generator.name}")
         if answer:
-            log.info("consolidation.summary_lost_facts", lost=len(lost_facts(texts, answer)))
+            lost = lost_facts(texts, answer)
+            known = frozenset().union(*(fact_keys(text) for text in texts))
+            invented = fact_keys(answer) - known
+            if not lost and not invented:
+                return Summary(answer, f"llm:{self._generator.name}")
+            log.info("consolidation.summary_refused", lost=len(lost), invented=len(invented))
         return await self._fallback.summarize(sources, style)
 
 

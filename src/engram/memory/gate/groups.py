@@ -8,10 +8,11 @@ commits all groups that are still valid:
 * a group whose request the Gate rejects (``rejected``) or finds stale (``source_changed``)
   is left out; the refused request is audited as usual (its own row), the others of the
   group are withdrawn unwritten;
-* before a group is written, the current version of every record it updates or forgets is
-  locked (``SELECT … FOR UPDATE``, in record-id order) and compared with the version the
-  request expects; when one moved on, the whole group is skipped (``source_changed``) and
-  nothing of it is written: it is left for the next run, never overwritten;
+* before anything is written, the head of every record any group updates or forgets is
+  locked (``SELECT … FOR NO KEY UPDATE``, all in record-id order, so two such transactions
+  cannot deadlock); each group is then compared with the versions its requests expect, and
+  when one moved on the whole group is skipped (``source_changed``) and nothing of it is
+  written: it is left for the next run, never overwritten;
 * every decision takes an id of the audit lane kept for batches
   (:data:`~engram.memory.audit.entry.BATCH_LANE`), which no other decision uses: the long
   transaction holds that one lane lock, and agents' writes never wait for it;
@@ -138,13 +139,16 @@ async def commit_groups(
     finish: GroupsFinish | None,
 ) -> list[GroupOutcome]:
     """Write every valid group in one transaction (see the module docstring)."""
+    attempts = 0
 
     async def body(conn: Connection) -> list[GroupOutcome]:
+        nonlocal attempts
+        attempts += 1
         # A retry after a COMMIT whose acknowledgement was lost finds its decisions audited.
-        first = next((p for g in groups for p in g.planned), None)
-        if first is not None and await audit.audited(conn, first.decision_id):
+        if attempts > 1 and await _committed_before(conn, audit, groups):
             return await _recorded(db, audit, groups)
-        outcomes = [await _write_group(conn, writes, group) for group in groups]
+        heads = await _lock_heads(conn, groups)
+        outcomes = [await _write_group(conn, writes, group, heads) for group in groups]
         if finish is not None:
             await finish(conn, outcomes)
         return outcomes
@@ -152,17 +156,45 @@ async def commit_groups(
     return await db.run_in_transaction(body)
 
 
-async def _write_group(conn: Connection, writes: WritePath, group: PlannedGroup) -> GroupOutcome:
+def _refused(group: PlannedGroup) -> GroupOutcome:
+    """The outcome of a group the Gate refused a request of (stale: ``source_changed``)."""
+    stale = any(r.decision is GateDecision.CONFLICT for r in group.refused)
+    return GroupOutcome(
+        written=False,
+        results=group.refused,
+        skipped=Skip.SOURCE_CHANGED if stale else Skip.REJECTED,
+        detail="; ".join(r.reason for r in group.refused),
+    )
+
+
+def _expected(group: PlannedGroup) -> dict[UUID, int]:
+    """The version each record the group updates or forgets is expected to be at."""
+    return {
+        p.plan.request.record.record_id: p.plan.request.expected_version
+        for p in group.planned
+        if p.plan.request.action is not GateAction.CREATE
+        and p.plan.request.expected_version is not None
+    }
+
+
+async def _lock_heads(
+    conn: Connection, groups: Sequence[PlannedGroup]
+) -> dict[UUID, MemoryRecord | None]:
+    """Lock the head of every record any group changes, all in record-id order before any
+    write, so two transactions of groups (or one and an agent's write) cannot deadlock."""
+    wanted = sorted({r for g in groups if not g.refused for r in _expected(g)})
+    return {r: await store.head(conn, r, lock=True) for r in wanted}
+
+
+async def _write_group(
+    conn: Connection,
+    writes: WritePath,
+    group: PlannedGroup,
+    heads: Mapping[UUID, MemoryRecord | None],
+) -> GroupOutcome:
     if group.refused or not group.planned:
-        reasons = "; ".join(r.reason for r in group.refused)
-        stale = any(r.decision is GateDecision.CONFLICT for r in group.refused)
-        return GroupOutcome(
-            written=False,
-            results=group.refused,
-            skipped=Skip.SOURCE_CHANGED if stale else Skip.REJECTED,
-            detail=reasons,
-        )
-    moved = await _moved(conn, [p.plan.request for p in group.planned])
+        return _refused(group)
+    moved = _moved(_expected(group), heads)
     if moved is not None:
         return GroupOutcome(written=False, skipped=Skip.SOURCE_CHANGED, detail=moved)
     results = [
@@ -171,21 +203,26 @@ async def _write_group(conn: Connection, writes: WritePath, group: PlannedGroup)
     return GroupOutcome(written=True, results=tuple(results))
 
 
-async def _moved(conn: Connection, requests: Sequence[GateRequest]) -> str | None:
-    """Lock the heads the requests change (record-id order, so two batches cannot deadlock)
-    and say which one is no longer the version it was expected to be (None: all are)."""
-    expected = {
-        r.record.record_id: r.expected_version
-        for r in requests
-        if r.action is not GateAction.CREATE and r.expected_version is not None
-    }
-    for record_id in sorted(expected):
-        head = await store.head(conn, record_id, lock=True)
+def _moved(expected: Mapping[UUID, int], heads: Mapping[UUID, MemoryRecord | None]) -> str | None:
+    """Which locked head is no longer the version it was expected to be (None: all are)."""
+    for record_id, version in sorted(expected.items()):
+        head = heads.get(record_id)
         if head is None or head.status is MemoryStatus.FORGOTTEN:
             return f"record {record_id} was forgotten"
-        if head.version != expected[record_id]:
-            return f"record {record_id} is at version {head.version}, not {expected[record_id]}"
+        if head.version != version:
+            return f"record {record_id} is at version {head.version}, not {version}"
     return None
+
+
+async def _committed_before(
+    conn: Connection, audit: AuditLog, groups: Sequence[PlannedGroup]
+) -> bool:
+    """True when an earlier attempt of this transaction committed: a decision of any group
+    is audited (the first group may have been skipped, so every group is asked)."""
+    for group in groups:
+        if group.planned and await audit.audited(conn, group.planned[0].decision_id):
+            return True
+    return False
 
 
 async def _recorded(
@@ -194,16 +231,19 @@ async def _recorded(
     """The outcomes of a transaction that committed already, rebuilt from its audit rows."""
     outcomes = []
     for group in groups:
+        if group.refused or not group.planned:
+            outcomes.append(_refused(group))
+            continue
         results = []
         for item in group.planned:
             entry = await audit.by_decision(item.decision_id)
             if entry is None:
                 break
             results.append(await result_from_audit(db, entry, replayed=False))
-        if group.planned and len(results) == len(group.planned):
+        if len(results) == len(group.planned):
             outcomes.append(GroupOutcome(written=True, results=tuple(results)))
-        else:
+        else:  # skipped in the attempt that committed: a source had moved
             outcomes.append(
-                GroupOutcome(written=False, skipped=Skip.SOURCE_CHANGED, detail="retried")
+                GroupOutcome(written=False, skipped=Skip.SOURCE_CHANGED, detail="moved")
             )
     return outcomes

@@ -14,10 +14,12 @@ FROM memories
 WHERE record_id = $1 AND superseded_by IS NULL
 
 -- name: head_for_update
+-- NO KEY UPDATE: writers of one head wait for each other, but a foreign-key check of an edge
+-- that cites the row (FOR KEY SHARE) does not wait for them.
 SELECT {{record_columns}}
 FROM memories
 WHERE record_id = $1 AND superseded_by IS NULL
-FOR UPDATE
+FOR NO KEY UPDATE
 
 -- name: exact_duplicate
 -- $4 the access levels the writer may read: what it may not read is absent for it.
