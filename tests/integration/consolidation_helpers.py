@@ -1,4 +1,5 @@
-"""What the consolidation tests share: the topics they write and an engine with other settings."""
+"""What the consolidation tests share: the topics they write, an engine with other settings
+and a read of a record's current version."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
+from uuid import UUID
 
 from engram import Kernel
 from engram.memory.consolidation import (
@@ -14,6 +16,7 @@ from engram.memory.consolidation import (
     ConsolidationTrigger,
     ExtractiveSummarizer,
 )
+from engram.memory.types import MemoryRecord
 
 DEEP = ConsolidationTrigger.SCHEDULED_DEEP
 DAY = datetime(2026, 4, 2, 9, 0, tzinfo=UTC)
@@ -46,3 +49,12 @@ def engine_with(
         settings=ConsolidationSettings(**settings),
         clock=clock,
     )
+
+
+async def head_of(kernel: Kernel, record_id: UUID) -> MemoryRecord:
+    """The current version of a record whatever its status (an admin read, no read counted)."""
+    records = await kernel.admin_temporal.query(
+        record_id=record_id, include_consolidated=True, include_forgotten=True
+    )
+    assert len(records) == 1
+    return records[0]

@@ -31,7 +31,14 @@ from engram.memory.types import (
     TrustLevel,
 )
 from tests.conftest import ScratchDatabase
-from tests.integration.consolidation_helpers import DAY, DEEP, INCIDENT, LATE_ETL, engine_with
+from tests.integration.consolidation_helpers import (
+    DAY,
+    DEEP,
+    INCIDENT,
+    LATE_ETL,
+    engine_with,
+    head_of,
+)
 from tests.integration.gate_helpers import BOSS, EXTERNAL, OTHER
 
 ROTATION = [
@@ -96,14 +103,6 @@ async def _seed(
     return ids
 
 
-async def _head(kernel: Kernel, record_id: UUID) -> MemoryRecord:
-    records = await kernel.admin_temporal.query(
-        record_id=record_id, include_consolidated=True, include_forgotten=True
-    )
-    assert len(records) == 1
-    return records[0]
-
-
 async def _live(kernel: Kernel) -> dict[UUID, tuple[str, str, str]]:
     """Every record an unrestricted reader sees now (without consolidated ones)."""
     records = await kernel.admin_temporal.query(limit=10_000)
@@ -128,7 +127,7 @@ async def test_each_action_makes_its_record_through_the_gate(kernel: Kernel) -> 
     assert set(items[ConsolidationAction.PROMOTE].sources) == set(etl)
     assert set(items[ConsolidationAction.SKILL].sources) == set(rotation)
     assert list(items[ConsolidationAction.COMPRESS].sources) == verbose
-    assert (await _head(kernel, lonely[0])).status is MemoryStatus.ACTIVE
+    assert (await head_of(kernel, lonely[0])).status is MemoryStatus.ACTIVE
     expected_types = {
         ConsolidationAction.MERGE: MemoryType.EPISODE,
         ConsolidationAction.PROMOTE: MemoryType.BELIEF,
@@ -136,7 +135,7 @@ async def test_each_action_makes_its_record_through_the_gate(kernel: Kernel) -> 
         ConsolidationAction.COMPRESS: MemoryType.EPISODE,
     }
     for action, item in items.items():
-        made = await _head(kernel, item.record_id)
+        made = await head_of(kernel, item.record_id)
         assert made.type is expected_types[action]
         assert made.consolidation_path is ConsolidationPath.SLOW
         assert made.gate_decision_type is GateDecisionType.CONSOLIDATION
@@ -154,22 +153,22 @@ async def test_each_action_makes_its_record_through_the_gate(kernel: Kernel) -> 
             entry.decision,
         )
         for source in item.sources:
-            head = await _head(kernel, source)
+            head = await head_of(kernel, source)
             assert (head.status, head.version) == (MemoryStatus.CONSOLIDATED, 2)
             assert head.consolidation_path is ConsolidationPath.FAST
-    merged = await _head(kernel, items[ConsolidationAction.MERGE].record_id)
+    merged = await head_of(kernel, items[ConsolidationAction.MERGE].record_id)
     for fact in ("02:10", "checkout-api", "v4.2.0", "02:31", "20", "v4.3.0"):
         assert fact in merged.content
     lines = merged.content.splitlines()
     assert lines == sorted(lines)  # each moment dated, in event-time order
-    belief = await _head(kernel, items[ConsolidationAction.PROMOTE].record_id)
-    sightings = [await _head(kernel, source) for source in etl]
+    belief = await head_of(kernel, items[ConsolidationAction.PROMOTE].record_id)
+    sightings = [await head_of(kernel, source) for source in etl]
     # two agents saw it: more sure than either alone (one agent's repeats would not count)
     assert belief.source_confidence > max(s.source_confidence for s in sightings) + 0.1
-    skill = await _head(kernel, items[ConsolidationAction.SKILL].record_id)
+    skill = await head_of(kernel, items[ConsolidationAction.SKILL].record_id)
     assert any("secret/payments/stripe" in step for step in skill.metadata["steps"])
-    compressed = await _head(kernel, verbose[0])
-    made = await _head(kernel, items[ConsolidationAction.COMPRESS].record_id)
+    compressed = await head_of(kernel, verbose[0])
+    made = await head_of(kernel, items[ConsolidationAction.COMPRESS].record_id)
     assert len(made.content.split()) < len(compressed.content.split())
     for fact in ("F3", "2026-07-15", "F5", "46 boxes", "30 kg"):
         assert fact in made.content
@@ -212,7 +211,7 @@ async def test_a_failure_in_the_batch_rolls_all_of_it_back(
         assert before == await _live(kernel)
         assert audited == await kernel.audit.count()
         for source in sources:
-            assert (await _head(kernel, source)).version == 1
+            assert (await head_of(kernel, source)).version == 1
         assert 0 == await admin.fetchval(
             "SELECT count(*) FROM engram.memories WHERE consolidation_path = 'slow'"
         )
@@ -252,10 +251,10 @@ async def test_a_source_updated_during_the_pass_is_skipped_not_overwritten(
     assert sum(b.skipped.get(SkipReason.SOURCE_CHANGED.value, 0) for b in batches) == 3
     consumed = {s for b in batches for s in b.consumed}
     assert consumed == set(etl)
-    head = await _head(kernel, incident[0])
+    head = await head_of(kernel, incident[0])
     assert (head.version, head.status, head.content) == (2, MemoryStatus.ACTIVE, changed.content)
     for source in incident[1:]:
-        assert (await _head(kernel, source)).status is MemoryStatus.ACTIVE
+        assert (await head_of(kernel, source)).status is MemoryStatus.ACTIVE
     later = await kernel.consolidation.run(DEEP)  # the next run takes the topic up again
     assert set(later.consumed) == set(incident)
 
@@ -276,7 +275,7 @@ async def test_rollback_restores_the_live_set_and_is_audited(kernel: Kernel) -> 
     assert set(undone.restored) == set(batch.consumed)
     assert set(undone.retired) == set(batch.created)
     for created in batch.created:
-        assert (await _head(kernel, created)).status is MemoryStatus.FORGOTTEN
+        assert (await head_of(kernel, created)).status is MemoryStatus.FORGOTTEN
     shown = await kernel.consolidation.batch(batch.batch_id)
     assert shown.rolled_back_at is not None
     with pytest.raises(ConsolidationConflict):
@@ -304,13 +303,13 @@ async def test_quarantined_sources_make_a_sensitive_summary_of_their_own(
     texts[1] += " Escalated to the on-call lead at jana.novak@example.com."
     texts[2] += " Ticket owner: jana.novak@example.com."
     ids = await _seed(kernel, texts, DAY)
-    levels = [(await _head(kernel, i)).access_level for i in ids]
+    levels = [(await head_of(kernel, i)).access_level for i in ids]
     assert levels == [AccessLevel.AGENT, AccessLevel.SENSITIVE, AccessLevel.SENSITIVE]
     report = await kernel.consolidation.run(DEEP)
     (made,) = report.created
     assert set(report.consumed) == set(ids[1:])
-    assert (await _head(kernel, made)).access_level is AccessLevel.SENSITIVE
-    assert (await _head(kernel, ids[0])).status is MemoryStatus.ACTIVE
+    assert (await head_of(kernel, made)).access_level is AccessLevel.SENSITIVE
+    assert (await head_of(kernel, ids[0])).status is MemoryStatus.ACTIVE
     admin = CallerIdentity.system("cli:test-admin")
     with pytest.raises(Quarantine, match="consolidated"):  # its readers would get nothing
         await kernel.quarantine.release(ids[1], admin=admin, reason="shared address")
@@ -387,7 +386,7 @@ async def test_a_reader_walks_from_a_summary_to_its_evidence(kernel: Kernel) -> 
     await kernel.events.settled()
     report = await kernel.consolidation.run(DEEP)
     (made,) = report.created
-    summary = await _head(kernel, made)
+    summary = await head_of(kernel, made)
     assert result.modified_record.id in summary.evidence_links
     reader = caller_for_tier("walker", TrustLevel.STANDARD)
     for cited in summary.evidence_links:

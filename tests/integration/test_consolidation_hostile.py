@@ -29,7 +29,14 @@ from engram.memory.types import (
     MemoryType,
     TrustLevel,
 )
-from tests.integration.consolidation_helpers import DAY, DEEP, INCIDENT, LATE_ETL, engine_with
+from tests.integration.consolidation_helpers import (
+    DAY,
+    DEEP,
+    INCIDENT,
+    LATE_ETL,
+    engine_with,
+    head_of,
+)
 
 EXTERNAL = GateDecisionType.EXTERNAL
 FAST = 100_000
@@ -74,18 +81,10 @@ async def _seed(
     return ids
 
 
-async def _head(kernel: Kernel, record_id: UUID) -> MemoryRecord:
-    records = await kernel.admin_temporal.query(
-        record_id=record_id, include_consolidated=True, include_forgotten=True
-    )
-    assert len(records) == 1
-    return records[0]
-
-
 async def _update(
     kernel: Kernel, record_id: UUID, content: str, caller: CallerIdentity = BOSS
 ) -> GateResult:
-    head = await _head(kernel, record_id)
+    head = await head_of(kernel, record_id)
     changed = MemoryRecord.draft(
         head.type,
         content,
@@ -102,7 +101,7 @@ async def _update(
 
 
 async def _forget(kernel: Kernel, record_id: UUID, caller: CallerIdentity = BOSS) -> GateResult:
-    head = await _head(kernel, record_id)
+    head = await head_of(kernel, record_id)
     return await kernel.gate.evaluate(
         GateRequest.forget(head, caller, EXTERNAL, expected_version=head.version)
     )
@@ -119,7 +118,7 @@ async def _live_summaries(kernel: Kernel, source: UUID) -> set[UUID]:
     )
     live = set()
     for row in rows:
-        if (await _head(kernel, row["record_id"])).status is not MemoryStatus.FORGOTTEN:
+        if (await head_of(kernel, row["record_id"])).status is not MemoryStatus.FORGOTTEN:
             live.add(row["record_id"])
     return live
 
@@ -129,7 +128,7 @@ async def _source_problems(kernel: Kernel, sources: list[UUID]) -> list[str]:
     active source has none (no duplicate text of it in a summary)."""
     problems = []
     for source in sources:
-        head = await _head(kernel, source)
+        head = await head_of(kernel, source)
         live = await _live_summaries(kernel, source)
         if head.status is MemoryStatus.CONSOLIDATED and len(live) != 1:
             problems.append(f"{source}: consolidated with {len(live)} live summaries")
@@ -217,8 +216,8 @@ async def test_no_summary_spans_access_levels_and_nothing_leaks_upward(
     items = [item for batch in report.batches for item in batch.items]
     assert items, report.skipped
     for item in items:
-        levels = {(await _head(kernel, s)).access_level for s in item.sources}
-        assert levels == {(await _head(kernel, item.record_id)).access_level}, levels
+        levels = {(await head_of(kernel, s)).access_level for s in item.sources}
+        assert levels == {(await head_of(kernel, item.record_id)).access_level}, levels
     for reader, secrets in (
         (INTERN, ["v4.2.0", "02:31", "SEC-4471", "capped at 20"]),
         (WRITER, ["SEC-4471", "capped at 20"]),
@@ -272,7 +271,7 @@ async def test_an_untrusted_agent_cannot_launder_a_claim_into_a_higher_confidenc
     report = await kernel.consolidation.run(DEEP)
     items = [i for b in report.batches for i in b.items if low in i.sources]
     assert items, report.skipped
-    made = await _head(kernel, items[0].record_id)
+    made = await head_of(kernel, items[0].record_id)
     assert "finance-gw" in made.content
     low_head = (await kernel.admin_temporal.get_version_chain(low))[0]
     assert made.source_confidence <= low_head.source_confidence + 1e-9, (
@@ -293,7 +292,7 @@ async def test_one_agent_backdating_repeats_does_not_manufacture_corroboration(
     report = await kernel.consolidation.run(DEEP)
     promoted = [i for b in report.batches for i in b.items if i.action.value == "promote"]
     assert promoted, [i.action for b in report.batches for i in b.items]
-    belief = await _head(kernel, promoted[0].record_id)
+    belief = await head_of(kernel, promoted[0].record_id)
     chains = [await kernel.admin_temporal.get_version_chain(i) for i in ids]
     own = max(chain[0].source_confidence for chain in chains)
     assert belief.source_confidence <= own + 1e-9, (belief.source_confidence, own)
@@ -312,8 +311,8 @@ async def test_records_in_two_namespaces_are_never_merged(kernel: Kernel) -> Non
     assert set(report.consumed) == set(a) | set(b), report.skipped
     for batch in report.batches:
         for item in batch.items:
-            made = await _head(kernel, item.record_id)
-            spaces = {(await _head(kernel, s)).namespace for s in item.sources}
+            made = await head_of(kernel, item.record_id)
+            spaces = {(await head_of(kernel, s)).namespace for s in item.sources}
             assert spaces == {made.namespace}, (spaces, made.namespace)
     for space, mine in (("team-a", a), ("team-b", b)):
         listed = await kernel.temporal.query(caller=BOSS, namespace=space, limit=1000)
@@ -344,10 +343,10 @@ async def test_injection_split_across_sources_never_lands_in_a_summary(kernel: K
     ids = await _seed(kernel, texts, DAY, step=timedelta(minutes=1))
     report = await kernel.consolidation.run(DEEP)
     for made in report.created:
-        assert not looks_like_injection((await _head(kernel, made)).content)
+        assert not looks_like_injection((await head_of(kernel, made)).content)
     for source in ids:
         if source not in report.consumed:
-            assert (await _head(kernel, source)).status is MemoryStatus.ACTIVE
+            assert (await head_of(kernel, source)).status is MemoryStatus.ACTIVE
     assert await _source_problems(kernel, ids) == []
 
 
@@ -373,9 +372,9 @@ async def test_sources_near_the_content_limit_do_not_crash_or_lose_anything(
     ids = await _seed(kernel, texts, DAY, step=timedelta(hours=1))
     report = await kernel.consolidation.run(DEEP)
     for made in report.created:
-        assert len((await _head(kernel, made)).content) <= MAX_CONTENT_CHARS
+        assert len((await head_of(kernel, made)).content) <= MAX_CONTENT_CHARS
     for source in ids:
-        head = await _head(kernel, source)
+        head = await head_of(kernel, source)
         if source not in report.consumed:
             assert head.status is MemoryStatus.ACTIVE
     assert await _source_problems(kernel, ids) == []
@@ -406,7 +405,7 @@ async def test_unicode_survives_consolidation_intact(kernel: Kernel) -> None:
     report = await kernel.consolidation.run(DEEP)
     assert set(report.consumed) == set(ids), report.skipped
     (made,) = report.created
-    content = unicodedata.normalize("NFC", (await _head(kernel, made)).content)
+    content = unicodedata.normalize("NFC", (await head_of(kernel, made)).content)
     for needle in (
         "🚨🔥",
         "👍🏽",
@@ -443,7 +442,7 @@ async def test_many_near_identical_records_at_one_instant(kernel: Kernel) -> Non
     assert report.consumed, report.skipped
     assert await _source_problems(kernel, ids) == []
     for item in (i for b in report.batches for i in b.items):
-        made = await _head(kernel, item.record_id)
+        made = await head_of(kernel, item.record_id)
         for source in item.sources:
             text = (await kernel.admin_temporal.get_version_chain(source))[0].content
             run_no = text.rsplit("run ", 1)[1].rstrip(".")
@@ -467,7 +466,7 @@ async def test_a_topic_larger_than_max_topic_and_batch_size_loses_nothing(
     assert len(report.consumed) > 50, report.skipped
     for item in (i for b in report.batches for i in b.items):
         assert len(item.sources) <= 50
-        assert len((await _head(kernel, item.record_id)).evidence_links) <= 50
+        assert len((await head_of(kernel, item.record_id)).evidence_links) <= 50
     assert await _source_problems(kernel, ids) == []
 
     small = engine_with(kernel, batch_size=3, planner=PlannerSettings(max_topic=10))
@@ -502,7 +501,7 @@ async def test_a_source_forgotten_between_planning_and_commit_is_not_resurrected
     assert gone.record_id == ids[2], gone.reason
     batches = await kernel.consolidation.commit(planned, trigger=DEEP)
     assert not [s for b in batches for s in b.consumed]
-    assert (await _head(kernel, ids[2])).status is MemoryStatus.FORGOTTEN
+    assert (await head_of(kernel, ids[2])).status is MemoryStatus.FORGOTTEN
     later = await kernel.consolidation.run(DEEP)
     assert ids[2] not in later.consumed
     live = await kernel.admin_temporal.query(limit=1000)
@@ -527,7 +526,7 @@ async def test_an_update_by_a_restricted_agent_between_planning_and_commit_stand
     later = await kernel.consolidation.run(DEEP)
     assert set(later.consumed) == set(ids), later.skipped
     (made,) = later.created
-    content = (await _head(kernel, made)).content
+    content = (await head_of(kernel, made)).content
     assert "02:12" in content, content
     assert "02:10" not in content, content
 
@@ -591,10 +590,10 @@ async def test_forgetting_a_consolidated_source_takes_its_fact_out_of_search(
     ids = await _seed(kernel, texts, DAY)
     report = await kernel.consolidation.run(DEEP)
     (made,) = report.created
-    assert "SEC-9001" in (await _head(kernel, made)).content
+    assert "SEC-9001" in (await head_of(kernel, made)).content
     gone = await _forget(kernel, ids[2])
     assert gone.record_id == ids[2], gone.reason
-    assert (await _head(kernel, ids[2])).status is MemoryStatus.FORGOTTEN
+    assert (await head_of(kernel, ids[2])).status is MemoryStatus.FORGOTTEN
     await kernel.events.settled()  # the release follows the forget through the outbox
     texts_read = await _everything_readable(kernel, BOSS, "checkout-api root cause ticket")
     leaked = [t for t in texts_read if "SEC-9001" in t]
@@ -615,14 +614,14 @@ async def test_rollback_after_an_agent_corrected_the_summary_keeps_the_correctio
     report = await kernel.consolidation.run(DEEP)
     (batch,) = report.batches
     (made,) = report.created
-    summary = await _head(kernel, made)
+    summary = await head_of(kernel, made)
     corrected = summary.content + "\nCorrection: the pager fired at 02:08, alert ALRT-77."
     result = await _update(kernel, made, corrected)
     assert result.version == 2, result.reason
     try:
         await kernel.consolidation.rollback(batch.batch_id)
     except ConsolidationConflict:
-        assert (await _head(kernel, made)).status is not MemoryStatus.FORGOTTEN
+        assert (await head_of(kernel, made)).status is not MemoryStatus.FORGOTTEN
         return
     texts = await _everything_readable(kernel, BOSS, "checkout-api pager alert")
     assert _seen_any(texts, "ALRT-77"), "the agent's correction was forgotten by the rollback"
@@ -644,14 +643,14 @@ async def test_rollback_after_an_agent_updated_one_source_leaves_every_source_re
     undone = await kernel.consolidation.rollback(batch.batch_id)
     assert ids[0] in undone.untouched
     assert set(undone.restored) == set(ids[1:])
-    head = await _head(kernel, ids[0])
+    head = await head_of(kernel, ids[0])
     assert head.content == text
     listed = {r.record_id for r in await kernel.admin_temporal.query(limit=1000)}
     assert set(ids) <= listed, {
-        i: (await _head(kernel, i)).status.value for i in ids if i not in listed
+        i: (await head_of(kernel, i)).status.value for i in ids if i not in listed
     }
     for created in batch.created:
-        assert (await _head(kernel, created)).status is MemoryStatus.FORGOTTEN
+        assert (await head_of(kernel, created)).status is MemoryStatus.FORGOTTEN
 
 
 async def test_two_concurrent_rollbacks_exactly_one_succeeds(kernel: Kernel) -> None:
@@ -671,7 +670,7 @@ async def test_two_concurrent_rollbacks_exactly_one_succeeds(kernel: Kernel) -> 
     assert isinstance(errors[0], ConsolidationConflict), repr(errors[0])
     assert {r.record_id for r in await kernel.admin_temporal.query(limit=1000)} == before
     for source in ids:
-        head = await _head(kernel, source)
+        head = await head_of(kernel, source)
         assert (head.status, head.version) == (MemoryStatus.ACTIVE, 3)
 
 
@@ -696,7 +695,7 @@ async def test_audit_state_replay_and_chain_agree_after_a_hostile_sequence(
     await _update(
         kernel,
         tiered_item.record_id,
-        (await _head(kernel, tiered_item.record_id)).content + "\nAddendum: ALRT-77.",
+        (await head_of(kernel, tiered_item.record_id)).content + "\nAddendum: ALRT-77.",
     )
     await asyncio.gather(
         *(kernel.consolidation.rollback(b.batch_id) for b in first.batches for _ in range(2)),
