@@ -29,6 +29,7 @@ import structlog
 
 from engram.infra.db import Connection, DatabaseAdapter
 from engram.infra.events import Event, EventBus
+from engram.memory.consolidation.actions import most_closed
 from engram.memory.consolidation.candidates import Planner, PlannerSettings
 from engram.memory.consolidation.model import (
     BatchItem,
@@ -365,7 +366,7 @@ def _requests(batch_id: UUID, n: int, candidate: ConsolidationCandidate) -> list
     """One topic's requests: the consolidated record's CREATE, then each source's UPDATE."""
     sources = candidate.sources
     first = min(s.event_time or s.ingestion_time for s in sources)
-    most_closed = max(sources, key=lambda s: s.access_level.rank)
+    closest = most_closed(sources)
     record = MemoryRecord.draft(
         candidate.proposal_type,
         candidate.content,
@@ -376,7 +377,7 @@ def _requests(batch_id: UUID, n: int, candidate: ConsolidationCandidate) -> list
         source_confidence=candidate.confidence,
         evidence_links=[s.id for s in sources],
         namespace=sources[0].namespace,
-        classification=most_closed.classification,
+        classification=closest.classification,
     )
     requests = [
         GateRequest(

@@ -112,7 +112,7 @@ def normalise(text: str) -> str:
     return " ".join(text.casefold().split())
 
 
-@lru_cache(maxsize=65_536)
+@lru_cache(maxsize=16_384)  # a pass asks for the same clauses again; bounded for a server
 def facts(text: str) -> tuple[Fact, ...]:
     """Every fact of ``text`` in order of appearance (names included)."""
     found: list[tuple[int, Fact]] = []

@@ -60,10 +60,13 @@ class BatchDesk:
 
     async def batch(self, batch_id: UUID) -> BatchReport:
         """One committed batch; :class:`~engram.errors.NotFound` when there is none."""
+        return _batch_from_row(await self._row(batch_id))
+
+    async def _row(self, batch_id: UUID) -> Row:
         row = await self._db.fetchrow(SQL["batch"], batch_id)
         if row is None:
             raise NotFound(f"no consolidation batch {batch_id}")
-        return _batch_from_row(row)
+        return row
 
     async def release(self, record_id: UUID) -> list[UUID]:
         """Undo the items that consumed ``record_id`` once it was forgotten or changed: their
@@ -115,11 +118,11 @@ class BatchDesk:
         :class:`~engram.errors.ConsolidationConflict` for one rolled back already, one with a
         changed record (without ``force``), or one whose records moved while the rollback
         ran; then nothing changed."""
-        batch = await self.batch(batch_id)
+        row = await self._row(batch_id)
+        batch = _batch_from_row(row)
         if batch.rolled_back_at is not None:
             raise ConsolidationConflict(f"batch {batch_id} was rolled back already")
-        row = await self._db.fetchrow(SQL["batch"], batch_id)
-        own = set() if row is None else set(row["decision_ids"])
+        own = set(row["decision_ids"])
         groups: list[list[GateRequest]] = []
         retired: list[UUID] = []
         restored: list[UUID] = []
