@@ -29,6 +29,10 @@ TINY: dict[str, list[str]] = {
     "http_write_bench": ["--writes", "3", "--warmup", "1"],
     "consolidation_eval": ["--half", "dev"],
     "consolidation_bench": ["--records", "300", "--second", "60", "--probe", "10"],
+    "scheduler_bench": [
+        *("--workers", "2", "--records", "40", "--idle-seconds", "2", "--triggers", "1"),
+        *("--probe", "5", "--busy-warmup", "1", "--poll-seconds", "0.5", "--watch-seconds", "1"),
+    ],
     "audit_append_bench": [
         *("--appends", "20", "--writers", "2", "--every", "10"),
         *("--rounds", "1", "--seal-every", "5"),

@@ -104,6 +104,23 @@ class EngramSettings(BaseSettings):
     fast_path_limit: int = Field(
         default=10_000, ge=1, description="Active fast-path records above which pressure acts."
     )
+    consolidation_hour: int = Field(
+        default=3, ge=0, le=23, description="UTC hour of the nightly deep consolidation pass."
+    )
+    consolidation_light_minutes: float = Field(
+        default=60.0, gt=0, description="Minutes between light consolidation passes."
+    )
+    consolidation_watch_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="How often the event and pressure triggers are checked.",
+    )
+    consolidation_decay_threshold: float = Field(
+        default=0.5,
+        gt=0,
+        le=1,
+        description="Fast-path records decayed below this count as consolidation backlog.",
+    )
     summarizer_url: SecretStr | None = Field(
         default=None,
         description="Base URL of an OpenAI-compatible LLM summariser; unset: extractive only.",
@@ -113,6 +130,35 @@ class EngramSettings(BaseSettings):
     )
     summarizer_api_key: SecretStr | None = Field(default=None, description="Its bearer token.")
     summarizer_timeout_seconds: float = Field(default=30.0, gt=0)
+
+    # --- background jobs ---
+    scheduler: bool = Field(
+        default=True,
+        description="Run the background jobs in `engram serve` (off: only `engram worker` does).",
+    )
+    scheduler_poll_seconds: float = Field(
+        default=5.0, gt=0, le=3600, description="How often a scheduler looks for due jobs."
+    )
+    reembed_minutes: float = Field(
+        default=5.0, gt=0, description="Minutes between re-embedding passes over degraded records."
+    )
+    pii_rescan_minutes: float = Field(
+        default=60.0, gt=0, description="Minutes between PII rescans of records screened earlier."
+    )
+    decay_refresh_minutes: float = Field(
+        default=60.0, gt=0, description="Minutes between refreshes of every decay score."
+    )
+    retention_days: float = Field(
+        default=30.0,
+        gt=0,
+        description="Delivered outbox events, closed escalations and job runs kept this long.",
+    )
+    job_backoff_seconds: float = Field(
+        default=60.0, gt=0, description="First wait before a failed job is retried (doubles)."
+    )
+    job_backoff_max_seconds: float = Field(
+        default=3600.0, gt=0, description="Longest wait between retries of a failing job."
+    )
 
     # --- resilience ---
     breaker_fail_max: int = Field(default=5, ge=1)

@@ -135,6 +135,10 @@ class ConsolidationConflict(BusinessError):
     one of its records moved on while the rollback ran (nothing was changed; retry)."""
 
 
+class JobBusy(BusinessError):
+    """A background job cannot start now: another kernel (or this one) is running it."""
+
+
 # --- identity and adapters --------------------------------------------------------------------
 
 

@@ -17,6 +17,8 @@ from pathlib import Path
 import structlog
 
 from engram.agents.registry import AgentRegistry
+from engram.autonomy.catalogue import standard_jobs
+from engram.autonomy.scheduler import Scheduler, SchedulerSettings
 from engram.config import EMBEDDING_DIMENSION, EngramSettings
 from engram.errors import ConfigurationError, EngramError, MigrationError, ModelFilesError
 from engram.infra import migrate
@@ -45,7 +47,8 @@ from engram.memory.consolidation import (
 )
 from engram.memory.gate.advisor import HeuristicAdvisor
 from engram.memory.gate.librarian import LibrarianGate
-from engram.memory.gate.rate_limit import RateLimiter
+from engram.memory.gate.probe import probe_audit_write, probe_gate
+from engram.memory.gate.rate_limit import SharedRateLimiter
 from engram.memory.gate.resolution import CONFLICTS_FOUND
 from engram.memory.temporal.engine import TemporalEngine
 from engram.memory.temporal.reads import ReadRecorder
@@ -101,6 +104,8 @@ class Kernel:
     replay: AuditReplayer
     audit_state: AuditState
     consolidation: ConsolidationEngine
+    #: The background jobs; started by `engram serve` (ENGRAM_SCHEDULER) and `engram worker`.
+    scheduler: Scheduler
     embedded: bool
     head_revision: str
     timings: StartupTimings = field(default_factory=StartupTimings)
@@ -202,6 +207,7 @@ async def open_kernel(
         kernel.health.add("database", db.ping, timeout_seconds=5.0)
         kernel.health.add("migrations", kernel.check_migrations, timeout_seconds=5.0)
         kernel.health.add("embedding_model", embedder.ping, timeout_seconds=2.0)
+        _add_spec_checks(kernel)
         timings.total = time.perf_counter() - started
         log.info(
             "kernel.opened",
@@ -254,7 +260,7 @@ def _assemble(
         audit=audit,
         events=events,
         metrics=metrics,
-        limiter=RateLimiter(),
+        limiter=SharedRateLimiter(db),
     )
     admin_queue = AdminQueue(db)
     sinks: list[NotificationSink] = [LogSink(), admin_queue]
@@ -278,12 +284,33 @@ def _assemble(
             light_window=timedelta(hours=settings.consolidation_light_window_hours),
             event_threshold=settings.consolidation_event_threshold,
             fast_path_limit=settings.fast_path_limit,
+            decay_threshold=settings.consolidation_decay_threshold,
             max_seconds=settings.consolidation_max_seconds,
         ),
     )
     # A source an agent forgets or changes takes its summaries back with it (ADR-018).
     for name in ("memory.forgotten", "memory.updated"):
         events.subscribe(name, consolidation.on_source_changed)
+    jobs = standard_jobs(
+        settings,
+        db=db,
+        gate=gate,
+        consolidation=consolidation,
+        temporal=temporal,
+        embedding_ping=embedder.ping,
+        metrics=metrics,
+    )
+    scheduler = Scheduler(
+        db,
+        jobs,
+        metrics=metrics,
+        settings=SchedulerSettings(
+            poll_seconds=settings.scheduler_poll_seconds,
+            backoff_base=timedelta(seconds=settings.job_backoff_seconds),
+            backoff_ceiling=timedelta(seconds=settings.job_backoff_max_seconds),
+        ),
+    )
+    stack.push_async_callback(scheduler.stop)  # before the pool closes: jobs may be running
     return Kernel(
         settings=settings,
         db=db,
@@ -304,10 +331,29 @@ def _assemble(
         replay=AuditReplayer(db, audit=audit, embeddings=batched, resolver=conflicts),
         audit_state=AuditState(db, reader=admin_temporal),
         consolidation=consolidation,
+        scheduler=scheduler,
         embedded=settings.embedded,
         head_revision=migrate.head_revision(),
         timings=timings,
     )
+
+
+def _add_spec_checks(kernel: Kernel) -> None:
+    """The specification's readiness checks (§8) beside database, migrations and model."""
+    gate, db, watch = kernel.gate, kernel.db, kernel.consolidation.watch
+
+    async def backlog() -> None:
+        owed = await watch.backlog()
+        kernel.metrics.consolidation_backlog.set(owed)
+        if owed >= 2 * watch.fast_path_limit:
+            raise RuntimeError(
+                f"{owed} fast-path records decayed below {watch.decay_threshold:g} await "
+                f"consolidation; the limit is 2 x {watch.fast_path_limit}"
+            )
+
+    kernel.health.add("gate", lambda: probe_gate(db, gate.advisor), timeout_seconds=0.2)
+    kernel.health.add("audit_log", lambda: probe_audit_write(db, kernel.audit), timeout_seconds=1.0)
+    kernel.health.add("consolidation_backlog", backlog, timeout_seconds=5.0)
 
 
 def _summarizer(settings: EngramSettings) -> Summarizer:

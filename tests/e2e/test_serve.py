@@ -98,7 +98,14 @@ def test_serve_is_ready_exports_metrics_and_stops_cleanly_on_ctrl_c(
     process, base, data_dir = served
     ready = httpx.get(f"{base}/readyz", timeout=5)
     assert 200 == ready.status_code, ready.text
-    assert {"database", "migrations", "embedding_model"} == set(ready.json()["checks"])
+    assert {
+        "database",
+        "migrations",
+        "embedding_model",
+        "gate",
+        "audit_log",
+        "consolidation_backlog",
+    } == set(ready.json()["checks"])
     assert {"status": "ok"} == httpx.get(f"{base}/healthz", timeout=5).json()
     metrics = httpx.get(f"{base}/metrics", timeout=5)
     assert metrics.headers["content-type"].startswith("text/plain")

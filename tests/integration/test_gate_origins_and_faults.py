@@ -12,7 +12,7 @@ import asyncpg
 import pytest
 
 from engram import Kernel, open_kernel
-from engram.autonomy.jobs import reembed_missing
+from engram.autonomy.healing import reembed_missing
 from engram.config import EngramSettings
 from engram.errors import PermissionDenied
 from engram.infra.fastembed_embedder import FastembedEmbedder

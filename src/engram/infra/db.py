@@ -50,6 +50,12 @@ class DatabaseAdapter(Connection, Protocol):
         """A connection inside one transaction: committed on exit, rolled back on error."""
         ...
 
+    def session(self) -> AbstractAsyncContextManager[Connection]:
+        """A connection of its own for as long as the block runs, in autocommit mode: for
+        session state such as advisory locks. On exit every advisory lock it still holds is
+        released before the connection goes back to the pool."""
+        ...
+
     async def run_in_transaction(self, fn: Callable[[Connection], Awaitable[T]]) -> T:
         """Run ``fn`` in a transaction; on a lost connection or a transient error roll back and
         run it again (with backoff, through the circuit breaker). ``fn`` must be safe to

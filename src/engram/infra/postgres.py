@@ -7,6 +7,7 @@ connection :class:`~engram.errors.DatabaseUnavailable`, and so on.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -238,6 +239,17 @@ class PostgresDatabase:
     def transaction(self) -> AbstractAsyncContextManager[Connection]:
         """One connection inside one transaction; not retried (the caller decides)."""
         return self._session(in_transaction=True)
+
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator[Connection]:
+        """A pooled connection held for the block; its advisory locks end with it."""
+        async with self._session(in_transaction=False) as conn:
+            try:
+                yield conn
+            finally:
+                with contextlib.suppress(DatabaseError):
+                    # A lock left on a pooled connection would outlive its holder.
+                    await conn.execute("SELECT pg_advisory_unlock_all()")
 
     async def ping(self) -> None:
         value = await self.fetchval("SELECT 1")

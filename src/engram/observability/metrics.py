@@ -33,6 +33,7 @@ CONSOLIDATION_TRIGGERS = ("scheduled_deep", "scheduled_light", "event_driven", "
 CONFLICT_CLASSES = ("contradiction", "supersession", "refinement", "unresolvable")
 LAYER1_CHECKS = ("schema", "access", "pii", "rate_limit", "classification")
 PII_DETECTORS = ("regex", "ner")
+JOB_OUTCOMES = ("succeeded", "failed", "abandoned")
 
 _FAST = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1.0, 2.5, 5.0)
 _SLOW = (1.0, 5.0, 15.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0)
@@ -110,7 +111,53 @@ class EngramMetrics:
             ["check"],
             registry=r,
         )
+        # Beyond the specification's ten: the background jobs (engram.autonomy).
+        self.job_runs = Counter(
+            "engram_job_runs_total",
+            "Background job runs by job and outcome (abandoned: its kernel died mid-run).",
+            ["job", "outcome"],
+            registry=r,
+        )
+        self.job_duration_seconds = Histogram(
+            "engram_job_duration_seconds",
+            "Duration of background job runs.",
+            ["job"],
+            buckets=(0.01, 0.05, 0.1, 0.5, *_SLOW),
+            registry=r,
+        )
+        self.job_start_delay_seconds = Histogram(
+            "engram_job_start_delay_seconds",
+            "Time from a job's due time to its start, on the kernel that ran it.",
+            ["job"],
+            buckets=(0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0),
+            registry=r,
+        )
+        self.job_last_success = Gauge(
+            "engram_job_last_success_timestamp_seconds",
+            "Unix time of the job's last successful run on this kernel.",
+            ["job"],
+            registry=r,
+        )
+        self.consolidation_backlog = Gauge(
+            "engram_consolidation_backlog",
+            "Active fast-path records whose decay score fell below the threshold (what "
+            "consolidation owes).",
+            registry=r,
+        )
+        self.fast_path_limit = Gauge(
+            "engram_fast_path_limit",
+            "The configured fast-path limit (ENGRAM_FAST_PATH_LIMIT), for alert expressions.",
+            registry=r,
+        )
         self._preset()
+
+    def preset_jobs(self, names: tuple[str, ...]) -> None:
+        """Pre-set the job series of the given jobs (the scheduler knows them)."""
+        for name in names:
+            for outcome in JOB_OUTCOMES:
+                self.job_runs.labels(job=name, outcome=outcome)
+            self.job_duration_seconds.labels(job=name)
+            self.job_start_delay_seconds.labels(job=name)
 
     def _preset(self) -> None:
         for decision, origin in product(GATE_DECISIONS, DECISION_TYPES):

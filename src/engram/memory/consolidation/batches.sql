@@ -1,10 +1,6 @@
 -- SQL of the consolidation engine (engram.memory.consolidation.engine): the batches it
 -- records and rolls back. Every write to a memory goes through the Gate, never through here.
 
--- name: fast_path_count
-SELECT count(*) FROM memories
-WHERE superseded_by IS NULL AND status = 'active' AND consolidation_path = 'fast'
-
 -- name: insert_batch
 INSERT INTO consolidation_batches (id, run_id, trigger, items, skipped, decision_ids)
 VALUES ($1, $2, $3, $4, $5, $6)

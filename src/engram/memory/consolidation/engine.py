@@ -42,6 +42,7 @@ from engram.memory.consolidation.model import (
 )
 from engram.memory.consolidation.reversal import CONSOLIDATOR, SQL, BatchDesk, restate
 from engram.memory.consolidation.summarize import Summarizer
+from engram.memory.consolidation.watch import ConsolidationWatch
 from engram.memory.gate.groups import GroupOutcome
 from engram.memory.gate.librarian import LibrarianGate
 from engram.memory.gate.requests import GateRequest
@@ -72,6 +73,8 @@ class ConsolidationSettings:
     light_window: timedelta = timedelta(hours=24)
     event_threshold: int = 5
     fast_path_limit: int = 10_000
+    #: Fast-path records whose decay score fell below this are owed to consolidation.
+    decay_threshold: float = 0.5
     #: A pass starts no batch after this long; what it committed stays (spec §6).
     max_seconds: float = 1800.0
     planner: PlannerSettings = field(default_factory=PlannerSettings)
@@ -98,6 +101,12 @@ class ConsolidationEngine:
         self._metrics = metrics
         self._settings = settings or ConsolidationSettings()
         self._planner = Planner(db, summarizer, self._settings.planner)
+        self.watch = ConsolidationWatch(
+            db,
+            event_threshold=self._settings.event_threshold,
+            fast_path_limit=self._settings.fast_path_limit,
+            decay_threshold=self._settings.decay_threshold,
+        )
         self._desk = BatchDesk(db, gate)
 
     async def evaluate_candidates(
@@ -176,7 +185,7 @@ class ConsolidationEngine:
         started = time.perf_counter()
         deadline = self._clock() + self._settings.max_seconds  # planning counts too
         if trigger is ConsolidationTrigger.PRESSURE_DRIVEN:
-            fast = await self._fast_path_count()
+            fast = await self.watch.fast_path()
             if fast <= self._settings.fast_path_limit:  # no pressure: nothing to read
                 return ConsolidationReport(
                     run_id=run_id,
@@ -267,9 +276,6 @@ class ConsolidationEngine:
         if errors and len(errors) == len(chunks):
             raise errors[0]
         return batches
-
-    async def _fast_path_count(self) -> int:
-        return int(await self._db.fetchval(SQL["fast_path_count"]) or 0)
 
     async def _commit(
         self, run_id: UUID, trigger: ConsolidationTrigger, chunk: Sequence[ConsolidationCandidate]

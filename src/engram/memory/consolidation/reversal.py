@@ -46,6 +46,11 @@ CONSOLIDATOR = CallerIdentity.system("consolidation")
 RELEASE_ATTEMPTS = 3
 
 
+_NOT_CHANGES = frozenset(
+    {GateDecisionType.CONSOLIDATION.value, GateDecisionType.SELF_HEALING.value}
+)
+
+
 class BatchDesk:
     """Committed batches: list, show, roll back, release."""
 
@@ -104,8 +109,9 @@ class BatchDesk:
 
     async def on_source_changed(self, event: Event) -> None:
         """Outbox subscriber: release what consumed a record an agent forgot or changed
-        (consolidation's own status changes are not changes of content)."""
-        if event.payload.get("decision_type") == GateDecisionType.CONSOLIDATION.value:
+        (consolidation's own status changes are not changes of content, and neither are
+        self-healing repairs: a re-embedding, or a PII finding raising the access level)."""
+        if event.payload.get("decision_type") in _NOT_CHANGES:
             return
         await self.release(UUID(event.payload["record_id"]))
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from engram.memory.gate import pii
 from engram.memory.gate.access import write_denial
-from engram.memory.gate.rate_limit import RateLimiter
+from engram.memory.gate.rate_limit import Limiter
 from engram.memory.schemas import looks_imperative, looks_like_injection, validate_record
 from engram.memory.types import (
     AccessLevel,
@@ -86,6 +86,9 @@ class Layer1Outcome:
     pii_kinds: tuple[str, ...] = ()
     pii_error: bool = False
     retry_after_seconds: float | None = None
+    #: The PII detector version that read the record (None: nothing was scanned, as for a
+    #: FORGET or an internal restatement); stored with the version for the rescan job.
+    screened_with: str | None = None
 
     @property
     def passed(self) -> bool:
@@ -100,7 +103,7 @@ class Layer1Outcome:
 
 def run_layer1(
     request: Layer1Input,
-    limiter: RateLimiter,
+    limiter: Limiter,
     *,
     declarative_types: frozenset[MemoryType] = DECLARATIVE_TYPES,
 ) -> Layer1Outcome:
@@ -113,6 +116,7 @@ def run_layer1(
     checks.append(check_access(request) if external else _skipped(ACCESS))
     pii_check, record, kinds, errored = check_pii(request)
     checks.append(pii_check)
+    scanned = request.action is not GateAction.FORGET and not _restatement(request)
     retry_after = None
     if external:
         rate_check = check_rate(request, limiter)
@@ -121,7 +125,9 @@ def run_layer1(
     else:
         checks.append(_skipped(RATE_LIMIT))
     checks.append(check_classification(request, declarative_types))
-    return Layer1Outcome(checks, record, kinds, errored, retry_after)
+    return Layer1Outcome(
+        checks, record, kinds, errored, retry_after, pii.DETECTOR_VERSION if scanned else None
+    )
 
 
 def _skipped(name: str) -> CheckResult:
@@ -169,9 +175,21 @@ def check_access(request: Layer1Input) -> CheckResult:
     return CheckResult.ok(ACCESS)
 
 
-def _screened_text(record: MemoryRecord) -> str:
+def screened_text(record: MemoryRecord) -> str:
+    """What PII screening reads of a record: its content and its metadata as JSON."""
     metadata = json.dumps(record.metadata, ensure_ascii=False, default=str)
     return f"{record.content}\n{metadata}"
+
+
+def _restatement(request: Layer1Input) -> bool:
+    """An internal request that stores the current version's content, metadata and level."""
+    head, record = request.head, request.record
+    return (
+        request.decision_type is not GateDecisionType.EXTERNAL
+        and head is not None
+        and (record.content, record.metadata, record.access_level)
+        == (head.content, head.metadata, head.access_level)
+    )
 
 
 def check_pii(request: Layer1Input) -> tuple[CheckResult, MemoryRecord, tuple[str, ...], bool]:
@@ -179,18 +197,12 @@ def check_pii(request: Layer1Input) -> tuple[CheckResult, MemoryRecord, tuple[st
     record = request.record
     if request.action is GateAction.FORGET:
         return CheckResult.ok(PII, "nothing is stored by FORGET"), record, (), False
-    head = request.head
-    if (
-        request.decision_type is not GateDecisionType.EXTERNAL
-        and head is not None
-        and (record.content, record.metadata, record.access_level)
-        == (head.content, head.metadata, head.access_level)
-    ):
+    if _restatement(request):
         # An internal restatement (a conflict resolution) stores nothing new: the level the
         # version has, quarantined or released by an admin, is kept as it is.
         return CheckResult.ok(PII, "restates the current version"), record, (), False
     try:
-        kinds = tuple(sorted({finding.kind.value for finding in pii.scan(_screened_text(record))}))
+        kinds = tuple(sorted({finding.kind.value for finding in pii.scan(screened_text(record))}))
         errored = False
     except Exception as exc:  # noqa: BLE001 - any detector failure quarantines (fail safe)
         kinds, errored = ("detector_error",), True
@@ -210,7 +222,7 @@ def check_pii(request: Layer1Input) -> tuple[CheckResult, MemoryRecord, tuple[st
     return check, quarantined, kinds, errored
 
 
-def check_rate(request: Layer1Input, limiter: RateLimiter) -> CheckResult:
+def check_rate(request: Layer1Input, limiter: Limiter) -> CheckResult:
     """One token from the caller's bucket; a refusal says when to retry."""
     caller = request.caller
     decision = limiter.acquire(caller.agent_id, caller.trust_level, caller.writes_per_minute)

@@ -25,7 +25,7 @@ from engram.memory.gate.checks import (
     Layer1Outcome,
     run_layer1,
 )
-from engram.memory.gate.rate_limit import RateLimiter
+from engram.memory.gate.rate_limit import Limiter
 from engram.memory.gate.requests import GateRequest
 from engram.memory.types import (
     CallerIdentity,
@@ -67,7 +67,7 @@ def screen(
     *,
     head: MemoryRecord | None,
     missing_evidence: Sequence[str],
-    limiter: RateLimiter,
+    limiter: Limiter,
     caller: CallerIdentity | None = None,
     declarative_types: frozenset[MemoryType] = DECLARATIVE_TYPES,
 ) -> Screening:

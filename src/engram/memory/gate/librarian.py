@@ -10,6 +10,7 @@ audit row; one that cannot be audited fails (ADR-005).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -25,11 +26,11 @@ from engram.memory import store
 from engram.memory.audit.entry import new_decision_id
 from engram.memory.audit.log import AuditEntry, AuditLog
 from engram.memory.fingerprint import content_hash
-from engram.memory.gate.advisor import AdvisorAction, AdvisorDecision, GateAdvisor
+from engram.memory.gate.advisor import RELATED, AdvisorAction, AdvisorDecision, GateAdvisor
 from engram.memory.gate.checks import SCHEMA, CheckResult, Layer1Outcome
 from engram.memory.gate.decision import advise, rejection_reason, screen, stale_reason
 from engram.memory.gate.groups import GroupOutcome, GroupsFinish, commit_groups, evaluate_groups
-from engram.memory.gate.rate_limit import RateLimiter
+from engram.memory.gate.rate_limit import RateLimiter, SharedRateLimiter, settle
 from engram.memory.gate.requests import (
     GateRequest,
     GateResult,
@@ -58,7 +59,7 @@ from engram.memory.types import (
     can_read,
     readable_levels,
 )
-from engram.observability.metrics import CONSOLIDATION_PATHS, MEMORY_TYPES, EngramMetrics
+from engram.observability.metrics import EngramMetrics
 
 log = structlog.get_logger("engram.memory.gate.librarian")
 
@@ -80,7 +81,7 @@ class LibrarianGate:
         audit: AuditLog,
         events: EventBus,
         metrics: EngramMetrics,
-        limiter: RateLimiter | None = None,
+        limiter: SharedRateLimiter | RateLimiter | None = None,
     ) -> None:
         self._db = db
         self._embeddings = embeddings
@@ -231,7 +232,8 @@ class LibrarianGate:
                 self._db, list(record.evidence_links), levels=readable_levels(caller)
             )
         missing = [str(ref) for ref in record.evidence_links if ref not in evidence]
-        screening = screen(request, head=head, missing_evidence=missing, limiter=self._limiter)
+        limiter = await settle(self._limiter, request.caller_identity, request.decision_type)
+        screening = screen(request, head=head, missing_evidence=missing, limiter=limiter)
         layer1 = screening.layer1
         self._signals.layer1(decision_id, request, layer1)
         if screening.verdict is GateDecision.REJECTED:
@@ -384,6 +386,11 @@ class LibrarianGate:
             evidence=evidence,
             fingerprint=fingerprint,
             embedding_model=self._embeddings.model_name,
+            related=tuple(
+                (n.record.id, n.similarity)
+                for n in nearest
+                if n.similarity >= RELATED and n.record.record_id != record.record_id
+            ),
         )
         return plan, timing
 
@@ -477,21 +484,12 @@ class LibrarianGate:
 
     async def refresh_record_gauge(self) -> None:
         """Set ``engram_memory_records_total`` from the database (at start-up, and periodically)."""
-        counts = await store.count_heads(self._db)
-        gauge = self._metrics.memory_records
-        seen = set()
-        for memory_type, path, n in counts:
-            gauge.labels(type=memory_type, consolidation_path=path).set(n)
-            seen.add((memory_type, path))
-        for memory_type in MEMORY_TYPES:
-            for path in CONSOLIDATION_PATHS:
-                if (memory_type, path) not in seen:
-                    gauge.labels(type=memory_type, consolidation_path=path).set(0)
+        self._signals.records(await store.count_heads(self._db))
 
 
 def _with_schema_failure(layer1: Layer1Outcome, problem: str) -> Layer1Outcome:
     checks = [CheckResult.fail(SCHEMA, problem) if c.name == SCHEMA else c for c in layer1.checks]
-    return Layer1Outcome(checks, layer1.record, layer1.pii_kinds, layer1.pii_error)
+    return dataclasses.replace(layer1, checks=checks)
 
 
 __all__ = ["GateDecisionType", "GateRequest", "GateResult", "LibrarianGate", "WriteOutcome"]

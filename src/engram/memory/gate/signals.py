@@ -23,7 +23,7 @@ from engram.memory.gate.requests import (
 )
 from engram.memory.gate.write_path import Plan, Timing
 from engram.memory.types import AccessLevel, GateDecisionType
-from engram.observability.metrics import EngramMetrics
+from engram.observability.metrics import CONSOLIDATION_PATHS, MEMORY_TYPES, EngramMetrics
 
 log = structlog.get_logger("engram.memory.gate.librarian")
 
@@ -33,6 +33,18 @@ class GateSignals:
 
     def __init__(self, metrics: EngramMetrics) -> None:
         self._metrics = metrics
+
+    def records(self, counts: list[tuple[str, str, int]]) -> None:
+        """Set ``engram_memory_records_total`` to these head counts (absent pairs: zero)."""
+        gauge = self._metrics.memory_records
+        seen = set()
+        for memory_type, path, n in counts:
+            gauge.labels(type=memory_type, consolidation_path=path).set(n)
+            seen.add((memory_type, path))
+        for memory_type in MEMORY_TYPES:
+            for path in CONSOLIDATION_PATHS:
+                if (memory_type, path) not in seen:
+                    gauge.labels(type=memory_type, consolidation_path=path).set(0)
 
     def write(
         self,

@@ -25,6 +25,7 @@ from engram.memory import store
 from engram.memory.audit.log import AuditEntry, AuditLog, canonical_json
 from engram.memory.gate.advisor import AdvisorAction, AdvisorDecision
 from engram.memory.gate.checks import CheckResult, Layer1Outcome
+from engram.memory.gate.links import link_version
 from engram.memory.gate.requests import (
     GateRequest,
     GateResult,
@@ -34,7 +35,6 @@ from engram.memory.gate.requests import (
     caller_json,
     checks_from_json,
 )
-from engram.memory.gate.resolution import link_conflicts
 from engram.memory.storable import MAX_AUDITED_INPUT_BYTES, audited_input
 from engram.memory.types import (
     ConsolidationPath,
@@ -87,6 +87,8 @@ class Plan:
     fingerprint: bytes = b""
     embedding_model: str | None = None
     new_version_id: UUID = field(default_factory=uuid.uuid4)
+    #: Close neighbours (version id, similarity) that get ``relates_to`` edges (gate.links).
+    related: tuple[tuple[UUID, float], ...] = ()
 
     @property
     def vector(self) -> list[float] | None:
@@ -365,37 +367,22 @@ class WritePath:
             embedding=plan.vector,
             embedding_model=plan.embedding_model,
             not_before=None if not_before is None else not_before.ingestion_time,
+            screened_with=plan.layer1.screened_with,
         )
 
     async def _links(
         self, conn: Connection, plan: Plan, new: MemoryRecord, decision_id: UUID
     ) -> None:
-        """The new version's edges: to the evidence it cites and to the records it conflicts
-        with (and the conflicts' events, :func:`~engram.memory.gate.resolution.link_conflicts`)."""
-        await self._evidence_edges(conn, plan, new.id, decision_id)
-        await link_conflicts(
+        await link_version(
             conn,
             self._events,
             request=plan.request,
             advice=plan.advice,
             new=new,
+            evidence=plan.evidence,
+            related=plan.related,
             decision_id=decision_id,
         )
-
-    async def _evidence_edges(
-        self, conn: Connection, plan: Plan, source: UUID, decision_id: UUID
-    ) -> None:
-        for target in sorted(set(plan.evidence.values())):
-            if target == source:
-                continue
-            await store.add_edge(
-                conn,
-                source=source,
-                target=target,
-                kind=EdgeKind.DERIVED_FROM,
-                decision_id=decision_id,
-                provenance={"reason": "evidence_links"},
-            )
 
     async def _publish(
         self, conn: Connection, name: str, record: MemoryRecord, decision_id: UUID, plan: Plan

@@ -187,6 +187,7 @@ async def insert_version(
     embedding: Sequence[float] | None,
     embedding_model: str | None,
     not_before: datetime | None = None,
+    screened_with: str | None = None,
 ) -> MemoryRecord:
     """Insert one version row and return it as stored; its ingestion time is the
     transaction's time (never earlier than ``not_before``, the previous version's).
@@ -221,6 +222,7 @@ async def insert_version(
             embedding_model if embedding is not None else None,
             record.status.value,
             record.event_time_end,
+            screened_with,
         )
     except UniqueViolation as exc:
         if exc.constraint in _NEXT_VERSION_TAKEN:
@@ -287,6 +289,25 @@ async def add_edge(
     await conn.execute(
         SQL["insert_edge"], source, target, kind.value, weight, dict(provenance or {}), decision_id
     )
+
+
+async def add_related(
+    conn: Connection,
+    *,
+    source: UUID,
+    targets: Sequence[tuple[UUID, float]],
+    decision_id: UUID,
+) -> None:
+    """``relates_to`` edges from ``source`` to each target, weighted by similarity, in one
+    statement (idempotent)."""
+    if targets:
+        await conn.execute(
+            SQL["insert_related"],
+            source,
+            [target for target, _ in targets],
+            [min(1.0, max(0.0, weight)) for _, weight in targets],
+            decision_id,
+        )
 
 
 async def standing(conn: Connection, record_id: UUID) -> TrustLevel:

@@ -66,11 +66,11 @@ INSERT INTO memories (
     evidence_links, event_time, ingestion_time, access_level, classification,
     gate_decision_id, gate_decision_type, expected_version, namespace, status,
     consolidation_path, importance, content_hash, embedding, embedding_model,
-    created_at, updated_at, event_time_end
+    created_at, updated_at, event_time_end, screened_with
 ) VALUES (
     $1, $2, $3, $4, $5, $6, $7, $8, $9, coalesce($10, now()),
     greatest(now(), coalesce($11, now())), $12, $13, $14, $15, $16, $17, $23::engram.memory_status,
-    $18, $19, $20, $21, $22, now(), now(), $24
+    $18, $19, $20, $21, $22, now(), now(), $24, $25
 )
 RETURNING {{record_columns}}
 
@@ -117,6 +117,13 @@ LIMIT $1
 -- name: insert_edge
 INSERT INTO memory_edges (source_id, target_id, kind, weight, provenance, decision_id)
 VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (source_id, target_id, kind) DO NOTHING
+
+-- name: insert_related
+INSERT INTO memory_edges (source_id, target_id, kind, weight, provenance, decision_id)
+SELECT $1, t.target, 'relates_to', t.weight, '{"reason": "similar"}'::jsonb, $4
+FROM unnest($2::uuid[], $3::float8[]) AS t(target, weight)
+WHERE t.target <> $1
 ON CONFLICT (source_id, target_id, kind) DO NOTHING
 
 -- name: record_standing

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from uuid import UUID
 
-from engram.infra.db import DatabaseAdapter
+from engram.infra.db import DatabaseAdapter, Row
 from engram.infra.sql import load_queries
 from engram.memory import store
 from engram.memory.temporal.decay import relevance
@@ -38,6 +38,7 @@ from engram.memory.types import (
 from engram.observability.metrics import EngramMetrics
 
 SQL = load_queries("engram.memory.temporal", "temporal.sql", shared=store.FRAGMENTS)
+_NIL = UUID(int=0)
 DEFAULT_LIMIT = 50
 
 
@@ -197,18 +198,34 @@ class TemporalEngine:
         if row is None:
             raise LookupError(f"no record {record_id}")
         memory_type = MemoryType(row["type"])
-        now = now or utc_now()
-        last = row["last_accessed_at"] or row["head_ingested"]
-        score = relevance(
-            memory_type,
-            importance=float(row["importance"]),
-            reinforcements=float(row["reinforcements"] or 0.0),
-            days_since_access=(now - last).total_seconds() / 86_400,
-            age_days=(now - row["first_ingested"]).total_seconds() / 86_400,
-        )
+        score = _decay(row, now or utc_now())
         if self._metrics is not None:
             self._metrics.decay_score.labels(type=memory_type.value).observe(score)
         return score
+
+    async def refresh_decay(
+        self, *, now: datetime | None = None, after: UUID | None = None, limit: int = 1000
+    ) -> tuple[int, int, UUID | None]:
+        """Recompute ``decay_score`` of up to ``limit`` live heads after record ``after`` (in
+        record-id order) and store the ones that moved; each score is observed in
+        ``engram_decay_score``. Returns (read, written, the last record id or None at the end)."""
+        now = now or utc_now()
+        rows = await self._db.fetch(SQL["decay_page"], after or _NIL, limit)
+        ids: list[UUID] = []
+        scores: list[float] = []
+        for row in rows:
+            memory_type = MemoryType(row["type"])
+            score = _decay(row, now)
+            if self._metrics is not None:
+                self._metrics.decay_score.labels(type=memory_type.value).observe(score)
+            ids.append(row["id"])
+            scores.append(score)
+        written = 0
+        if ids:
+            status = await self._db.execute(SQL["store_decay"], ids, scores)
+            written = int(status.split()[-1])
+        last_id = rows[-1]["record_id"] if len(rows) == limit else None
+        return len(rows), written, last_id
 
     async def flush_reads(self) -> None:
         """Persist the read counts gathered so far (they are also flushed every second)."""
@@ -218,6 +235,18 @@ class TemporalEngine:
     def _note(self, records: Sequence[MemoryRecord]) -> None:
         if self._reads is not None and records:
             self._reads.note(record.record_id for record in records)
+
+
+def _decay(row: Row, now: datetime) -> float:
+    """The relevance of the head described by a ``decay_inputs`` / ``decay_page`` row."""
+    last = row["last_accessed_at"] or row["head_ingested"]
+    return relevance(
+        MemoryType(row["type"]),
+        importance=float(row["importance"]),
+        reinforcements=float(row["reinforcements"] or 0.0),
+        days_since_access=(now - last).total_seconds() / 86_400,
+        age_days=(now - row["first_ingested"]).total_seconds() / 86_400,
+    )
 
 
 __all__ = ["DEFAULT_LIMIT", "TemporalEngine"]

@@ -138,3 +138,23 @@ FROM memories v
 JOIN memories n ON n.record_id = v.record_id AND n.version > v.version
 WHERE v.id = ANY($1::uuid[]) AND n.access_level = ANY($2::text[])
 ORDER BY v.id, n.version
+
+-- name: decay_page
+-- Live heads after record $1 in record-id order ($2 at most), with what decay reads.
+SELECT h.id, h.record_id, h.type, h.importance, h.decay_score, h.ingestion_time AS head_ingested,
+       coalesce(
+           (SELECT f.ingestion_time FROM memories f WHERE f.record_id = h.record_id AND f.version = 1),
+           h.ingestion_time
+       ) AS first_ingested,
+       a.last_accessed_at, a.reinforcements
+FROM memories h
+LEFT JOIN memory_access a ON a.record_id = h.record_id
+WHERE h.superseded_by IS NULL AND h.status IN ('active', 'challenged') AND h.record_id > $1
+ORDER BY h.record_id
+LIMIT $2
+
+-- name: store_decay
+-- Only scores that moved are written (a refresh of an unchanged store writes nothing).
+UPDATE memories m SET decay_score = d.score
+FROM unnest($1::uuid[], $2::real[]) AS d(id, score)
+WHERE m.id = d.id AND abs(m.decay_score - d.score) >= 0.001

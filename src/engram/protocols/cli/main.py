@@ -13,7 +13,7 @@ from engram import __version__
 from engram.errors import EngramError
 from engram.kernel import open_kernel, prepare_model, run_migrations
 from engram.observability.logging import configure_logging
-from engram.protocols.cli import agents, audit, consolidation, memories, quarantine
+from engram.protocols.cli import agents, audit, consolidation, jobs, memories, quarantine
 from engram.protocols.cli.output import error_exit, load_settings
 
 app = typer.Typer(
@@ -118,6 +118,8 @@ app.add_typer(audit.app, name="audit")
 app.add_typer(quarantine.app, name="quarantine")
 app.add_typer(consolidation.app, name="consolidation")
 app.command("consolidate")(consolidation.consolidate)
+app.add_typer(jobs.app, name="jobs")
+app.command("worker")(jobs.worker)
 
 
 @conflicts.command("list")

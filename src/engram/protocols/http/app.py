@@ -2,7 +2,8 @@
 endpoint at ``/mcp`` (:mod:`engram.protocols.mcp.http`), and ``/healthz`` (liveness),
 ``/readyz`` (readiness) and ``/metrics`` without authentication.
 
-The kernel is opened in the application's lifespan and closed when the server stops. No
+The kernel is opened in the application's lifespan and closed when the server stops; its
+scheduler runs the background jobs meanwhile unless ``ENGRAM_SCHEDULER`` is off. No
 request body may exceed :data:`MAX_BODY_BYTES` (``/mcp`` included): a larger one is refused
 with a 413 problem as soon as its Content-Length (or the bytes read so far) says so.
 """
@@ -10,7 +11,7 @@ with a 413 problem as soon as its Content-Length (or the bytes read so far) says
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
@@ -56,9 +57,11 @@ def create_app(
             async with mcp_endpoint.serving(kernel):
                 yield
             return
-        async with open_kernel(settings=settings) as opened:
+        async with open_kernel(settings=settings) as opened, AsyncExitStack() as jobs:
             app.state.kernel = opened
             await announce_first_agent(opened, announce)
+            if opened.settings.scheduler:  # the background jobs (ENGRAM_SCHEDULER)
+                await jobs.enter_async_context(opened.scheduler.serving())
             async with mcp_endpoint.serving(opened):
                 yield
 

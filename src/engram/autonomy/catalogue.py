@@ -1,0 +1,191 @@
+"""The kernel's background jobs, by name (``engram jobs list`` shows them in this order).
+
+===========================  ============================================  ==================
+job                          what it does                                  when (default)
+===========================  ============================================  ==================
+``consolidation_deep``       a full consolidation pass                     daily 03:00 UTC
+``consolidation_light``      a pass over records ingested recently         every 60 min
+``consolidation_event``      a pass when a topic has grown                 checked every 30 s
+``consolidation_pressure``   a pass when the fast path is over its limit   checked every 30 s
+``reembed``                  embeds records stored without an embedding    every 5 min
+``pii_rescan``               rescans records an older detector screened    every 60 min
+``decay_refresh``            recomputes every live record's decay score    every 60 min
+``retention``                deletes delivered events, closed escalations  daily 04:30 UTC
+                             and job runs past ``ENGRAM_RETENTION_DAYS``
+===========================  ============================================  ==================
+
+The consolidation jobs share one lock (``consolidation``): two passes never run at once, on
+one kernel or across kernels. Every record a job changes is a write through the Gate
+(``consolidation`` or ``self_healing``); the decay refresh and retention change bookkeeping
+only (decay scores, delivered events, closed escalations, job runs).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import asdict
+from datetime import timedelta
+from typing import Any
+
+from engram.autonomy.healing import PiiRescan, reembed_missing
+from engram.autonomy.schedule import Daily, Every
+from engram.autonomy.scheduler import Job, JobContext
+from engram.autonomy.state import JobBook
+from engram.config import EngramSettings
+from engram.infra.db import DatabaseAdapter
+from engram.infra.sql import load_queries
+from engram.memory.consolidation import ConsolidationEngine
+from engram.memory.consolidation.model import ConsolidationTrigger
+from engram.memory.gate.librarian import LibrarianGate
+from engram.memory.temporal.engine import TemporalEngine
+from engram.observability.metrics import EngramMetrics
+
+RETENTION_SQL = load_queries("engram.autonomy.sql", "retention.sql")
+CONSOLIDATION_LOCK = "consolidation"
+#: A self-healing or decay run stops starting new batches after this long; the next run
+#: goes on where it stopped.
+JOB_SLICE_SECONDS = 300.0
+
+
+def standard_jobs(
+    settings: EngramSettings,
+    *,
+    db: DatabaseAdapter,
+    gate: LibrarianGate,
+    consolidation: ConsolidationEngine,
+    temporal: TemporalEngine,
+    embedding_ping: Callable[[], Awaitable[None]],
+    metrics: EngramMetrics,
+    rescan: PiiRescan | None = None,
+) -> list[Job]:
+    """The jobs every kernel registers (see the module docstring)."""
+    rescan = rescan or PiiRescan(gate, db, metrics)
+    watch = consolidation.watch
+    metrics.fast_path_limit.set(watch.fast_path_limit)
+    watch_every = Every(timedelta(seconds=settings.consolidation_watch_seconds))
+
+    def consolidate(trigger: ConsolidationTrigger) -> Callable[[JobContext], Awaitable[Any]]:
+        async def run(context: JobContext) -> Mapping[str, Any]:
+            del context
+            report = await consolidation.run(trigger)
+            return {
+                "candidates": report.candidates,
+                "batches": len(report.batches),
+                "consumed": len(report.consumed),
+                "skipped": dict(report.skipped),
+            }
+
+        return run
+
+    async def event_ready(context: JobContext) -> str | None:
+        return await watch.event(context.cursor)
+
+    async def pressure_ready(context: JobContext) -> str | None:
+        del context
+        return await watch.pressure()
+
+    async def reembed(context: JobContext) -> Mapping[str, Any]:
+        del context
+        try:
+            await embedding_ping()
+        except Exception as exc:  # noqa: BLE001 - a model that is down is a reason to wait
+            return {"skipped": f"embedding model unavailable ({type(exc).__name__})"}
+        totals = {"candidates": 0, "repaired": 0, "still_degraded": 0}
+        deadline = time.monotonic() + JOB_SLICE_SECONDS
+        while time.monotonic() < deadline:
+            report = await reembed_missing(gate, db)
+            for key, value in asdict(report).items():
+                totals[key] += value
+            if report.repaired == 0 or report.candidates < 100:
+                break
+        return totals
+
+    async def pii_rescan(context: JobContext) -> Mapping[str, Any]:
+        del context
+        return (await rescan.run()).summary()
+
+    async def decay_refresh(context: JobContext) -> Mapping[str, Any]:
+        read = written = 0
+        after = None
+        deadline = time.monotonic() + JOB_SLICE_SECONDS
+        while time.monotonic() < deadline:
+            n, w, after = await temporal.refresh_decay(now=context.now, after=after)
+            read, written = read + n, written + w
+            if after is None:
+                break
+        backlog = await watch.backlog()
+        metrics.consolidation_backlog.set(backlog)
+        await gate.refresh_record_gauge()
+        return {"records": read, "changed": written, "backlog": backlog}
+
+    async def retention(context: JobContext) -> Mapping[str, Any]:
+        before = context.now - timedelta(days=settings.retention_days)
+        events = 0
+        while True:
+            status = await db.execute(RETENTION_SQL["prune_outbox"], before, 10_000)
+            deleted = int(status.split()[-1])
+            events += deleted
+            if deleted < 10_000:
+                break
+        status = await db.execute(RETENTION_SQL["prune_escalations"], before)
+        runs = await JobBook(db).prune(before)
+        return {"events": events, "escalations": int(status.split()[-1]), "job_runs": runs}
+
+    minutes = timedelta(minutes=1)
+    return [
+        Job(
+            "consolidation_deep",
+            Daily(settings.consolidation_hour),
+            consolidate(ConsolidationTrigger.SCHEDULED_DEEP),
+            "full consolidation pass over the fast path",
+            lock=CONSOLIDATION_LOCK,
+        ),
+        Job(
+            "consolidation_light",
+            Every(minutes * settings.consolidation_light_minutes),
+            consolidate(ConsolidationTrigger.SCHEDULED_LIGHT),
+            "consolidation pass over recently ingested records",
+            lock=CONSOLIDATION_LOCK,
+        ),
+        Job(
+            "consolidation_event",
+            watch_every,
+            consolidate(ConsolidationTrigger.EVENT_DRIVEN),
+            "consolidation pass when a topic has grown past the threshold",
+            ready=event_ready,
+            lock=CONSOLIDATION_LOCK,
+        ),
+        Job(
+            "consolidation_pressure",
+            watch_every,
+            consolidate(ConsolidationTrigger.PRESSURE_DRIVEN),
+            "consolidation pass when the fast path is over its limit",
+            ready=pressure_ready,
+            lock=CONSOLIDATION_LOCK,
+        ),
+        Job(
+            "reembed",
+            Every(minutes * settings.reembed_minutes),
+            reembed,
+            "embed records stored without an embedding (self-healing)",
+        ),
+        Job(
+            "pii_rescan",
+            Every(minutes * settings.pii_rescan_minutes),
+            pii_rescan,
+            "rescan records an older PII detector screened (self-healing)",
+        ),
+        Job(
+            "decay_refresh",
+            Every(minutes * settings.decay_refresh_minutes),
+            decay_refresh,
+            "recompute decay scores and the consolidation backlog",
+        ),
+        Job(
+            "retention",
+            Daily(4, 30),
+            retention,
+            "delete delivered events, closed escalations and job runs past retention",
+        ),
+    ]

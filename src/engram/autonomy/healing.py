@@ -1,0 +1,201 @@
+"""Self-healing jobs. Each repair is a write, so each passes the Gate as ``self_healing``.
+
+- :func:`reembed_missing` embeds records stored in degraded mode (no embedding);
+- :class:`PiiRescan` reads live records with the current PII detector when an older one
+  screened them (§5.1's compensating control). A new finding makes the record ``sensitive``
+  (an audited self-healing UPDATE keeping its content and status) and the same change goes
+  to every record ``derived_from`` it, consolidated summaries included, however deep. Records
+  that carry ``metadata.pii`` already (quarantined, or released by an admin who read them) are
+  not flagged again; a clean record is only marked as read by the new version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from engram.infra.db import DatabaseAdapter
+from engram.infra.sql import load_queries
+from engram.memory import store
+from engram.memory.gate import pii
+from engram.memory.gate.checks import PII, screened_text
+from engram.memory.gate.librarian import LibrarianGate
+from engram.memory.gate.requests import GateRequest, GateResult, WriteOutcome
+from engram.memory.types import (
+    AccessLevel,
+    CallerIdentity,
+    GateAction,
+    GateDecision,
+    GateDecisionType,
+    MemoryRecord,
+)
+from engram.observability.metrics import EngramMetrics
+
+log = structlog.get_logger("engram.autonomy.healing")
+SQL = load_queries("engram.autonomy.sql", "healing.sql", shared=store.FRAGMENTS)
+
+SELF_HEALING = CallerIdentity.system("self-healing")
+
+
+@dataclass(frozen=True, slots=True)
+class ReembedReport:
+    """What one re-embedding pass did."""
+
+    candidates: int
+    repaired: int
+    still_degraded: int
+
+
+async def reembed_missing(
+    gate: LibrarianGate, db: DatabaseAdapter, *, batch: int = 100
+) -> ReembedReport:
+    """Embed active records that were stored in degraded mode (without an embedding).
+
+    Each record is re-proposed unchanged as a self-healing UPDATE of its current version; the
+    Gate re-screens it, finds the content unchanged (a NOOP) and fills in the embedding.
+    """
+    heads = await store.unembedded_heads(db, limit=batch)
+    repaired = degraded = 0
+    for head in heads:
+        result = await gate.evaluate(_update(head, head))
+        if result.outcome is WriteOutcome.REINFORCED and not result.degraded:
+            repaired += 1
+        else:
+            degraded += 1
+    report = ReembedReport(len(heads), repaired, degraded)
+    log.info("self_healing.reembed", candidates=report.candidates, repaired=repaired)
+    return report
+
+
+def _update(head: MemoryRecord, proposal: MemoryRecord) -> GateRequest:
+    """A self-healing UPDATE of ``head`` to ``proposal``, keeping the head's status."""
+    return GateRequest(
+        GateAction.UPDATE,
+        proposal,
+        SELF_HEALING,
+        GateDecisionType.SELF_HEALING,
+        expected_version=head.version,
+        status=head.status,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Screener:
+    """A PII detector as the rescan uses it: its version, its metric label, and the kinds it
+    finds in a text."""
+
+    version: str
+    label: str
+    kinds: Callable[[str], Sequence[str]]
+
+
+def current_screener() -> Screener:
+    """The detector the Gate screens with."""
+    return Screener(
+        pii.DETECTOR_VERSION,
+        pii.DETECTOR,
+        lambda text: sorted({finding.kind.value for finding in pii.scan(text)}),
+    )
+
+
+@dataclass
+class RescanReport:
+    """What one rescan pass did."""
+
+    scanned: int = 0
+    flagged: int = 0
+    propagated: int = 0
+    refused: int = 0
+    flagged_ids: list[str] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "scanned": self.scanned,
+            "flagged": self.flagged,
+            "propagated": self.propagated,
+            "refused": self.refused,
+        }
+
+
+class PiiRescan:
+    """Rescans records screened by an older detector (see the module docstring)."""
+
+    def __init__(
+        self,
+        gate: LibrarianGate,
+        db: DatabaseAdapter,
+        metrics: EngramMetrics,
+        *,
+        screener: Screener | None = None,
+        batch: int = 200,
+    ) -> None:
+        self._gate = gate
+        self._db = db
+        self._metrics = metrics
+        self._screener = screener or current_screener()
+        self._batch = batch
+
+    async def run(self, *, max_batches: int = 50) -> RescanReport:
+        """Rescan up to ``max_batches`` batches of records (the next run goes on)."""
+        report = RescanReport()
+        for _ in range(max_batches):
+            rows = await self._db.fetch(
+                SQL["unscreened_heads"], self._screener.version, self._batch
+            )
+            if not rows:
+                break
+            clean: list[Any] = []
+            for row in rows:
+                head = store.record_from_row(row)
+                report.scanned += 1
+                kinds = [] if "pii" in head.metadata else self._screener.kinds(screened_text(head))
+                if kinds:
+                    await self._flag(head, list(kinds), report)
+                clean.append(head.id)
+            # Marked read even when the flag was refused: the refusal is audited and counted,
+            # and a record the Gate will not change must not stall every later pass.
+            await self._db.execute(SQL["mark_screened"], clean, self._screener.version)
+        log.info("self_healing.pii_rescan", detector=self._screener.version, **report.summary())
+        return report
+
+    async def _flag(self, head: MemoryRecord, kinds: list[str], report: RescanReport) -> None:
+        finding = {"kinds": kinds, "detector": self._screener.version, "found_by": "rescan"}
+        result = await self._sensitive(head, finding)
+        if not _applied(result):
+            report.refused += 1
+            log.warning("self_healing.pii_flag_refused", record_id=str(head.record_id))
+            return
+        report.flagged += 1
+        report.flagged_ids.append(str(head.record_id))
+        if not _gate_flagged(result):  # the Gate's own screening counted it otherwise
+            self._metrics.pii_flags.labels(detector=self._screener.label).inc()
+        rows = await self._db.fetch(SQL["derived_heads"], head.record_id)
+        for row in rows:
+            derived = store.record_from_row(row)
+            if derived.access_level is AccessLevel.SENSITIVE:
+                continue
+            inherited = {**finding, "propagated_from": str(head.record_id)}
+            if _applied(await self._sensitive(derived, inherited)):
+                report.propagated += 1
+            else:
+                report.refused += 1
+
+    async def _sensitive(self, head: MemoryRecord, finding: dict[str, Any]) -> GateResult:
+        proposal = head.model_copy(
+            update={
+                "access_level": AccessLevel.SENSITIVE,
+                "metadata": {**head.metadata, "pii": finding},
+            }
+        )
+        return await self._gate.evaluate(_update(head, proposal))
+
+
+def _applied(result: GateResult) -> bool:
+    return result.decision is GateDecision.APPROVED and result.outcome is WriteOutcome.UPDATED
+
+
+def _gate_flagged(result: GateResult) -> bool:
+    return any(c.name == PII and c.data.get("quarantined") for c in result.layer1_checks)

@@ -1,0 +1,524 @@
+"""The scheduler: runs each registered job at its due times, on one kernel at a time.
+
+Every kernel process sharing a database runs a :class:`Scheduler` over the same registry. On
+each poll a scheduler asks, for every job, which due instant is the latest (a fixed point in
+UTC, :mod:`.schedule`); when that is newer than the one it last saw done, it tries to *claim*
+the job:
+
+1. take the job's advisory lock on its own session (another kernel holding it: skip);
+2. read the job's row: done for this due time already (skip), failed or abandoned and past its
+   back-off (retry the same due time, next attempt), still marked running although the lock
+   was free (its holder died: record the run as abandoned, then run it again), or new;
+3. for a watched job (event and pressure triggers) ask its condition; when it does not hold the
+   due time is marked checked and nothing runs;
+4. record the run's start, run it in a task, record how it ended, release the lock.
+
+A failure is logged with its reason and counted; the job is retried after an exponential
+back-off (``base``, doubled per consecutive failure, at most ``ceiling``). Nothing a job
+raises reaches the server. Time comes from an injected clock (UTC ``datetime``), so tests move
+it by hours without sleeping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import structlog
+
+from engram.autonomy.schedule import Schedule, backoff
+from engram.autonomy.state import JobBook, JobState
+from engram.errors import EngramError, JobBusy, NotFound
+from engram.infra.db import Connection, DatabaseAdapter
+from engram.memory.types import utc_now
+from engram.observability.metrics import EngramMetrics
+
+log = structlog.get_logger("engram.autonomy.scheduler")
+
+Clock = Callable[[], datetime]
+
+
+@dataclass(frozen=True, slots=True)
+class JobContext:
+    """What a run knows: the due time it serves, whether an operator asked for it, and the due
+    time of the job's last successful scheduled run (``cursor``; None before the first)."""
+
+    due: datetime
+    manual: bool
+    cursor: datetime | None
+    now: datetime
+
+
+JobBody = Callable[[JobContext], Awaitable[Mapping[str, Any]]]
+Condition = Callable[[JobContext], Awaitable[str | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A named piece of background work.
+
+    ``run`` returns a small JSON-ready summary (counts, never memory content). ``ready``, for a
+    watched job, says why it should run now (or None: not now)."""
+
+    name: str
+    schedule: Schedule
+    run: JobBody
+    description: str
+    ready: Condition | None = None
+    #: Jobs sharing a lock never run at the same time (the job's own name when None).
+    lock: str | None = None
+
+    @property
+    def lock_key(self) -> str:
+        return self.lock or self.name
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutcome:
+    """How one run ended."""
+
+    job: str
+    due: datetime
+    attempt: int
+    outcome: str
+    detail: Mapping[str, Any]
+    duration_ms: float
+
+
+@dataclass
+class _Claim:
+    job: Job
+    due: datetime
+    attempt: int
+    manual: bool
+    run_id: int
+    cursor: datetime | None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobStatus:
+    """A job as ``engram jobs list`` shows it."""
+
+    name: str
+    description: str
+    schedule: str
+    next_due: datetime
+    state: JobState | None
+
+
+def default_holder() -> str:
+    """This process, as other kernels see it in ``engram jobs list``."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+@dataclass
+class SchedulerSettings:
+    """How often the scheduler looks, and how it backs off."""
+
+    poll_seconds: float = 5.0
+    backoff_base: timedelta = timedelta(minutes=1)
+    backoff_ceiling: timedelta = timedelta(hours=1)
+    max_concurrent: int = 3
+    #: How long stopping waits for running jobs before it cancels them.
+    stop_grace_seconds: float = 5.0
+    holder: str = field(default_factory=default_holder)
+
+
+class Scheduler:
+    """Runs the jobs of one kernel; see the module docstring."""
+
+    def __init__(
+        self,
+        db: DatabaseAdapter,
+        jobs: Sequence[Job],
+        *,
+        metrics: EngramMetrics,
+        settings: SchedulerSettings | None = None,
+        clock: Clock = utc_now,
+    ) -> None:
+        names = [job.name for job in jobs]
+        if len(set(names)) != len(names):
+            raise ValueError("two jobs share a name")
+        self._db = db
+        self._book = JobBook(db)
+        self._jobs = {job.name: job for job in jobs}
+        self._metrics = metrics
+        self._settings = settings or SchedulerSettings()
+        self._clock = clock
+        self._running: dict[str, asyncio.Task[RunOutcome]] = {}
+        self._bodies: dict[str, asyncio.Future[Mapping[str, Any]]] = {}  # the jobs' own work
+        self._held: set[str] = set()  # lock keys this kernel holds (locks are re-entrant)
+        self._seen: dict[str, datetime] = {}  # latest due time known to be done or checked
+        self._not_before: dict[str, datetime] = {}  # back-off of a failed job
+        self._session: Connection | None = None
+        self._session_stack: AsyncExitStack | None = None
+        self._session_lock = asyncio.Lock()
+        self._ensured = False
+        self._stop = asyncio.Event()
+        metrics.preset_jobs(tuple(names))
+
+    @property
+    def holder(self) -> str:
+        return self._settings.holder
+
+    @property
+    def settings(self) -> SchedulerSettings:
+        return self._settings
+
+    @property
+    def jobs(self) -> list[Job]:
+        return list(self._jobs.values())
+
+    # --- the loop ---------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def serving(self) -> AsyncIterator[Scheduler]:
+        """Run the polling loop for the duration of the block."""
+        self._stop.clear()
+        loop = asyncio.create_task(self._loop(), name="engram-scheduler")
+        log.info("scheduler.started", holder=self.holder, jobs=len(self._jobs))
+        try:
+            yield self
+        finally:
+            self._stop.set()
+            await self.stop()
+            loop.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await loop
+            log.info("scheduler.stopped", holder=self.holder)
+
+    async def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                await self.tick()
+            except Exception as exc:  # noqa: BLE001 - the loop outlives any failure
+                log.warning("scheduler.tick_failed", error=f"{type(exc).__name__}: {exc}")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), self._settings.poll_seconds)
+
+    async def tick(self) -> list[str]:
+        """Claim and start every job that is due now; the names started."""
+        now = self._clock()
+        started: list[str] = []
+        for job in self._jobs.values():
+            if len(self._running) >= self._settings.max_concurrent:
+                break
+            if job.lock_key in self._held:
+                continue
+            due = job.schedule.latest_due(now)
+            seen = self._seen.get(job.name)
+            if seen is not None and seen >= due:
+                continue
+            wait = self._not_before.get(job.name)
+            if wait is not None and wait > now:
+                continue
+            claim = await self._claim(job, due, now=now, manual=False)
+            if claim is not None:
+                self._running[job.name] = asyncio.create_task(
+                    self._execute(claim), name=f"engram-job-{job.name}"
+                )
+                started.append(job.name)
+        return started
+
+    async def wait_idle(self) -> list[RunOutcome]:
+        """Wait for the runs in progress on this kernel; their outcomes."""
+        done = await asyncio.gather(*self._running.values(), return_exceptions=True)
+        return [outcome for outcome in done if isinstance(outcome, RunOutcome)]
+
+    async def stop(self) -> None:
+        """Let running jobs finish within the grace period, cancel the rest, close the session."""
+        tasks = list(self._running.values())
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=self._settings.stop_grace_seconds)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        await self._close_session()
+
+    # --- manual runs and status -------------------------------------------------------------
+
+    async def run_now(self, name: str) -> RunOutcome:
+        """Run one job at once, whatever its schedule (``engram jobs run``)."""
+        job = self._jobs.get(name)
+        if job is None:
+            raise NotFound(f"no job {name!r}; known: {', '.join(self._jobs)}")
+        now = self._clock()
+        claim = None
+        if job.lock_key not in self._held:
+            claim = await self._claim(job, now, now=now, manual=True)
+        if claim is None:
+            running = [
+                f"{state.name} on {state.holder}"
+                for state in await self._book.all()
+                if state.running and self._jobs.get(state.name, job).lock_key == job.lock_key
+            ]
+            raise JobBusy(
+                f"job {name!r} cannot start now: "
+                + (", ".join(running) or "another kernel holds its lock")
+                + " is running"
+            )
+        return await self._execute(claim)
+
+    async def statuses(self) -> list[JobStatus]:
+        """Every registered job with its schedule, next due time and stored state."""
+        await self._ensure()
+        states = {state.name: state for state in await self._book.all()}
+        now = self._clock()
+        return [
+            JobStatus(
+                job.name,
+                job.description,
+                job.schedule.describe(),
+                job.schedule.next_due(now),
+                states.get(job.name),
+            )
+            for job in self._jobs.values()
+        ]
+
+    @property
+    def book(self) -> JobBook:
+        return self._book
+
+    # --- claiming ---------------------------------------------------------------------------
+
+    async def _ensure(self) -> None:
+        if not self._ensured:
+            await self._book.ensure(list(self._jobs))
+            self._ensured = True
+
+    async def _lock_session(self) -> Connection:
+        if self._session is None:
+            stack = AsyncExitStack()
+            try:
+                self._session = await stack.enter_async_context(self._db.session())
+            except BaseException:
+                await stack.aclose()
+                raise
+            self._session_stack = stack
+        return self._session
+
+    async def _close_session(self) -> None:
+        stack, self._session, self._session_stack = self._session_stack, None, None
+        if stack is not None:
+            with contextlib.suppress(Exception):
+                await stack.aclose()
+
+    async def _session_lost(self) -> None:
+        """The lock session died, and PostgreSQL released its locks: another kernel may now
+        claim the jobs running here, so they are stopped (each is safe to stop)."""
+        await self._close_session()
+        self._held.clear()
+        for name, body in list(self._bodies.items()):
+            log.warning("job.lock_lost", job=name)
+            body.cancel()
+
+    async def _try_lock(self, key: str) -> bool:
+        async with self._session_lock:
+            if key in self._held:
+                return False
+            try:
+                taken = await JobBook.try_lock(await self._lock_session(), key)
+            except EngramError:
+                await self._session_lost()
+                raise
+            if taken:
+                self._held.add(key)
+            return taken
+
+    async def _unlock(self, key: str) -> None:
+        async with self._session_lock:
+            if key not in self._held:
+                return
+            self._held.discard(key)
+            if self._session is None:
+                return
+            try:
+                await JobBook.unlock(self._session, key)
+            except EngramError:
+                await self._session_lost()
+
+    async def _claim(
+        self, job: Job, due: datetime, *, now: datetime, manual: bool
+    ) -> _Claim | None:
+        await self._ensure()
+        if not await self._try_lock(job.lock_key):
+            return None
+        try:
+            claim = await self._claim_locked(job, due, now=now, manual=manual)
+        except BaseException:
+            await self._unlock(job.lock_key)
+            raise
+        if claim is None:
+            await self._unlock(job.lock_key)
+        return claim
+
+    async def _claim_locked(
+        self, job: Job, due: datetime, *, now: datetime, manual: bool
+    ) -> _Claim | None:
+        # The lock was free, so a kernel that marked a job of this lock running is gone.
+        for other in self._jobs.values():
+            if other.lock_key == job.lock_key:
+                found = await self._book.get(other.name)
+                if found is not None and found.running:
+                    log.warning("job.abandoned", job=other.name, holder=found.holder)
+                    self._metrics.job_runs.labels(job=other.name, outcome="abandoned").inc()
+                    await self._book.abandon(other.name, now)
+        state = await self._book.get(job.name)
+        if state is None:  # pragma: no cover - _ensure inserted it
+            raise LookupError(f"no row for job {job.name!r}")
+        if not manual:
+            if state.last_due is None:
+                # A job seen for the first time waits for its next due time (as cron does):
+                # a new kernel does not start with a burst of every job.
+                await self._book.mark_checked(job.name, due)
+                self._seen[job.name] = due
+                return None
+            if state.failures and state.retry_at is not None and state.retry_at > now:
+                self._not_before[job.name] = state.retry_at
+                return None
+            unfinished = state.outcome in ("failed", "abandoned")
+            if state.last_due >= due:
+                if not (unfinished and state.last_due == due):
+                    self._seen[job.name] = state.last_due
+                    return None
+                due = state.last_due  # the same due time again: a retry or a takeover
+        context = JobContext(due=due, manual=manual, cursor=state.cursor, now=now)
+        reason = None
+        if job.ready is not None and not manual:
+            reason = await job.ready(context)
+            if reason is None:
+                await self._book.mark_checked(job.name, due)
+                self._seen[job.name] = due
+                return None
+        attempt = await self._book.last_attempt(job.name, due) + 1
+        run_id = await self._book.start(
+            job.name, due=due, attempt=attempt, manual=manual, holder=self.holder, now=now
+        )
+        return _Claim(job, due, attempt, manual, run_id, state.cursor, reason)
+
+    # --- running ----------------------------------------------------------------------------
+
+    async def _execute(self, claim: _Claim) -> RunOutcome:
+        job = claim.job
+        started_at = self._clock()
+        if not claim.manual:
+            delay = max(0.0, (started_at - claim.due).total_seconds())
+            self._metrics.job_start_delay_seconds.labels(job=job.name).observe(delay)
+        log.info("job.started", job=job.name, due=claim.due.isoformat(), attempt=claim.attempt)
+        started = time.perf_counter()
+        context = JobContext(claim.due, claim.manual, claim.cursor, started_at)
+        detail: dict[str, Any] = {} if claim.reason is None else {"because": claim.reason}
+        outcome = "succeeded"
+        body = asyncio.ensure_future(job.run(context))
+        self._bodies[job.name] = body
+        try:
+            detail.update(await body)
+        except asyncio.CancelledError:
+            outcome = "abandoned"
+            detail["error"] = "stopped before it finished"
+            if _being_cancelled():  # the kernel is stopping: record, then stop too
+                await self._finish(claim, outcome, detail, started)
+                raise
+        except Exception as exc:  # noqa: BLE001 - a job failure never reaches the server
+            outcome = "failed"
+            detail["error"] = f"{type(exc).__name__}: {exc}"
+        return await self._finish(claim, outcome, detail, started)
+
+    async def _finish(
+        self, claim: _Claim, outcome: str, detail: dict[str, Any], started: float
+    ) -> RunOutcome:
+        """Record the run (even while this task is being cancelled) and forget it here."""
+        try:
+            return await asyncio.shield(self._record(claim, outcome, detail, started))
+        finally:
+            self._running.pop(claim.job.name, None)
+            self._bodies.pop(claim.job.name, None)
+
+    async def _record(
+        self, claim: _Claim, outcome: str, detail: dict[str, Any], started: float
+    ) -> RunOutcome:
+        job = claim.job
+        duration = time.perf_counter() - started
+        now = self._clock()
+        failures = 0
+        retry_at = None
+        if outcome == "failed":
+            state = await self._safe_get(job.name)
+            failures = (state.failures if state is not None else 0) + 1
+            retry_at = now + backoff(
+                failures, base=self._settings.backoff_base, ceiling=self._settings.backoff_ceiling
+            )
+        summary = _summary(outcome, detail)
+        recorded: int | None = 0
+        try:
+            recorded = await self._book.finish(
+                job.name,
+                claim.run_id,
+                outcome=outcome,
+                now=now,
+                detail=detail,
+                summary=summary,
+                duration_ms=duration * 1000,
+                retry_at=retry_at,
+                cursor=claim.due if outcome == "succeeded" and not claim.manual else None,
+                holder=self.holder,
+            )
+        except EngramError as exc:
+            # The row stays "running"; whoever next holds the lock records it as abandoned.
+            log.warning("job.record_failed", job=job.name, error=type(exc).__name__)
+        finally:
+            await self._unlock(job.lock_key)
+        if recorded is None:
+            # Another kernel took the job over after this one lost its lock: its run counts.
+            log.warning("job.taken_over", job=job.name, outcome=outcome)
+            return RunOutcome(
+                job.name, claim.due, claim.attempt, "abandoned", detail, duration * 1000
+            )
+        self._metrics.job_runs.labels(job=job.name, outcome=outcome).inc()
+        self._metrics.job_duration_seconds.labels(job=job.name).observe(duration)
+        if outcome == "succeeded":
+            self._metrics.job_last_success.labels(job=job.name).set(time.time())
+            self._not_before.pop(job.name, None)
+            if not claim.manual:
+                self._seen[job.name] = claim.due
+            log.info("job.succeeded", job=job.name, duration_ms=round(duration * 1000, 1))
+        elif outcome == "failed":
+            self._not_before[job.name] = retry_at or now
+            log.warning(
+                "job.failed",
+                job=job.name,
+                reason=detail.get("error"),
+                failures=failures,
+                retry_at=None if retry_at is None else retry_at.isoformat(),
+            )
+        return RunOutcome(job.name, claim.due, claim.attempt, outcome, detail, duration * 1000)
+
+    async def _safe_get(self, name: str) -> JobState | None:
+        try:
+            return await self._book.get(name)
+        except EngramError:
+            return None
+
+
+def _being_cancelled() -> bool:
+    """True when the current task itself was asked to stop (not only what it awaited)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+def _summary(outcome: str, detail: Mapping[str, Any]) -> str:
+    """One line for ``engram jobs list``."""
+    if "error" in detail:
+        return str(detail["error"])[:500]
+    parts = [f"{key}={value}" for key, value in detail.items() if not isinstance(value, dict)]
+    return (", ".join(parts) or outcome)[:500]

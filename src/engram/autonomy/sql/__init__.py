@@ -1,0 +1,1 @@
+"""Named SQL of the background jobs."""

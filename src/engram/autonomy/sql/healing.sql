@@ -1,0 +1,37 @@
+-- SQL of the self-healing jobs (engram.autonomy.healing). Reads and bookkeeping only: every
+-- repair of a record is a write through the Gate.
+
+-- name: unscreened_heads
+-- Live heads not yet read by detector version $1 (NULL: screened before versions were
+-- recorded), oldest first, at most $2. The OR of ranges lets the partial index answer it.
+SELECT {{record_columns}}
+FROM memories
+WHERE superseded_by IS NULL AND status <> 'forgotten'
+  AND (screened_with IS NULL OR screened_with < $1 OR screened_with > $1)
+ORDER BY ingestion_time, id
+LIMIT $2
+
+-- name: mark_screened
+UPDATE memories SET screened_with = $2 WHERE id = ANY($1::uuid[])
+
+-- name: derived_heads
+-- The live heads of every record derived (derived_from, transitively) from any version of
+-- record $1: consolidated summaries of it, and records citing it as evidence.
+WITH RECURSIVE derived(record_id) AS (
+    SELECT s.record_id
+    FROM memories v
+    JOIN memory_edges e ON e.target_id = v.id AND e.kind = 'derived_from'
+    JOIN memories s ON s.id = e.source_id
+    WHERE v.record_id = $1
+    UNION
+    SELECT s.record_id
+    FROM derived d
+    JOIN memories v ON v.record_id = d.record_id
+    JOIN memory_edges e ON e.target_id = v.id AND e.kind = 'derived_from'
+    JOIN memories s ON s.id = e.source_id
+)
+SELECT {{record_columns}}
+FROM memories h
+JOIN derived d ON d.record_id = h.record_id
+WHERE h.superseded_by IS NULL AND h.status <> 'forgotten' AND h.record_id <> $1
+ORDER BY h.record_id

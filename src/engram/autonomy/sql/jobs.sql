@@ -1,0 +1,76 @@
+-- SQL of the scheduler (engram.jobs, engram.job_runs), run by engram.autonomy.state.
+-- Advisory locks of jobs use the two-key form: class 1701147250 ('engr'), hashtext(name).
+
+-- name: ensure_jobs
+INSERT INTO jobs (name) SELECT unnest($1::text[]) ON CONFLICT (name) DO NOTHING
+
+-- name: try_lock
+SELECT pg_try_advisory_lock(1701147250, hashtext($1))
+
+-- name: unlock
+SELECT pg_advisory_unlock(1701147250, hashtext($1))
+
+-- name: job
+SELECT name, last_due, running, holder, started_at, finished_at, outcome, detail, duration_ms,
+       failures, retry_at, runs, cursor
+FROM jobs WHERE name = $1
+
+-- name: all_jobs
+SELECT name, last_due, running, holder, started_at, finished_at, outcome, detail, duration_ms,
+       failures, retry_at, runs, cursor
+FROM jobs ORDER BY name
+
+-- name: last_attempt
+SELECT coalesce(max(attempt), 0) FROM job_runs WHERE job = $1 AND due_at = $2
+
+-- name: mark_checked
+-- A watched condition did not hold at this due time: nothing ran, nothing to retry.
+UPDATE jobs SET last_due = $2 WHERE name = $1
+
+-- name: abandon_run
+-- The holder of a running job died (its lock is free): its open run is closed as abandoned.
+WITH closed AS (
+    UPDATE job_runs SET outcome = 'abandoned', finished_at = $2
+    WHERE job = $1 AND outcome = 'running'
+    RETURNING id
+)
+UPDATE jobs SET running = false, outcome = 'abandoned', finished_at = $2,
+       detail = 'its kernel stopped before it finished (' || coalesce(holder, '?') || ')'
+WHERE name = $1
+RETURNING (SELECT count(*) FROM closed) AS closed
+
+-- name: start_run
+-- $2 due, $3 attempt, $4 manual, $5 holder, $6 started. Manual runs leave last_due alone.
+WITH run AS (
+    INSERT INTO job_runs (job, due_at, attempt, manual, holder, started_at)
+    VALUES ($1, $2, $3, $4, $5, $6)
+    RETURNING id
+)
+UPDATE jobs SET running = true, holder = $5, started_at = $6, finished_at = NULL,
+       last_due = CASE WHEN $4 THEN last_due ELSE $2 END
+WHERE name = $1
+RETURNING (SELECT id FROM run) AS run_id
+
+-- name: finish_run
+-- $2 run id, $3 outcome, $4 finished, $5 detail (jsonb), $6 summary text, $7 duration ms,
+-- $8 retry_at (failed runs), $9 cursor (a succeeded run's due time), $10 holder. A run another
+-- kernel already recorded as abandoned (this one lost its lock meanwhile) is left as it is,
+-- and so is the job's row unless this kernel still holds it.
+WITH run AS (
+    UPDATE job_runs SET outcome = $3, finished_at = $4, detail = $5
+    WHERE id = $2 AND outcome = 'running'
+)
+UPDATE jobs SET running = false, outcome = $3, finished_at = $4, detail = $6,
+       duration_ms = $7, runs = runs + 1,
+       failures = CASE WHEN $3 = 'succeeded' THEN 0 ELSE failures + 1 END,
+       retry_at = $8,
+       cursor = coalesce($9, cursor)
+WHERE name = $1 AND running AND holder = $10
+RETURNING failures
+
+-- name: recent_runs
+SELECT id, job, due_at, attempt, manual, holder, started_at, finished_at, outcome, detail
+FROM job_runs WHERE ($1::text IS NULL OR job = $1) ORDER BY id DESC LIMIT $2
+
+-- name: prune_runs
+DELETE FROM job_runs WHERE started_at < $1 AND outcome <> 'running'

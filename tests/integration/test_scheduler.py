@@ -1,0 +1,215 @@
+"""The scheduler (engram.autonomy.scheduler) on a real database, time driven by a clock the
+test moves: due times, exactly-once claims across schedulers, back-off, abandoned runs."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from engram import Kernel
+from engram.autonomy.schedule import Daily, Every
+from engram.autonomy.scheduler import Job, JobContext, Scheduler, SchedulerSettings
+from engram.errors import JobBusy, NotFound
+
+START = datetime(2026, 11, 25, 2, 59, 30, tzinfo=UTC)
+
+
+class Clock:
+    """A UTC clock the test moves by hand."""
+
+    def __init__(self, now: datetime = START) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **delta: float) -> None:
+        self.now += timedelta(**delta)
+
+
+class Recorder:
+    """A job body that records the due times it served and can be told to fail or block."""
+
+    def __init__(self) -> None:
+        self.dues: list[datetime] = []
+        self.fail = False
+        self.gate: asyncio.Event | None = None
+
+    async def __call__(self, context: JobContext) -> Mapping[str, Any]:
+        self.dues.append(context.due)
+        if self.gate is not None:
+            await self.gate.wait()
+        if self.fail:
+            raise RuntimeError("disk full")
+        return {"served": context.due.isoformat()}
+
+
+_made: list[Scheduler] = []
+
+
+@pytest.fixture(autouse=True)
+async def _stop_schedulers(kernel: Kernel) -> AsyncIterator[None]:
+    """Every scheduler a test made is stopped (its lock session released) before the kernel
+    closes its pool, whatever the test's outcome."""
+    del kernel  # torn down after this fixture
+    yield
+    while _made:
+        await _made.pop().stop()
+
+
+def scheduler(kernel: Kernel, jobs: list[Job], clock: Clock, **settings: Any) -> Scheduler:
+    made = Scheduler(
+        kernel.db,
+        jobs,
+        metrics=kernel.metrics,
+        clock=clock,
+        settings=SchedulerSettings(poll_seconds=0.05, stop_grace_seconds=1.0, **settings),
+    )
+    _made.append(made)
+    return made
+
+
+async def test_a_daily_job_runs_once_per_due_time_and_waits_for_the_first(kernel: Kernel) -> None:
+    """A new job waits for its next due time; then each 03:00 runs it once, however often the
+    scheduler looks."""
+    body = Recorder()
+    clock = Clock()
+    runner = scheduler(kernel, [Job("nightly", Daily(3), body, "test")], clock)
+    assert [] == await runner.tick()  # first sighting: 02:00 yesterday... marked, not run
+    clock.advance(seconds=40)  # 03:00:10
+    assert ["nightly"] == await runner.tick()
+    await runner.wait_idle()
+    for _ in range(3):
+        clock.advance(hours=1)
+        assert [] == await runner.tick()
+    clock.advance(days=1)
+    assert ["nightly"] == await runner.tick()
+    await runner.wait_idle()
+    assert [START.replace(hour=3, minute=0, second=0) + timedelta(days=d) for d in (0, 1)] == (
+        body.dues
+    )
+    runs = await runner.book.runs("nightly")
+    assert ["succeeded", "succeeded"] == [run.outcome for run in runs]
+    await runner.stop()
+
+
+async def test_two_schedulers_on_one_database_run_each_due_time_once(kernel: Kernel) -> None:
+    """Three schedulers (three kernels' worth of locks) polling the same due times: one run
+    per due time in all."""
+    body = Recorder()
+    clock = Clock()
+    job = Job("every-minute", Every(timedelta(minutes=1)), body, "test")
+    runners = [scheduler(kernel, [job], clock) for _ in range(3)]
+    await asyncio.gather(*(r.tick() for r in runners))
+    for _ in range(5):
+        clock.advance(minutes=1)
+        await asyncio.gather(*(r.tick() for r in runners))
+        await asyncio.gather(*(r.wait_idle() for r in runners))
+    assert 5 == len(body.dues) == len(set(body.dues))
+    for runner in runners:
+        await runner.stop()
+
+
+async def test_a_failure_is_retried_with_backoff_and_never_raised(kernel: Kernel) -> None:
+    """A failing job is recorded with its reason, retried for the same due time after the
+    back-off (doubling), and succeeds when the fault is gone."""
+    body = Recorder()
+    body.fail = True
+    clock = Clock()
+    runner = scheduler(
+        kernel,
+        [Job("flaky", Every(timedelta(hours=1)), body, "test")],
+        clock,
+        backoff_base=timedelta(minutes=1),
+    )
+    await runner.tick()
+    clock.advance(seconds=31)  # 03:00:01
+    await runner.tick()
+    outcome = (await runner.wait_idle())[0]
+    assert "failed" == outcome.outcome
+    assert "RuntimeError: disk full" == outcome.detail["error"]
+    state = await runner.book.get("flaky")
+    assert state is not None and state.failures == 1 and state.retry_at is not None
+    assert timedelta(minutes=1) == state.retry_at - clock.now
+    clock.advance(seconds=30)
+    assert [] == await runner.tick()  # still backing off
+    clock.advance(seconds=31)
+    assert ["flaky"] == await runner.tick()  # the retry, same due time
+    await runner.wait_idle()
+    state = await runner.book.get("flaky")
+    assert state is not None and state.failures == 2
+    assert timedelta(minutes=2) == state.retry_at - clock.now  # doubled
+    body.fail = False
+    clock.advance(minutes=2, seconds=1)
+    await runner.tick()
+    await runner.wait_idle()
+    state = await runner.book.get("flaky")
+    assert state is not None and (state.outcome, state.failures) == ("succeeded", 0)
+    dues = {due.isoformat() for due in body.dues}
+    assert 1 == len(dues)
+    attempts = [run.attempt for run in await runner.book.runs("flaky")]
+    assert [3, 2, 1] == attempts
+    await runner.stop()
+
+
+async def test_a_run_whose_holder_vanished_is_abandoned_and_taken_over(kernel: Kernel) -> None:
+    """When the session holding a job's lock dies mid-run, another scheduler records the run
+    as abandoned and runs the same due time again; the old holder stops its run and records
+    nothing over the new one. (The SIGKILL of a whole process: tests/e2e/test_workers.py.)"""
+    body = Recorder()
+    body.gate = asyncio.Event()
+    clock = Clock()
+    job = Job("long", Every(timedelta(hours=1)), body, "test")
+    first, second = scheduler(kernel, [job], clock), scheduler(kernel, [job], clock)
+    await first.tick()
+    await second.tick()
+    clock.advance(seconds=31)
+    assert ["long"] == await first.tick()
+    await asyncio.sleep(0.05)
+    assert [] == await second.tick()  # the lock is held
+    # The holder's connection dies: PostgreSQL frees the lock at once.
+    holder_pid = await kernel.db.fetchval(
+        "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted LIMIT 1"
+    )
+    assert await kernel.db.fetchval("SELECT pg_terminate_backend($1)", holder_pid)
+    await asyncio.sleep(0.1)
+    second._seen.clear()  # noqa: SLF001 - it saw the due time claimed before the holder died
+    assert ["long"] == await second.tick()
+    state = await second.book.get("long")
+    assert state is not None and state.running and state.holder == second.holder
+    body.gate.set()
+    await first.stop()  # its run ends; what it records must not touch the new run
+    outcome = (await second.wait_idle())[0]
+    assert ("succeeded", 2) == (outcome.outcome, outcome.attempt)
+    runs = {run.attempt: run for run in await second.book.runs("long")}
+    assert ("abandoned", first.holder) == (runs[1].outcome, runs[1].holder)
+    assert ("succeeded", second.holder) == (runs[2].outcome, runs[2].holder)
+    assert {runs[1].due_at} == {runs[2].due_at}
+    state = await second.book.get("long")
+    assert state is not None and (state.running, state.outcome) == (False, "succeeded")
+
+
+async def test_manual_runs_refuse_unknown_and_busy_jobs(kernel: Kernel) -> None:
+    """``run_now`` runs a job at once; an unknown name is NotFound; a job whose lock is held
+    elsewhere is JobBusy naming the holder."""
+    body = Recorder()
+    clock = Clock()
+    job = Job("manual", Every(timedelta(days=1)), body, "test")
+    first, second = scheduler(kernel, [job], clock), scheduler(kernel, [job], clock)
+    outcome = await first.run_now("manual")
+    assert "succeeded" == outcome.outcome
+    with pytest.raises(NotFound):
+        await first.run_now("nope")
+    body.gate = asyncio.Event()
+    running = asyncio.create_task(first.run_now("manual"))
+    await asyncio.sleep(0.1)
+    with pytest.raises(JobBusy, match=first.holder):
+        await second.run_now("manual")
+    body.gate.set()
+    await running
+    await first.stop()
+    await second.stop()
