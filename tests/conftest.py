@@ -18,6 +18,7 @@ from engram.infra import migrate
 from engram.infra.embedded_server import EmbeddedPostgres
 from engram.infra.fastembed_embedder import FastembedEmbedder
 from engram.infra.model_files import ensure_default_model
+from tests.integration.scheduler_helpers import stop_made
 
 TEMPLATE = "engram_template"
 REPO = Path(__file__).resolve().parents[1]
@@ -127,3 +128,26 @@ async def kernel(database: ScratchDatabase, embedder: FastembedEmbedder) -> Asyn
     )
     async with open_kernel(settings=settings, embeddings=embedder) as opened:
         yield opened
+
+
+@pytest.fixture
+async def stalled_kernel(database: ScratchDatabase, model_dir: Path) -> AsyncIterator[Kernel]:
+    """A kernel whose embedding model cannot answer within its 1 ms limit (a real timeout)."""
+    slow = FastembedEmbedder(
+        model_dir, model_name="sentence-transformers/all-MiniLM-L6-v2-int8", timeout_seconds=0.001
+    )
+    settings = EngramSettings(database_url=database.runtime_url, migrate_on_start=False)
+    try:
+        async with open_kernel(settings=settings, embeddings=slow) as kernel:
+            yield kernel
+    finally:
+        await slow.close()
+
+
+@pytest.fixture
+async def schedulers(kernel: Kernel) -> AsyncIterator[None]:
+    """Stops the schedulers a test made (tests.integration.scheduler_helpers.scheduler) before
+    the kernel closes its pool, whatever the test's outcome."""
+    del kernel  # torn down after this fixture
+    yield
+    await stop_made()

@@ -6,7 +6,6 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from dataclasses import replace
-from pathlib import Path
 
 import asyncpg
 import pytest
@@ -97,20 +96,6 @@ async def test_session_update_and_forget_are_external(kernel: Kernel) -> None:
     assert WriteOutcome.FORGOTTEN == forgotten.outcome
     origins = await kernel.db.fetch("SELECT DISTINCT decision_type FROM librarian_audit")
     assert [("external",)] == [tuple(r) for r in origins]
-
-
-@pytest.fixture
-async def stalled_kernel(database: ScratchDatabase, model_dir: Path) -> AsyncIterator[Kernel]:
-    """A kernel whose embedding model cannot answer within its 1 ms limit (a real timeout)."""
-    slow = FastembedEmbedder(
-        model_dir, model_name="sentence-transformers/all-MiniLM-L6-v2-int8", timeout_seconds=0.001
-    )
-    settings = EngramSettings(database_url=database.runtime_url, migrate_on_start=False)
-    try:
-        async with open_kernel(settings=settings, embeddings=slow) as kernel:
-            yield kernel
-    finally:
-        await slow.close()
 
 
 async def test_embedding_timeout_stores_degraded_and_self_healing_repairs_it(

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import uuid
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 import pytest
-from fastapi import FastAPI
 
 from engram import Kernel
 from engram.errors import CircuitOpen, DatabaseUnavailable, NotFound
@@ -23,6 +20,7 @@ from engram.memory.types import TrustLevel
 from engram.protocols.http.app import create_app
 from engram.protocols.http.problems import ERROR_STATUS, PROBLEM_JSON, status_of
 from tests.integration.odd_inputs import ODD_IDS, ODD_INPUTS, OddInput
+from tests.integration.scheduler_helpers import running
 
 TOKEN = re.compile(r"engram_[A-Za-z0-9_-]{43}")
 #: The documented bounds (docs/api.md): the body size limit and the audited excerpt.
@@ -64,30 +62,6 @@ def assert_problem(response: httpx.Response, status: int) -> dict[str, Any]:
     assert body["title"]
     assert isinstance(body["detail"], str)
     return body
-
-
-@asynccontextmanager
-async def running(app: FastAPI) -> AsyncIterator[None]:
-    """Run the app's lifespan in a task of its own (its task groups must exit where they
-    were entered), for as long as the block lasts."""
-    started, stop = asyncio.Event(), asyncio.Event()
-
-    async def lifespan() -> None:
-        async with app.router.lifespan_context(app):
-            started.set()
-            await stop.wait()
-
-    task = asyncio.create_task(lifespan())
-    waiting = asyncio.create_task(started.wait())
-    await asyncio.wait([task, waiting], return_when=asyncio.FIRST_COMPLETED)
-    if task.done():
-        waiting.cancel()
-        await task  # raises what the startup raised
-    try:
-        yield
-    finally:
-        stop.set()
-        await task
 
 
 @pytest.fixture

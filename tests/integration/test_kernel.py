@@ -35,9 +35,17 @@ async def test_external_database_at_head_is_ready(
     async with open_kernel(settings=settings, embeddings=embedder) as kernel:
         assert not kernel.embedded
         assert kernel.head_revision == await kernel.schema_revision()
-        assert {"database": True, "migrations": True, "embedding_model": True} == _by_name(
-            await kernel.health.run()
-        )
+        assert dict.fromkeys(
+            (
+                "database",
+                "migrations",
+                "embedding_model",
+                "gate",
+                "audit_log",
+                "consolidation_backlog",
+            ),
+            True,
+        ) == _by_name(await kernel.health.run())
         assert "engram_runtime" == await kernel.db.fetchval("SELECT current_user")
 
 

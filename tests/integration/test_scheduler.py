@@ -4,7 +4,7 @@ test moves: due times, exactly-once claims across schedulers, back-off, abandone
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -12,23 +12,11 @@ import pytest
 
 from engram import Kernel
 from engram.autonomy.schedule import Daily, Every
-from engram.autonomy.scheduler import Job, JobContext, Scheduler, SchedulerSettings
+from engram.autonomy.scheduler import Job, JobContext
 from engram.errors import JobBusy, NotFound
+from tests.integration.scheduler_helpers import Clock, scheduler
 
 START = datetime(2026, 11, 25, 2, 59, 30, tzinfo=UTC)
-
-
-class Clock:
-    """A UTC clock the test moves by hand."""
-
-    def __init__(self, now: datetime = START) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, **delta: float) -> None:
-        self.now += timedelta(**delta)
 
 
 class Recorder:
@@ -48,36 +36,14 @@ class Recorder:
         return {"served": context.due.isoformat()}
 
 
-_made: list[Scheduler] = []
-
-
-@pytest.fixture(autouse=True)
-async def _stop_schedulers(kernel: Kernel) -> AsyncIterator[None]:
-    """Every scheduler a test made is stopped (its lock session released) before the kernel
-    closes its pool, whatever the test's outcome."""
-    del kernel  # torn down after this fixture
-    yield
-    while _made:
-        await _made.pop().stop()
-
-
-def scheduler(kernel: Kernel, jobs: list[Job], clock: Clock, **settings: Any) -> Scheduler:
-    made = Scheduler(
-        kernel.db,
-        jobs,
-        metrics=kernel.metrics,
-        clock=clock,
-        settings=SchedulerSettings(poll_seconds=0.05, stop_grace_seconds=1.0, **settings),
-    )
-    _made.append(made)
-    return made
+pytestmark = pytest.mark.usefixtures("schedulers")
 
 
 async def test_a_daily_job_runs_once_per_due_time_and_waits_for_the_first(kernel: Kernel) -> None:
     """A new job waits for its next due time; then each 03:00 runs it once, however often the
     scheduler looks."""
     body = Recorder()
-    clock = Clock()
+    clock = Clock(START)
     runner = scheduler(kernel, [Job("nightly", Daily(3), body, "test")], clock)
     assert [] == await runner.tick()  # first sighting: 02:00 yesterday... marked, not run
     clock.advance(seconds=40)  # 03:00:10
@@ -101,7 +67,7 @@ async def test_two_schedulers_on_one_database_run_each_due_time_once(kernel: Ker
     """Three schedulers (three kernels' worth of locks) polling the same due times: one run
     per due time in all."""
     body = Recorder()
-    clock = Clock()
+    clock = Clock(START)
     job = Job("every-minute", Every(timedelta(minutes=1)), body, "test")
     runners = [scheduler(kernel, [job], clock) for _ in range(3)]
     await asyncio.gather(*(r.tick() for r in runners))
@@ -119,7 +85,7 @@ async def test_a_failure_is_retried_with_backoff_and_never_raised(kernel: Kernel
     back-off (doubling), and succeeds when the fault is gone."""
     body = Recorder()
     body.fail = True
-    clock = Clock()
+    clock = Clock(START)
     runner = scheduler(
         kernel,
         [Job("flaky", Every(timedelta(hours=1)), body, "test")],
@@ -133,7 +99,9 @@ async def test_a_failure_is_retried_with_backoff_and_never_raised(kernel: Kernel
     assert "failed" == outcome.outcome
     assert "RuntimeError: disk full" == outcome.detail["error"]
     state = await runner.book.get("flaky")
-    assert state is not None and state.failures == 1 and state.retry_at is not None
+    assert state is not None
+    assert state.failures == 1
+    assert state.retry_at is not None
     assert timedelta(minutes=1) == state.retry_at - clock.now
     clock.advance(seconds=30)
     assert [] == await runner.tick()  # still backing off
@@ -141,14 +109,16 @@ async def test_a_failure_is_retried_with_backoff_and_never_raised(kernel: Kernel
     assert ["flaky"] == await runner.tick()  # the retry, same due time
     await runner.wait_idle()
     state = await runner.book.get("flaky")
-    assert state is not None and state.failures == 2
+    assert state is not None
+    assert state.failures == 2
     assert timedelta(minutes=2) == state.retry_at - clock.now  # doubled
     body.fail = False
     clock.advance(minutes=2, seconds=1)
     await runner.tick()
     await runner.wait_idle()
     state = await runner.book.get("flaky")
-    assert state is not None and (state.outcome, state.failures) == ("succeeded", 0)
+    assert state is not None
+    assert (state.outcome, state.failures) == ("succeeded", 0)
     dues = {due.isoformat() for due in body.dues}
     assert 1 == len(dues)
     attempts = [run.attempt for run in await runner.book.runs("flaky")]
@@ -162,7 +132,7 @@ async def test_a_run_whose_holder_vanished_is_abandoned_and_taken_over(kernel: K
     nothing over the new one. (The SIGKILL of a whole process: tests/e2e/test_workers.py.)"""
     body = Recorder()
     body.gate = asyncio.Event()
-    clock = Clock()
+    clock = Clock(START)
     job = Job("long", Every(timedelta(hours=1)), body, "test")
     first, second = scheduler(kernel, [job], clock), scheduler(kernel, [job], clock)
     await first.tick()
@@ -177,10 +147,12 @@ async def test_a_run_whose_holder_vanished_is_abandoned_and_taken_over(kernel: K
     )
     assert await kernel.db.fetchval("SELECT pg_terminate_backend($1)", holder_pid)
     await asyncio.sleep(0.1)
-    second._seen.clear()  # noqa: SLF001 - it saw the due time claimed before the holder died
+    second._seen.clear()
     assert ["long"] == await second.tick()
     state = await second.book.get("long")
-    assert state is not None and state.running and state.holder == second.holder
+    assert state is not None
+    assert state.running
+    assert state.holder == second.holder
     body.gate.set()
     await first.stop()  # its run ends; what it records must not touch the new run
     outcome = (await second.wait_idle())[0]
@@ -190,14 +162,15 @@ async def test_a_run_whose_holder_vanished_is_abandoned_and_taken_over(kernel: K
     assert ("succeeded", second.holder) == (runs[2].outcome, runs[2].holder)
     assert {runs[1].due_at} == {runs[2].due_at}
     state = await second.book.get("long")
-    assert state is not None and (state.running, state.outcome) == (False, "succeeded")
+    assert state is not None
+    assert (state.running, state.outcome) == (False, "succeeded")
 
 
 async def test_manual_runs_refuse_unknown_and_busy_jobs(kernel: Kernel) -> None:
     """``run_now`` runs a job at once; an unknown name is NotFound; a job whose lock is held
     elsewhere is JobBusy naming the holder."""
     body = Recorder()
-    clock = Clock()
+    clock = Clock(START)
     job = Job("manual", Every(timedelta(days=1)), body, "test")
     first, second = scheduler(kernel, [job], clock), scheduler(kernel, [job], clock)
     outcome = await first.run_now("manual")

@@ -16,6 +16,9 @@ from tests.conftest import ScratchDatabase
 #: The modules that load named statements, each from a file of its own package.
 OWNERS = (
     "engram.agents.registry",
+    "engram.autonomy.catalogue",
+    "engram.autonomy.healing",
+    "engram.autonomy.state",
     "engram.infra.outbox",
     "engram.memory.admin.quarantine",
     "engram.memory.admin.replay",
@@ -23,6 +26,8 @@ OWNERS = (
     "engram.memory.audit.state",
     "engram.memory.consolidation.candidates",
     "engram.memory.consolidation.reversal",
+    "engram.memory.consolidation.watch",
+    "engram.memory.gate.rate_limit",
     "engram.memory.store.versions",
     "engram.memory.temporal.engine",
     "engram.memory.temporal.reads",

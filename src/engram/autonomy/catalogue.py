@@ -41,7 +41,7 @@ from engram.memory.gate.librarian import LibrarianGate
 from engram.memory.temporal.engine import TemporalEngine
 from engram.observability.metrics import EngramMetrics
 
-RETENTION_SQL = load_queries("engram.autonomy.sql", "retention.sql")
+SQL = load_queries("engram.autonomy.sql", "retention.sql")
 CONSOLIDATION_LOCK = "consolidation"
 #: A self-healing or decay run stops starting new batches after this long; the next run
 #: goes on where it stopped.
@@ -123,12 +123,12 @@ def standard_jobs(
         before = context.now - timedelta(days=settings.retention_days)
         events = 0
         while True:
-            status = await db.execute(RETENTION_SQL["prune_outbox"], before, 10_000)
+            status = await db.execute(SQL["prune_outbox"], before, 10_000)
             deleted = int(status.split()[-1])
             events += deleted
             if deleted < 10_000:
                 break
-        status = await db.execute(RETENTION_SQL["prune_escalations"], before)
+        status = await db.execute(SQL["prune_escalations"], before)
         runs = await JobBook(db).prune(before)
         return {"events": events, "escalations": int(status.split()[-1]), "job_runs": runs}
 

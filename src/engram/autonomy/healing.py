@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from uuid import UUID
 
 import structlog
 
@@ -137,6 +138,8 @@ class PiiRescan:
         self._metrics = metrics
         self._screener = screener or current_screener()
         self._batch = batch
+        self._changed: set[UUID] = set()  # versions this pass flagged, or wrote
+        self._written: list[UUID] = []  # versions this pass wrote, still to mark as read
 
     async def run(self, *, max_batches: int = 50) -> RescanReport:
         """Rescan up to ``max_batches`` batches of records (the next run goes on)."""
@@ -147,17 +150,23 @@ class PiiRescan:
             )
             if not rows:
                 break
-            clean: list[Any] = []
+            read: list[UUID] = []
             for row in rows:
                 head = store.record_from_row(row)
+                read.append(head.id)
+                if head.id in self._changed:
+                    continue  # already made sensitive in this pass (propagation)
                 report.scanned += 1
                 kinds = [] if "pii" in head.metadata else self._screener.kinds(screened_text(head))
                 if kinds:
                     await self._flag(head, list(kinds), report)
-                clean.append(head.id)
             # Marked read even when the flag was refused: the refusal is audited and counted,
-            # and a record the Gate will not change must not stall every later pass.
-            await self._db.execute(SQL["mark_screened"], clean, self._screener.version)
+            # and a record the Gate will not change must not stall every later pass. The
+            # versions this pass wrote were read by this detector too.
+            read.extend(self._written)
+            self._written.clear()
+            await self._db.execute(SQL["mark_screened"], read, self._screener.version)
+        self._changed.clear()
         log.info("self_healing.pii_rescan", detector=self._screener.version, **report.summary())
         return report
 
@@ -184,13 +193,21 @@ class PiiRescan:
                 report.refused += 1
 
     async def _sensitive(self, head: MemoryRecord, finding: dict[str, Any]) -> GateResult:
+        current = await store.head(self._db, head.record_id)
+        if current is not None and current.id != head.id:
+            head = current  # it moved since the batch was read: change what it is now
         proposal = head.model_copy(
             update={
                 "access_level": AccessLevel.SENSITIVE,
                 "metadata": {**head.metadata, "pii": finding},
             }
         )
-        return await self._gate.evaluate(_update(head, proposal))
+        result = await self._gate.evaluate(_update(head, proposal))
+        self._changed.add(head.id)
+        if result.modified_record is not None and _applied(result):
+            self._written.append(result.modified_record.id)
+            self._changed.add(result.modified_record.id)
+        return result
 
 
 def _applied(result: GateResult) -> bool:

@@ -371,7 +371,7 @@ class Scheduler:
                 found = await self._book.get(other.name)
                 if found is not None and found.running:
                     log.warning("job.abandoned", job=other.name, holder=found.holder)
-                    self._metrics.job_runs.labels(job=other.name, outcome="abandoned").inc()
+                    self._metrics.job_runs.labels(name=other.name, outcome="abandoned").inc()
                     await self._book.abandon(other.name, now)
         state = await self._book.get(job.name)
         if state is None:  # pragma: no cover - _ensure inserted it
@@ -413,7 +413,7 @@ class Scheduler:
         started_at = self._clock()
         if not claim.manual:
             delay = max(0.0, (started_at - claim.due).total_seconds())
-            self._metrics.job_start_delay_seconds.labels(job=job.name).observe(delay)
+            self._metrics.job_start_delay_seconds.labels(name=job.name).observe(delay)
         log.info("job.started", job=job.name, due=claim.due.isoformat(), attempt=claim.attempt)
         started = time.perf_counter()
         context = JobContext(claim.due, claim.manual, claim.cursor, started_at)
@@ -484,10 +484,10 @@ class Scheduler:
             return RunOutcome(
                 job.name, claim.due, claim.attempt, "abandoned", detail, duration * 1000
             )
-        self._metrics.job_runs.labels(job=job.name, outcome=outcome).inc()
-        self._metrics.job_duration_seconds.labels(job=job.name).observe(duration)
+        self._metrics.job_runs.labels(name=job.name, outcome=outcome).inc()
+        self._metrics.job_duration_seconds.labels(name=job.name).observe(duration)
         if outcome == "succeeded":
-            self._metrics.job_last_success.labels(job=job.name).set(time.time())
+            self._metrics.job_last_success.labels(name=job.name).set(time.time())
             self._not_before.pop(job.name, None)
             if not claim.manual:
                 self._seen[job.name] = claim.due

@@ -111,31 +111,32 @@ class EngramMetrics:
             ["check"],
             registry=r,
         )
-        # Beyond the specification's ten: the background jobs (engram.autonomy).
+        # Beyond the specification's ten: the background jobs (engram.autonomy). Their label
+        # is ``name``: Prometheus sets ``job`` on every series to the scrape job's name.
         self.job_runs = Counter(
             "engram_job_runs_total",
-            "Background job runs by job and outcome (abandoned: its kernel died mid-run).",
-            ["job", "outcome"],
+            "Background job runs by job name and outcome (abandoned: its kernel died mid-run).",
+            ["name", "outcome"],
             registry=r,
         )
         self.job_duration_seconds = Histogram(
             "engram_job_duration_seconds",
             "Duration of background job runs.",
-            ["job"],
+            ["name"],
             buckets=(0.01, 0.05, 0.1, 0.5, *_SLOW),
             registry=r,
         )
         self.job_start_delay_seconds = Histogram(
             "engram_job_start_delay_seconds",
             "Time from a job's due time to its start, on the kernel that ran it.",
-            ["job"],
+            ["name"],
             buckets=(0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0),
             registry=r,
         )
         self.job_last_success = Gauge(
             "engram_job_last_success_timestamp_seconds",
             "Unix time of the job's last successful run on this kernel.",
-            ["job"],
+            ["name"],
             registry=r,
         )
         self.consolidation_backlog = Gauge(
@@ -155,9 +156,9 @@ class EngramMetrics:
         """Pre-set the job series of the given jobs (the scheduler knows them)."""
         for name in names:
             for outcome in JOB_OUTCOMES:
-                self.job_runs.labels(job=name, outcome=outcome)
-            self.job_duration_seconds.labels(job=name)
-            self.job_start_delay_seconds.labels(job=name)
+                self.job_runs.labels(name=name, outcome=outcome)
+            self.job_duration_seconds.labels(name=name)
+            self.job_start_delay_seconds.labels(name=name)
 
     def _preset(self) -> None:
         for decision, origin in product(GATE_DECISIONS, DECISION_TYPES):

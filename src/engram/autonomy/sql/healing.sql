@@ -17,7 +17,7 @@ UPDATE memories SET screened_with = $2 WHERE id = ANY($1::uuid[])
 -- name: derived_heads
 -- The live heads of every record derived (derived_from, transitively) from any version of
 -- record $1: consolidated summaries of it, and records citing it as evidence.
-WITH RECURSIVE derived(record_id) AS (
+WITH RECURSIVE derived(rid) AS (
     SELECT s.record_id
     FROM memories v
     JOIN memory_edges e ON e.target_id = v.id AND e.kind = 'derived_from'
@@ -26,12 +26,12 @@ WITH RECURSIVE derived(record_id) AS (
     UNION
     SELECT s.record_id
     FROM derived d
-    JOIN memories v ON v.record_id = d.record_id
+    JOIN memories v ON v.record_id = d.rid
     JOIN memory_edges e ON e.target_id = v.id AND e.kind = 'derived_from'
     JOIN memories s ON s.id = e.source_id
 )
 SELECT {{record_columns}}
 FROM memories h
-JOIN derived d ON d.record_id = h.record_id
+JOIN derived d ON d.rid = h.record_id
 WHERE h.superseded_by IS NULL AND h.status <> 'forgotten' AND h.record_id <> $1
 ORDER BY h.record_id

@@ -4,7 +4,8 @@
 - ``relates_to`` to its close neighbours: the active records Layer 2 counted as related
   (cosine similarity ≥ :data:`~engram.memory.gate.advisor.RELATED`, among those the writer
   may read), weight = similarity. They make a topic visible as it accumulates, which is what
-  the event-driven consolidation trigger watches (ADR-019);
+  the event-driven consolidation trigger watches (ADR-019); a neighbour it conflicts with
+  gets the conflict's edge instead;
 - the conflicts Layer 2 found (:func:`~engram.memory.gate.resolution.link_conflicts`).
 """
 
@@ -45,10 +46,12 @@ async def link_version(
                 provenance={"reason": "evidence_links"},
             )
     if related and request.decision_type is GateDecisionType.EXTERNAL:
+        # A neighbour it conflicts with gets the conflict's edge, which says more.
+        conflicting = {c.existing_version_id for c in advice.conflicts} if advice else set()
         await store.add_related(
             conn,
             source=new.id,
-            targets=[(target, weight) for target, weight in related if target != new.id],
+            targets=[(t, w) for t, w in related if t != new.id and t not in conflicting],
             decision_id=decision_id,
         )
     await link_conflicts(
