@@ -125,6 +125,7 @@ async def kernel(database: ScratchDatabase, embedder: FastembedEmbedder) -> Asyn
         migrate_on_start=False,
         retry_initial_wait_seconds=0.01,
         db_pool_max_size=40,
+        readiness_cache_seconds=0.0,  # each /readyz of a test sees the state it just made
     )
     async with open_kernel(settings=settings, embeddings=embedder) as opened:
         yield opened

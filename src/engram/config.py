@@ -63,6 +63,12 @@ class EngramSettings(BaseSettings):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["auto", "json", "console"] = "auto"
 
+    readiness_cache_seconds: float = Field(
+        default=2.0,
+        ge=0,
+        description="How long /readyz reuses the outcome of a check that writes (0: never).",
+    )
+
     # --- agents ---
     agent_token: SecretStr | None = Field(
         default=None, description="The agent token `engram mcp` (stdio) acts with."

@@ -66,6 +66,8 @@ from engram.retrieval.search import Retrieval
 log = structlog.get_logger("engram.kernel")
 
 RUNTIME_ROLE = "engram_runtime"
+#: How long the gauges read from the database on a scrape stay fresh.
+GAUGE_REFRESH_SECONDS = 15.0
 
 
 @dataclass
@@ -109,11 +111,24 @@ class Kernel:
     embedded: bool
     head_revision: str
     timings: StartupTimings = field(default_factory=StartupTimings)
+    _gauges_at: float = field(default=float("-inf"), repr=False)
 
     async def schema_revision(self) -> str | None:
         """The migration revision the database is at (``None`` before the first one)."""
         value = await self.db.fetchval("SELECT version_num FROM public.alembic_version")
         return None if value is None else str(value)
+
+    async def refresh_gauges(self) -> None:
+        """Read the database-wide gauges (records by type and path, the consolidation backlog)
+        afresh, at most every :data:`GAUGE_REFRESH_SECONDS`: every kernel on one database then
+        exports the same counts, whichever of them wrote or consolidated (called on each
+        scrape of ``/metrics``)."""
+        now = time.monotonic()
+        if now - self._gauges_at < GAUGE_REFRESH_SECONDS:
+            return
+        self._gauges_at = now
+        await self.gate.refresh_record_gauge()
+        self.metrics.consolidation_backlog.set(await self.consolidation.watch.backlog())
 
     async def check_migrations(self) -> None:
         """Raise :class:`MigrationError` unless the schema is at the code's head revision."""
@@ -351,9 +366,26 @@ def _add_spec_checks(kernel: Kernel) -> None:
                 f"consolidation; the limit is 2 x {watch.fast_path_limit}"
             )
 
-    kernel.health.add("gate", lambda: probe_gate(db, gate.advisor), timeout_seconds=0.2)
-    kernel.health.add("audit_log", lambda: probe_audit_write(db, kernel.audit), timeout_seconds=1.0)
-    kernel.health.add("consolidation_backlog", backlog, timeout_seconds=5.0)
+    limiter = gate.limiter if isinstance(gate.limiter, SharedRateLimiter) else None
+    cache = kernel.settings.readiness_cache_seconds
+    kernel.health.add(
+        "gate",
+        lambda: probe_gate(db, gate.advisor, limiter),
+        timeout_seconds=0.2,
+        cache_seconds=cache,
+    )
+    kernel.health.add(
+        "audit_log",
+        lambda: probe_audit_write(db, kernel.audit),
+        timeout_seconds=1.0,
+        cache_seconds=cache,
+    )
+    kernel.health.add(
+        "consolidation_backlog",
+        backlog,
+        timeout_seconds=5.0,
+        cache_seconds=cache,
+    )
 
 
 def _summarizer(settings: EngramSettings) -> Summarizer:

@@ -256,6 +256,7 @@ async def strict_backlog(
         retry_initial_wait_seconds=0.01,
         fast_path_limit=1,
         consolidation_decay_threshold=1.0,
+        readiness_cache_seconds=0.0,
     )
     async with (
         open_kernel(settings=settings, embeddings=embedder) as kernel,
@@ -330,3 +331,25 @@ async def test_the_backlog_limit_is_twice_the_fast_path_limit_inclusive(
         expected = set() if status == 200 else {"consolidation_backlog"}
         assert expected == set(failed(body))
         assert records == gauge(kernel.metrics.registry, "engram_consolidation_backlog")
+
+
+async def test_readiness_outcomes_of_write_path_checks_are_reused_briefly(
+    database: ScratchDatabase, embedder: FastembedEmbedder
+) -> None:
+    """With ENGRAM_READINESS_CACHE_SECONDS a flood of /readyz runs the write-path probes once
+    per period: the audit probe draws one sequence number, not one per request."""
+    settings = EngramSettings(
+        database_url=database.runtime_url, migrate_on_start=False, readiness_cache_seconds=30.0
+    )
+    seq = "SELECT last_value FROM engram.librarian_audit_seq_seq"
+    async with open_kernel(settings=settings, embeddings=embedder) as kernel:
+        admin = await asyncpg.connect(database.admin_url)
+        try:
+            await kernel.health.run()
+            before = await admin.fetchval(seq)
+            for _ in range(20):
+                outcomes = await kernel.health.run()
+                assert all(outcome.ok for outcome in outcomes)
+            assert before == await admin.fetchval(seq)
+        finally:
+            await admin.close()

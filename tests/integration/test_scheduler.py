@@ -13,7 +13,7 @@ import pytest
 from engram import Kernel
 from engram.autonomy.schedule import Daily, Every
 from engram.autonomy.scheduler import Job, JobContext
-from engram.errors import JobBusy, NotFound
+from engram.errors import DatabaseError, JobBusy, NotFound
 from tests.integration.scheduler_helpers import Clock, scheduler
 
 START = datetime(2026, 11, 25, 2, 59, 30, tzinfo=UTC)
@@ -32,7 +32,7 @@ class Recorder:
         if self.gate is not None:
             await self.gate.wait()
         if self.fail:
-            raise RuntimeError("disk full")
+            raise DatabaseError("disk full")
         return {"served": context.due.isoformat()}
 
 
@@ -97,7 +97,7 @@ async def test_a_failure_is_retried_with_backoff_and_never_raised(kernel: Kernel
     await runner.tick()
     outcome = (await runner.wait_idle())[0]
     assert "failed" == outcome.outcome
-    assert "RuntimeError: disk full" == outcome.detail["error"]
+    assert "DatabaseError: disk full" == outcome.detail["error"]
     state = await runner.book.get("flaky")
     assert state is not None
     assert state.failures == 1
@@ -186,3 +186,41 @@ async def test_manual_runs_refuse_unknown_and_busy_jobs(kernel: Kernel) -> None:
     await running
     await first.stop()
     await second.stop()
+
+
+async def test_a_failed_manual_run_leaves_the_schedule_alone(kernel: Kernel) -> None:
+    """An operator's run that fails neither re-opens a due time that succeeded nor delays
+    the next one: a kernel that knows nothing of either (empty caches) runs nothing."""
+    body = Recorder()
+    clock = Clock(START)
+    job = Job("hourly", Every(timedelta(hours=1)), body, "test")
+    runner = scheduler(kernel, [job], clock)
+    await runner.tick()
+    clock.advance(seconds=31)
+    assert ["hourly"] == await runner.tick()
+    await runner.wait_idle()
+    body.fail = True
+    assert "failed" == (await runner.run_now("hourly")).outcome
+    state = await runner.book.get("hourly")
+    assert state is not None
+    assert (state.outcome, state.failures, state.retry_at) == ("succeeded", 0, None)
+    fresh = scheduler(kernel, [job], clock)
+    assert [] == await fresh.tick()
+    assert 2 == len(body.dues)
+
+
+async def test_a_foreign_error_is_recorded_by_its_type_only(kernel: Kernel) -> None:
+    """A failure that is not engram's own keeps only its type in the job's state and the log
+    (its message may quote data)."""
+
+    async def leaky(context: JobContext) -> Mapping[str, Any]:
+        raise ValueError("the secret text of a memory")
+
+    runner = scheduler(
+        kernel, [Job("leaky", Every(timedelta(hours=1)), leaky, "test")], Clock(START)
+    )
+    outcome = await runner.run_now("leaky")
+    assert ("failed", "ValueError") == (outcome.outcome, outcome.detail["error"])
+    state = await runner.book.get("leaky")
+    assert state is not None
+    assert "secret" not in (state.detail or "")

@@ -260,20 +260,26 @@ async def test_a_summary_quoting_the_finding_is_changed_once(kernel: Kernel) -> 
     assert sorted(decisions) == sorted([(ids[1], "approved"), (item.record_id, "approved")])
 
 
-async def test_a_record_an_admin_released_is_not_flagged_again(kernel: Kernel) -> None:
-    """An admin read the quarantined record and released it: a newer detector that finds
-    something else in it does not quarantine it again; it is only marked as read."""
-    text = f"The {MARKER} budget sheet is owned by dana.kim@example.com in finance."
+async def _released(kernel: Kernel, text: str) -> tuple[UUID, MemoryRecord]:
+    """A record quarantined for an email address, then released by an admin."""
     result = await kernel.gate.evaluate(create(belief(text), BOSS))
     assert result.record_id is not None
-    record_id = result.record_id
-    held = await head_of(kernel, record_id)
+    held = await head_of(kernel, result.record_id)
     assert held.access_level is AccessLevel.SENSITIVE
     assert held.metadata["pii"]["kinds"] == ["email"]
     released, _ = await kernel.quarantine.release(
-        record_id, admin=BOSS, reason="a shared team mailbox, not personal data"
+        result.record_id, admin=BOSS, reason="a shared team mailbox, not personal data"
     )
     assert released.access_level is AccessLevel.AGENT
+    return result.record_id, released
+
+
+async def test_a_record_an_admin_released_is_not_flagged_again(kernel: Kernel) -> None:
+    """An admin read the quarantined record and released it: a newer detector that finds
+    only what the release covered does not quarantine it again; it is only marked as read."""
+    record_id, released = await _released(
+        kernel, "The budget sheet is owned by dana.kim@example.com in finance."
+    )
     flags = pii_flags(kernel)
 
     report = await rescan(kernel).run()
@@ -291,6 +297,39 @@ async def test_a_record_an_admin_released_is_not_flagged_again(kernel: Kernel) -
     assert [record_id] == [
         r.record_id for r in await kernel.temporal.query(record_id=record_id, caller=INTERN)
     ]
+
+
+async def test_a_released_record_goes_back_for_a_new_kind_of_finding(kernel: Kernel) -> None:
+    """The release covered the email address; the newer detector also finds the codename,
+    which no admin has seen: the record is quarantined again for that kind alone."""
+    record_id, _ = await _released(
+        kernel, f"The {MARKER} budget sheet is owned by dana.kim@example.com in finance."
+    )
+
+    report = await rescan(kernel).run()
+
+    assert (report.flagged, report.refused) == (1, 0)
+    head = await head_of(kernel, record_id)
+    assert head.access_level is AccessLevel.SENSITIVE
+    # The Gate screens the self-healing UPDATE too, and records its own finding (the email).
+    assert head.metadata["pii"]["kinds"] == ["email"]
+    assert [(record_id, "UPDATE", "approved", "updated")] == await self_healing_rows(kernel)
+    assert [] == await kernel.temporal.query(record_id=record_id, caller=INTERN)
+
+
+async def test_a_pii_key_a_caller_wrote_exempts_nothing(kernel: Kernel) -> None:
+    """An agent that puts its own ``pii`` key in the metadata does not switch the rescan off
+    for its record."""
+    result = await kernel.gate.evaluate(
+        create(belief(f"The {MARKER} launch is planned for spring.", metadata={"pii": {}}))
+    )
+    assert result.record_id is not None
+    assert (await head_of(kernel, result.record_id)).access_level is AccessLevel.AGENT
+
+    report = await rescan(kernel).run()
+
+    assert report.flagged == 1
+    assert_flagged(await head_of(kernel, result.record_id))
 
 
 # --- decay ------------------------------------------------------------------------------------

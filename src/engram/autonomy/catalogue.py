@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from engram.autonomy.healing import PiiRescan, reembed_missing
+from engram.autonomy.jobs import Job, JobBody, JobContext
 from engram.autonomy.schedule import Daily, Every
-from engram.autonomy.scheduler import Job, JobContext
 from engram.autonomy.state import JobBook
 from engram.config import EngramSettings
 from engram.infra.db import DatabaseAdapter
@@ -48,6 +48,105 @@ CONSOLIDATION_LOCK = "consolidation"
 JOB_SLICE_SECONDS = 300.0
 
 
+@dataclass
+class _Bodies:
+    """The work of each standard job, over the kernel's parts."""
+
+    settings: EngramSettings
+    db: DatabaseAdapter
+    gate: LibrarianGate
+    consolidation: ConsolidationEngine
+    temporal: TemporalEngine
+    embedding_ping: Callable[[], Awaitable[None]]
+    metrics: EngramMetrics
+    rescan: PiiRescan
+    #: What the last pressure pass on this kernel saw and took: a pass that could take
+    #: nothing is not repeated until the fast path has grown by a topic's worth of records.
+    pressure_seen: dict[str, int] = field(default_factory=dict)
+
+    def consolidate(self, trigger: ConsolidationTrigger) -> JobBody:
+        async def run(context: JobContext) -> Mapping[str, Any]:
+            del context
+            return await self._pass(trigger)
+
+        return run
+
+    async def _pass(self, trigger: ConsolidationTrigger) -> dict[str, Any]:
+        report = await self.consolidation.run(trigger)
+        return {
+            "candidates": report.candidates,
+            "batches": len(report.batches),
+            "consumed": len(report.consumed),
+            "skipped": dict(report.skipped),
+        }
+
+    async def event_ready(self, context: JobContext) -> str | None:
+        return await self.consolidation.watch.event(context.cursor)
+
+    async def pressure_ready(self, context: JobContext) -> str | None:
+        del context
+        watch = self.consolidation.watch
+        reason = await watch.pressure()
+        if reason is None or self.pressure_seen.get("consumed") != 0:
+            return reason
+        grown = await watch.fast_path() - self.pressure_seen.get("fast", 0)
+        return reason if grown >= watch.event_threshold else None
+
+    async def relieve(self, context: JobContext) -> Mapping[str, Any]:
+        del context
+        self.pressure_seen["fast"] = await self.consolidation.watch.fast_path()
+        done = await self._pass(ConsolidationTrigger.PRESSURE_DRIVEN)
+        self.pressure_seen["consumed"] = int(done["consumed"])
+        return done
+
+    async def reembed(self, context: JobContext) -> Mapping[str, Any]:
+        del context
+        try:
+            await self.embedding_ping()
+        except Exception as exc:  # noqa: BLE001 - a model that is down is a reason to wait
+            return {"skipped": f"embedding model unavailable ({type(exc).__name__})"}
+        totals = {"candidates": 0, "repaired": 0, "still_degraded": 0}
+        deadline = time.monotonic() + JOB_SLICE_SECONDS
+        while time.monotonic() < deadline:
+            report = await reembed_missing(self.gate, self.db)
+            for key, value in asdict(report).items():
+                totals[key] += value
+            if report.repaired == 0 or report.candidates < 100:
+                break
+        return totals
+
+    async def pii_rescan(self, context: JobContext) -> Mapping[str, Any]:
+        del context
+        return (await self.rescan.run()).summary()
+
+    async def decay_refresh(self, context: JobContext) -> Mapping[str, Any]:
+        read = written = 0
+        after = None
+        deadline = time.monotonic() + JOB_SLICE_SECONDS
+        while time.monotonic() < deadline:
+            n, w, after = await self.temporal.refresh_decay(now=context.now, after=after)
+            read, written = read + n, written + w
+            if after is None:
+                break
+        backlog = await self.consolidation.watch.backlog()
+        self.metrics.consolidation_backlog.set(backlog)
+        await self.gate.refresh_record_gauge()
+        return {"records": read, "changed": written, "backlog": backlog}
+
+    async def retention(self, context: JobContext) -> Mapping[str, Any]:
+        before = context.now - timedelta(days=self.settings.retention_days)
+        events = 0
+        while True:
+            status = await self.db.execute(SQL["prune_outbox"], before, 10_000)
+            deleted = int(status.split()[-1])
+            events += deleted
+            if deleted < 10_000:
+                break
+        status = await self.db.execute(SQL["prune_escalations"], before)
+        runs = await JobBook(self.db).prune(before)
+        return {"events": events, "escalations": int(status.split()[-1]), "job_runs": runs}
+
+
 def standard_jobs(
     settings: EngramSettings,
     *,
@@ -60,132 +159,72 @@ def standard_jobs(
     rescan: PiiRescan | None = None,
 ) -> list[Job]:
     """The jobs every kernel registers (see the module docstring)."""
-    rescan = rescan or PiiRescan(gate, db, metrics)
-    watch = consolidation.watch
-    metrics.fast_path_limit.set(watch.fast_path_limit)
+    work = _Bodies(
+        settings,
+        db,
+        gate,
+        consolidation,
+        temporal,
+        embedding_ping,
+        metrics,
+        rescan or PiiRescan(gate, db, metrics),
+    )
+    metrics.fast_path_limit.set(consolidation.watch.fast_path_limit)
     watch_every = Every(timedelta(seconds=settings.consolidation_watch_seconds))
-
-    def consolidate(trigger: ConsolidationTrigger) -> Callable[[JobContext], Awaitable[Any]]:
-        async def run(context: JobContext) -> Mapping[str, Any]:
-            del context
-            report = await consolidation.run(trigger)
-            return {
-                "candidates": report.candidates,
-                "batches": len(report.batches),
-                "consumed": len(report.consumed),
-                "skipped": dict(report.skipped),
-            }
-
-        return run
-
-    async def event_ready(context: JobContext) -> str | None:
-        return await watch.event(context.cursor)
-
-    async def pressure_ready(context: JobContext) -> str | None:
-        del context
-        return await watch.pressure()
-
-    async def reembed(context: JobContext) -> Mapping[str, Any]:
-        del context
-        try:
-            await embedding_ping()
-        except Exception as exc:  # noqa: BLE001 - a model that is down is a reason to wait
-            return {"skipped": f"embedding model unavailable ({type(exc).__name__})"}
-        totals = {"candidates": 0, "repaired": 0, "still_degraded": 0}
-        deadline = time.monotonic() + JOB_SLICE_SECONDS
-        while time.monotonic() < deadline:
-            report = await reembed_missing(gate, db)
-            for key, value in asdict(report).items():
-                totals[key] += value
-            if report.repaired == 0 or report.candidates < 100:
-                break
-        return totals
-
-    async def pii_rescan(context: JobContext) -> Mapping[str, Any]:
-        del context
-        return (await rescan.run()).summary()
-
-    async def decay_refresh(context: JobContext) -> Mapping[str, Any]:
-        read = written = 0
-        after = None
-        deadline = time.monotonic() + JOB_SLICE_SECONDS
-        while time.monotonic() < deadline:
-            n, w, after = await temporal.refresh_decay(now=context.now, after=after)
-            read, written = read + n, written + w
-            if after is None:
-                break
-        backlog = await watch.backlog()
-        metrics.consolidation_backlog.set(backlog)
-        await gate.refresh_record_gauge()
-        return {"records": read, "changed": written, "backlog": backlog}
-
-    async def retention(context: JobContext) -> Mapping[str, Any]:
-        before = context.now - timedelta(days=settings.retention_days)
-        events = 0
-        while True:
-            status = await db.execute(SQL["prune_outbox"], before, 10_000)
-            deleted = int(status.split()[-1])
-            events += deleted
-            if deleted < 10_000:
-                break
-        status = await db.execute(SQL["prune_escalations"], before)
-        runs = await JobBook(db).prune(before)
-        return {"events": events, "escalations": int(status.split()[-1]), "job_runs": runs}
-
     minutes = timedelta(minutes=1)
     return [
         Job(
             "consolidation_deep",
             Daily(settings.consolidation_hour),
-            consolidate(ConsolidationTrigger.SCHEDULED_DEEP),
+            work.consolidate(ConsolidationTrigger.SCHEDULED_DEEP),
             "full consolidation pass over the fast path",
             lock=CONSOLIDATION_LOCK,
         ),
         Job(
             "consolidation_light",
             Every(minutes * settings.consolidation_light_minutes),
-            consolidate(ConsolidationTrigger.SCHEDULED_LIGHT),
+            work.consolidate(ConsolidationTrigger.SCHEDULED_LIGHT),
             "consolidation pass over recently ingested records",
             lock=CONSOLIDATION_LOCK,
         ),
         Job(
             "consolidation_event",
             watch_every,
-            consolidate(ConsolidationTrigger.EVENT_DRIVEN),
+            work.consolidate(ConsolidationTrigger.EVENT_DRIVEN),
             "consolidation pass when a topic has grown past the threshold",
-            ready=event_ready,
+            ready=work.event_ready,
             lock=CONSOLIDATION_LOCK,
         ),
         Job(
             "consolidation_pressure",
             watch_every,
-            consolidate(ConsolidationTrigger.PRESSURE_DRIVEN),
+            work.relieve,
             "consolidation pass when the fast path is over its limit",
-            ready=pressure_ready,
+            ready=work.pressure_ready,
             lock=CONSOLIDATION_LOCK,
         ),
         Job(
             "reembed",
             Every(minutes * settings.reembed_minutes),
-            reembed,
+            work.reembed,
             "embed records stored without an embedding (self-healing)",
         ),
         Job(
             "pii_rescan",
             Every(minutes * settings.pii_rescan_minutes),
-            pii_rescan,
-            "rescan records an older PII detector screened (self-healing)",
+            work.pii_rescan,
+            "rescan records another PII detector version screened (self-healing)",
         ),
         Job(
             "decay_refresh",
             Every(minutes * settings.decay_refresh_minutes),
-            decay_refresh,
+            work.decay_refresh,
             "recompute decay scores and the consolidation backlog",
         ),
         Job(
             "retention",
             Daily(4, 30),
-            retention,
+            work.retention,
             "delete delivered events, closed escalations and job runs past retention",
         ),
     ]

@@ -1,12 +1,14 @@
 """Self-healing jobs. Each repair is a write, so each passes the Gate as ``self_healing``.
 
 - :func:`reembed_missing` embeds records stored in degraded mode (no embedding);
-- :class:`PiiRescan` reads live records with the current PII detector when an older one
-  screened them (§5.1's compensating control). A new finding makes the record ``sensitive``
-  (an audited self-healing UPDATE keeping its content and status) and the same change goes
-  to every record ``derived_from`` it, consolidated summaries included, however deep. Records
-  that carry ``metadata.pii`` already (quarantined, or released by an admin who read them) are
-  not flagged again; a clean record is only marked as read by the new version.
+- :class:`PiiRescan` reads live records with the current PII detector when another version
+  screened them (§5.1's compensating control). A finding makes the record ``sensitive`` (an
+  audited self-healing UPDATE keeping its content and status) and the same change goes to
+  every record ``derived_from`` it, consolidated summaries included, however deep; a record
+  already held as sensitive for PII passes the change on to its descendants the same way. A
+  record an admin released (an audited RELEASE) goes back only for a kind of finding the
+  release did not cover. What a caller wrote in ``metadata`` decides none of this. A clean
+  record is only marked as read by the new version.
 """
 
 from __future__ import annotations
@@ -122,7 +124,7 @@ class RescanReport:
 
 
 class PiiRescan:
-    """Rescans records screened by an older detector (see the module docstring)."""
+    """Rescans records screened by another detector version (see the module docstring)."""
 
     def __init__(
         self,
@@ -138,64 +140,117 @@ class PiiRescan:
         self._metrics = metrics
         self._screener = screener or current_screener()
         self._batch = batch
-        self._changed: set[UUID] = set()  # versions this pass flagged, or wrote
-        self._written: list[UUID] = []  # versions this pass wrote, still to mark as read
 
     async def run(self, *, max_batches: int = 50) -> RescanReport:
         """Rescan up to ``max_batches`` batches of records (the next run goes on)."""
-        report = RescanReport()
+        rescan = _Pass(self._gate, self._db, self._metrics, self._screener)
         for _ in range(max_batches):
             rows = await self._db.fetch(
                 SQL["unscreened_heads"], self._screener.version, self._batch
             )
             if not rows:
                 break
-            read: list[UUID] = []
-            for row in rows:
-                head = store.record_from_row(row)
-                read.append(head.id)
-                if head.id in self._changed:
-                    continue  # already made sensitive in this pass (propagation)
-                report.scanned += 1
-                kinds = [] if "pii" in head.metadata else self._screener.kinds(screened_text(head))
-                if kinds:
-                    await self._flag(head, list(kinds), report)
-            # Marked read even when the flag was refused: the refusal is audited and counted,
+            heads = [store.record_from_row(row) for row in rows]
+            released = {
+                row["record_id"]
+                for row in await self._db.fetch(
+                    SQL["released_records"], [head.record_id for head in heads]
+                )
+            }
+            for head in heads:
+                await rescan.read(head, released=head.record_id in released)
+            # Marked read even when a flag was refused: the refusal is audited and counted,
             # and a record the Gate will not change must not stall every later pass. The
             # versions this pass wrote were read by this detector too.
-            read.extend(self._written)
-            self._written.clear()
-            await self._db.execute(SQL["mark_screened"], read, self._screener.version)
-        self._changed.clear()
-        log.info("self_healing.pii_rescan", detector=self._screener.version, **report.summary())
-        return report
+            await self._db.execute(
+                SQL["mark_screened"],
+                [h.id for h in heads] + rescan.take_written(),
+                self._screener.version,
+            )
+        log.info(
+            "self_healing.pii_rescan", detector=self._screener.version, **rescan.report.summary()
+        )
+        return rescan.report
 
-    async def _flag(self, head: MemoryRecord, kinds: list[str], report: RescanReport) -> None:
+
+class _Pass:
+    """The state of one rescan run: its report and the versions it changed or wrote."""
+
+    def __init__(
+        self,
+        gate: LibrarianGate,
+        db: DatabaseAdapter,
+        metrics: EngramMetrics,
+        screener: Screener,
+    ) -> None:
+        self._gate = gate
+        self._db = db
+        self._metrics = metrics
+        self._screener = screener
+        self.report = RescanReport()
+        self._changed: set[UUID] = set()
+        self._written: list[UUID] = []
+
+    def take_written(self) -> list[UUID]:
+        written, self._written = self._written, []
+        return written
+
+    async def read(self, head: MemoryRecord, *, released: bool) -> None:
+        """Screen one head: flag what a caller may still read; for a record already held as
+        sensitive for PII, make sure what derives from it is too."""
+        if head.id in self._changed:
+            return  # made sensitive earlier in this pass (propagation)
+        self.report.scanned += 1
+        previous = head.metadata.get("pii")
+        if head.access_level is AccessLevel.SENSITIVE:
+            if isinstance(previous, dict):
+                await self._propagate(head, previous)
+            return
+        kinds = list(self._screener.kinds(screened_text(head)))
+        if released and isinstance(previous, dict):
+            # An admin read it and released it for what was found then; only a new kind of
+            # finding puts it back in quarantine.
+            seen = set(previous.get("kinds") or ())
+            kinds = [kind for kind in kinds if kind not in seen]
+        if kinds:
+            await self._flag(head, kinds)
+
+    async def _flag(self, head: MemoryRecord, kinds: list[str]) -> None:
         finding = {"kinds": kinds, "detector": self._screener.version, "found_by": "rescan"}
         result = await self._sensitive(head, finding)
+        if result is None:
+            return
         if not _applied(result):
-            report.refused += 1
+            self.report.refused += 1
             log.warning("self_healing.pii_flag_refused", record_id=str(head.record_id))
             return
-        report.flagged += 1
-        report.flagged_ids.append(str(head.record_id))
+        self.report.flagged += 1
+        self.report.flagged_ids.append(str(head.record_id))
         if not _gate_flagged(result):  # the Gate's own screening counted it otherwise
             self._metrics.pii_flags.labels(detector=self._screener.label).inc()
-        rows = await self._db.fetch(SQL["derived_heads"], head.record_id)
-        for row in rows:
+        await self._propagate(head, finding)
+
+    async def _propagate(self, source: MemoryRecord, finding: dict[str, Any]) -> None:
+        """Make every live record derived from ``source`` sensitive too."""
+        inherited = {**finding, "propagated_from": str(source.record_id)}
+        for row in await self._db.fetch(SQL["derived_heads"], source.record_id):
             derived = store.record_from_row(row)
             if derived.access_level is AccessLevel.SENSITIVE:
                 continue
-            inherited = {**finding, "propagated_from": str(head.record_id)}
-            if _applied(await self._sensitive(derived, inherited)):
-                report.propagated += 1
+            result = await self._sensitive(derived, inherited)
+            if result is None:
+                continue
+            if _applied(result):
+                self.report.propagated += 1
             else:
-                report.refused += 1
+                self.report.refused += 1
 
-    async def _sensitive(self, head: MemoryRecord, finding: dict[str, Any]) -> GateResult:
+    async def _sensitive(self, head: MemoryRecord, finding: dict[str, Any]) -> GateResult | None:
+        """Raise ``head`` to sensitive through the Gate; None when it moved on since it was
+        read (its new version was screened when it was written)."""
         current = await store.head(self._db, head.record_id)
-        if current is not None and current.id != head.id:
-            head = current  # it moved since the batch was read: change what it is now
+        if current is None or current.id != head.id:
+            return None
         proposal = head.model_copy(
             update={
                 "access_level": AccessLevel.SENSITIVE,

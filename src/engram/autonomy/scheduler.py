@@ -23,19 +23,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import socket
 import time
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import structlog
 
-from engram.autonomy.schedule import Schedule, backoff
+from engram.autonomy.jobs import (
+    Claim,
+    Clock,
+    Job,
+    JobContext,
+    JobStatus,
+    RunOutcome,
+    SchedulerSettings,
+    being_cancelled,
+    error_text,
+    summary,
+)
+from engram.autonomy.schedule import backoff
 from engram.autonomy.state import JobBook, JobState
 from engram.errors import EngramError, JobBusy, NotFound
 from engram.infra.db import Connection, DatabaseAdapter
@@ -43,95 +51,6 @@ from engram.memory.types import utc_now
 from engram.observability.metrics import EngramMetrics
 
 log = structlog.get_logger("engram.autonomy.scheduler")
-
-Clock = Callable[[], datetime]
-
-
-@dataclass(frozen=True, slots=True)
-class JobContext:
-    """What a run knows: the due time it serves, whether an operator asked for it, and the due
-    time of the job's last successful scheduled run (``cursor``; None before the first)."""
-
-    due: datetime
-    manual: bool
-    cursor: datetime | None
-    now: datetime
-
-
-JobBody = Callable[[JobContext], Awaitable[Mapping[str, Any]]]
-Condition = Callable[[JobContext], Awaitable[str | None]]
-
-
-@dataclass(frozen=True, slots=True)
-class Job:
-    """A named piece of background work.
-
-    ``run`` returns a small JSON-ready summary (counts, never memory content). ``ready``, for a
-    watched job, says why it should run now (or None: not now)."""
-
-    name: str
-    schedule: Schedule
-    run: JobBody
-    description: str
-    ready: Condition | None = None
-    #: Jobs sharing a lock never run at the same time (the job's own name when None).
-    lock: str | None = None
-
-    @property
-    def lock_key(self) -> str:
-        return self.lock or self.name
-
-
-@dataclass(frozen=True, slots=True)
-class RunOutcome:
-    """How one run ended."""
-
-    job: str
-    due: datetime
-    attempt: int
-    outcome: str
-    detail: Mapping[str, Any]
-    duration_ms: float
-
-
-@dataclass
-class _Claim:
-    job: Job
-    due: datetime
-    attempt: int
-    manual: bool
-    run_id: int
-    cursor: datetime | None
-    reason: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class JobStatus:
-    """A job as ``engram jobs list`` shows it."""
-
-    name: str
-    description: str
-    schedule: str
-    next_due: datetime
-    state: JobState | None
-
-
-def default_holder() -> str:
-    """This process, as other kernels see it in ``engram jobs list``."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-
-
-@dataclass
-class SchedulerSettings:
-    """How often the scheduler looks, and how it backs off."""
-
-    poll_seconds: float = 5.0
-    backoff_base: timedelta = timedelta(minutes=1)
-    backoff_ceiling: timedelta = timedelta(hours=1)
-    max_concurrent: int = 3
-    #: How long stopping waits for running jobs before it cancels them.
-    stop_grace_seconds: float = 5.0
-    holder: str = field(default_factory=default_holder)
 
 
 class Scheduler:
@@ -165,6 +84,7 @@ class Scheduler:
         self._session_lock = asyncio.Lock()
         self._ensured = False
         self._stop = asyncio.Event()
+        self._closed = False  # stopped: claims nothing more
         metrics.preset_jobs(tuple(names))
 
     @property
@@ -185,24 +105,27 @@ class Scheduler:
     async def serving(self) -> AsyncIterator[Scheduler]:
         """Run the polling loop for the duration of the block."""
         self._stop.clear()
+        self._closed = False
         loop = asyncio.create_task(self._loop(), name="engram-scheduler")
         log.info("scheduler.started", holder=self.holder, jobs=len(self._jobs))
         try:
             yield self
         finally:
+            # The loop first (a poll in progress could claim a job), then the runs.
             self._stop.set()
-            await self.stop()
             loop.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await loop
+            await self.stop()
             log.info("scheduler.stopped", holder=self.holder)
 
     async def _loop(self) -> None:
         while not self._stop.is_set():
             try:
+                await self._check_session()
                 await self.tick()
             except Exception as exc:  # noqa: BLE001 - the loop outlives any failure
-                log.warning("scheduler.tick_failed", error=f"{type(exc).__name__}: {exc}")
+                log.warning("scheduler.tick_failed", error=error_text(exc))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), self._settings.poll_seconds)
 
@@ -213,7 +136,7 @@ class Scheduler:
         for job in self._jobs.values():
             if len(self._running) >= self._settings.max_concurrent:
                 break
-            if job.lock_key in self._held:
+            if self._busy(job):
                 continue
             due = job.schedule.latest_due(now)
             seen = self._seen.get(job.name)
@@ -230,6 +153,23 @@ class Scheduler:
                 started.append(job.name)
         return started
 
+    def _busy(self, job: Job) -> bool:
+        """This kernel holds the job's lock, or still finishes a run of its lock group (one
+        whose lock was lost and is being recorded)."""
+        running = {self._jobs[name].lock_key for name in self._running}
+        return job.lock_key in self._held or job.lock_key in running
+
+    async def _check_session(self) -> None:
+        """While jobs run, make sure the session holding their locks is alive: if it died,
+        PostgreSQL released the locks and another kernel may claim those jobs."""
+        async with self._session_lock:
+            if not self._held or self._session is None:
+                return
+            try:
+                await self._session.fetchval("SELECT 1")
+            except EngramError:
+                await self._session_lost()
+
     async def wait_idle(self) -> list[RunOutcome]:
         """Wait for the runs in progress on this kernel; their outcomes."""
         done = await asyncio.gather(*self._running.values(), return_exceptions=True)
@@ -237,6 +177,7 @@ class Scheduler:
 
     async def stop(self) -> None:
         """Let running jobs finish within the grace period, cancel the rest, close the session."""
+        self._closed = True
         tasks = list(self._running.values())
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=self._settings.stop_grace_seconds)
@@ -254,7 +195,7 @@ class Scheduler:
             raise NotFound(f"no job {name!r}; known: {', '.join(self._jobs)}")
         now = self._clock()
         claim = None
-        if job.lock_key not in self._held:
+        if not self._busy(job):
             claim = await self._claim(job, now, now=now, manual=True)
         if claim is None:
             running = [
@@ -347,9 +288,9 @@ class Scheduler:
             except EngramError:
                 await self._session_lost()
 
-    async def _claim(
-        self, job: Job, due: datetime, *, now: datetime, manual: bool
-    ) -> _Claim | None:
+    async def _claim(self, job: Job, due: datetime, *, now: datetime, manual: bool) -> Claim | None:
+        if self._closed:
+            return None
         await self._ensure()
         if not await self._try_lock(job.lock_key):
             return None
@@ -364,7 +305,7 @@ class Scheduler:
 
     async def _claim_locked(
         self, job: Job, due: datetime, *, now: datetime, manual: bool
-    ) -> _Claim | None:
+    ) -> Claim | None:
         # The lock was free, so a kernel that marked a job of this lock running is gone.
         for other in self._jobs.values():
             if other.lock_key == job.lock_key:
@@ -372,7 +313,14 @@ class Scheduler:
                 if found is not None and found.running:
                     log.warning("job.abandoned", job=other.name, holder=found.holder)
                     self._metrics.job_runs.labels(name=other.name, outcome="abandoned").inc()
-                    await self._book.abandon(other.name, now)
+                    # The first takeover runs at once; a job that keeps killing its kernel
+                    # (it runs out of memory, say) backs off like one that fails.
+                    wait = backoff(
+                        found.failures,
+                        base=self._settings.backoff_base,
+                        ceiling=self._settings.backoff_ceiling,
+                    )
+                    await self._book.abandon(other.name, now, retry_at=now + wait)
         state = await self._book.get(job.name)
         if state is None:  # pragma: no cover - _ensure inserted it
             raise LookupError(f"no row for job {job.name!r}")
@@ -404,11 +352,11 @@ class Scheduler:
         run_id = await self._book.start(
             job.name, due=due, attempt=attempt, manual=manual, holder=self.holder, now=now
         )
-        return _Claim(job, due, attempt, manual, run_id, state.cursor, reason)
+        return Claim(job, due, attempt, manual, run_id, state.cursor, reason)
 
     # --- running ----------------------------------------------------------------------------
 
-    async def _execute(self, claim: _Claim) -> RunOutcome:
+    async def _execute(self, claim: Claim) -> RunOutcome:
         job = claim.job
         started_at = self._clock()
         if not claim.manual:
@@ -426,16 +374,16 @@ class Scheduler:
         except asyncio.CancelledError:
             outcome = "abandoned"
             detail["error"] = "stopped before it finished"
-            if _being_cancelled():  # the kernel is stopping: record, then stop too
+            if being_cancelled():  # the kernel is stopping: record, then stop too
                 await self._finish(claim, outcome, detail, started)
                 raise
         except Exception as exc:  # noqa: BLE001 - a job failure never reaches the server
             outcome = "failed"
-            detail["error"] = f"{type(exc).__name__}: {exc}"
+            detail["error"] = error_text(exc)
         return await self._finish(claim, outcome, detail, started)
 
     async def _finish(
-        self, claim: _Claim, outcome: str, detail: dict[str, Any], started: float
+        self, claim: Claim, outcome: str, detail: dict[str, Any], started: float
     ) -> RunOutcome:
         """Record the run (even while this task is being cancelled) and forget it here."""
         try:
@@ -445,20 +393,20 @@ class Scheduler:
             self._bodies.pop(claim.job.name, None)
 
     async def _record(
-        self, claim: _Claim, outcome: str, detail: dict[str, Any], started: float
+        self, claim: Claim, outcome: str, detail: dict[str, Any], started: float
     ) -> RunOutcome:
         job = claim.job
         duration = time.perf_counter() - started
         now = self._clock()
         failures = 0
         retry_at = None
-        if outcome == "failed":
+        if outcome == "failed" and not claim.manual:
             state = await self._safe_get(job.name)
             failures = (state.failures if state is not None else 0) + 1
             retry_at = now + backoff(
                 failures, base=self._settings.backoff_base, ceiling=self._settings.backoff_ceiling
             )
-        summary = _summary(outcome, detail)
+        line = summary(outcome, detail)
         recorded: int | None = 0
         try:
             recorded = await self._book.finish(
@@ -467,11 +415,12 @@ class Scheduler:
                 outcome=outcome,
                 now=now,
                 detail=detail,
-                summary=summary,
+                summary=line,
                 duration_ms=duration * 1000,
                 retry_at=retry_at,
                 cursor=claim.due if outcome == "succeeded" and not claim.manual else None,
                 holder=self.holder,
+                manual=claim.manual,
             )
         except EngramError as exc:
             # The row stays "running"; whoever next holds the lock records it as abandoned.
@@ -492,14 +441,14 @@ class Scheduler:
             if not claim.manual:
                 self._seen[job.name] = claim.due
             log.info("job.succeeded", job=job.name, duration_ms=round(duration * 1000, 1))
-        elif outcome == "failed":
-            self._not_before[job.name] = retry_at or now
+        elif outcome == "failed" and retry_at is not None:
+            self._not_before[job.name] = retry_at
             log.warning(
                 "job.failed",
                 job=job.name,
                 reason=detail.get("error"),
                 failures=failures,
-                retry_at=None if retry_at is None else retry_at.isoformat(),
+                retry_at=retry_at.isoformat(),
             )
         return RunOutcome(job.name, claim.due, claim.attempt, outcome, detail, duration * 1000)
 
@@ -510,15 +459,4 @@ class Scheduler:
             return None
 
 
-def _being_cancelled() -> bool:
-    """True when the current task itself was asked to stop (not only what it awaited)."""
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
-
-
-def _summary(outcome: str, detail: Mapping[str, Any]) -> str:
-    """One line for ``engram jobs list``."""
-    if "error" in detail:
-        return str(detail["error"])[:500]
-    parts = [f"{key}={value}" for key, value in detail.items() if not isinstance(value, dict)]
-    return (", ".join(parts) or outcome)[:500]
+__all__ = ["Job", "JobContext", "JobStatus", "RunOutcome", "Scheduler", "SchedulerSettings"]

@@ -96,8 +96,10 @@ class JobBook:
     async def mark_checked(self, name: str, due: datetime) -> None:
         await self._db.execute(SQL["mark_checked"], name, due)
 
-    async def abandon(self, name: str, now: datetime) -> None:
-        await self._db.fetchrow(SQL["abandon_run"], name, now)
+    async def abandon(self, name: str, now: datetime, *, retry_at: datetime) -> None:
+        """Close the run a dead kernel left open (a scheduled one may be retried at
+        ``retry_at``)."""
+        await self._db.execute(SQL["abandon_run"], name, now, retry_at)
 
     async def start(
         self, name: str, *, due: datetime, attempt: int, manual: bool, holder: str, now: datetime
@@ -121,6 +123,7 @@ class JobBook:
         retry_at: datetime | None,
         cursor: datetime | None,
         holder: str,
+        manual: bool,
     ) -> int | None:
         """Record how a run ended; the job's consecutive failures after it (None when another
         kernel took the job over meanwhile and nothing was recorded)."""
@@ -136,6 +139,7 @@ class JobBook:
             retry_at,
             cursor,
             holder,
+            manual,
         )
         return None if failures is None else int(failures)
 

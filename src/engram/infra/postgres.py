@@ -7,6 +7,7 @@ connection :class:`~engram.errors.DatabaseUnavailable`, and so on.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -247,9 +248,10 @@ class PostgresDatabase:
             try:
                 yield conn
             finally:
-                with contextlib.suppress(DatabaseError):
-                    # A lock left on a pooled connection would outlive its holder.
-                    await conn.execute("SELECT pg_advisory_unlock_all()")
+                # A lock left on a pooled connection would outlive its holder: released even
+                # when the block is cancelled.
+                with contextlib.suppress(DatabaseError, asyncio.CancelledError):
+                    await asyncio.shield(conn.execute("SELECT pg_advisory_unlock_all()"))
 
     async def ping(self) -> None:
         value = await self.fetchval("SELECT 1")

@@ -20,11 +20,14 @@ class CheckOutcome:
     duration_ms: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Check:
     name: str
     probe: Probe
     timeout_seconds: float
+    cache_seconds: float = 0.0
+    last: CheckOutcome | None = None
+    at: float = float("-inf")
 
 
 class HealthChecks:
@@ -33,9 +36,13 @@ class HealthChecks:
     def __init__(self) -> None:
         self._checks: list[_Check] = []
 
-    def add(self, name: str, probe: Probe, *, timeout_seconds: float) -> None:
-        """Register a probe that raises (or overruns ``timeout_seconds``) when unhealthy."""
-        self._checks.append(_Check(name, probe, timeout_seconds))
+    def add(
+        self, name: str, probe: Probe, *, timeout_seconds: float, cache_seconds: float = 0.0
+    ) -> None:
+        """Register a probe that raises (or overruns ``timeout_seconds``) when unhealthy. With
+        ``cache_seconds`` its outcome is reused for that long: a probe that does real work
+        (the §8 write-path checks) is not run once per request of an unauthenticated flood."""
+        self._checks.append(_Check(name, probe, timeout_seconds, cache_seconds))
 
     @property
     def names(self) -> list[str]:
@@ -46,8 +53,16 @@ class HealthChecks:
         """Run every check concurrently and report each outcome."""
         return list(await asyncio.gather(*(self._run_one(check) for check in self._checks)))
 
+    @classmethod
+    async def _run_one(cls, check: _Check) -> CheckOutcome:
+        now = time.monotonic()
+        if check.last is not None and now - check.at < check.cache_seconds:
+            return check.last
+        check.last, check.at = await cls._probe(check), now
+        return check.last
+
     @staticmethod
-    async def _run_one(check: _Check) -> CheckOutcome:
+    async def _probe(check: _Check) -> CheckOutcome:
         started = time.perf_counter()
         try:
             await asyncio.wait_for(check.probe(), check.timeout_seconds)

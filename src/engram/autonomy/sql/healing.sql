@@ -2,14 +2,20 @@
 -- repair of a record is a write through the Gate.
 
 -- name: unscreened_heads
--- Live heads not yet read by detector version $1 (NULL: screened before versions were
--- recorded), oldest first, at most $2. The OR of ranges lets the partial index answer it.
+-- Live heads not read by detector version $1 (NULL: screened before versions were recorded,
+-- or a restatement the Gate did not screen), at most $2, in no particular order: each batch
+-- is marked read, so the next one finds the rest without sorting them all. The OR of ranges
+-- lets the partial index answer it.
 SELECT {{record_columns}}
 FROM memories
 WHERE superseded_by IS NULL AND status <> 'forgotten'
   AND (screened_with IS NULL OR screened_with < $1 OR screened_with > $1)
-ORDER BY ingestion_time, id
 LIMIT $2
+
+-- name: released_records
+-- The records of $1 an admin released from quarantine (an audited RELEASE).
+SELECT DISTINCT record_id FROM librarian_audit
+WHERE action = 'RELEASE' AND record_id = ANY($1::uuid[])
 
 -- name: mark_screened
 UPDATE memories SET screened_with = $2 WHERE id = ANY($1::uuid[])

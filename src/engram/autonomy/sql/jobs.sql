@@ -29,15 +29,22 @@ UPDATE jobs SET last_due = $2 WHERE name = $1
 
 -- name: abandon_run
 -- The holder of a running job died (its lock is free): its open run is closed as abandoned.
+-- An abandoned scheduled run counts as a failure ($3: when it may be retried); an abandoned
+-- manual run leaves the scheduled state as it was.
 WITH closed AS (
     UPDATE job_runs SET outcome = 'abandoned', finished_at = $2
     WHERE job = $1 AND outcome = 'running'
-    RETURNING id
+    RETURNING manual
+), manual AS (
+    SELECT coalesce(bool_and(manual), false) AS only FROM closed
 )
-UPDATE jobs SET running = false, outcome = 'abandoned', finished_at = $2,
-       detail = 'its kernel stopped before it finished (' || coalesce(holder, '?') || ')'
+UPDATE jobs SET running = false, finished_at = $2,
+       outcome = CASE WHEN manual.only THEN jobs.outcome ELSE 'abandoned' END,
+       failures = CASE WHEN manual.only THEN jobs.failures ELSE jobs.failures + 1 END,
+       retry_at = CASE WHEN manual.only THEN jobs.retry_at ELSE $3 END,
+       detail = 'its kernel stopped before it finished (' || coalesce(jobs.holder, '?') || ')'
+FROM manual
 WHERE name = $1
-RETURNING (SELECT count(*) FROM closed) AS closed
 
 -- name: start_run
 -- $2 due, $3 attempt, $4 manual, $5 holder, $6 started. Manual runs leave last_due alone.
@@ -53,19 +60,22 @@ RETURNING (SELECT id FROM run) AS run_id
 
 -- name: finish_run
 -- $2 run id, $3 outcome, $4 finished, $5 detail (jsonb), $6 summary text, $7 duration ms,
--- $8 retry_at (failed runs), $9 cursor (a succeeded run's due time), $10 holder. A run another
--- kernel already recorded as abandoned (this one lost its lock meanwhile) is left as it is,
--- and so is the job's row unless this kernel still holds it.
+-- $8 retry_at (failed runs), $9 cursor (a succeeded run's due time), $10 holder, $11 manual.
+-- A run another kernel already recorded as abandoned (this one lost its lock meanwhile)
+-- is left as it is, and so is the job's row. A manual run leaves the scheduled state (outcome,
+-- failures, retry time) as it was: it neither retries nor excuses a due time.
 WITH run AS (
     UPDATE job_runs SET outcome = $3, finished_at = $4, detail = $5
     WHERE id = $2 AND outcome = 'running'
+    RETURNING id
 )
-UPDATE jobs SET running = false, outcome = $3, finished_at = $4, detail = $6,
-       duration_ms = $7, runs = runs + 1,
-       failures = CASE WHEN $3 = 'succeeded' THEN 0 ELSE failures + 1 END,
-       retry_at = $8,
+UPDATE jobs SET running = false, finished_at = $4, detail = $6, duration_ms = $7,
+       runs = runs + 1,
+       outcome = CASE WHEN $11 THEN outcome ELSE $3 END,
+       failures = CASE WHEN $11 THEN failures WHEN $3 = 'succeeded' THEN 0 ELSE failures + 1 END,
+       retry_at = CASE WHEN $11 THEN retry_at ELSE $8 END,
        cursor = coalesce($9, cursor)
-WHERE name = $1 AND running AND holder = $10
+WHERE name = $1 AND running AND holder = $10 AND EXISTS (SELECT 1 FROM run)
 RETURNING failures
 
 -- name: recent_runs

@@ -4,8 +4,9 @@
 - **event**: a topic that has grown since the last event-driven pass. Writes link a new record
   to its close neighbours with ``relates_to`` edges (:mod:`engram.memory.gate.links`); the
   records written since the pass, joined to the records they link to, form groups (connected
-  components), and a group of at least ``ENGRAM_CONSOLIDATION_EVENT_THRESHOLD`` active
-  fast-path records is a topic worth a pass. So is a record Layer 2 routed to consolidation
+  components, older records only connecting), and a group holding at least
+  ``ENGRAM_CONSOLIDATION_EVENT_THRESHOLD`` records written since the pass is a topic worth a
+  pass. So is a record Layer 2 routed to consolidation
   (``route_to_consolidation``: repeated, or with four related records) since then;
 - **backlog** (the readiness check): active fast-path records whose decay score fell below
   the threshold, which consolidation has not yet taken.
@@ -26,8 +27,9 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 FRESH_LIMIT = 5000
 
 
-def largest_group(pairs: list[tuple[UUID, UUID]]) -> int:
-    """The size of the largest connected component of the graph whose edges are ``pairs``."""
+def largest_group(pairs: list[tuple[UUID, UUID]], counted: set[UUID] | None = None) -> int:
+    """The size of the largest connected component of the graph whose edges are ``pairs``,
+    counting only the nodes in ``counted`` (every node when None)."""
     parent: dict[UUID, UUID] = {}
 
     def find(node: UUID) -> UUID:
@@ -41,7 +43,7 @@ def largest_group(pairs: list[tuple[UUID, UUID]]) -> int:
         root_a, root_b = find(a), find(b)
         if root_a != root_b:
             parent[root_a] = root_b
-    sizes = Counter(find(node) for node in list(parent))
+    sizes = Counter(find(node) for node in list(parent) if counted is None or node in counted)
     return max(sizes.values(), default=0)
 
 
@@ -80,7 +82,9 @@ class ConsolidationWatch:
         """Why an event-driven pass should run now (records since ``since``), or None."""
         since = since or _EPOCH
         rows = await self._db.fetch(SQL["fresh_relations"], since, FRESH_LIMIT)
-        group = largest_group([(row["a"], row["b"]) for row in rows])
+        # Older records connect the new ones into a topic; only the new ones are counted.
+        fresh = {row["a"] for row in rows}
+        group = largest_group([(row["a"], row["b"]) for row in rows], fresh)
         if group >= self.event_threshold:
             return f"a topic of {group} related records grew since the last pass"
         routed = int(await self._db.fetchval(SQL["routed_since"], since) or 0)

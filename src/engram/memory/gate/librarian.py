@@ -98,6 +98,11 @@ class LibrarianGate:
         """The Layer 2 advisor in use."""
         return self._advisor
 
+    @property
+    def limiter(self) -> SharedRateLimiter | RateLimiter:
+        """The rate limiter of external writes."""
+        return self._limiter
+
     async def evaluate(self, request: GateRequest) -> GateResult:
         """Decide one request and persist the outcome; see the module docstring."""
         timing = Timing(started=time.perf_counter())

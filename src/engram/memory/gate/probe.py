@@ -1,9 +1,9 @@
 """Readiness probes of the write path (the specification's §8 health checks).
 
-- :func:`probe_gate` puts a synthetic request through the Gate's decision without writing:
-  Layer 1 on a fixed record, the neighbour query Layer 2 reads (the real statement, on a
-  fixed unit vector) and the advisor's advice. Nothing is stored or audited; a probe every
-  few seconds leaves no trace.
+- :func:`probe_gate` puts a synthetic request through the Gate's decision without writing a
+  record: the shared rate bucket (the probe's own), Layer 1 on a fixed record, the neighbour
+  query Layer 2 reads (the real statement, on a fixed unit vector) and the advisor's advice.
+  Nothing is stored or audited.
 - :func:`probe_audit_write` appends a synthetic row to the audit log inside a transaction
   that is then rolled back: the log accepts writes (role, triggers, lane lock, chain), and
   keeps nothing. The sequence number it drew is skipped, as after any failed write.
@@ -19,7 +19,7 @@ from engram.memory.audit.log import AuditLog
 from engram.memory.fingerprint import content_hash
 from engram.memory.gate.advisor import GateAdvisor
 from engram.memory.gate.decision import advise, screen
-from engram.memory.gate.rate_limit import Decided, RateDecision
+from engram.memory.gate.rate_limit import Decided, RateDecision, SharedRateLimiter
 from engram.memory.gate.requests import GateRequest, WriteOutcome
 from engram.memory.gate.write_path import audit_entry
 from engram.memory.types import (
@@ -52,9 +52,13 @@ def _request() -> GateRequest:
     return GateRequest(GateAction.CREATE, record, PROBE, GateDecisionType.SELF_HEALING)
 
 
-async def probe_gate(db: DatabaseAdapter, advisor: GateAdvisor) -> None:
+async def probe_gate(
+    db: DatabaseAdapter, advisor: GateAdvisor, limiter: SharedRateLimiter | None = None
+) -> None:
     """Decide a synthetic CREATE without writing it; raise :class:`ProbeFailed` on a wrong
     answer (errors of the database or advisor propagate)."""
+    if limiter is not None:
+        await limiter.acquire(PROBE.agent_id, PROBE.trust_level, None)
     request = _request()
     screening = screen(request, head=None, missing_evidence=(), limiter=_ALLOWED)
     if screening.verdict is not None:

@@ -10,6 +10,7 @@ with a 413 problem as soon as its Content-Length (or the bytes read so far) says
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
@@ -19,6 +20,7 @@ from fastapi.responses import JSONResponse
 
 from engram import __version__
 from engram.config import EngramSettings
+from engram.errors import EngramError
 from engram.kernel import Kernel, open_kernel
 from engram.protocols.http.api import install_api
 from engram.protocols.http.bootstrap import Announce, announce_first_agent, to_stdout
@@ -77,7 +79,8 @@ def create_app(
 
     @app.get("/readyz", tags=["operations"])
     async def readyz(request: Request) -> JSONResponse:
-        """Readiness: database reachable, migrations at head, embedding model loaded."""
+        """Readiness: database, migrations, embedding model, and the specification's checks
+        (a synthetic Gate decision, an audit write rolled back, the consolidation backlog)."""
         outcomes = await _kernel(request).health.run()
         ready = all(outcome.ok for outcome in outcomes)
         body: dict[str, Any] = {
@@ -95,8 +98,12 @@ def create_app(
 
     @app.get("/metrics", tags=["operations"])
     async def metrics(request: Request) -> Response:
-        """Prometheus metrics in the text exposition format."""
-        payload, content_type = _kernel(request).metrics.exposition()
+        """Prometheus metrics in the text exposition format (database-wide gauges refreshed
+        at most every 15 s)."""
+        kernel = _kernel(request)
+        with contextlib.suppress(EngramError):  # a scrape still answers while the DB is down
+            await kernel.refresh_gauges()
+        payload, content_type = kernel.metrics.exposition()
         return Response(content=payload, media_type=content_type)
 
     return app

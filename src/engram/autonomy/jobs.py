@@ -1,0 +1,130 @@
+"""The vocabulary of background jobs: a job, what a run knows, how it ended, the scheduler's
+settings (:mod:`engram.autonomy.scheduler` runs them)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from engram.autonomy.schedule import Schedule
+from engram.autonomy.state import JobState
+from engram.errors import EngramError
+
+Clock = Callable[[], datetime]
+
+
+@dataclass(frozen=True, slots=True)
+class JobContext:
+    """What a run knows: the due time it serves, whether an operator asked for it, and the due
+    time of the job's last successful scheduled run (``cursor``; None before the first)."""
+
+    due: datetime
+    manual: bool
+    cursor: datetime | None
+    now: datetime
+
+
+JobBody = Callable[[JobContext], Awaitable[Mapping[str, Any]]]
+Condition = Callable[[JobContext], Awaitable[str | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A named piece of background work.
+
+    ``run`` returns a small JSON-ready summary (counts, never memory content). ``ready``, for a
+    watched job, says why it should run now (or None: not now)."""
+
+    name: str
+    schedule: Schedule
+    run: JobBody
+    description: str
+    ready: Condition | None = None
+    #: Jobs sharing a lock never run at the same time (the job's own name when None).
+    lock: str | None = None
+
+    @property
+    def lock_key(self) -> str:
+        return self.lock or self.name
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutcome:
+    """How one run ended."""
+
+    job: str
+    due: datetime
+    attempt: int
+    outcome: str
+    detail: Mapping[str, Any]
+    duration_ms: float
+
+
+@dataclass
+class Claim:
+    """A run this kernel has claimed (its lock held, its start recorded)."""
+
+    job: Job
+    due: datetime
+    attempt: int
+    manual: bool
+    run_id: int
+    cursor: datetime | None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobStatus:
+    """A job as ``engram jobs list`` shows it."""
+
+    name: str
+    description: str
+    schedule: str
+    next_due: datetime
+    state: JobState | None
+
+
+def default_holder() -> str:
+    """This process, as other kernels see it in ``engram jobs list``."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+@dataclass
+class SchedulerSettings:
+    """How often the scheduler looks, and how it backs off."""
+
+    poll_seconds: float = 5.0
+    backoff_base: timedelta = timedelta(minutes=1)
+    backoff_ceiling: timedelta = timedelta(hours=1)
+    max_concurrent: int = 3
+    #: How long stopping waits for running jobs before it cancels them.
+    stop_grace_seconds: float = 5.0
+    holder: str = field(default_factory=default_holder)
+
+
+def being_cancelled() -> bool:
+    """True when the current task itself was asked to stop (not only what it awaited)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+def error_text(exc: BaseException) -> str:
+    """What a failed run records and logs: engram's own message (written to be shown), or
+    only the type of anything else (a foreign message may quote data)."""
+    if isinstance(exc, EngramError):
+        return f"{type(exc).__name__}: {exc}"[:500]
+    return type(exc).__name__
+
+
+def summary(outcome: str, detail: Mapping[str, Any]) -> str:
+    """One line for ``engram jobs list``."""
+    if "error" in detail:
+        return str(detail["error"])[:500]
+    parts = [f"{key}={value}" for key, value in detail.items() if not isinstance(value, dict)]
+    return (", ".join(parts) or outcome)[:500]
