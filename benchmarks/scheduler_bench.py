@@ -6,18 +6,20 @@ processes run on it (each a kernel with its scheduler and embedding model, no HT
 this process opens a kernel of its own to write. Then:
 
 - **idle**: CPU seconds the worker processes (and their model workers) use over
-  ``--idle-seconds`` with nothing to do, as a percentage of one core per kernel, and the
-  statements the schedulers send to PostgreSQL meanwhile (from ``pg_stat_database``);
+  ``--idle-seconds`` on an empty store (nothing for any job to do), as a percentage of one
+  core, and the database's transactions per second meanwhile (from ``pg_stat_database``);
+  the same for a control of as many kernels without a scheduler; the scheduler's own cost is
+  the difference. The seeded records come after this;
 - **trigger to start**: ``--triggers`` times, a new topic of five closely related records is
   written; the time from the commit of the fifth to the start of the ``consolidation_event``
   run that consolidates it (``engram.job_runs.started_at``), p50/p95. It is bounded by the
   watch interval (``--watch-seconds``) plus the poll interval (``--poll-seconds``);
 - **writes beside jobs**: ``--probe`` sequential governed writes (a trusted agent, in this
-  process) while the workers are idle, then the same number while they run jobs back to back
-  (restarted with ``decay_refresh``, ``pii_rescan`` and ``reembed`` due every 3 s and
-  ``consolidation_light`` every 6 s over the ``--records`` seeded records, with a new PII
-  detector version so the rescan reads every record); p50/p95/p99 of each, and how many job
-  runs the workers made meanwhile.
+  process) while no scheduler runs, then the same number while the workers run jobs back to back
+  (restarted polling every 0.5 s with ``decay_refresh``, ``pii_rescan`` and ``reembed`` due
+  every 3 s and ``consolidation_light`` every 6 s over the ``--records`` seeded records, with
+  a new PII detector version so the rescan reads every record); p50/p95/p99 of each, and how
+  many job runs the workers made meanwhile.
 
     python -m benchmarks.scheduler_bench [--workers 3] [--idle-seconds 60]
 """
@@ -29,6 +31,7 @@ import asyncio
 import os
 import platform
 import random
+import signal
 import sys
 import time
 from datetime import UTC, datetime
@@ -36,11 +39,13 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import uvloop
 
 from benchmarks.agent_text import texts
 from benchmarks.harness import DATABASE, bulk_writer, report, runtime_settings, scratch_server
 from benchmarks.stats import percentiles
 from engram import open_kernel
+from engram.config import EngramSettings
 from engram.infra.embedded_server import EmbeddedPostgres
 from engram.kernel import Kernel
 from engram.memory.gate.requests import GateRequest
@@ -103,8 +108,14 @@ BUSY = {
 
 
 async def _start_workers(
-    server: EmbeddedPostgres, args: argparse.Namespace, **extra: str
+    server: EmbeddedPostgres,
+    args: argparse.Namespace,
+    *,
+    plain: bool = False,
+    extra: dict[str, str] | None = None,
 ) -> list[Any]:
+    """``--workers`` kernel processes: ``engram worker`` (with its scheduler) or, ``plain``,
+    kernels that only open and wait (the control of the idle measurement)."""
     env = {
         **os.environ,
         "ENGRAM_DATABASE_URL": server.url(user="engram_runtime", database=DATABASE),
@@ -114,13 +125,17 @@ async def _start_workers(
         "ENGRAM_SCHEDULER_POLL_SECONDS": str(args.poll_seconds),
         "ENGRAM_CONSOLIDATION_WATCH_SECONDS": str(args.watch_seconds),
         "ENGRAM_CONSOLIDATION_EVENT_THRESHOLD": "5",
-        **extra,
+        **(extra or {}),
     }
     engram = Path(sys.executable).with_name("engram")
+    command = (
+        [sys.executable, "-m", "benchmarks.scheduler_bench", "--idle-kernel"]
+        if plain
+        else [str(engram), "worker"]
+    )
     return [
         await asyncio.create_subprocess_exec(
-            str(engram),
-            "worker",
+            *command,
             env=env,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.DEVNULL,
@@ -144,6 +159,21 @@ async def _wait_registered(admin: asyncpg.Connection, jobs: int) -> None:
             return
         await asyncio.sleep(0.5)
     raise RuntimeError("the workers did not register their jobs within 120 s")
+
+
+async def _settle(admin: asyncpg.Connection, quiet: float = 20.0) -> None:
+    """Wait until no job runs and none has started for ``quiet`` seconds (the first watch
+    checks after start-up may run an event pass over the seeded records)."""
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        busy = await admin.fetchval(
+            "SELECT count(*) FROM engram.job_runs WHERE outcome = 'running' "
+            "OR started_at > now() - make_interval(secs => $1)",
+            quiet,
+        )
+        if not busy:
+            return
+        await asyncio.sleep(1.0)
 
 
 async def _idle(admin: asyncpg.Connection, workers: list[Any], seconds: float) -> dict[str, Any]:
@@ -206,20 +236,41 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         admin = await asyncpg.connect(server.admin_url(DATABASE))
         settings = runtime_settings(server, db_pool_max_size=20)
         async with open_kernel(settings=settings) as kernel:
-            for text in corpus:
-                await _write(kernel, text)
+            # Idle overhead on an empty store (nothing for any job to do): the kernels with
+            # their schedulers, then the same kernels without (the control).
             workers = await _start_workers(server, args)
             try:
                 await _wait_registered(admin, len(kernel.scheduler.jobs))
                 idle = await _idle(admin, workers, args.idle_seconds)
-                alone = await _probe(kernel, args.probe, rng, corpus)
+            finally:
+                await _stop(workers)
+            workers = await _start_workers(server, args, plain=True)
+            try:
+                await asyncio.sleep(args.start_seconds)
+                control = await _idle(admin, workers, args.idle_seconds)
+            finally:
+                await _stop(workers)
+            idle["without_scheduler"] = control
+            idle["scheduler_cpu_percent_per_kernel"] = round(
+                (idle["cpu_percent_total"] - control["cpu_percent_total"]) / args.workers, 3
+            )
+            for text in corpus:
+                await _write(kernel, text)
+            await kernel.events.settled(timeout_seconds=900)  # resolutions the seeding queued
+            # Writes without background jobs: no scheduler runs anywhere.
+            alone = await _probe(kernel, args.probe, rng, corpus)
+            workers = await _start_workers(server, args)
+            try:
+                await _wait_registered(admin, len(kernel.scheduler.jobs))
+                await _settle(admin)
                 triggers = await _triggers(kernel, admin, args.triggers)
                 await _stop(workers)
                 # Busy: every self-healing job and the light pass due every few seconds, and
                 # a new detector version, so that pii_rescan reads every record again.
                 await admin.execute("UPDATE engram.memories SET screened_with = 'regex@0'")
                 await admin.execute("UPDATE engram.jobs SET last_due = NULL")
-                workers = await _start_workers(server, args, **BUSY)
+                fast = argparse.Namespace(**{**vars(args), "poll_seconds": 0.5})
+                workers = await _start_workers(server, fast, extra=BUSY)
                 await _wait_registered(admin, len(kernel.scheduler.jobs))
                 await asyncio.sleep(args.busy_warmup)
                 runs_before = await admin.fetchval("SELECT count(*) FROM engram.job_runs")
@@ -227,6 +278,20 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                 jobs_ran = (
                     await admin.fetchval("SELECT count(*) FROM engram.job_runs") - runs_before
                 )
+                reasons = [
+                    row["because"]
+                    for row in await admin.fetch(
+                        "SELECT detail->>'because' AS because FROM engram.job_runs "
+                        "WHERE job = 'consolidation_event' ORDER BY id"
+                    )
+                ]
+                outcomes = {
+                    f"{row['job']}:{row['outcome']}": row["n"]
+                    for row in await admin.fetch(
+                        "SELECT job, outcome, count(*) AS n FROM engram.job_runs "
+                        "GROUP BY job, outcome ORDER BY job, outcome"
+                    )
+                }
             finally:
                 await _stop(workers)
                 await admin.close()
@@ -248,6 +313,8 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
             "jobs_running": percentiles(beside),
             "jobs_run_meanwhile": jobs_ran,
         },
+        "job_runs_in_all": outcomes,
+        "event_runs_because": reasons,
     }
 
 
@@ -260,9 +327,23 @@ def main() -> None:
     parser.add_argument("--watch-seconds", type=float, default=5.0)
     parser.add_argument("--triggers", type=int, default=10)
     parser.add_argument("--probe", type=int, default=200)
-    parser.add_argument("--busy-warmup", type=float, default=5.0)
+    parser.add_argument("--busy-warmup", type=float, default=10.0)
+    parser.add_argument("--start-seconds", type=float, default=15.0, help="kernel start-up")
     parser.add_argument("--seed", type=int, default=11)
-    report(measure(parser.parse_args()))
+    parser.add_argument("--idle-kernel", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.idle_kernel:
+        uvloop.run(_idle_kernel())
+        return
+    report(measure(args))
+
+
+async def _idle_kernel() -> None:
+    """The ``--idle-kernel`` mode: a kernel from the environment, no scheduler, until SIGTERM."""
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    async with open_kernel(settings=EngramSettings()):
+        await stop.wait()
 
 
 if __name__ == "__main__":

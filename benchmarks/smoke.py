@@ -32,6 +32,7 @@ TINY: dict[str, list[str]] = {
     "scheduler_bench": [
         *("--workers", "2", "--records", "40", "--idle-seconds", "2", "--triggers", "1"),
         *("--probe", "5", "--busy-warmup", "1", "--poll-seconds", "0.5", "--watch-seconds", "1"),
+        *("--start-seconds", "2"),
     ],
     "audit_append_bench": [
         *("--appends", "20", "--writers", "2", "--every", "10"),

@@ -224,3 +224,33 @@ async def test_a_foreign_error_is_recorded_by_its_type_only(kernel: Kernel) -> N
     state = await runner.book.get("leaky")
     assert state is not None
     assert "secret" not in (state.detail or "")
+
+
+async def test_a_kernel_that_loses_its_lock_connection_stops_its_run(kernel: Kernel) -> None:
+    """While a job runs, each poll checks the connection holding its lock; when it dies (the
+    lock is gone and another kernel may claim the job) the run is stopped and recorded as
+    abandoned, and the next poll may claim the job afresh."""
+    body = Recorder()
+    body.gate = asyncio.Event()
+    clock = Clock(START)
+    runner = scheduler(kernel, [Job("long", Every(timedelta(hours=1)), body, "test")], clock)
+    await runner.tick()
+    clock.advance(seconds=31)
+    async with runner.serving():
+        for _ in range(100):
+            state = await runner.book.get("long")
+            if state is not None and state.running:
+                break
+            await asyncio.sleep(0.05)
+        holder_pid = await kernel.db.fetchval(
+            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted LIMIT 1"
+        )
+        assert await kernel.db.fetchval("SELECT pg_terminate_backend($1)", holder_pid)
+        for _ in range(100):
+            runs = await runner.book.runs("long")
+            if runs and runs[-1].outcome != "running":
+                break
+            await asyncio.sleep(0.05)
+    first = (await runner.book.runs("long"))[-1]
+    assert ("abandoned", 1) == (first.outcome, first.attempt)
+    assert "stopped before it finished" == first.detail["error"]

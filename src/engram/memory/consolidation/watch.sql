@@ -37,11 +37,12 @@ UNION
 SELECT record_id, record_id FROM fresh
 
 -- name: routed_since
--- Records Layer 2 flagged for consolidation (route_to_consolidation) in decisions after $1
--- that are still active fast-path heads.
+-- Records Layer 2 flagged for consolidation (route_to_consolidation) in agents' decisions
+-- after $1 that are still active fast-path heads. The kernel's own writes (conflict
+-- resolutions, self-healing, consolidation) restate records and do not count.
 SELECT count(DISTINCT a.record_id)
 FROM librarian_audit a
 JOIN memories h ON h.record_id = a.record_id AND h.superseded_by IS NULL
-WHERE a.occurred_at > $1 AND a.decision = 'approved'
+WHERE a.occurred_at > $1 AND a.decision = 'approved' AND a.decision_type = 'external'
   AND (a.layer2_decision::jsonb ->> 'route_to_consolidation')::boolean
   AND h.status = 'active' AND h.consolidation_path = 'fast'
