@@ -225,11 +225,10 @@ async def open_kernel(
         kernel.health.add("embedding_model", embedder.ping, timeout_seconds=2.0)
         _add_spec_checks(kernel)
         if schema_current:
-            # One readiness round first, its outcome dropped: the first Gate decision pays for
-            # lazily built rules and cold statements, and concurrent checks for opening pool
-            # connections, which the 200 ms limit of the Gate check is not about.
-            await kernel.health.run()
-            kernel.health.forget()
+            # Warm up what the 200 ms Gate check is not about: the first decision builds its
+            # rules and prepares a cold statement, and concurrent checks open pool connections.
+            await probe_gate(db, kernel.gate.advisor)
+            await asyncio.gather(*(db.ping() for _ in range(4)))
         timings.total = time.perf_counter() - started
         log.info(
             "kernel.opened",

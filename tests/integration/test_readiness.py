@@ -301,7 +301,8 @@ async def test_consolidation_backlog_check_fails_at_twice_the_fast_path_limit(
         status, body = await probe.ready()
         assert 503 == status, body
         problems = failed(body)
-        assert ["consolidation_backlog"] == list(problems)
+        # The 200 ms Gate check may also miss its limit on a loaded machine; nothing else fails.
+        assert {"consolidation_backlog"} == set(problems) - {"gate"}
         detail = problems["consolidation_backlog"]
         assert detail.startswith("RuntimeError: 3 fast-path records decayed below 1 ")
         assert "the limit is 2 x 1" in detail

@@ -44,11 +44,6 @@ class HealthChecks:
         (the §8 write-path checks) is not run once per request of an unauthenticated flood."""
         self._checks.append(_Check(name, probe, timeout_seconds, cache_seconds))
 
-    def forget(self) -> None:
-        """Drop the cached outcomes (the next run probes every check)."""
-        for check in self._checks:
-            check.last, check.at = None, float("-inf")
-
     @property
     def names(self) -> list[str]:
         """Names of the registered checks, in order."""
