@@ -86,10 +86,11 @@ class _Bodies:
     async def pressure_ready(self, context: JobContext) -> str | None:
         del context
         watch = self.consolidation.watch
-        reason = await watch.pressure()
+        fast = await watch.fast_path()  # counted once per check
+        reason = watch.pressure_of(fast)
         if reason is None or self.pressure_seen.get("consumed") != 0:
             return reason
-        grown = await watch.fast_path() - self.pressure_seen.get("fast", 0)
+        grown = fast - self.pressure_seen.get("fast", 0)
         return reason if grown >= watch.event_threshold else None
 
     async def relieve(self, context: JobContext) -> Mapping[str, Any]:

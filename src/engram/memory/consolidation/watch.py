@@ -69,7 +69,10 @@ class ConsolidationWatch:
 
     async def pressure(self) -> str | None:
         """Why a pressure-driven pass should run now, or None."""
-        fast = await self.fast_path()
+        return self.pressure_of(await self.fast_path())
+
+    def pressure_of(self, fast: int) -> str | None:
+        """Why ``fast`` active fast-path records call for a pressure-driven pass, or None."""
         if fast > self.fast_path_limit:
             return f"{fast} active fast-path records, limit {self.fast_path_limit}"
         return None
