@@ -33,10 +33,10 @@ test: model  ## run the whole test suite against the embedded Postgres
 	$(BIN)/python -m pytest
 
 fmt-check: $(STAMP)
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks tools
 
 ruff: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks tools
 
 typecheck: $(STAMP)  ## mypy --strict on src/ and benchmarks/
 	$(BIN)/mypy --strict src benchmarks
@@ -47,8 +47,8 @@ arch: $(STAMP)  ## import boundaries (.importlinter)
 lint: fmt-check ruff typecheck arch  ## ruff format --check, ruff check, mypy --strict, lint-imports
 
 format: $(STAMP)  ## rewrite files with ruff format and safe fixes
-	$(BIN)/ruff format src tests benchmarks
-	$(BIN)/ruff check --fix src tests benchmarks
+	$(BIN)/ruff format src tests benchmarks tools
+	$(BIN)/ruff check --fix src tests benchmarks tools
 
 # Every script in benchmarks/ (agent_text, harness, seed_versions and stats are their helpers).
 BENCHMARKS := cold_start pii_eval conflict_eval gate_bench write_cpu_budget temporal_bench \

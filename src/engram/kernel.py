@@ -37,7 +37,7 @@ from engram.memory.admin.quarantine import QuarantineDesk
 from engram.memory.admin.replay import AuditReplayer
 from engram.memory.audit.log import AuditLog
 from engram.memory.audit.state import AuditState
-from engram.memory.conflict.detection import SubjectConflictDetector
+from engram.memory.conflict.detection import ConflictDetector
 from engram.memory.consolidation import (
     CheckedSummarizer,
     ConsolidationEngine,
@@ -95,7 +95,7 @@ class Kernel:
     temporal: TemporalEngine
     audit: AuditLog
     events: OutboxEventBus
-    conflicts: SubjectConflictDetector
+    conflicts: ConflictDetector
     notifications: NotificationDispatcher
     admin_queue: AdminQueue
     retrieval: Retrieval
@@ -271,7 +271,7 @@ def _assemble(
         checkpoint_seconds=settings.audit_checkpoint_seconds,
     )
     stack.push_async_callback(audit.drain)  # before the pool closes: a seal may be running
-    conflicts = SubjectConflictDetector()
+    conflicts = ConflictDetector(embeddings=batched)
     reads = ReadRecorder(db)
     stack.push_async_callback(reads.close)
     gate = LibrarianGate(

@@ -1,27 +1,46 @@
-"""The conflict detector on the labelled pair set, with the real embedding model."""
+"""The conflict detector on the labelled halves, with the real embedding model (issue 15)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections import Counter
+from importlib import resources
 
-from benchmarks.conflict_eval import DEFAULT_PAIRS, LABELS, evaluate, load_pairs
+from benchmarks.conflict_eval import HALVES, LABELS, evaluate, load_pairs
 from engram.infra.fastembed_embedder import FastembedEmbedder
 from engram.memory.types import MemoryType
 
+#: What the held-out half measured when the detector was last changed (issue 15's note):
+#: a floor that catches a regression, not the goal (accuracy 0.85), which is not yet met.
+TEST_ACCURACY_FLOOR = 0.74
 
-def test_the_pair_set_covers_every_type_and_class() -> None:
-    """At least 200 valid pairs, every memory type, every label at least 25 times."""
-    pairs = load_pairs(DEFAULT_PAIRS)
-    labels = Counter(pair.label for pair in pairs)
-    assert True is (len(pairs) >= 200)
-    assert set(MemoryType) == {pair.old.type for pair in pairs}
+
+def test_the_halves_cover_every_type_and_class_and_share_no_pair() -> None:
+    """Both halves hold every type and label, and no pair (by id or by texts) is in both."""
+    dev, test = load_pairs(HALVES / "dev.jsonl"), load_pairs(HALVES / "test.jsonl")
+    labels = Counter(pair.label for pair in test)
+    assert True is (len(test) >= 300 and len(dev) >= 600)
+    assert set(MemoryType) == {pair.old.type for pair in test} == {p.old.type for p in dev}
     assert [] == [label for label in LABELS if labels[label] < 25]
+    assert set() == {p.id for p in dev} & {p.id for p in test}
+    texts = {(p.old.content, p.new.content) for p in dev}
+    assert [] == [p.id for p in test if (p.old.content, p.new.content) in texts]
 
 
-async def test_conflict_detection_meets_its_goals_on_the_labelled_pairs(
-    embedder: FastembedEmbedder,
-) -> None:
-    """At least 90 % of the pairs are classified as labelled, and no true fact is retired."""
-    result = await evaluate(embedder, DEFAULT_PAIRS)
-    assert 0 == result["true_facts_retired_on_unrelated_or_refining"], result["misclassified"]
-    assert [] == [goal for goal, met in result["goals"].items() if not met], result["accuracy"]
+def test_the_packaged_model_was_trained_on_the_committed_dev_half() -> None:
+    """The model file names the dev half's hash: the test half cannot have trained it."""
+    model = json.loads(
+        resources.files("engram.memory.conflict").joinpath("conflict_model.json").read_text()
+    )
+    dev_hash = hashlib.sha256((HALVES / "dev.jsonl").read_bytes()).hexdigest()
+    assert "tests/data/conflict/dev.jsonl" == model["training"]["file"]
+    assert dev_hash == model["training"]["sha256"]
+
+
+async def test_the_held_out_half_does_not_regress(embedder: FastembedEmbedder) -> None:
+    """On the test half accuracy stays above its recorded floor and nothing a person should
+    decide is acted on."""
+    result = await evaluate(embedder, HALVES / "test.jsonl")
+    assert True is (result["accuracy"] >= TEST_ACCURACY_FLOOR), result["accuracy"]
+    assert 0 == result["unresolvable_acted_on"], result["confusion_matrix"]

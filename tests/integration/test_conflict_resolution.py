@@ -85,12 +85,20 @@ async def test_supersession_ends_the_older_fact_where_the_newer_begins(kernel: K
 
 
 async def test_contradiction_links_and_challenges_both_records(kernel: Kernel) -> None:
-    """JWT vs session cookies: a contradicts link, and both records marked challenged."""
+    """JWT vs session cookies, the older observed: a contradicts link, and both records
+    marked challenged."""
     old = await _write(
-        kernel, belief("The public API authenticates requests with JWT bearer tokens.")
+        kernel,
+        belief(
+            "The public API authenticates requests with JWT bearer tokens.",
+            source_confidence=0.9,
+        ),
     )
     new = await _write(
-        kernel, belief("The public API authenticates requests with session cookies.")
+        kernel,
+        belief(
+            "The public API authenticates requests with session cookies.", source_confidence=0.5
+        ),
     )
     assert new.layer2_decision is not None
     assert new.modified_record is not None

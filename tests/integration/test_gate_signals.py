@@ -76,10 +76,12 @@ async def test_records_gauge_chain_depth_and_pii_flags(kernel: Kernel) -> None:
 
 
 async def test_conflicts_are_counted_by_class(kernel: Kernel) -> None:
-    """A negated restatement of a fact on the same subject counts as a contradiction."""
-    await kernel.gate.evaluate(create(belief("Payments are settled nightly by the ledger job.")))
+    """A less sure negated restatement of a fact counts as a contradiction."""
+    await kernel.gate.evaluate(
+        create(belief("Payments are settled nightly by the ledger job.", source_confidence=0.9))
+    )
     result = await kernel.gate.evaluate(
-        create(belief("Payments are not settled nightly by the ledger job."))
+        create(belief("Payments are not settled nightly by the ledger job.", source_confidence=0.5))
     )
     assert result.layer2_decision is not None
     classes = [c.classification.value for c in result.layer2_decision.conflicts]

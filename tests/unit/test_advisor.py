@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engram.memory.conflict.detection import SubjectConflictDetector
+from engram.memory.conflict.detection import ConflictDetector
 from engram.memory.gate.access import caller_for_tier
 from engram.memory.gate.advisor import (
     AdvisorAction,
@@ -40,7 +40,7 @@ def _neighbour(text: str, similarity: float, **fields: object) -> Neighbour:
 
 async def test_advisor_noops_on_a_near_duplicate_with_the_same_words() -> None:
     """High similarity with the same significant words reinforces the existing record."""
-    advisor = HeuristicAdvisor(SubjectConflictDetector())
+    advisor = HeuristicAdvisor(ConflictDetector())
     existing = _neighbour("The staging database is restored from backups nightly.", 0.99)
     context = AdvisorContext(GateAction.CREATE, EXTERNAL, STANDARD, neighbours=(existing,))
     decision = await advisor.advise(
@@ -52,7 +52,7 @@ async def test_advisor_noops_on_a_near_duplicate_with_the_same_words() -> None:
 
 async def test_advisor_adds_a_changed_value_and_flags_an_update_candidate() -> None:
     """A changed number at 0.98 similarity is a new record, never a NOOP."""
-    advisor = HeuristicAdvisor(SubjectConflictDetector())
+    advisor = HeuristicAdvisor(ConflictDetector())
     existing = _neighbour("The deploy target is v2.0.", 0.98)
     context = AdvisorContext(GateAction.CREATE, EXTERNAL, STANDARD, neighbours=(existing,))
     decision = await advisor.advise(belief("The deploy target is v2.1."), context)
@@ -63,7 +63,7 @@ async def test_advisor_adds_a_changed_value_and_flags_an_update_candidate() -> N
 
 async def test_advisor_routes_repeated_and_clustered_records_to_consolidation() -> None:
     """A third repetition, or four related records, flags consolidation."""
-    advisor = HeuristicAdvisor(SubjectConflictDetector())
+    advisor = HeuristicAdvisor(ConflictDetector())
     repeated = Neighbour(belief("Standups start at nine."), 1.0, repetitions=2)
     context = AdvisorContext(GateAction.CREATE, EXTERNAL, STANDARD, exact_duplicate=repeated)
     assert (await advisor.advise(belief("Standups start at nine"), context)).route_to_consolidation

@@ -1,16 +1,20 @@
-"""Conflict detection by cue (engram.memory.conflict.detection)."""
+"""Conflict judgement (engram.memory.conflict.detection): the documented contract."""
 
 from __future__ import annotations
 
-import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
-from engram.memory.conflict.detection import SubjectConflictDetector
-from engram.memory.types import (
-    ConflictClassification,
-    MemoryRecord,
-    MemoryType,
-)
+import pytest
+
+from engram.errors import ConfigurationError
+from engram.memory.conflict.detection import ConflictDetector
+from engram.memory.conflict.features import FEATURES
+from engram.memory.conflict.model import PairModel, packaged_model
+from engram.memory.types import ConflictClassification, MemoryRecord, MemoryType
+
+MARCH = datetime(2026, 3, 1, tzinfo=UTC)
+APRIL = datetime(2026, 4, 1, tzinfo=UTC)
 
 
 def belief(text: str, **fields: object) -> MemoryRecord:
@@ -18,29 +22,149 @@ def belief(text: str, **fields: object) -> MemoryRecord:
     return MemoryRecord.draft(MemoryType.BELIEF, text, source_agent="a", **fields)  # type: ignore[arg-type]
 
 
-async def test_conflict_detector_classifies_by_cue() -> None:
-    """Negation is a contradiction; added detail a refinement; a weaker change unresolvable."""
-    detector = SubjectConflictDetector()
+async def judged(old: MemoryRecord, new: MemoryRecord, similarity: float) -> list[str]:
+    """The classes the packaged detector reports for one pair."""
+    found = await ConflictDetector().detect(new, [old], similarities={old.id: similarity})
+    return [c.classification.value for c in found]
+
+
+async def test_a_negation_is_a_contradiction_only_when_one_side_is_better_supported() -> None:
+    """Incompatible claims: the surer side makes a contradiction, a tie goes to a person."""
+    old = belief("Payments are settled nightly.", source_confidence=0.9)
+    surer = await judged(
+        old, belief("Payments are not settled nightly.", source_confidence=0.5), 0.85
+    )
+    tie_old = belief("Payments are settled nightly.")
+    tie = await judged(tie_old, belief("Payments are not settled nightly."), 0.85)
+    assert ["contradiction"] == surer
+    assert ["unresolvable"] == tie
+
+
+async def test_a_change_said_and_dated_later_is_a_supersession() -> None:
+    """Change language plus a later event time retires the older value; earlier escalates."""
+    old = belief("The team tracks its work in Jira.", event_time=MARCH)
+    changed = "The team moved from Jira to Linear for tracking its work."
+    later = await judged(old, belief(changed, event_time=APRIL), 0.8)
+    earlier = await judged(old, belief(changed, event_time=MARCH - timedelta(days=30)), 0.8)
+    assert ["supersession"] == later
+    assert ["unresolvable"] == earlier
+
+
+async def test_a_later_event_time_alone_is_not_a_change() -> None:
+    """A different value dated later, with no word of change, never retires the older one."""
+    old = belief("Gdansk DC has 6 dock doors.", event_time=MARCH)
+    found = await judged(old, belief("Gdansk DC has 10 dock doors.", event_time=APRIL), 0.93)
+    assert "supersession" not in found
+
+
+async def test_added_detail_is_a_refinement() -> None:
+    """The newer keeps the older statement and adds compatible detail."""
+    old = belief("The ledger job settles payments nightly.")
+    new = belief(
+        "The ledger job settles payments nightly at 02:00 UTC and retries failed batches once."
+    )
+    assert ["refinement"] == await judged(old, new, 0.82)
+
+
+async def test_other_environments_are_other_facts() -> None:
+    """Staging and production are two scopes: no conflict, whatever the similarity."""
+    old = belief("The checkout feature flag is enabled in staging.")
+    new = belief("The checkout feature flag is disabled in production.", source_confidence=0.95)
+    assert [] == await judged(old, new, 0.92)
+
+
+async def test_explicit_subjects_that_differ_never_conflict() -> None:
+    """Two named entities are two facts even when their statements look opposed."""
+    old = MemoryRecord.draft(
+        MemoryType.ENTITY, "Office on floor 3.", source_agent="a", metadata={"name": "Kenji"}
+    )
+    new = MemoryRecord.draft(
+        MemoryType.ENTITY,
+        "Office on floor 5.",
+        source_agent="a",
+        metadata={"name": "Kenji's manager"},
+    )
+    assert [] == await judged(old, new, 0.95)
+
+
+async def test_the_same_amount_in_other_units_is_no_conflict() -> None:
+    """24 hours and one day are one duration: nothing to retire or challenge."""
+    old = belief("The CDN caches product images for 24 hours.", source_confidence=0.9)
+    new = belief("Product images stay in the CDN cache for one day.", source_confidence=0.5)
+    found = await judged(old, new, 0.9)
+    assert not {"supersession", "contradiction", "unresolvable"} & set(found)
+
+
+async def test_a_newer_record_that_still_states_the_older_never_retires_it() -> None:
+    """A change reported about something else in an extended statement ends nothing."""
+    old = belief("The orders table is partitioned by month.", event_time=MARCH)
+    new = belief(
+        "The orders table is partitioned by month, and partitions older than two years are"
+        " moved to cold storage.",
+        event_time=APRIL,
+    )
+    assert "supersession" not in await judged(old, new, 0.88)
+
+
+async def test_unrelated_records_are_not_compared() -> None:
+    """Dissimilar statements with few shared words report nothing."""
     old = belief("Payments are settled nightly.")
-    sims = {old.id: 0.85}
-    negated = await detector.detect(
-        belief("Payments are not settled nightly."), [old], similarities=sims
+    assert [] == await judged(old, belief("Cats sleep a lot."), 0.05)
+
+
+async def test_other_types_namespaces_and_the_same_record_are_skipped() -> None:
+    """Only records of the proposal's type and namespace, and other records, are judged."""
+    old = belief("Payments are settled nightly.", source_confidence=0.9)
+    episode = MemoryRecord.draft(MemoryType.EPISODE, old.content, source_agent="a")
+    elsewhere = belief(old.content, namespace="other")
+    new = belief("Payments are not settled nightly.", source_confidence=0.4)
+    itself = new.model_copy(update={"id": old.id})
+    found = await ConflictDetector().detect(
+        new, [episode, elsewhere, itself], similarities={old.id: 0.9}
     )
-    refined = await detector.detect(
-        belief("Payments are settled nightly by the ledger job."), [old], similarities=sims
-    )
-    base = belief("The cache TTL is 60 seconds.", event_time=datetime.now(UTC))
-    older_weaker = belief(
-        "The cache TTL is 90 seconds.",
-        event_time=datetime.now(UTC) - timedelta(days=3),
-        source_confidence=0.5,
-    )
-    unresolved = await detector.detect(older_weaker, [base], similarities={base.id: 0.97})
-    unrelated = await detector.detect(
-        belief("Cats sleep a lot."), [old], similarities={old.id: 0.1}
-    )
-    assert [ConflictClassification.CONTRADICTION] == [c.classification for c in negated]
-    assert [ConflictClassification.REFINEMENT] == [c.classification for c in refined]
-    assert [ConflictClassification.UNRESOLVABLE] == [c.classification for c in unresolved]
-    assert [] == unrelated
-    assert uuid.UUID(str(old.record_id)) == negated[0].existing_record_id
+    assert [] == found
+
+
+class _Embeddings:
+    """Unit vectors by text, as an embedding port would return them."""
+
+    model_name = "fake"
+    dimension = 2
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    async def embed_one(self, text: str) -> list[float]:
+        return (await self.embed_batch([text]))[0]
+
+    async def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls.append(list(texts))
+        return [[1.0, 0.0] for _ in texts]
+
+    async def ping(self) -> None:
+        return None
+
+
+async def test_callers_without_similarities_get_them_from_the_embeddings() -> None:
+    """``detect`` embeds the texts it was given no similarity for, in one batch."""
+    embeddings = _Embeddings()
+    old = belief("Payments are settled nightly.", source_confidence=0.9)
+    new = belief("Payments are not settled nightly.", source_confidence=0.5)
+    found = await ConflictDetector(embeddings=embeddings).detect(new, [old])  # type: ignore[arg-type]
+    assert [[new.content, old.content]] == embeddings.calls
+    assert [ConflictClassification.CONTRADICTION] == [c.classification for c in found]
+    assert 1.0 == found[0].similarity
+
+
+def test_a_model_trained_on_other_features_is_refused() -> None:
+    """A stale model file is a configuration error, not silently wrong scores."""
+    with pytest.raises(ConfigurationError, match="other features"):
+        PairModel.from_dict({"features": ["similarity"], "stages": []})
+
+
+def test_the_packaged_model_gives_a_distribution_over_its_classes() -> None:
+    """Probabilities over conflict, refinement and none sum to one."""
+    model = packaged_model()
+    probabilities = model.probabilities([0.0] * len(FEATURES))
+    assert {"conflict", "none", "refinement"} == set(probabilities)
+    assert 1.0 == pytest.approx(sum(probabilities.values()))

@@ -72,7 +72,7 @@ UNION ALL
  FROM known k
  WHERE k.status_at = 'active' AND k.embedding IS NOT NULL
    AND k.access_level_at = ANY($8::text[])
- ORDER BY k.embedding <=> $1
+ ORDER BY (1 - (k.embedding <=> $1))::float8 DESC, k.id
  LIMIT $5)
 
 -- name: replay_evidence_as_of

@@ -1,10 +1,11 @@
-"""Conflict detection between a new record and existing ones: lexical cues plus the embedding
-similarity the Gate already has (ADR-010). Pure: no I/O."""
+"""Conflict judgement between a new record and existing ones (ADR-010, docs/gate.md): scope
+rules, a trained classifier over lexical, quantity and embedding-similarity features, and the
+documented rules that name the class. Pure but for the optional embedding port."""
 
 from engram.memory.conflict.detection import (
+    ConflictDetector,
     ConflictResolver,
     ConflictResult,
-    SubjectConflictDetector,
 )
 
-__all__ = ["ConflictResolver", "ConflictResult", "SubjectConflictDetector"]
+__all__ = ["ConflictDetector", "ConflictResolver", "ConflictResult"]

@@ -330,6 +330,34 @@ def _relation_differs(before: list[str], after: list[str]) -> bool:
     return None not in (first_before, first_after) and first_before != first_after
 
 
+def statement_tokens(text: str) -> list[str]:
+    """The statement's tokens as :func:`compare` aligns them (stems, one negation token)."""
+    return _statement(text).tokens
+
+
+def statement_parts(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """The tokens of the statement's grammatical subject and those after its main verb."""
+    parsed = _statement(text)
+    verb = parsed.verb if parsed.verb is not None else len(parsed.tokens)
+    return parsed.subject, frozenset(parsed.tokens[verb:]) - _AUX_TOKENS
+
+
+def first_swap(old_text: str, new_text: str) -> tuple[float, int, bool]:
+    """Where the first word group swapped for another starts, as a share of the older
+    statement's length (1.0: none); how many differing spans there are; and whether that
+    first swap is one word for one word.
+
+    A swap at the very start ("Warehouse A …" / "Warehouse B …") names another subject; a
+    swap after the verb replaces a value.
+    """
+    a, b = _statement(old_text).tokens, _statement(new_text).tokens
+    spans, _ = _spans(a, b)
+    swaps = [(i1, i2 - i1 == 1 == j2 - j1) for i1, i2, j1, j2 in spans if i2 > i1 and j2 > j1]
+    if not swaps or not a:
+        return 1.0, len(spans), False
+    return swaps[0][0] / len(a), len(spans), swaps[0][1]
+
+
 def word_overlap(old_text: str, new_text: str) -> float:
     """Distinct words the two statements share, over the distinct words of both (Dice).
 

@@ -1,46 +1,30 @@
-"""Conflict detection between a proposed record and existing records of the same type.
+"""Conflict judgement between a proposed record and existing records of the same type.
 
-This is the basic, same-subject detector the Gate's Layer 2 uses. It records what it finds;
-acting on it (closing intervals, linking edges, escalating) is the resolver's job. No model is
-asked anything: the rules use lexical cues (:mod:`engram.memory.conflict.cues`), the explicit
-subject of the record, event times, confidences and the embedding similarity the Gate has
-already computed.
+The one judgement the Gate's Layer 2, conflict resolution, consolidation, the evaluation
+and outside callers (``kernel.conflicts.detect``) share. It records what it finds; acting on
+it (closing intervals, linking edges, escalating) is the resolver's job (ADR-010).
 
-**Same subject.** Only records of the same type and namespace are compared. Where both name
-an explicit subject (``metadata.subject`` of a preference, ``metadata.name`` of an entity, see
-:func:`subject_of`), different subjects never conflict. Otherwise the pair must be close:
-cosine similarity at least ``SAME_SUBJECT_SIMILARITY``, or at least ``RELATED_SIMILARITY``
-with ``SHARED_WORDS`` of the two statements' words in common, in order. Statements whose
-grammatical subjects differ ("the staging database …" / "the analytics database …"), whose
-scope differs ("… for the web team" / "… for the data team"), and episodes more than
-``EPISODE_WINDOW`` apart (two occurrences, not two accounts of one) never conflict.
+**Contract** (docs/gate.md):
 
-**Classes**, checked in this order:
+- *supersession*: the newer record says the world changed (a word of change, a higher version
+  of a versioned thing) and its event time is later, and it is no less confident;
+- *contradiction*: both cannot be true of one subject, nothing says the world changed, and one
+  side is better supported (source confidence at least ``SUPPORT_MARGIN`` apart);
+- *unresolvable*: incompatible claims with nothing to prefer one, or a change whose time or
+  confidence leaves doubt: a person decides;
+- *refinement*: the newer adds compatible detail;
+- no conflict: unrelated, or compatible because the scope differs.
 
-1. *Change of value*: a number, version, date, weekday or frequency replaced by another, a
-   moved ``metadata.locator``, a word saying one statement replaces the other ("switched
-   to", "instead of", "no longer", "moved"), or an exclusive claim dated "now". It is a
-   **supersession** only when the subject is certain (explicit; similarity at least
-   ``SAME_SUBJECT_SIMILARITY``; or the newer keeps ``RESTATED_WORDS`` of the older's words),
-   the new record is newer (``event_time``, else ``ingestion_time``; equal times are ordered
-   by ingestion) and its confidence is at least the older one's. Otherwise it is
-   **unresolvable** and goes to a person. A changed value that comes with another swapped
-   word group ("Node 20 for the frontend" / "Go 1.22 for the backend") is another fact.
-2. *Exclusive claim* that does not present itself as a change: a negation added or removed
-   inside the claim (not in an appended clause), an antonym (enabled/disabled, before/after,
-   passing/failing), the same words in another order, or exactly one word group after the
-   verb swapped for another ("uses JWT" / "uses session cookies", "prefers tabs" / "prefers
-   spaces"): **contradiction**. Verbs whose object takes many values ("supports",
-   "includes"), additions marked "also" and a changed relation ("on the plan" / "in Denver")
-   are not exclusive.
-3. *Added detail*: the newer statement keeps the older one's words and adds more:
-   **refinement**.
-4. Anything else (a restatement, less detail, a compatible fact) is no conflict.
-
-So a true fact is never retired on weak evidence: refinements and unrelated pairs never reach
-rule 1, and rule 1 escalates instead of superseding whenever time, confidence or the subject
-leave doubt. The rules were tuned on ``tests/data/conflict_pairs.jsonl``
-(``benchmarks/conflict_eval.py`` measures them).
+**How.** Scope first: records of another type or namespace, explicit subjects that differ
+(``metadata.subject`` / ``metadata.name``), different deployment environments and episodes
+more than ``EPISODE_WINDOW`` apart are never in conflict. Then a trained classifier
+(:mod:`engram.memory.conflict.model`, features in :mod:`engram.memory.conflict.features`)
+says whether the two statements are incompatible, a refinement or neither. Time order,
+confidence and change language are not learned: the documented rules above turn an
+incompatibility into one of the three conflict classes. Retiring or challenging a true fact
+is the worst error, so supersession and contradiction need the classifier to be sure
+(``DECISIVE``); a likelier-than-not incompatibility short of that is escalated as
+unresolvable, never acted on.
 """
 
 from __future__ import annotations
@@ -51,23 +35,38 @@ from datetime import timedelta
 from typing import Protocol
 from uuid import UUID
 
-from engram.memory.conflict.cues import compare, word_overlap
+from engram.infra.embeddings import EmbeddingAdapter
+from engram.memory.conflict.cues import compare, first_swap, statement_tokens, word_overlap
+from engram.memory.conflict.features import change_language, pair_features
+from engram.memory.conflict.model import PairModel, packaged_model
+from engram.memory.conflict.quantities import same_amounts
 from engram.memory.types import ConflictClassification, MemoryRecord, MemoryType
 
-#: Embedding similarity above which two records of one type are taken to be about one subject.
-SAME_SUBJECT_SIMILARITY = 0.75
-#: Lower similarity that still counts when the two statements share most of their words.
-RELATED_SIMILARITY = 0.5
-#: Words the two statements share, over the words of both, for a lower similarity to count.
-SHARED_WORDS = 0.5
-#: Share of the older statement's words that makes the newer a restatement of it.
-RESTATED_WORDS = 0.8
-#: Below this share of distinct shared words two statements are not compared at all: no pair of
-#: the labelled set that is a conflict shares less than 0.3 (``benchmarks/conflict_eval.py``),
-#: while two unrelated texts of the benchmark generator share about 0.24 (median).
+#: Below this cosine similarity and ``COMPARED_WORDS`` shared words a pair is not looked at.
+RELATED_SIMILARITY = 0.2
+#: Share of distinct shared words that brings a less similar pair to the classifier anyway.
 COMPARED_WORDS = 0.25
+#: Probability of incompatibility above which a conflict is reported at all (unresolvable).
+CONFLICT_MIN = 0.5
+#: Probability of incompatibility needed before a record may be retired or challenged.
+DECISIVE = 0.6
+#: Probability of incompatibility needed to end the older record: the one irreversible-looking
+#: act (its validity closes), so it asks for more than a challenge does.
+SUPERSEDE = 0.7
+#: Share of the older statement's words a newer one keeps (in order) to still state it.
+RESTATED_WORDS = 0.8
+#: Source confidences this far apart make one side of an incompatibility better supported.
+SUPPORT_MARGIN = 0.1
 #: Episodes further apart than this are two occurrences, not two accounts of one.
 EPISODE_WINDOW = timedelta(hours=12)
+#: A word group swapped within this share of the older statement's start swaps its subject.
+SUBJECT_SPAN = 0.2
+#: Deployment environments (and their short names): one statement about each is two facts.
+ENVIRONMENTS = {
+    "staging": "staging", "stag": "staging", "production": "production", "prod": "production",
+    "dev": "development", "development": "development", "qa": "qa", "sandbox": "sandbox",
+    "preview": "preview", "canary": "canary", "uat": "uat", "preprod": "preprod",
+}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +102,13 @@ class ConflictResolver(Protocol):
         """Conflicts between ``record`` and each of ``existing`` (keyed by version id)."""
         ...
 
+    @staticmethod
+    def _restated_amounts(old: MemoryRecord, new: MemoryRecord) -> bool:
+        if not same_amounts(old.content, new.content):
+            return False
+        diff = compare(old.content, new.content)
+        return not (diff.negation_flipped or diff.antonym)
+
     async def resolve(self, conflict: ConflictResult) -> ResolutionResult:
         """Decide what to do about one conflict."""
         ...
@@ -126,11 +132,6 @@ def subject_of(record: MemoryRecord) -> str | None:
     return None
 
 
-def _locator(record: MemoryRecord) -> str | None:
-    value = record.metadata.get("locator")
-    return value.strip() if isinstance(value, str) else None
-
-
 def _is_newer(new: MemoryRecord, old: MemoryRecord) -> bool:
     """New by event time (ingestion time where unknown); equal event times by ingestion."""
     new_time, old_time = new.event_time or new.ingestion_time, old.event_time or old.ingestion_time
@@ -145,8 +146,71 @@ def _other_occurrence(new: MemoryRecord, old: MemoryRecord) -> bool:
     return abs(new.event_time - old.event_time) > EPISODE_WINDOW
 
 
-class SubjectConflictDetector:
-    """Basic detection: same subject (explicit, or by similarity) plus lexical cues."""
+def _environments(text: str) -> frozenset[str]:
+    return frozenset(ENVIRONMENTS[t] for t in statement_tokens(text) if t in ENVIRONMENTS)
+
+
+def _scope_differs(new: MemoryRecord, old: MemoryRecord) -> bool:
+    """Explicit subjects, environments or episode times say these are two facts."""
+    new_subject, old_subject = subject_of(new), subject_of(old)
+    if new_subject is not None and old_subject is not None and new_subject != old_subject:
+        return True
+    new_env, old_env = _environments(new.content), _environments(old.content)
+    if new_env and old_env and not new_env & old_env:
+        return True
+    if _another_subject(old, new):
+        return True
+    # two occurrences of an episode, unless the newer says the first one moved
+    return _other_occurrence(new, old) and not change_language(old, new)
+
+
+def _restates(old: MemoryRecord, new: MemoryRecord) -> bool:
+    """The newer keeps the older statement's words with nothing swapped or negated: whatever
+    change it reports is about something else, so it cannot end the older record."""
+    diff = compare(old.content, new.content)
+    changed = diff.other_change or diff.negation_flipped or diff.value_changed or diff.antonym
+    return diff.kept >= RESTATED_WORDS and not changed
+
+
+def _another_subject(old: MemoryRecord, new: MemoryRecord) -> bool:
+    """The statements name different things in one word at their start and also say different
+    things about them ("The cache service keeps its data in Redis" / "The ledger service …
+    in MySQL"), and the newer does not say anything changed: two facts about two things."""
+    swap_at, spans, one_word = first_swap(old.content, new.content)
+    return (
+        one_word
+        and swap_at < SUBJECT_SPAN
+        and spans >= 2
+        and compare(old.content, new.content).subject_changed
+        and not change_language(old, new)
+    )
+
+
+def _better_supported(new: MemoryRecord, old: MemoryRecord) -> bool:
+    return abs(new.source_confidence - old.source_confidence) >= SUPPORT_MARGIN - 1e-9
+
+
+def _cosine(left: Sequence[float], right: Sequence[float]) -> float:
+    return float(sum(a * b for a, b in zip(left, right, strict=True)))
+
+
+class ConflictDetector:
+    """Scope rules, a trained incompatibility classifier, then the documented class rules.
+
+    ``embeddings`` is used only by callers that pass no ``similarities`` (outside callers of
+    ``kernel.conflicts.detect``); the Gate always passes the similarities it has.
+    """
+
+    def __init__(
+        self, model: PairModel | None = None, *, embeddings: EmbeddingAdapter | None = None
+    ) -> None:
+        self._model = model or packaged_model()
+        self._embeddings = embeddings
+
+    @property
+    def version(self) -> str:
+        """The classifier version, recorded in the reason of every conflict."""
+        return self._model.version
 
     async def detect(
         self,
@@ -155,19 +219,83 @@ class SubjectConflictDetector:
         *,
         similarities: Mapping[UUID, float] | None = None,
     ) -> list[ConflictResult]:
+        """Conflicts between ``record`` and each of ``existing`` (similarities by version id)."""
+        others = [
+            other
+            for other in existing
+            if other.record_id != record.record_id
+            and other.type is record.type
+            and other.namespace == record.namespace
+        ]
+        known = dict(similarities or {})
+        missing = [o for o in others if o.id not in known]
+        if missing and self._embeddings is not None:
+            vectors = await self._embeddings.embed_batch(
+                [record.content, *(o.content for o in missing)]
+            )
+            for other, vector in zip(missing, vectors[1:], strict=True):
+                known[other.id] = _cosine(vectors[0], vector)
         found = []
-        for other in existing:
-            if (
-                other.record_id == record.record_id
-                or other.type is not record.type
-                or other.namespace != record.namespace
-            ):
-                continue
-            similarity = (similarities or {}).get(other.id, 0.0)
-            result = self._classify(record, other, similarity)
+        for other in others:
+            result = self.judge(other, record, known.get(other.id, 0.0))
             if result is not None:
                 found.append(result)
         return found
+
+    def judge(
+        self, old: MemoryRecord, new: MemoryRecord, similarity: float
+    ) -> ConflictResult | None:
+        """The conflict between one existing record and the proposal, if there is one."""
+        if _scope_differs(new, old) or (
+            similarity < RELATED_SIMILARITY
+            and word_overlap(old.content, new.content) < COMPARED_WORDS
+        ):
+            return None
+        p = self._model.probabilities(pair_features(old, new, similarity))
+        incompatible = p["conflict"]
+        if self._restated_amounts(old, new):
+            incompatible = 0.0  # "24 hours" / "one day": the same amount, said another way
+
+        def result(kind: ConflictClassification, reason: str) -> ConflictResult:
+            return ConflictResult(
+                kind, old.record_id, old.id, similarity, f"{reason} ({self.version})"
+            )
+
+        if incompatible >= CONFLICT_MIN and incompatible >= max(p.values()):
+            sure = incompatible >= DECISIVE
+            if change_language(old, new):
+                doubts = [
+                    doubt
+                    for doubt, present in (
+                        ("the classifier is not sure", incompatible < SUPERSEDE),
+                        ("the newer still states the older claim", _restates(old, new)),
+                        ("the new record is not newer", not _is_newer(new, old)),
+                        ("it is less confident", new.source_confidence < old.source_confidence),
+                    )
+                    if present
+                ]
+                if not doubts:
+                    return result(ConflictClassification.SUPERSESSION, "the world changed")
+                return result(
+                    ConflictClassification.UNRESOLVABLE, f"a change, but {'; '.join(doubts)}"
+                )
+            if sure and _better_supported(new, old):
+                return result(
+                    ConflictClassification.CONTRADICTION,
+                    "incompatible claims; one is better supported",
+                )
+            reason = "nothing prefers either claim" if sure else "possibly incompatible claims"
+            return result(ConflictClassification.UNRESOLVABLE, reason)
+        if p["refinement"] >= max(p["refinement"], p["none"]):
+            return result(ConflictClassification.REFINEMENT, "adds compatible detail")
+        return None
+
+    @staticmethod
+    def _restated_amounts(old: MemoryRecord, new: MemoryRecord) -> bool:
+        if not same_amounts(old.content, new.content):
+            return False
+        diff = compare(old.content, new.content)
+        return not (diff.negation_flipped or diff.antonym)
 
     async def resolve(self, conflict: ConflictResult) -> ResolutionResult:
         """The resolution the Gate carries out for this class (ADR-010)."""
@@ -176,59 +304,3 @@ class SubjectConflictDetector:
             action=RESOLUTIONS[conflict.classification],
             escalated=conflict.classification is ConflictClassification.UNRESOLVABLE,
         )
-
-    def _classify(
-        self, new: MemoryRecord, old: MemoryRecord, similarity: float
-    ) -> ConflictResult | None:
-        new_subject, old_subject = subject_of(new), subject_of(old)
-        explicit = new_subject is not None and old_subject is not None
-        if (
-            (explicit and new_subject != old_subject)
-            or _other_occurrence(new, old)
-            # neither certain nor related whatever the words say: spare the parse
-            or (not explicit and similarity < RELATED_SIMILARITY)
-            or word_overlap(old.content, new.content) < COMPARED_WORDS
-        ):
-            return None
-        diff = compare(old.content, new.content)
-        moved = None not in (_locator(new), _locator(old)) and _locator(new) != _locator(old)
-        if (diff.same_words and not moved) or diff.subject_changed:
-            return None
-        related = similarity >= RELATED_SIMILARITY and diff.overlap >= SHARED_WORDS
-        certain = (
-            explicit
-            or similarity >= SAME_SUBJECT_SIMILARITY
-            or (related and diff.kept >= RESTATED_WORDS)
-        )
-        if not (certain or related):
-            return None
-
-        def result(kind: ConflictClassification, reason: str) -> ConflictResult:
-            return ConflictResult(kind, old.record_id, old.id, similarity, reason)
-
-        exclusive = diff.negation_flipped or diff.antonym or diff.alternative
-        replaced = diff.change_marker and diff.overlap >= SHARED_WORDS
-        if diff.value_changed or moved or replaced or (exclusive and diff.dated):
-            if diff.value_changed and diff.other_change and not replaced:
-                return None
-            doubts = [
-                doubt
-                for doubt, present in (
-                    ("the subject is not certain", not certain),
-                    ("the new record is not newer", not _is_newer(new, old)),
-                    ("it is less confident", new.source_confidence < old.source_confidence),
-                )
-                if present
-            ]
-            if doubts:
-                return result(
-                    ConflictClassification.UNRESOLVABLE, f"a changed value, but {'; '.join(doubts)}"
-                )
-            return result(ConflictClassification.SUPERSESSION, "a newer value of the same fact")
-        if diff.negation_flipped:
-            return result(ConflictClassification.CONTRADICTION, "one statement negates the other")
-        if exclusive:
-            return result(ConflictClassification.CONTRADICTION, "mutually exclusive claims")
-        if diff.adds_detail:
-            return result(ConflictClassification.REFINEMENT, "adds detail to the older record")
-        return None

@@ -32,7 +32,10 @@ LIMIT 1
 
 -- name: candidates
 -- The exact duplicate (same normalised content) and the nearest active heads, in one trip,
--- among the records the writer may read ($6, its access levels).
+-- among the records the writer may read ($6, its access levels). The index finds a few more
+-- than $5 nearest; equal similarities (records of one content) are then ordered by id, as
+-- audit replay orders them, so which of several equal records are the neighbours never
+-- depends on the index's traversal.
 (SELECT {{record_columns}}, true AS exact,
         coalesce((1 - (embedding <=> $1))::float8, 1.0) AS similarity
  FROM memories
@@ -41,11 +44,14 @@ LIMIT 1
  ORDER BY ingestion_time
  LIMIT 1)
 UNION ALL
-(SELECT {{record_columns}}, false AS exact, (1 - (embedding <=> $1))::float8 AS similarity
- FROM memories
- WHERE namespace = $2 AND type = $3 AND superseded_by IS NULL AND status = 'active'
-   AND embedding IS NOT NULL AND access_level = ANY($6::text[])
- ORDER BY embedding <=> $1
+(SELECT nearest.*
+ FROM (SELECT {{record_columns}}, false AS exact, (1 - (embedding <=> $1))::float8 AS similarity
+       FROM memories
+       WHERE namespace = $2 AND type = $3 AND superseded_by IS NULL AND status = 'active'
+         AND embedding IS NOT NULL AND access_level = ANY($6::text[])
+       ORDER BY embedding <=> $1
+       LIMIT $5 + 8) nearest
+ ORDER BY nearest.similarity DESC, nearest.id
  LIMIT $5)
 
 -- name: resolve_evidence

@@ -1,0 +1,179 @@
+"""The numbers the conflict model reads about a pair of statements (ADR-010).
+
+:func:`pair_features` turns an older and a newer record of one type, with the cosine
+similarity of their embeddings, into a fixed vector named by :data:`FEATURES`. The signals
+are general rather than fitted word lists: embedding similarity, how the two statements align
+(shared words, what the differing words are: subject, value, negation, an antonym from
+WordNet, a swapped word group), amounts normalised across units, explicit subjects and
+locators, and the record type. Time order and confidence are deliberately *not* features:
+they decide between supersession, contradiction and unresolvable by the documented rules in
+:mod:`engram.memory.conflict.detection`, so a model can never learn "later means replaced".
+Pure functions.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+
+from engram.memory.conflict.cues import (
+    NOT,
+    compare,
+    first_swap,
+    statement_parts,
+    statement_tokens,
+)
+from engram.memory.conflict.lexicon import CHANGE_MARKERS, change_phrases, lexicon
+from engram.memory.conflict.quantities import changed_amounts, quantities, same_amounts
+from engram.memory.types import MemoryRecord, MemoryType
+
+_TYPES = tuple(MemoryType)
+_CAPITALISED = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][A-Za-z0-9]+|\b[A-Z]{2,}[A-Za-z0-9]*")
+_ALSO = frozenset({"also", "too", "additionally", "addition", "besides", "another"})
+_EXCLUSIVE = frozenset({"only", "exclusively", "solely", "sole", "single", "just", "instead"})
+
+FEATURES: tuple[str, ...] = (
+    "similarity",
+    "similarity_high",
+    "similarity_very_high",
+    "overlap",
+    "subject_overlap",
+    "predicate_overlap",
+    "kept",
+    "first_swap_at",
+    "swap_at_start",
+    "differing_spans",
+    "new_covered",
+    "length_ratio",
+    "same_words",
+    "subject_changed",
+    "negation_flipped",
+    "negation_either",
+    "antonym",
+    "wordnet_antonym",
+    "value_changed",
+    "amounts_changed",
+    "amounts_same",
+    "amounts_only_one",
+    "other_change",
+    "alternative",
+    "change_marker",
+    "change_markers_new",
+    "change_phrase_new",
+    "wordnet_change_new",
+    "dated",
+    "adds_detail",
+    "also_new",
+    "exclusive",
+    "names_differ",
+    "names_only_new",
+    "subject_explicit_same",
+    "subject_explicit_differ",
+    "locator_differ",
+    *(f"type_{kind.value}" for kind in _TYPES),
+)
+
+
+def _explicit(record: MemoryRecord, key: str) -> str | None:
+    value = record.metadata.get(key)
+    return value.strip().casefold() if isinstance(value, str) and value.strip() else None
+
+
+def _names(text: str) -> frozenset[str]:
+    """Capitalised words and acronyms not opening a sentence: names of things, cased."""
+    return frozenset(m.group(0).casefold() for m in _CAPITALISED.finditer(text))
+
+
+def _jaccard(left: frozenset[str], right: frozenset[str]) -> float:
+    return len(left & right) / len(left | right) if left or right else 1.0
+
+
+def _wordnet_antonym(old: Sequence[str], new: Sequence[str]) -> bool:
+    """A word only in one statement is WordNet's antonym of a word only in the other."""
+    lex = lexicon()
+    only_old, only_new = set(old) - set(new), set(new) - set(old)
+    return any(lex.opposed(a, b) for a in only_old for b in only_new)
+
+
+def pair_features(old: MemoryRecord, new: MemoryRecord, similarity: float) -> list[float]:
+    """The feature vector of one (older, newer) pair, in the order of :data:`FEATURES`."""
+    diff = compare(old.content, new.content)
+    old_tokens, new_tokens = statement_tokens(old.content), statement_tokens(new.content)
+    old_set, new_set = set(old_tokens), set(new_tokens)
+    added = new_set - old_set
+    old_amounts, new_amounts = quantities(old.content), quantities(new.content)
+    old_names, new_names = _names(old.content), _names(new.content)
+    subjects = (
+        _explicit(old, "subject") or _explicit(old, "name"),
+        _explicit(new, "subject") or _explicit(new, "name"),
+    )
+    locators = _explicit(old, "locator"), _explicit(new, "locator")
+    old_subject, old_predicate = statement_parts(old.content)
+    new_subject, new_predicate = statement_parts(new.content)
+    swap_at, spans, _ = first_swap(old.content, new.content)
+    values = {
+        "first_swap_at": swap_at,
+        "swap_at_start": float(swap_at < 0.2),
+        "differing_spans": min(6.0, float(spans)),
+        "subject_overlap": _jaccard(old_subject, new_subject),
+        "predicate_overlap": _jaccard(old_predicate, new_predicate),
+        "similarity": similarity,
+        "similarity_high": float(similarity >= 0.7),
+        "similarity_very_high": float(similarity >= 0.85),
+        "overlap": diff.overlap,
+        "kept": diff.kept,
+        "new_covered": len(new_set & old_set) / len(new_set) if new_set else 1.0,
+        "length_ratio": math.log((len(new_tokens) + 1) / (len(old_tokens) + 1)),
+        "same_words": float(diff.same_words),
+        "subject_changed": float(diff.subject_changed),
+        "negation_flipped": float(diff.negation_flipped),
+        "negation_either": float((NOT in old_set) != (NOT in new_set)),
+        "antonym": float(diff.antonym),
+        "wordnet_antonym": float(_wordnet_antonym(old_tokens, new_tokens)),
+        "value_changed": float(diff.value_changed),
+        "amounts_changed": float(changed_amounts(old.content, new.content)),
+        "amounts_same": float(same_amounts(old.content, new.content)),
+        "amounts_only_one": float(bool(old_amounts) != bool(new_amounts)),
+        "other_change": float(diff.other_change),
+        "alternative": float(diff.alternative),
+        "change_marker": float(diff.change_marker),
+        "change_markers_new": min(3.0, float(len(added & CHANGE_MARKERS))),
+        "change_phrase_new": float(change_language(old, new)),
+        "wordnet_change_new": min(3.0, float(len(added & lexicon().change_verbs))),
+        "dated": float(diff.dated),
+        "adds_detail": float(diff.adds_detail),
+        "also_new": float(bool(added & _ALSO)),
+        "exclusive": float(bool((old_set ^ new_set) & _EXCLUSIVE)),
+        "names_differ": float(bool(old_names) and bool(new_names) and old_names != new_names),
+        "names_only_new": min(3.0, float(len(new_names - old_names))),
+        "subject_explicit_same": float(None not in subjects and subjects[0] == subjects[1]),
+        "subject_explicit_differ": float(None not in subjects and subjects[0] != subjects[1]),
+        "locator_differ": float(None not in locators and locators[0] != locators[1]),
+    }
+    for kind in _TYPES:
+        values[f"type_{kind.value}"] = float(new.type is kind)
+    return [values[name] for name in FEATURES]
+
+
+def change_language(old: MemoryRecord, new: MemoryRecord) -> bool:
+    """Whether the newer statement says the world changed: a phrase of change the older one
+    lacks ("moved to", "no longer", "from now on", "rescheduled";
+    :data:`~engram.memory.conflict.lexicon.CHANGE_PHRASES`), or a higher version of a
+    versioned thing ("v2.0" -> "v2.1", "2025" -> "2026")."""
+    if change_phrases(new.content) - change_phrases(old.content):
+        return True
+    diff = compare(old.content, new.content)
+    return not diff.other_change and _version_raised(old.content, new.content)
+
+
+_VERSION = re.compile(r"\b(?:v|version\s*)?(\d+(?:\.\d+)+|(?:19|20)\d\d)\b", re.IGNORECASE)
+
+
+def _version_raised(old_text: str, new_text: str) -> bool:
+    def versions(text: str) -> set[tuple[int, ...]]:
+        return {tuple(int(p) for p in m.group(1).split(".")) for m in _VERSION.finditer(text)}
+
+    before, after = versions(old_text), versions(new_text)
+    gained = after - before
+    return bool(before) and bool(gained) and max(gained) > max(before)

@@ -1,0 +1,90 @@
+"""The lexical resource behind the conflict features: WordNet's antonyms and change verbs.
+
+``wordnet_lexicon.txt`` beside this module is generated from WordNet 3.0 by
+``tools/build_lexicon.py`` and committed, so nothing is read from outside the package at run
+time. Words are stored as :func:`engram.memory.conflict.cues.stem` stems, the form the
+statement parser produces, so "disabled" meets "enabled" whatever the inflection.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+from engram.memory.conflict.cues import stem
+
+#: Words by which a statement says the world changed: relocation and switching ("moved",
+#: "migrated"), a replacement ("instead", "no longer", "anymore"), a start ("since", "from now
+#: on", "as of", "effective"), a new slot ("rescheduled", "postponed"), a retirement. WordNet's
+#: ``verb.change`` file is far broader ("keep", "run", "stay" are in it): it is a classifier
+#: feature, never a rule.
+CHANGE_MARKERS = frozenset(
+    stem(w)
+    for w in (
+        "moved", "migrated", "switched", "replaced", "renamed", "upgraded", "downgraded",
+        "instead", "anymore", "longer", "since", "henceforth", "onwards", "onward", "now",
+        "nowadays", "retired", "deprecated", "withdrawn", "discontinued", "decommissioned",
+        "reassigned", "transferred", "relocated", "rescheduled", "postponed", "changed",
+        "raised", "lowered", "bumped", "reimaged", "rebranded", "superseded", "again",
+        "effective", "today", "reopened", "reverted", "replacing", "sunset", "sunsetted",
+    )
+)  # fmt: skip
+
+
+_VERB_OF_CHANGE = (
+    "moved|switched|migrated|changed|upgraded|downgraded|renamed|rebranded|transferred|"
+    "relocated|reassigned|raised|lowered|bumped|increased|reduced|cut|dropped|extended|"
+    "shortened|went (?:up|down)|shifted|converted|repointed|updated|expanded|promoted|"
+    "repriced|reduced|grew|fell"
+)
+#: Phrases by which a statement says the world changed. Words alone mislead ("takes longer",
+#: "the changed paths", "after changing the URL"), so a verb of change counts only with the
+#: direction it changed in ("moved to", "raised from"), and "longer" only after "no".
+CHANGE_PHRASES = re.compile(
+    r"\b(?:no longer|not \w+ (?:any ?more)|anymore|from now on|going forward|henceforth|"
+    r"nowadays|these days|now|instead|since|as of|effective|starting (?:on|in|from|with|"
+    r"next|this|today|\d)|(?:" + _VERB_OF_CHANGE + r")(?: \S+){0,5}? (?:to|from|into|onto|off|"
+    r"over)|(?:replaced|superseded)(?: \S+){0,4}? (?:by|with)|replac(?:es|ing)|superseding|"
+    r"renamed|resumed|rescheduled|postponed|retired|"
+    r"deprecated|withdrawn|discontinued|decommissioned|sunset|reimaged|reverted|"
+    r"rolled back|again)\b",
+    re.IGNORECASE,
+)
+
+
+def change_phrases(text: str) -> frozenset[str]:
+    """The change phrases of :data:`CHANGE_PHRASES` in ``text``, lowercased."""
+    return frozenset(m.group(0).casefold() for m in CHANGE_PHRASES.finditer(text))
+
+
+@dataclass(frozen=True, slots=True)
+class Lexicon:
+    """Antonym pairs (both orders) and change verbs, as stems."""
+
+    antonyms: frozenset[tuple[str, str]]
+    change_verbs: frozenset[str]
+
+    def opposed(self, left: str, right: str) -> bool:
+        """Whether two stems are antonyms in WordNet."""
+        return (left, right) in self.antonyms
+
+
+@functools.cache
+def lexicon() -> Lexicon:
+    """The packaged lexicon, read once per process."""
+    text = resources.files(__package__).joinpath("wordnet_lexicon.txt").read_text("utf-8")
+    antonyms: set[tuple[str, str]] = set()
+    change: set[str] = set()
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        kind, *words = line.split("\t")
+        if kind == "antonym" and len(words) == 2:
+            left, right = stem(words[0]), stem(words[1])
+            if left != right:
+                antonyms.update({(left, right), (right, left)})
+        elif kind == "change" and words:
+            change.add(stem(words[0]))
+    return Lexicon(frozenset(antonyms), frozenset(change))

@@ -1,0 +1,173 @@
+"""Train the conflict classifier on the dev half of the labelled pairs, and only on it.
+
+Reads ``tests/data/conflict/dev.jsonl``, embeds every statement with the real model, computes
+the pair features, fits scikit-learn's ``GradientBoostingClassifier`` to the three questions
+the classifier answers (``conflict`` = supersession, contradiction or unresolvable;
+``refinement``; ``none``) and writes the trees to
+``src/engram/memory/conflict/conflict_model.json``, checking that the packaged scorer
+reproduces scikit-learn's probabilities. ``--cv`` instead prints the whole detector's
+five-fold cross-validated confusion on dev, the figure thresholds are chosen by. The test
+half is never read here (``benchmarks/conflict_eval.py --half test`` reports it).
+
+    pip install scikit-learn   # a training-time tool, not a dependency of the kernel
+    python tools/train_conflict_model.py [--cv]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.conflict_eval import (  # noqa: E402
+    Pair,
+    embedder_for_evaluation,
+    load_pairs,
+    score,
+    similarities,
+)
+from engram.memory.conflict.detection import ConflictDetector  # noqa: E402
+from engram.memory.conflict.features import FEATURES, pair_features  # noqa: E402
+from engram.memory.conflict.model import MODEL_FILE, PairModel  # noqa: E402
+
+DEV = ROOT / "tests" / "data" / "conflict" / "dev.jsonl"
+OUT = ROOT / "src" / "engram" / "memory" / "conflict" / MODEL_FILE
+VERSION = "conflict-gbdt@1"
+GROUPS = {
+    "supersession": "conflict",
+    "contradiction": "conflict",
+    "unresolvable": "conflict",
+    "refinement": "refinement",
+    "none": "none",
+}
+PARAMS: dict[str, Any] = {
+    "n_estimators": 150,
+    "learning_rate": 0.05,
+    "max_depth": 3,
+    "min_samples_leaf": 5,
+    "subsample": 0.8,
+    "random_state": 20261125,
+}
+
+
+def _fit(rows: list[list[float]], labels: list[str]) -> Any:
+    from sklearn.ensemble import GradientBoostingClassifier  # noqa: PLC0415
+
+    return GradientBoostingClassifier(**PARAMS).fit(rows, labels)
+
+
+def export(model: Any, rows: list[list[float]], data_hash: str, n: int) -> dict[str, Any]:
+    """The JSON layout of :class:`PairModel`, offsets recovered from scikit-learn's scores."""
+    import numpy as np  # noqa: PLC0415
+
+    stages = []
+    for stage in model.estimators_:
+        trees = []
+        for regressor in stage:
+            tree = regressor.tree_
+            trees.append(
+                {
+                    "feature": [int(f) for f in tree.feature],
+                    "threshold": [float(t) for t in tree.threshold],
+                    "left": [int(c) for c in tree.children_left],
+                    "right": [int(c) for c in tree.children_right],
+                    "value": [float(v) for v in tree.value[:, 0, 0]],
+                }
+            )
+        stages.append(trees)
+    x = np.asarray(rows[:1])
+    summed = np.zeros(len(model.classes_))
+    for stage in model.estimators_:
+        for k, regressor in enumerate(stage):
+            summed[k] += model.learning_rate * regressor.predict(x)[0]
+    offset = model.decision_function(x)[0] - summed
+    return {
+        "version": VERSION,
+        "features": list(FEATURES),
+        "classes": [str(c) for c in model.classes_],
+        "offset": [float(v) for v in offset],
+        "learning_rate": float(model.learning_rate),
+        "training": {
+            "file": "tests/data/conflict/dev.jsonl",
+            "sha256": data_hash,
+            "pairs": n,
+            "params": PARAMS,
+        },
+        "stages": stages,
+    }
+
+
+def _check(packaged: PairModel, model: Any, rows: list[list[float]]) -> float:
+    """Largest difference between the packaged scorer and scikit-learn on the training rows."""
+    expected = model.predict_proba(rows)
+    worst = 0.0
+    for row, probs in zip(rows, expected, strict=True):
+        got = packaged.probabilities(row)
+        worst = max(
+            worst, *(abs(got[str(c)] - p) for c, p in zip(model.classes_, probs, strict=True))
+        )
+    return worst
+
+
+def cross_validate(pairs: list[Pair], sims: list[float], rows: list[list[float]]) -> dict[str, Any]:
+    """Five-fold out-of-fold predictions of the whole detector on dev."""
+    from sklearn.model_selection import StratifiedKFold  # noqa: PLC0415
+
+    labels = [p.label for p in pairs]
+    predicted = ["none"] * len(pairs)
+    folds = StratifiedKFold(5, shuffle=True, random_state=0)
+    for train, held in folds.split(rows, labels):
+        fitted = _fit([rows[i] for i in train], [GROUPS[labels[i]] for i in train])
+        detector = ConflictDetector(PairModel.from_dict(export(fitted, rows, "", len(train))))
+        for i in held:
+            found = detector.judge(pairs[i].old, pairs[i].new, sims[i])
+            predicted[i] = found.classification.value if found else "none"
+    new_style = [i for i, p in enumerate(pairs) if not p.id.startswith("old-")]
+    return {
+        "all_dev": score(labels, predicted),
+        "new_dev_only": score([labels[i] for i in new_style], [predicted[i] for i in new_style]),
+    }
+
+
+async def _main(cv: bool) -> dict[str, Any]:
+    pairs = load_pairs(DEV)
+    embedder = await embedder_for_evaluation()
+    try:
+        sims = await similarities(embedder, pairs)
+    finally:
+        await embedder.close()
+    rows = [pair_features(p.old, p.new, s) for p, s in zip(pairs, sims, strict=True)]
+    if cv:
+        return cross_validate(pairs, sims, rows)
+    labels = [GROUPS[p.label] for p in pairs]
+    model = _fit(rows, labels)
+    data = export(model, rows, hashlib.sha256(DEV.read_bytes()).hexdigest(), len(rows))
+    worst = _check(PairModel.from_dict(data), model, rows)
+    if worst > 1e-6:
+        raise SystemExit(f"the packaged scorer differs from scikit-learn by {worst}")
+    OUT.write_text(json.dumps(data, separators=(",", ":")) + "\n", encoding="utf-8")
+    return {
+        "written": str(OUT.relative_to(ROOT)),
+        "pairs": len(rows),
+        "labels": dict(Counter(labels)),
+        "max_probability_difference": worst,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cv", action="store_true", help="cross-validate on dev; write nothing")
+    args = parser.parse_args()
+    print(json.dumps(asyncio.run(_main(args.cv)), indent=1))
+
+
+if __name__ == "__main__":
+    main()
