@@ -19,6 +19,7 @@ TINY: dict[str, list[str]] = {
     "cold_start": ["--runs", "1"],
     "pii_eval": ["--repeat", "1"],
     "conflict_eval": [],
+    "advisor_eval": ["--half", "dev"],
     "gate_bench": [
         *("--records", "200", "--pool", "32", "--single", "5"),
         *("--sustained", "5", "--writers", "2"),

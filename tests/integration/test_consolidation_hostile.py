@@ -261,7 +261,7 @@ async def test_an_untrusted_agent_cannot_launder_a_claim_into_a_higher_confidenc
     restricted agent's own record had (confidence is not inherited from the best source)."""
     low = await _write(
         kernel,
-        "checkout-api payment step failed at 02:10 because finance-gw returned HTTP 503.",
+        "During the checkout-api incident finance-gw also logged HTTP 503 at 02:12.",
         DAY,
         INTERN,
         access_level=AccessLevel.AGENT,

@@ -29,6 +29,7 @@ unresolvable, never acted on.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -36,7 +37,13 @@ from typing import Protocol
 from uuid import UUID
 
 from engram.infra.embeddings import EmbeddingAdapter
-from engram.memory.conflict.cues import compare, first_swap, statement_tokens, word_overlap
+from engram.memory.conflict.cues import (
+    compare,
+    first_swap,
+    is_value,
+    statement_tokens,
+    word_overlap,
+)
 from engram.memory.conflict.features import change_language, pair_features
 from engram.memory.conflict.model import PairModel, packaged_model
 from engram.memory.conflict.quantities import same_amounts
@@ -59,6 +66,11 @@ RESTATED_WORDS = 0.8
 SUPPORT_MARGIN = 0.1
 #: Episodes further apart than this are two occurrences, not two accounts of one.
 EPISODE_WINDOW = timedelta(hours=12)
+#: Words by which a later account says an event was moved, not that it happened again.
+_MOVED = re.compile(
+    r"\b(?:rescheduled|postponed|moved|changed|pushed back|brought forward|delayed|bumped)\b",
+    re.IGNORECASE,
+)
 #: A word group swapped within this share of the older statement's start swaps its subject.
 SUBJECT_SPAN = 0.2
 #: Deployment environments (and their short names): one statement about each is two facts.
@@ -101,13 +113,6 @@ class ConflictResolver(Protocol):
     ) -> list[ConflictResult]:
         """Conflicts between ``record`` and each of ``existing`` (keyed by version id)."""
         ...
-
-    @staticmethod
-    def _restated_amounts(old: MemoryRecord, new: MemoryRecord) -> bool:
-        if not same_amounts(old.content, new.content):
-            return False
-        diff = compare(old.content, new.content)
-        return not (diff.negation_flipped or diff.antonym)
 
     async def resolve(self, conflict: ConflictResult) -> ResolutionResult:
         """Decide what to do about one conflict."""
@@ -160,8 +165,20 @@ def _scope_differs(new: MemoryRecord, old: MemoryRecord) -> bool:
         return True
     if _another_subject(old, new):
         return True
-    # two occurrences of an episode, unless the newer says the first one moved
-    return _other_occurrence(new, old) and not change_language(old, new)
+    # two occurrences of an episode, unless the newer says the first one was moved
+    return _other_occurrence(new, old) and not (
+        _MOVED.search(new.content) and not _MOVED.search(old.content)
+    )
+
+
+def _unanchored_episodes(old: MemoryRecord, new: MemoryRecord) -> bool:
+    """Two episodes that share no value (time, date, number, version) and where the newer
+    says nothing changed: two moments of a story ("paged at 02:10" / "rolled back"), not two
+    accounts of one moment."""
+    if MemoryType.EPISODE not in (old.type, new.type):
+        return False
+    shared = set(statement_tokens(old.content)) & set(statement_tokens(new.content))
+    return not any(map(is_value, shared)) and not change_language(old, new)
 
 
 def _restates(old: MemoryRecord, new: MemoryRecord) -> bool:
@@ -246,15 +263,10 @@ class ConflictDetector:
         self, old: MemoryRecord, new: MemoryRecord, similarity: float
     ) -> ConflictResult | None:
         """The conflict between one existing record and the proposal, if there is one."""
-        if _scope_differs(new, old) or (
-            similarity < RELATED_SIMILARITY
-            and word_overlap(old.content, new.content) < COMPARED_WORDS
-        ):
+        p = self._probabilities(old, new, similarity)
+        if p is None:
             return None
-        p = self._model.probabilities(pair_features(old, new, similarity))
         incompatible = p["conflict"]
-        if self._restated_amounts(old, new):
-            incompatible = 0.0  # "24 hours" / "one day": the same amount, said another way
 
         def result(kind: ConflictClassification, reason: str) -> ConflictResult:
             return ConflictResult(
@@ -289,6 +301,33 @@ class ConflictDetector:
         if p["refinement"] >= max(p["refinement"], p["none"]):
             return result(ConflictClassification.REFINEMENT, "adds compatible detail")
         return None
+
+    def incompatibility(self, old: MemoryRecord, new: MemoryRecord, similarity: float) -> float:
+        """How likely the two statements cannot both be true (0 when the scope differs):
+        the classifier's answer before the class rules, for callers that weigh it
+        themselves (consolidation refuses to join sources above ``DECISIVE``)."""
+        p = self._probabilities(old, new, similarity)
+        return 0.0 if p is None else p["conflict"]
+
+    def _probabilities(
+        self, old: MemoryRecord, new: MemoryRecord, similarity: float
+    ) -> dict[str, float] | None:
+        """The classifier's distribution, or None when scope rules or distance settle it."""
+        if (
+            old.type is not new.type
+            or _scope_differs(new, old)
+            or (
+                similarity < RELATED_SIMILARITY
+                and word_overlap(old.content, new.content) < COMPARED_WORDS
+            )
+        ):
+            return None
+        p = self._model.probabilities(pair_features(old, new, similarity))
+        if self._restated_amounts(old, new) or _unanchored_episodes(old, new):
+            # "24 hours" / "one day": the same amount, said another way; or two moments of
+            # one story: compatible, though the newer may still refine the older
+            p = {**p, "conflict": 0.0}
+        return p
 
     @staticmethod
     def _restated_amounts(old: MemoryRecord, new: MemoryRecord) -> bool:

@@ -49,7 +49,7 @@ CHANGE_PHRASES = re.compile(
     r"over)|(?:replaced|superseded)(?: \S+){0,4}? (?:by|with)|replac(?:es|ing)|superseding|"
     r"renamed|resumed|rescheduled|postponed|retired|"
     r"deprecated|withdrawn|discontinued|decommissioned|sunset|reimaged|reverted|"
-    r"rolled back|again)\b",
+    r"rolled back)\b",
     re.IGNORECASE,
 )
 

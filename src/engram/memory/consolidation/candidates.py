@@ -23,6 +23,7 @@ from numpy.typing import NDArray
 from engram.infra.db import DatabaseAdapter
 from engram.infra.sql import load_queries
 from engram.memory import store
+from engram.memory.conflict.detection import DECISIVE, ConflictDetector
 from engram.memory.consolidation import actions
 from engram.memory.consolidation.actions import ActionParams
 from engram.memory.consolidation.facts import content_words, entities
@@ -90,9 +91,14 @@ class Planner:
     """Reads candidates and turns topics into :class:`ConsolidationCandidate` proposals."""
 
     def __init__(
-        self, db: DatabaseAdapter, summarizer: Summarizer, settings: PlannerSettings
+        self,
+        db: DatabaseAdapter,
+        summarizer: Summarizer,
+        settings: PlannerSettings,
+        conflicts: ConflictDetector | None = None,
     ) -> None:
         self._db = db
+        self._conflicts = conflicts or ConflictDetector()
         self._summarizer = summarizer
         self._extractive = ExtractiveSummarizer()
         self._settings = settings
@@ -156,6 +162,20 @@ class Planner:
         size = self._settings.max_topic
         return [ordered[s : s + size] for s in range(0, len(ordered), size)]
 
+    def _disagree(self, topic: Sequence[Loaded]) -> bool:
+        """Whether the conflict judgement the Gate uses finds any two claims incompatible: each
+        source against the first and against the one before it (event-time order); episodes
+        are occurrences, not claims about one state, and are not compared."""
+        pairs = {(0, n) for n in range(1, len(topic))} | {(n - 1, n) for n in range(1, len(topic))}
+        for a, b in sorted(pairs):
+            older, newer = topic[a], topic[b]
+            if MemoryType.EPISODE in (older.record.type, newer.record.type):
+                continue  # occurrences: each is true of its own time, values may differ
+            similarity = float(np.dot(older.embedding, newer.embedding))
+            if self._conflicts.incompatibility(older.record, newer.record, similarity) >= DECISIVE:
+                return True
+        return False
+
     async def candidate(self, topic: Sequence[Loaded]) -> ConsolidationCandidate | SkipReason:
         """What one topic (in event-time order) becomes, or why it stays as it is."""
         sources = [item.record for item in topic]
@@ -164,6 +184,8 @@ class Planner:
         action = actions.choose(sources, vectors, params)
         if action is None:
             return SkipReason.SINGLETON if len(sources) == 1 else SkipReason.TOO_FEW
+        if action in _JOINED_CLAIMS and self._disagree(topic):
+            return SkipReason.CONFLICTING
         metadata = actions.carried_metadata(action, sources)
         if action is ConsolidationAction.SKILL:
             steps = actions.merged_steps(sources)
@@ -210,6 +232,12 @@ class Planner:
             confidence=confidence,
             summarizer=summarizer,
         )
+
+
+#: Actions whose output states one claim for all its sources (a promoted belief, one skill):
+#: sources that disagree must not be joined. A merged narrative keeps every source's account
+#: in time order, so a later account that changes an earlier one is told, not hidden.
+_JOINED_CLAIMS = frozenset({ConsolidationAction.PROMOTE, ConsolidationAction.SKILL})
 
 
 def _when(record: MemoryRecord) -> datetime:

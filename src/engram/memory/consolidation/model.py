@@ -36,6 +36,7 @@ class SkipReason(StrEnum):
     TOO_FEW = "too_few"  # below the minimum size of its action (or of the trigger)
     NO_EMBEDDING = "no_embedding"  # a degraded write: no topic can be found for it
     NOT_SHORTER = "not_shorter"  # compression would not save enough words
+    CONFLICTING = "conflicting"  # sources to promote or join disagree: judged first, not merged
     REJECTED = "rejected"  # the Gate refused a request of the item (audited)
     SOURCE_CHANGED = "source_changed"  # a source moved on during the pass: next run
     UNDER_LIMIT = "under_limit"  # pressure-driven, but the fast path is within its limit
