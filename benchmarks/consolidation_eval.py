@@ -176,6 +176,8 @@ async def outcome(
     kernel: Kernel, owner: dict[UUID, str], topics: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """Run one deep pass and measure what it left in the database."""
+    # the writes' conflict resolutions are delivered first, as a nightly pass finds them
+    await kernel.events.settled()
     started = time.perf_counter()
     result = await kernel.consolidation.run(ConsolidationTrigger.SCHEDULED_DEEP)
     seconds = time.perf_counter() - started

@@ -22,9 +22,10 @@ more than ``EPISODE_WINDOW`` apart are never in conflict. Then a trained classif
 says whether the two statements are incompatible, a refinement or neither. Time order,
 confidence and change language are not learned: the documented rules above turn an
 incompatibility into one of the three conflict classes. Retiring or challenging a true fact
-is the worst error, so supersession and contradiction need the classifier to be sure
-(``DECISIVE``); a likelier-than-not incompatibility short of that is escalated as
-unresolvable, never acted on.
+is the worst error, so contradiction needs the classifier to be sure (``DECISIVE``) and
+supersession surer still (``SUPERSEDE``); a likelier-than-not incompatibility short of that is
+escalated as unresolvable, never acted on. Two episodes that share no value (time, date,
+number) and say nothing changed are two moments of one story, never incompatible.
 """
 
 from __future__ import annotations
