@@ -20,8 +20,13 @@ optionally, ``metadata``, ``event_time`` and ``source_confidence``).
 - ``silent_retirements`` counts pairs labelled ``none`` or ``refinement`` (both records true)
   predicted ``supersession`` or ``contradiction``: each would end or challenge a true record.
   ``unresolvable_acted_on`` counts pairs a person should decide that were acted on instead.
+- ``store_noise`` measures what the labelled pairs cannot: how often the detector flags a
+  record's ordinary neighbours. ``--noise-texts`` seeded agent-memory texts (the benchmarks'
+  generator: two facts each, about the same services, people and numbers) are embedded; each
+  is judged against its eight nearest, as the Gate would; the share of those pairs reported
+  as each class. Few of them conflict, so a high share means escalations nobody needs.
 
-    python -m benchmarks.conflict_eval [--half dev|test] [--pairs PATH]
+    python -m benchmarks.conflict_eval [--half dev|test] [--pairs PATH] [--noise-texts N]
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from benchmarks.agent_text import texts
 from benchmarks.stats import percentiles
 from engram.config import EMBEDDING_DIMENSION, EngramSettings
 from engram.infra.embeddings import EmbeddingAdapter
@@ -209,9 +215,43 @@ async def embedder_for_evaluation() -> EmbeddingAdapter:
     return embedder
 
 
-async def _main(path: Path) -> dict[str, Any]:
+async def store_noise(embedder: EmbeddingAdapter, count: int) -> dict[str, Any]:
+    """The share of ordinary neighbour pairs the detector reports, by class."""
+    corpus = texts(count, seed=29)
+    vectors: list[list[float]] = []
+    for start in range(0, len(corpus), BATCH):
+        vectors += await embedder.embed_batch(corpus[start : start + BATCH])
+    records = [
+        MemoryRecord.draft(MemoryType.BELIEF, text, source_agent="conflict-eval") for text in corpus
+    ]
+    detector = ConflictDetector()
+    found: Counter[str] = Counter()
+    judged = 0
+    for i, vector in enumerate(vectors):
+        nearest = sorted(
+            ((sum(a * b for a, b in zip(vector, other, strict=True)), j)
+             for j, other in enumerate(vectors) if j != i),
+            reverse=True,
+        )[:8]  # fmt: skip
+        for similarity, j in nearest:
+            judged += 1
+            result = detector.judge(records[j], records[i], similarity)
+            found[result.classification.value if result else "none"] += 1
+    return {
+        "texts": count,
+        "pairs": judged,
+        "share": {label: round(found[label] / judged, 4) for label in LABELS},
+    }
+
+
+async def _main(path: Path, noise: int) -> dict[str, Any]:
     embedder = await embedder_for_evaluation()
     try:
+        if noise:
+            return {
+                **await evaluate(embedder, path),
+                "store_noise": await store_noise(embedder, noise),
+            }
         return await evaluate(embedder, path)
     finally:
         await embedder.close()
@@ -221,9 +261,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--half", choices=("dev", "test"), default="test")
     parser.add_argument("--pairs", type=Path, help="another set file instead of a half")
+    parser.add_argument("--noise-texts", type=int, default=300, help="0: skip store_noise")
     args = parser.parse_args()
     path = args.pairs or HALVES / f"{args.half}.jsonl"
-    print(json.dumps(asyncio.run(_main(path)), indent=2))
+    print(json.dumps(asyncio.run(_main(path, args.noise_texts)), indent=2))
 
 
 if __name__ == "__main__":

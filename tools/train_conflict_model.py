@@ -1,15 +1,15 @@
 """Train the conflict classifier on the dev half of the labelled pairs, and only on it.
 
-Reads ``tests/data/conflict/dev.jsonl``, embeds every statement with the real model, computes
-the pair features, fits scikit-learn's ``GradientBoostingClassifier`` to the three questions
-the classifier answers (``conflict`` = supersession, contradiction or unresolvable;
-``refinement``; ``none``) and writes the trees to
-``src/engram/memory/conflict/conflict_model.json``, checking that the packaged scorer
+Reads ``tests/data/conflict/dev.jsonl`` and ``dev_extra.jsonl``, embeds every statement with
+the real model, computes the pair features, fits scikit-learn's
+``GradientBoostingClassifier`` to the three questions the classifier answers (``conflict``
+= supersession, contradiction or unresolvable; ``refinement``; ``none``) and writes the
+trees to ``src/engram/memory/conflict/conflict_model.json``, checking that the packaged scorer
 reproduces scikit-learn's probabilities. ``--cv`` instead prints the whole detector's
 five-fold cross-validated confusion on dev, the figure thresholds are chosen by. The test
 half is never read here (``benchmarks/conflict_eval.py --half test`` reports it).
 
-    pip install scikit-learn   # a training-time tool, not a dependency of the kernel
+    pip install -e '.[train]'   # scikit-learn: a training-time tool, not a kernel dependency
     python tools/train_conflict_model.py [--cv]
 """
 
@@ -38,7 +38,9 @@ from engram.memory.conflict.detection import ConflictDetector  # noqa: E402
 from engram.memory.conflict.features import FEATURES, pair_features  # noqa: E402
 from engram.memory.conflict.model import MODEL_FILE, PairModel  # noqa: E402
 
-DEV = ROOT / "tests" / "data" / "conflict" / "dev.jsonl"
+DATA = ROOT / "tests" / "data" / "conflict"
+#: The dev half, and hard negatives written for dev later (same subject, another attribute).
+DEV = (DATA / "dev.jsonl", DATA / "dev_extra.jsonl")
 OUT = ROOT / "src" / "engram" / "memory" / "conflict" / MODEL_FILE
 VERSION = "conflict-gbdt@1"
 GROUPS = {
@@ -64,7 +66,7 @@ def _fit(rows: list[list[float]], labels: list[str]) -> Any:
     return GradientBoostingClassifier(**PARAMS).fit(rows, labels)
 
 
-def export(model: Any, rows: list[list[float]], data_hash: str, n: int) -> dict[str, Any]:
+def export(model: Any, rows: list[list[float]], hashes: dict[str, str], n: int) -> dict[str, Any]:
     """The JSON layout of :class:`PairModel`, offsets recovered from scikit-learn's scores."""
     import numpy as np  # noqa: PLC0415
 
@@ -95,12 +97,7 @@ def export(model: Any, rows: list[list[float]], data_hash: str, n: int) -> dict[
         "classes": [str(c) for c in model.classes_],
         "offset": [float(v) for v in offset],
         "learning_rate": float(model.learning_rate),
-        "training": {
-            "file": "tests/data/conflict/dev.jsonl",
-            "sha256": data_hash,
-            "pairs": n,
-            "params": PARAMS,
-        },
+        "training": {"files": hashes, "pairs": n, "params": PARAMS},
         "stages": stages,
     }
 
@@ -126,7 +123,7 @@ def cross_validate(pairs: list[Pair], sims: list[float], rows: list[list[float]]
     folds = StratifiedKFold(5, shuffle=True, random_state=0)
     for train, held in folds.split(rows, labels):
         fitted = _fit([rows[i] for i in train], [GROUPS[labels[i]] for i in train])
-        detector = ConflictDetector(PairModel.from_dict(export(fitted, rows, "", len(train))))
+        detector = ConflictDetector(PairModel.from_dict(export(fitted, rows, {}, len(train))))
         for i in held:
             found = detector.judge(pairs[i].old, pairs[i].new, sims[i])
             predicted[i] = found.classification.value if found else "none"
@@ -138,7 +135,7 @@ def cross_validate(pairs: list[Pair], sims: list[float], rows: list[list[float]]
 
 
 async def _main(cv: bool) -> dict[str, Any]:
-    pairs = load_pairs(DEV)
+    pairs = [pair for path in DEV if path.exists() for pair in load_pairs(path)]
     embedder = await embedder_for_evaluation()
     try:
         sims = await similarities(embedder, pairs)
@@ -149,7 +146,12 @@ async def _main(cv: bool) -> dict[str, Any]:
         return cross_validate(pairs, sims, rows)
     labels = [GROUPS[p.label] for p in pairs]
     model = _fit(rows, labels)
-    data = export(model, rows, hashlib.sha256(DEV.read_bytes()).hexdigest(), len(rows))
+    hashes = {
+        str(path.relative_to(ROOT)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in DEV
+        if path.exists()
+    }
+    data = export(model, rows, hashes, len(rows))
     worst = _check(PairModel.from_dict(data), model, rows)
     if worst > 1e-6:
         raise SystemExit(f"the packaged scorer differs from scikit-learn by {worst}")

@@ -43,7 +43,7 @@ async def test_a_negation_is_a_contradiction_only_when_one_side_is_better_suppor
 async def test_a_change_said_and_dated_later_is_a_supersession() -> None:
     """Change language plus a later event time retires the older value; earlier escalates."""
     old = belief("The team tracks its work in Jira.", event_time=MARCH)
-    changed = "The team moved from Jira to Linear for tracking its work."
+    changed = "The team switched its work tracking from Jira to Linear."
     later = await judged(old, belief(changed, event_time=APRIL), 0.8)
     earlier = await judged(old, belief(changed, event_time=MARCH - timedelta(days=30)), 0.8)
     assert ["supersession"] == later

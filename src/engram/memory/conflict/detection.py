@@ -22,9 +22,9 @@ more than ``EPISODE_WINDOW`` apart are never in conflict. Then a trained classif
 says whether the two statements are incompatible, a refinement or neither. Time order,
 confidence and change language are not learned: the documented rules above turn an
 incompatibility into one of the three conflict classes. Retiring or challenging a true fact
-is the worst error, so contradiction needs the classifier to be sure (``DECISIVE``) and
-supersession surer still (``SUPERSEDE``); a likelier-than-not incompatibility short of that is
-escalated as unresolvable, never acted on. Two episodes that share no value (time, date,
+is the worst error, so no conflict is reported below ``CONFLICT_MIN``, contradiction needs
+``DECISIVE`` and supersession ``SUPERSEDE``; a change short of that is escalated as
+unresolvable, never acted on. Two episodes that share no value (time, date,
 number) and say nothing changed are two moments of one story, never incompatible.
 """
 
@@ -54,8 +54,11 @@ from engram.memory.types import ConflictClassification, MemoryRecord, MemoryType
 RELATED_SIMILARITY = 0.2
 #: Share of distinct shared words that brings a less similar pair to the classifier anyway.
 COMPARED_WORDS = 0.25
-#: Probability of incompatibility above which a conflict is reported at all (unresolvable).
-CONFLICT_MIN = 0.5
+#: How many of the given records, the most similar first, are judged: a fact a new record
+#: changes or contradicts is among its closest; the rest are other facts of the neighbourhood.
+JUDGED = 3
+#: Probability of incompatibility from which a conflict is reported at all.
+CONFLICT_MIN = 0.6
 #: Probability of incompatibility needed before a record may be retired or challenged.
 DECISIVE = 0.6
 #: Probability of incompatibility needed to end the older record: the one irreversible-looking
@@ -237,7 +240,8 @@ class ConflictDetector:
         *,
         similarities: Mapping[UUID, float] | None = None,
     ) -> list[ConflictResult]:
-        """Conflicts between ``record`` and each of ``existing`` (similarities by version id)."""
+        """Conflicts between ``record`` and the ``JUDGED`` most similar of ``existing``
+        (similarities by version id)."""
         others = [
             other
             for other in existing
@@ -254,7 +258,8 @@ class ConflictDetector:
             for other, vector in zip(missing, vectors[1:], strict=True):
                 known[other.id] = _cosine(vectors[0], vector)
         found = []
-        for other in others:
+        nearest = sorted(others, key=lambda o: known.get(o.id, 0.0), reverse=True)
+        for other in nearest[:JUDGED]:
             result = self.judge(other, record, known.get(other.id, 0.0))
             if result is not None:
                 found.append(result)
