@@ -23,8 +23,9 @@ optionally, ``metadata``, ``event_time`` and ``source_confidence``).
 - ``store_noise`` measures what the labelled pairs cannot: how often the detector flags a
   record's ordinary neighbours. ``--noise-texts`` seeded agent-memory texts (the benchmarks'
   generator: two facts each, about the same services, people and numbers) are embedded; each
-  is judged against its eight nearest, as the Gate would; the share of those pairs reported
-  as each class. Few of them conflict, so a high share means escalations nobody needs.
+  goes through ``detect`` with its eight nearest, as in the Gate (which judges the
+  ``JUDGED`` most similar); the share of judged pairs reported as each class. Few of them
+  conflict, so a high share means escalations nobody needs.
 
     python -m benchmarks.conflict_eval [--half dev|test] [--pairs PATH] [--noise-texts N]
 """
@@ -46,7 +47,7 @@ from benchmarks.agent_text import texts
 from benchmarks.stats import percentiles
 from engram.config import EMBEDDING_DIMENSION, EngramSettings
 from engram.infra.embeddings import EmbeddingAdapter
-from engram.memory.conflict.detection import ConflictDetector
+from engram.memory.conflict.detection import JUDGED, ConflictDetector
 from engram.memory.schemas import validate_record
 from engram.memory.types import MemoryRecord, MemoryType
 from engram.observability.logging import configure_logging
@@ -217,6 +218,8 @@ async def embedder_for_evaluation() -> EmbeddingAdapter:
 
 async def store_noise(embedder: EmbeddingAdapter, count: int) -> dict[str, Any]:
     """The share of ordinary neighbour pairs the detector reports, by class."""
+    import numpy as np  # noqa: PLC0415 - only this measurement needs it
+
     corpus = texts(count, seed=29)
     vectors: list[list[float]] = []
     for start in range(0, len(corpus), BATCH):
@@ -224,23 +227,23 @@ async def store_noise(embedder: EmbeddingAdapter, count: int) -> dict[str, Any]:
     records = [
         MemoryRecord.draft(MemoryType.BELIEF, text, source_agent="conflict-eval") for text in corpus
     ]
+    matrix = np.asarray(vectors) @ np.asarray(vectors).T
     detector = ConflictDetector()
     found: Counter[str] = Counter()
     judged = 0
-    for i, vector in enumerate(vectors):
-        nearest = sorted(
-            ((sum(a * b for a, b in zip(vector, other, strict=True)), j)
-             for j, other in enumerate(vectors) if j != i),
-            reverse=True,
-        )[:8]  # fmt: skip
-        for similarity, j in nearest:
-            judged += 1
-            result = detector.judge(records[j], records[i], similarity)
-            found[result.classification.value if result else "none"] += 1
+    for i, row in enumerate(matrix):
+        nearest = [int(j) for j in np.argsort(-row) if j != i][:8]
+        similarities = {records[j].id: float(row[j]) for j in nearest}
+        judged += min(JUDGED, len(nearest))
+        results = await detector.detect(
+            records[i], [records[j] for j in nearest], similarities=similarities
+        )
+        found.update(result.classification.value for result in results)
+    found["none"] = judged - sum(found.values())
     return {
         "texts": count,
-        "pairs": judged,
-        "share": {label: round(found[label] / judged, 4) for label in LABELS},
+        "pairs_judged": judged,
+        "share": {label: round(found[label] / judged, 4) if judged else 0.0 for label in LABELS},
     }
 
 

@@ -30,6 +30,7 @@ number) and say nothing changed are two moments of one story, never incompatible
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -176,13 +177,16 @@ def _scope_differs(new: MemoryRecord, old: MemoryRecord) -> bool:
 
 
 def _unanchored_episodes(old: MemoryRecord, new: MemoryRecord) -> bool:
-    """Two episodes that share no value (time, date, number, version) and where the newer
-    says nothing changed: two moments of a story ("paged at 02:10" / "rolled back"), not two
-    accounts of one moment."""
+    """Two episodes that share no value (time, date, number, version), where the newer says
+    nothing changed and no word is negated, opposed or swapped for another in the claim: two
+    moments of a story ("paged at 02:10" / "rolled back"), not two accounts of one moment."""
     if MemoryType.EPISODE not in (old.type, new.type):
         return False
     shared = set(statement_tokens(old.content)) & set(statement_tokens(new.content))
-    return not any(map(is_value, shared)) and not change_language(old, new)
+    if any(map(is_value, shared)) or change_language(old, new):
+        return False
+    diff = compare(old.content, new.content)  # "held in Munich" / "in Vienna": one moment
+    return not (diff.antonym or diff.negation_flipped or diff.alternative)
 
 
 def _restates(old: MemoryRecord, new: MemoryRecord) -> bool:
@@ -209,6 +213,11 @@ def _another_subject(old: MemoryRecord, new: MemoryRecord) -> bool:
 
 def _better_supported(new: MemoryRecord, old: MemoryRecord) -> bool:
     return abs(new.source_confidence - old.source_confidence) >= SUPPORT_MARGIN - 1e-9
+
+
+def _finite(similarity: float) -> float:
+    """A cosine similarity clamped to [-1, 1]; anything not a number counts as unrelated."""
+    return max(-1.0, min(1.0, similarity)) if math.isfinite(similarity) else 0.0
 
 
 def _cosine(left: Sequence[float], right: Sequence[float]) -> float:
@@ -249,7 +258,7 @@ class ConflictDetector:
             and other.type is record.type
             and other.namespace == record.namespace
         ]
-        known = dict(similarities or {})
+        known = {k: _finite(v) for k, v in (similarities or {}).items()}
         missing = [o for o in others if o.id not in known]
         if missing and self._embeddings is not None:
             vectors = await self._embeddings.embed_batch(
@@ -304,7 +313,7 @@ class ConflictDetector:
                 )
             reason = "nothing prefers either claim" if sure else "possibly incompatible claims"
             return result(ConflictClassification.UNRESOLVABLE, reason)
-        if p["refinement"] >= max(p["refinement"], p["none"]):
+        if p["refinement"] >= max(p.values()):
             return result(ConflictClassification.REFINEMENT, "adds compatible detail")
         return None
 
@@ -319,13 +328,14 @@ class ConflictDetector:
         self, old: MemoryRecord, new: MemoryRecord, similarity: float
     ) -> dict[str, float] | None:
         """The classifier's distribution, or None when scope rules or distance settle it."""
+        similarity = _finite(similarity)
         if (
             old.type is not new.type
-            or _scope_differs(new, old)
             or (
                 similarity < RELATED_SIMILARITY
                 and word_overlap(old.content, new.content) < COMPARED_WORDS
             )
+            or _scope_differs(new, old)
         ):
             return None
         p = self._model.probabilities(pair_features(old, new, similarity))

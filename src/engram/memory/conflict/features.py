@@ -93,7 +93,7 @@ def _wordnet_antonym(old: Sequence[str], new: Sequence[str]) -> bool:
     """A word only in one statement is WordNet's antonym of a word only in the other."""
     lex = lexicon()
     only_old, only_new = set(old) - set(new), set(new) - set(old)
-    return any(lex.opposed(a, b) for a in only_old for b in only_new)
+    return any(lex.opposites(word) & only_new for word in only_old)
 
 
 def pair_features(old: MemoryRecord, new: MemoryRecord, similarity: float) -> list[float]:
@@ -167,7 +167,8 @@ def change_language(old: MemoryRecord, new: MemoryRecord) -> bool:
     return not diff.other_change and _version_raised(old.content, new.content)
 
 
-_VERSION = re.compile(r"\b(?:v|version\s*)?(\d+(?:\.\d+)+|(?:19|20)\d\d)\b", re.IGNORECASE)
+#: Bounded digit runs: a version is short, and int() of a huge run would raise.
+_VERSION = re.compile(r"\b(?:v|version\s*)?(\d{1,9}(?:\.\d{1,9})+|(?:19|20)\d\d)\b", re.IGNORECASE)
 
 
 def _version_raised(old_text: str, new_text: str) -> bool:

@@ -61,21 +61,25 @@ def change_phrases(text: str) -> frozenset[str]:
 
 @dataclass(frozen=True, slots=True)
 class Lexicon:
-    """Antonym pairs (both orders) and change verbs, as stems."""
+    """Antonyms (each stem to its opposites) and change verbs, as stems."""
 
-    antonyms: frozenset[tuple[str, str]]
+    antonyms: dict[str, frozenset[str]]
     change_verbs: frozenset[str]
 
     def opposed(self, left: str, right: str) -> bool:
         """Whether two stems are antonyms in WordNet."""
-        return (left, right) in self.antonyms
+        return right in self.opposites(left)
+
+    def opposites(self, word: str) -> frozenset[str]:
+        """The stems WordNet lists as antonyms of ``word``'s stem."""
+        return self.antonyms.get(word, frozenset())
 
 
 @functools.cache
 def lexicon() -> Lexicon:
     """The packaged lexicon, read once per process."""
     text = resources.files(__package__).joinpath("wordnet_lexicon.txt").read_text("utf-8")
-    antonyms: set[tuple[str, str]] = set()
+    antonyms: dict[str, set[str]] = {}
     change: set[str] = set()
     for line in text.splitlines():
         if not line or line.startswith("#"):
@@ -84,7 +88,8 @@ def lexicon() -> Lexicon:
         if kind == "antonym" and len(words) == 2:
             left, right = stem(words[0]), stem(words[1])
             if left != right:
-                antonyms.update({(left, right), (right, left)})
+                antonyms.setdefault(left, set()).add(right)
+                antonyms.setdefault(right, set()).add(left)
         elif kind == "change" and words:
             change.add(stem(words[0]))
-    return Lexicon(frozenset(antonyms), frozenset(change))
+    return Lexicon({w: frozenset(o) for w, o in antonyms.items()}, frozenset(change))

@@ -10,6 +10,7 @@ Pure functions, no I/O.
 from __future__ import annotations
 
 import functools
+import math
 import re
 from dataclasses import dataclass
 
@@ -39,8 +40,10 @@ _RATES = {  # how often: once per this many seconds
     "biweekly": 1209600.0, "fortnightly": 1209600.0, "monthly": 2592000.0,
     "quarterly": 7776000.0, "yearly": 31536000.0, "annually": 31536000.0,
 }  # fmt: skip
-_TOKEN = re.compile(r"[$€£]?\d[\d,]*(?:\.\d+)?%?|°[cf]|[a-z]+", re.IGNORECASE)
-_NUMERIC = re.compile(r"([$€£]?)(\d[\d,]*(?:\.\d+)?)(%?)")
+#: A number: digits with optional thousands groups ("12,000", not "1,2,3") and decimals.
+_DIGITS = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
+_TOKEN = re.compile(rf"[$€£]?(?:{_DIGITS})%?|°[cf]|[a-z]+", re.IGNORECASE)
+_NUMERIC = re.compile(rf"([$€£]?)({_DIGITS})(%?)")
 _CURRENCY = {"$": "usd", "€": "eur", "£": "gbp", "usd": "usd", "eur": "eur", "gbp": "gbp",
              "dollars": "usd", "euros": "eur", "pounds": "gbp"}  # fmt: skip
 
@@ -67,6 +70,8 @@ def _number(token: str) -> tuple[float, str, bool] | None:
 
 def _measured(value: float, unit: str, currency: str) -> Quantity | None:
     """The amount ``value`` of ``unit`` (the next word), or None when the word is no unit."""
+    if not math.isfinite(value):
+        return None
     if unit in _DURATIONS:
         return Quantity("duration", value * _DURATIONS[unit])
     if unit in _SIZES:

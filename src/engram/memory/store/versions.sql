@@ -34,8 +34,8 @@ LIMIT 1
 -- The exact duplicate (same normalised content) and the nearest active heads, in one trip,
 -- among the records the writer may read ($6, its access levels). The index finds a few more
 -- than $5 nearest; equal similarities (records of one content) are then ordered by id, as
--- audit replay orders them, so which of several equal records are the neighbours never
--- depends on the index's traversal.
+-- audit replay orders them, so which of several equal records are the neighbours does not
+-- depend on the index's traversal unless more than $5 + 8 records tie.
 (SELECT {{record_columns}}, true AS exact,
         coalesce((1 - (embedding <=> $1))::float8, 1.0) AS similarity
  FROM memories
