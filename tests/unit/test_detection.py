@@ -168,3 +168,22 @@ def test_the_packaged_model_gives_a_distribution_over_its_classes() -> None:
     probabilities = model.probabilities([0.0] * len(FEATURES))
     assert {"conflict", "none", "refinement"} == set(probabilities)
     assert 1.0 == pytest.approx(sum(probabilities.values()))
+
+
+async def test_odd_input_is_judged_without_error() -> None:
+    """NUL, a lone surrogate, digit runs too long for int(), commas between single digits and
+    similarities that are not finite neither crash nor invent a conflict."""
+    huge = "9" * 5000
+    odd = [
+        ("Ports\x00 are open.", "Ports\x00 are closed.", 0.9),
+        ("Cache TTL \ud800 is 60 seconds.", "Cache TTL is 60 seconds.", 0.9),
+        (f"The build uses version 1.{huge}.", f"The build uses version 2.{huge}.", 0.9),
+        (f"The oven runs at {huge} celsius.", f"The oven runs at {huge} °C.", 0.9),
+        ("Ports 1,2,3 are open.", "Port 123 is open.", float("nan")),
+        ("Payments settle nightly.", "Payments settle weekly.", float("inf")),
+    ]
+    for old_text, new_text, similarity in odd:
+        old, new = belief(old_text), belief(new_text)
+        found = await ConflictDetector().detect(new, [old], similarities={old.id: similarity})
+        assert len(found) <= 1
+        assert all(-1.0 <= c.similarity <= 1.0 for c in found), found

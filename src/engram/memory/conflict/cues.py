@@ -342,6 +342,7 @@ def statement_parts(text: str) -> tuple[frozenset[str], frozenset[str]]:
     return parsed.subject, frozenset(parsed.tokens[verb:]) - _AUX_TOKENS
 
 
+@functools.lru_cache(maxsize=4096)  # asked by the features and by the scope rules alike
 def first_swap(old_text: str, new_text: str) -> tuple[float, int, bool]:
     """Where the first word group swapped for another starts, as a share of the older
     statement's length (1.0: none); how many differing spans there are; and whether that

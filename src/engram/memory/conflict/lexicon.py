@@ -54,6 +54,7 @@ CHANGE_PHRASES = re.compile(
 )
 
 
+@functools.lru_cache(maxsize=8192)  # one pair asks for it from several rules
 def change_phrases(text: str) -> frozenset[str]:
     """The change phrases of :data:`CHANGE_PHRASES` in ``text``, lowercased."""
     return frozenset(m.group(0).casefold() for m in CHANGE_PHRASES.finditer(text))
@@ -65,10 +66,6 @@ class Lexicon:
 
     antonyms: dict[str, frozenset[str]]
     change_verbs: frozenset[str]
-
-    def opposed(self, left: str, right: str) -> bool:
-        """Whether two stems are antonyms in WordNet."""
-        return right in self.opposites(left)
 
     def opposites(self, word: str) -> frozenset[str]:
         """The stems WordNet lists as antonyms of ``word``'s stem."""
