@@ -11,6 +11,7 @@ from engram.errors import ConfigurationError
 from engram.memory.conflict.detection import ConflictDetector
 from engram.memory.conflict.features import FEATURES
 from engram.memory.conflict.model import PairModel, packaged_model
+from engram.memory.conflict.sentences import facing_statements, statements
 from engram.memory.types import ConflictClassification, MemoryRecord, MemoryType
 
 MARCH = datetime(2026, 3, 1, tzinfo=UTC)
@@ -187,3 +188,51 @@ async def test_odd_input_is_judged_without_error() -> None:
         found = await ConflictDetector().detect(new, [old], similarities={old.id: similarity})
         assert len(found) <= 1
         assert all(-1.0 <= c.similarity <= 1.0 for c in found), found
+
+
+async def test_records_of_several_sentences_conflict_only_where_two_claims_do() -> None:
+    """A neighbour on the same topic whose sentences each name other things is no conflict;
+    one sentence that gives another value for the same thing is, whatever else is said."""
+    old = belief(
+        "The billing API keeps 10 days of history. "
+        "Dana prefers short status updates in the releases channel."
+    )
+    other_things = belief(
+        "The pricing engine keeps 60 days of history. "
+        "Marco asked to be told in the incidents channel when the pricing engine changes."
+    )
+    other_value = belief(
+        "The billing API keeps 40 days of history. "
+        "Marco asked to be told in the incidents channel when the pricing engine changes."
+    )
+    assert [] == await judged(old, other_things, 0.8)
+    assert ["unresolvable"] == await judged(old, other_value, 0.8)
+
+
+def test_statements_split_at_sentence_ends_not_at_abbreviations() -> None:
+    """Initials, titles and street abbreviations do not end a sentence; short pieces stay
+    with the sentence before them."""
+    text = (
+        "Dr. Ines Ruiz leads the team. Her office is at Rosenthaler Str. 40. Done. J. Smith helps."
+    )
+    assert statements(text) == (
+        "Dr. Ines Ruiz leads the team.",
+        "Her office is at Rosenthaler Str. 40. Done.",
+        "J. Smith helps.",
+    )
+    assert statements("One claim about v1.2.3 of the API.") == (
+        "One claim about v1.2.3 of the API.",
+    )
+    assert facing_statements("One claim.", "Another claim.", min_overlap=0.25) is None
+
+
+def test_the_batched_model_answers_as_one_pair_at_a_time() -> None:
+    """Scoring several feature vectors in one pass gives each the distribution it gets alone."""
+    model = packaged_model()
+    rows = [[float((i * 7 + j) % 5) / 4 for j in range(len(FEATURES))] for i in range(5)]
+    together = model.probabilities_of(rows)
+    for row, batched in zip(rows, together, strict=True):
+        alone = model.probabilities(row)
+        assert alone.keys() == batched.keys()
+        assert all(abs(alone[k] - batched[k]) < 1e-12 for k in alone)
+    assert model.probabilities_of([]) == []

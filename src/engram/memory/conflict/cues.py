@@ -304,6 +304,13 @@ def _antonym(old: list[str], new: list[str]) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=4096)  # compare and first_swap align the same pair
+def _aligned(old_text: str, new_text: str) -> tuple[tuple[tuple[int, int, int, int], ...], int]:
+    """:func:`_spans` of two statements' tokens."""
+    spans, shared = _spans(_statement(old_text).tokens, _statement(new_text).tokens)
+    return tuple(spans), shared
+
+
 def _spans(a: list[str], b: list[str]) -> tuple[list[tuple[int, int, int, int]], int]:
     """Differing spans ``(i1, i2, j1, j2)`` and the number of shared words.
 
@@ -351,8 +358,8 @@ def first_swap(old_text: str, new_text: str) -> tuple[float, int, bool]:
     A swap at the very start ("Warehouse A …" / "Warehouse B …") names another subject; a
     swap after the verb replaces a value.
     """
-    a, b = _statement(old_text).tokens, _statement(new_text).tokens
-    spans, _ = _spans(a, b)
+    a = _statement(old_text).tokens
+    spans, _ = _aligned(old_text, new_text)
     swaps = [(i1, i2 - i1 == 1 == j2 - j1) for i1, i2, j1, j2 in spans if i2 > i1 and j2 > j1]
     if not swaps or not a:
         return 1.0, len(spans), False
@@ -375,7 +382,7 @@ def compare(old_text: str, new_text: str) -> Difference:
     """Align the two statements and describe what differs between them."""
     old, new = _statement(old_text), _statement(new_text)
     a, b = old.tokens, new.tokens
-    spans, shared = _spans(a, b)
+    spans, shared = _aligned(old_text, new_text)
     verb = old.verb if old.verb is not None else len(a)
     head = next((t for t in a[verb:] if t not in _AUX_TOKENS), "")
     removed = [t for i1, i2, _, _ in spans for t in a[i1:i2]]

@@ -49,6 +49,7 @@ from engram.memory.conflict.cues import (
 from engram.memory.conflict.features import change_language, pair_features
 from engram.memory.conflict.model import PairModel, packaged_model
 from engram.memory.conflict.quantities import same_amounts
+from engram.memory.conflict.sentences import facing_statements
 from engram.memory.types import ConflictClassification, MemoryRecord, MemoryType
 
 #: Below this cosine similarity and ``COMPARED_WORDS`` shared words a pair is not looked at.
@@ -161,10 +162,7 @@ def _environments(text: str) -> frozenset[str]:
 
 
 def _scope_differs(new: MemoryRecord, old: MemoryRecord) -> bool:
-    """Explicit subjects, environments or episode times say these are two facts."""
-    new_subject, old_subject = subject_of(new), subject_of(old)
-    if new_subject is not None and old_subject is not None and new_subject != old_subject:
-        return True
+    """Environments, a swapped subject or episode times say these are two facts."""
     new_env, old_env = _environments(new.content), _environments(old.content)
     if new_env and old_env and not new_env & old_env:
         return True
@@ -220,6 +218,31 @@ def _finite(similarity: float) -> float:
     return max(-1.0, min(1.0, similarity)) if math.isfinite(similarity) else 0.0
 
 
+def _out_of_scope(old: MemoryRecord, new: MemoryRecord, similarity: float) -> bool:
+    """Another type, too distant, or explicit subjects that differ: nothing to compare."""
+    if old.type is not new.type:
+        return True
+    new_subject, old_subject = subject_of(new), subject_of(old)
+    if new_subject is not None and old_subject is not None and new_subject != old_subject:
+        return True
+    return (
+        similarity < RELATED_SIMILARITY and word_overlap(old.content, new.content) < COMPARED_WORDS
+    )
+
+
+def _claims(old: MemoryRecord, new: MemoryRecord) -> list[tuple[MemoryRecord, MemoryRecord]]:
+    """The claims of the two records that face each other: the records themselves when both
+    are single statements, else the sentences paired by
+    :func:`~engram.memory.conflict.sentences.facing_statements`, as one-sentence records."""
+    facing = facing_statements(old.content, new.content, min_overlap=COMPARED_WORDS)
+    if facing is None:
+        return [(old, new)]
+    return [
+        (old.model_copy(update={"content": o}), new.model_copy(update={"content": n}))
+        for o, n in facing
+    ]
+
+
 def _cosine(left: Sequence[float], right: Sequence[float]) -> float:
     return float(sum(a * b for a, b in zip(left, right, strict=True)))
 
@@ -266,21 +289,27 @@ class ConflictDetector:
             )
             for other, vector in zip(missing, vectors[1:], strict=True):
                 known[other.id] = _cosine(vectors[0], vector)
-        found = []
-        nearest = sorted(others, key=lambda o: known.get(o.id, 0.0), reverse=True)
-        for other in nearest[:JUDGED]:
-            result = self.judge(other, record, known.get(other.id, 0.0))
-            if result is not None:
-                found.append(result)
-        return found
+        nearest = sorted(others, key=lambda o: known.get(o.id, 0.0), reverse=True)[:JUDGED]
+        pairs = [(other, record, known.get(other.id, 0.0)) for other in nearest]
+        judged = zip(pairs, self._probabilities_of(pairs), strict=True)
+        return [
+            result
+            for (_, _, similarity), found in judged
+            if found is not None and (result := self._classify(*found, similarity)) is not None
+        ]
 
     def judge(
         self, old: MemoryRecord, new: MemoryRecord, similarity: float
     ) -> ConflictResult | None:
         """The conflict between one existing record and the proposal, if there is one."""
-        p = self._probabilities(old, new, similarity)
-        if p is None:
-            return None
+        (found,) = self._probabilities_of([(old, new, similarity)])
+        return None if found is None else self._classify(*found, similarity)
+
+    def _classify(
+        self, old: MemoryRecord, new: MemoryRecord, p: Mapping[str, float], similarity: float
+    ) -> ConflictResult | None:
+        """The documented class rules over the classifier's distribution for the claims
+        ``old`` and ``new`` (the records themselves, or one sentence of each)."""
         incompatible = p["conflict"]
 
         def result(kind: ConflictClassification, reason: str) -> ConflictResult:
@@ -321,29 +350,44 @@ class ConflictDetector:
         """How likely the two statements cannot both be true (0 when the scope differs):
         the classifier's answer before the class rules, for callers that weigh it
         themselves (consolidation refuses to join sources above ``DECISIVE``)."""
-        p = self._probabilities(old, new, similarity)
-        return 0.0 if p is None else p["conflict"]
+        (found,) = self._probabilities_of([(old, new, similarity)])
+        return 0.0 if found is None else found[2]["conflict"]
 
-    def _probabilities(
-        self, old: MemoryRecord, new: MemoryRecord, similarity: float
-    ) -> dict[str, float] | None:
-        """The classifier's distribution, or None when scope rules or distance settle it."""
-        similarity = _finite(similarity)
-        if (
-            old.type is not new.type
-            or (
-                similarity < RELATED_SIMILARITY
-                and word_overlap(old.content, new.content) < COMPARED_WORDS
-            )
-            or _scope_differs(new, old)
-        ):
-            return None
-        p = self._model.probabilities(pair_features(old, new, similarity))
-        if self._restated_amounts(old, new) or _unanchored_episodes(old, new):
-            # "24 hours" / "one day": the same amount, said another way; or two moments of
-            # one story: compatible, though the newer may still refine the older
-            p = {**p, "conflict": 0.0}
-        return p
+    def _probabilities_of(
+        self, pairs: Sequence[tuple[MemoryRecord, MemoryRecord, float]]
+    ) -> list[tuple[MemoryRecord, MemoryRecord, dict[str, float]] | None]:
+        """For each (older, newer, similarity): the two claims found most incompatible and the
+        classifier's distribution for them, all pairs in one pass over its trees; None where
+        scope rules or distance settle the pair.
+
+        A claim is a record's whole statement, or one sentence of a record that says several
+        things: records of several sentences are compared claim by claim
+        (:func:`~engram.memory.conflict.sentences.facing_statements`), so a neighbour that
+        shares a topic but no claim is not in conflict, however close the two are as wholes.
+        """
+        units: list[tuple[MemoryRecord, MemoryRecord, float]] = []
+        owners: list[int] = []
+        for index, (old, new, given) in enumerate(pairs):
+            similarity = _finite(given)
+            if _out_of_scope(old, new, similarity):
+                continue
+            for claim_old, claim_new in _claims(old, new):
+                if not _scope_differs(claim_new, claim_old):
+                    units.append((claim_old, claim_new, similarity))
+                    owners.append(index)
+        answers = self._model.probabilities_of([pair_features(*unit) for unit in units])
+        found: list[tuple[MemoryRecord, MemoryRecord, dict[str, float]] | None]
+        found = [None] * len(pairs)
+        for (old, new, _), owner, answer in zip(units, owners, answers, strict=True):
+            p = answer
+            if self._restated_amounts(old, new) or _unanchored_episodes(old, new):
+                # "24 hours" / "one day": the same amount, said another way; or two moments of
+                # one story: compatible, though the newer may still refine the older
+                p = {**p, "conflict": 0.0}
+            best = found[owner]
+            if best is None or p["conflict"] > best[2]["conflict"]:
+                found[owner] = (old, new, p)
+        return found
 
     @staticmethod
     def _restated_amounts(old: MemoryRecord, new: MemoryRecord) -> bool:

@@ -49,15 +49,14 @@ CHANGE_PHRASES = re.compile(
     r"over)|(?:replaced|superseded)(?: \S+){0,4}? (?:by|with)|replac(?:es|ing)|superseding|"
     r"renamed|resumed|rescheduled|postponed|retired|"
     r"deprecated|withdrawn|discontinued|decommissioned|sunset|reimaged|reverted|"
-    r"rolled back)\b",
-    re.IGNORECASE,
-)
+    r"rolled back)\b"
+)  # matched against lowercased text: several times faster than re.IGNORECASE
 
 
 @functools.lru_cache(maxsize=8192)  # one pair asks for it from several rules
 def change_phrases(text: str) -> frozenset[str]:
     """The change phrases of :data:`CHANGE_PHRASES` in ``text``, lowercased."""
-    return frozenset(m.group(0).casefold() for m in CHANGE_PHRASES.finditer(text))
+    return frozenset(m.group(0) for m in CHANGE_PHRASES.finditer(text.lower()))
 
 
 @dataclass(frozen=True, slots=True)

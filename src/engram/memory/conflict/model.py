@@ -3,7 +3,9 @@
 ``conflict_model.json`` is written by ``tools/train_conflict_model.py`` from the dev half of
 the labelled set only (ADR-010). It holds the feature names it was trained with, the trees
 (per boosting stage, one regression tree per class) and the per-class offset, so scoring
-needs no machine-learning library: a few hundred comparisons in plain Python per pair.
+needs no machine-learning library: the trees are laid out as padded arrays and all of them are
+walked at once, level by level, for every pair of a write (one NumPy pass, not a Python loop
+over a few hundred trees per pair).
 
 The classes are the questions the rules above it cannot answer from metadata: ``conflict``
 (the two statements cannot both be true of one subject), ``refinement`` (the newer adds
@@ -14,11 +16,13 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
 
 from engram.errors import ConfigurationError
 from engram.memory.conflict.features import FEATURES
@@ -27,24 +31,65 @@ MODEL_FILE = "conflict_model.json"
 
 
 @dataclass(frozen=True, slots=True)
-class _Tree:
-    """Parallel arrays of one regression tree, as scikit-learn stores them."""
+class _Forest:
+    """Every tree of the model as padded parallel arrays, one row per tree (scikit-learn's
+    node layout: ``left == -1`` marks a leaf). Trees are ordered stage by stage, class by class.
+    """
 
-    feature: tuple[int, ...]
-    threshold: tuple[float, ...]
-    left: tuple[int, ...]
-    right: tuple[int, ...]
-    value: tuple[float, ...]
+    feature: NDArray[np.intp]
+    threshold: NDArray[np.float64]
+    left: NDArray[np.intp]
+    right: NDArray[np.intp]
+    value: NDArray[np.float64]
+    depth: int
 
-    def predict(self, x: Sequence[float]) -> float:
-        node = 0
-        while self.left[node] != -1:
-            node = (
-                self.left[node]
-                if x[self.feature[node]] <= self.threshold[node]
-                else self.right[node]
-            )
-        return self.value[node]
+    @classmethod
+    def from_trees(cls, trees: Sequence[dict[str, Any]]) -> _Forest:
+        width = max(len(t["left"]) for t in trees)
+
+        def padded(key: str, fill: float, dtype: type) -> Any:
+            rows = [list(t[key]) + [fill] * (width - len(t[key])) for t in trees]
+            return np.asarray(rows, dtype=dtype)
+
+        forest = cls(
+            feature=padded("feature", 0, np.intp),
+            threshold=padded("threshold", 0.0, np.float64),
+            left=padded("left", -1, np.intp),
+            right=padded("right", -1, np.intp),
+            value=padded("value", 0.0, np.float64),
+            depth=max(_depth(t["left"], t["right"]) for t in trees),
+        )
+        for name in ("feature", "threshold", "left", "right", "value"):
+            getattr(forest, name).flags.writeable = False
+        return forest
+
+    def leaves(self, rows: NDArray[np.float64]) -> NDArray[np.float64]:
+        """The leaf value of every tree for every row: shape (rows, trees)."""
+        count, width = self.left.shape
+        # flat node numbers (tree * width + node) index the raveled arrays with one take each
+        base = np.arange(count, dtype=np.intp) * width
+        flat = np.broadcast_to(base, (rows.shape[0], count)).copy()
+        row_start = (np.arange(rows.shape[0], dtype=np.intp) * rows.shape[1])[:, None]
+        feature, threshold = self.feature.ravel(), self.threshold.ravel()
+        left, right = self.left.ravel(), self.right.ravel()
+        x = rows.ravel()
+        for _ in range(self.depth):
+            goes_left = x.take(feature.take(flat) + row_start) <= threshold.take(flat)
+            child = np.where(goes_left, left.take(flat), right.take(flat))
+            flat = np.where(child == -1, flat, base + child)  # a leaf stays where it is
+        return self.value.ravel().take(flat)
+
+
+def _depth(left: Sequence[int], right: Sequence[int]) -> int:
+    """Edges on the longest root-to-leaf path."""
+    deepest, stack = 0, [(0, 0)]
+    while stack:
+        node, level = stack.pop()
+        if left[node] == -1:
+            deepest = max(deepest, level)
+        else:
+            stack += [(left[node], level + 1), (right[node], level + 1)]
+    return deepest
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,18 +100,24 @@ class PairModel:
     classes: tuple[str, ...]
     offset: tuple[float, ...]
     learning_rate: float
-    stages: tuple[tuple[_Tree, ...], ...]  # one tree per class in each stage
+    forest: _Forest
 
     def probabilities(self, x: Sequence[float]) -> dict[str, float]:
-        """The softmax over classes of the summed tree outputs."""
-        raw = list(self.offset)
-        for stage in self.stages:
-            for k, tree in enumerate(stage):
-                raw[k] += self.learning_rate * tree.predict(x)
-        top = max(raw)
-        exp = [math.exp(r - top) for r in raw]
-        total = sum(exp)
-        return {label: e / total for label, e in zip(self.classes, exp, strict=True)}
+        """The softmax over classes of the summed tree outputs for one feature vector."""
+        return self.probabilities_of([x])[0]
+
+    def probabilities_of(self, rows: Sequence[Sequence[float]]) -> list[dict[str, float]]:
+        """:meth:`probabilities` of several feature vectors in one pass over the trees."""
+        if not rows:
+            return []
+        x = np.asarray(rows, dtype=np.float64)
+        leaves = self.forest.leaves(x).reshape(len(rows), -1, len(self.classes))
+        raw = np.asarray(self.offset) + self.learning_rate * leaves.sum(axis=1)
+        exp = np.exp(raw - raw.max(axis=1, keepdims=True))
+        shares = exp / exp.sum(axis=1, keepdims=True)
+        return [
+            {label: float(p) for label, p in zip(self.classes, row, strict=True)} for row in shares
+        ]
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PairModel:
@@ -75,25 +126,15 @@ class PairModel:
             raise ConfigurationError(
                 f"{MODEL_FILE} was trained on other features; run tools/train_conflict_model.py"
             )
-        stages = tuple(
-            tuple(
-                _Tree(
-                    tuple(t["feature"]),
-                    tuple(t["threshold"]),
-                    tuple(t["left"]),
-                    tuple(t["right"]),
-                    tuple(t["value"]),
-                )
-                for t in stage
-            )
-            for stage in data["stages"]
-        )
+        classes = tuple(data["classes"])
+        if any(len(stage) != len(classes) for stage in data["stages"]):
+            raise ConfigurationError(f"{MODEL_FILE}: every stage needs one tree per class")
         return cls(
             version=str(data["version"]),
-            classes=tuple(data["classes"]),
+            classes=classes,
             offset=tuple(float(v) for v in data["offset"]),
             learning_rate=float(data["learning_rate"]),
-            stages=stages,
+            forest=_Forest.from_trees([tree for stage in data["stages"] for tree in stage]),
         )
 
 
