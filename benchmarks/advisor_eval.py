@@ -7,6 +7,13 @@ README. ``--half test`` (the default) reads the half nothing was tuned on.
 
 - A private embedded PostgreSQL; each item gets its own namespace, and its store is written
   through the Gate by a trusted writer (the real write path: embeddings, version rows, audit).
+  The set gives content and only some metadata; what a type's schema requires and the set
+  leaves out is completed the same way for every record, so that no stored record is
+  refused (see :func:`complete`): a skill's one step is its content, a decision's rationale
+  and a preference's subject are "not recorded" / "general", every episode happened at one
+  instant, and a reflection cites one evidence record written first in the item's namespace.
+  An item whose store the kernel refuses to hold (a "belief" that reads as an instruction)
+  is not judged: it is listed under ``refused_items`` and left out of the agreement.
 - The proposal is then decided as the Gate decides it, without being written: Layer 1, the
   real neighbour query and the active advisor (``gate.decision.advise``).
 - The advice is read as the Gate would act on it: ``NOOP`` is a NOOP of its target; an ADD
@@ -23,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -54,15 +62,59 @@ _ALLOWED = Decided(RateDecision(allowed=True, retry_after_seconds=0.0, per_minut
 _REPLACING = {ConflictClassification.SUPERSESSION, ConflictClassification.REFINEMENT}
 
 
-def _draft(side: dict[str, Any], namespace: str) -> MemoryRecord:
+#: When every episode of the set happened (the set gives no times; one instant for all
+#: keeps the accounts of one item comparable).
+EPISODE_TIME = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
+
+
+#: Metadata a type's schema requires, where the set leaves it out.
+def _required(kind: MemoryType, content: str) -> tuple[str, object] | None:
+    """The metadata key a type's schema requires and the value used where the set has none."""
+    if kind is MemoryType.DECISION:
+        return "rationale", "not recorded"
+    if kind is MemoryType.PREFERENCE:
+        return "subject", "general"
+    if kind is MemoryType.SKILL:
+        return "steps", [content]
+    return None
+
+
+def complete(side: dict[str, Any], evidence: UUID) -> dict[str, Any]:
+    """The record's fields with what its type's schema requires and the set leaves out."""
+    kind = MemoryType(side["type"])
+    metadata = dict(side.get("metadata") or {})
+    required = _required(kind, side["content"])
+    if required is not None:
+        metadata.setdefault(*required)
+    return {
+        "metadata": metadata,
+        "event_time": EPISODE_TIME if kind is MemoryType.EPISODE else None,
+        "evidence_links": [evidence] if kind is MemoryType.REFLECTION else [],
+    }
+
+
+def _draft(side: dict[str, Any], namespace: str, evidence: UUID) -> MemoryRecord:
     return MemoryRecord.draft(
         MemoryType(side["type"]),
         side["content"],
         source_agent=WRITER.agent_id,
-        metadata=side.get("metadata"),
         source_confidence=side.get("source_confidence"),
         namespace=namespace,
+        **complete(side, evidence),
     )
+
+
+class Refused(Exception):
+    """The kernel refused a record of an item's store (the item cannot be judged)."""
+
+
+async def _write(kernel: Kernel, record: MemoryRecord) -> MemoryRecord:
+    """Write one store record through the Gate."""
+    request = GateRequest(GateAction.CREATE, record, WRITER, GateDecisionType.EXTERNAL)
+    result = await kernel.gate.evaluate(request)
+    if result.modified_record is None:
+        raise Refused(result.reason)
+    return result.modified_record
 
 
 def read_advice(decision: AdvisorDecision, keys: dict[UUID, str]) -> tuple[str, str | None]:
@@ -80,17 +132,26 @@ def read_advice(decision: AdvisorDecision, keys: dict[UUID, str]) -> tuple[str, 
 async def judge(kernel: Kernel, number: int, item: dict[str, Any]) -> tuple[str, str | None]:
     """Write the item's store, then decide its proposal without writing it."""
     namespace = f"advisor-eval-{number}"
+    evidence = await _write(
+        kernel,
+        MemoryRecord.draft(
+            MemoryType.EPISODE,
+            f"Observations behind the reflections of item {item['id']}.",
+            source_agent=WRITER.agent_id,
+            namespace=namespace,
+            event_time=EPISODE_TIME,
+        ),
+    )
     keys: dict[UUID, str] = {}
     for stored in item["store"]:
-        request = GateRequest(
-            GateAction.CREATE, _draft(stored, namespace), WRITER, GateDecisionType.EXTERNAL
-        )
-        result = await kernel.gate.evaluate(request)
-        if result.modified_record is not None:
-            keys[result.modified_record.record_id] = stored["key"]
+        written = await _write(kernel, _draft(stored, namespace, evidence.record_id))
+        keys[written.record_id] = stored["key"]
     await kernel.events.settled()
     proposal = GateRequest(
-        GateAction.CREATE, _draft(item["proposal"], namespace), WRITER, GateDecisionType.EXTERNAL
+        GateAction.CREATE,
+        _draft(item["proposal"], namespace, evidence.record_id),
+        WRITER,
+        GateDecisionType.EXTERNAL,
     )
     screening = screen(proposal, head=None, missing_evidence=(), limiter=_ALLOWED)
     record = screening.layer1.record
@@ -149,8 +210,18 @@ async def measure(path: Path) -> dict[str, Any]:
         scratch_server("engram-advisor-eval-") as server,
         open_kernel(settings=runtime_settings(server, scheduler=False)) as kernel,
     ):
-        judged = [await judge(kernel, n, item) for n, item in enumerate(items)]
+        judged: list[tuple[str, str | None]] = []
+        refused: list[dict[str, str]] = []
+        kept: list[dict[str, Any]] = []
+        for n, item in enumerate(items):
+            try:
+                judged.append(await judge(kernel, n, item))
+            except Refused as exc:
+                refused.append({"id": item["id"], "reason": str(exc)})
+                continue
+            kept.append(item)
         advisor = kernel.gate.advisor.version
+    items = kept
     misses = [
         {"id": item["id"], "label": item["label"], "got": action, "target": target}
         for item, (action, target) in zip(items, judged, strict=True)
@@ -162,6 +233,7 @@ async def measure(path: Path) -> dict[str, Any]:
         "items": len(items),
         "labels": dict(Counter(item["label"] for item in items)),
         "advisor": advisor,
+        "refused_items": refused,
         **score(items, judged),
         "disagreements": misses,
     }

@@ -152,7 +152,7 @@ async def test_replay_with_the_default_policy_changes_nothing(kernel: Kernel) ->
     assert [] == [d.to_json() for d in report.changed]
     assert ["RELEASE"] == [d.action for d in report.skipped]
     assert await kernel.audit.count() == len(report.decisions) == seen[-1]
-    assert "heuristic@1" == report.advisor
+    assert "heuristic@2" == report.advisor
     assert before == await _footprint(kernel)
     body = report.to_json()
     assert (0, 1) == (body["changed"], body["skipped"])
@@ -192,8 +192,8 @@ async def test_a_stricter_policy_changes_decisions_and_says_why(
 
 
 async def test_advisor_thresholds_change_layer2_advice(kernel: Kernel) -> None:
-    """With a near-duplicate threshold above 1 the restated record is no longer a NOOP,
-    but an exact duplicate stays one."""
+    """With the near-duplicate and restatement thresholds at 1 the restated record is no
+    longer a NOOP, but an exact duplicate stays one."""
     first = await _evaluate(
         kernel,
         create(belief("The staging database is restored from backup every Sunday night."), WRITER),
@@ -205,14 +205,15 @@ async def test_advisor_thresholds_change_layer2_advice(kernel: Kernel) -> None:
     assert first.approved
     assert WriteOutcome.REINFORCED == near.outcome
     assert "near duplicate" in near.reason
-    policy = ReplayPolicy(advisor=replace(ReplayPolicy().advisor, near_duplicate=1.0))
+    never = {"near_duplicate": 1.0, "restatement": 1.0, "plain_restatement": 1.0}
+    policy = ReplayPolicy(advisor=replace(ReplayPolicy().advisor, **never))
     report = await kernel.replay.replay(policy=policy)
     [changed] = report.changed
     assert str(near.decision_id) == changed.decision_id
     assert "NOOP" == changed.recorded.advice
     assert changed.replayed is not None
     assert "ADD" == changed.replayed.advice
-    assert "heuristic@1+policy" == report.advisor
+    assert "heuristic@2+policy" == report.advisor
 
 
 async def test_the_audit_row_shares_the_version_clock(kernel: Kernel) -> None:

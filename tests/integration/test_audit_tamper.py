@@ -121,7 +121,7 @@ async def test_an_inserted_row_is_named(audited: Kernel, owner: asyncpg.Connecti
              reason, agent_id, caller, input_snapshot, layer1_checks, decision_source,
              duration_ms, lane, prev_hash, row_hash)
         VALUES ($1, 'forged', now(), 'CREATE', 'approved', 'created', 'external', 'ok',
-                'intruder', '{}', '{}', '[]', 'heuristic@1', 1, 3, $2, $2)
+                'intruder', '{}', '{}', '[]', 'heuristic@2', 1, 3, $2, $2)
         RETURNING seq
         """,
         uuid.uuid4(),

@@ -61,6 +61,65 @@ async def test_advisor_adds_a_changed_value_and_flags_an_update_candidate() -> N
     assert [ConflictClassification.SUPERSESSION] == [c.classification for c in decision.conflicts]
 
 
+async def _advice(existing: Neighbour, text: str) -> tuple[AdvisorAction, object, object]:
+    advisor = HeuristicAdvisor(ConflictDetector())
+    context = AdvisorContext(GateAction.CREATE, EXTERNAL, STANDARD, neighbours=(existing,))
+    decision = await advisor.advise(belief(text), context)
+    return decision.action, decision.target_record_id, decision.update_candidate_of
+
+
+async def test_advisor_noops_on_a_close_paraphrase_that_adds_nothing() -> None:
+    """Other words for the same claim (no new value, name, negation or change word) at high
+    similarity reinforce the existing record instead of storing a second copy."""
+    existing = _neighbour(
+        "DHL Express, the carrier for all international parcels under 30 kg.", 0.89
+    )
+    action, target, _ = await _advice(
+        existing, "DHL Express is our carrier for international parcels below 30 kg."
+    )
+    assert (AdvisorAction.NOOP, existing.record.record_id) == (action, target)
+
+
+@pytest.mark.parametrize(
+    ("stored", "proposed"),
+    [
+        # another name in the same slot
+        (
+            "Calle Mayor 14, our apartment building in Madrid; building manager Ines Vidal.",
+            "Calle Mayor 14 in Madrid, our apartment building; the building manager is Pablo Sanz.",
+        ),
+        # another region code
+        (
+            "Kubernetes clusters in us-east-1 run version 1.28.",
+            "Kubernetes clusters in eu-west-1 run version 1.28.",
+        ),
+        # a negation
+        (
+            "The nightly export includes archived accounts.",
+            "The nightly export does not include archived accounts.",
+        ),
+        # a word of change
+        ("Invoices are approved in Coupa.", "Invoices are now approved in Ramp instead of Coupa."),
+    ],
+)
+async def test_advisor_never_noops_a_proposal_that_says_something_new(
+    stored: str, proposed: str
+) -> None:
+    """A NOOP drops the proposal, so anything new in it keeps it: the write is added, at most
+    naming the stored record as an update candidate."""
+    existing = _neighbour(stored, 0.93)
+    action, _, candidate = await _advice(existing, proposed)
+    assert AdvisorAction.ADD == action
+    assert candidate in (None, existing.record.record_id)
+
+
+async def test_advisor_adds_a_fact_of_another_scope_without_a_candidate() -> None:
+    """A close record about another environment is a related but distinct fact."""
+    existing = _neighbour("The feature flag is enabled in staging.", 0.9)
+    action, _, candidate = await _advice(existing, "The feature flag is disabled in production.")
+    assert (AdvisorAction.ADD, None) == (action, candidate)
+
+
 async def test_advisor_routes_repeated_and_clustered_records_to_consolidation() -> None:
     """A third repetition, or four related records, flags consolidation."""
     advisor = HeuristicAdvisor(ConflictDetector())

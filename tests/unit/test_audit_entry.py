@@ -29,7 +29,7 @@ def _entry(**changes: object) -> AuditEntry:
         "input_snapshot": canonical_json({"b": 1, "a": [1, 2]}),
         "layer1_checks": "[]",
         "layer2_decision": None,
-        "decision_source": "heuristic@1",
+        "decision_source": "heuristic@2",
         "duration_ms": 1.5,
     }
     base.update(changes)

@@ -26,7 +26,13 @@ from engram.memory.types import (
 
 ADVISORS = ("heuristic", "rl")
 
-_ADVISOR_FLOATS = ("near_duplicate", "update_candidate", "related")
+_ADVISOR_FLOATS = (
+    "near_duplicate",
+    "update_candidate",
+    "restatement",
+    "plain_restatement",
+    "related",
+)
 _ADVISOR_COUNTS = ("related_for_consolidation", "repetitions_for_consolidation")
 _SECTIONS = {"layer1", "rate_limit", "advisor"}
 

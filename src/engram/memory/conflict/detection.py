@@ -49,6 +49,7 @@ from engram.memory.conflict.cues import (
 from engram.memory.conflict.features import change_language, pair_features
 from engram.memory.conflict.model import PairModel, packaged_model
 from engram.memory.conflict.quantities import same_amounts
+from engram.memory.conflict.restatement import restates
 from engram.memory.conflict.sentences import facing_statements
 from engram.memory.types import ConflictClassification, MemoryRecord, MemoryType
 
@@ -99,6 +100,16 @@ class ConflictResult:
 
 
 @dataclass(frozen=True, slots=True)
+class PairRelation:
+    """How a proposal stands to one record of its scope, for callers that weigh it
+    themselves (the advisor's ADD / UPDATE / NOOP)."""
+
+    incompatible: float  # the classifier's probability that both cannot be true
+    refines: float  # … that the newer adds compatible detail
+    restates: bool  # nothing in the newer is new (engram.memory.conflict.restatement)
+
+
+@dataclass(frozen=True, slots=True)
 class ResolutionResult:
     """What resolving a conflict did (or would do)."""
 
@@ -122,6 +133,12 @@ class ConflictResolver(Protocol):
 
     async def resolve(self, conflict: ConflictResult) -> ResolutionResult:
         """Decide what to do about one conflict."""
+        ...
+
+    def relation(
+        self, old: MemoryRecord, new: MemoryRecord, similarity: float
+    ) -> PairRelation | None:
+        """How ``new`` stands to ``old``; None when the scope differs or they are unrelated."""
         ...
 
 
@@ -352,6 +369,16 @@ class ConflictDetector:
         themselves (consolidation refuses to join sources above ``DECISIVE``)."""
         (found,) = self._probabilities_of([(old, new, similarity)])
         return 0.0 if found is None else found[2]["conflict"]
+
+    def relation(
+        self, old: MemoryRecord, new: MemoryRecord, similarity: float
+    ) -> PairRelation | None:
+        """How ``new`` stands to ``old``; None when the scope differs or they are unrelated."""
+        (found,) = self._probabilities_of([(old, new, similarity)])
+        if found is None:
+            return None
+        p = found[2]
+        return PairRelation(p["conflict"], p["refinement"], restates(old, new))
 
     def _probabilities_of(
         self, pairs: Sequence[tuple[MemoryRecord, MemoryRecord, float]]

@@ -1,6 +1,6 @@
 """Layer 2 of the Gate: soft decisions behind the hot-swappable :class:`GateAdvisor` Protocol.
 
-:class:`HeuristicAdvisor` (rules ``heuristic@1``) makes all five decisions of the
+:class:`HeuristicAdvisor` (rules ``heuristic@2``) makes all five decisions of the
 specification:
 
 1. **ADD / UPDATE / NOOP.** A proposal whose normalised content hash equals an active head of
@@ -9,10 +9,14 @@ specification:
    (:func:`~engram.memory.fingerprint.significant_tokens`: case, plurals and articles aside).
    The second condition matters: the embedding model scores "the deploy target is v2.0" and
    "… v2.1" at 0.98, and treating a changed value as a duplicate would silently drop it.
-   Any other neighbour at or above ``UPDATE_CANDIDATE`` (0.80) is reported as an update
-   candidate: the write still adds a record (the Gate never merges on its own). An UPDATE whose
-   content, metadata, access level, namespace, classification and evidence equal the current
-   version's is a NOOP.
+   So is a *restatement* of the closest record (``PLAIN_RESTATEMENT`` 0.85, or
+   ``RESTATEMENT`` 0.75 when the conflict classifier sees neither conflict nor added detail),
+   in its scope, whose words show nothing new
+   (:func:`~engram.memory.conflict.restatement.restates`). Otherwise a record the write
+   conflicts with, or else the closest record at or above ``UPDATE_CANDIDATE`` (0.65) in the
+   same scope, is reported as an update candidate: the write still adds a record (the Gate
+   never merges on its own). An UPDATE whose content, metadata, access level, namespace,
+   classification and evidence equal the current version's is a NOOP.
 2. **Conflict classification** through the :class:`~engram.memory.conflict.ConflictResolver`.
 3. **Consolidation routing**: flag the record when it has been repeated three times or when it
    has four or more related active records (similarity ≥ 0.70), five with itself.
@@ -51,8 +55,12 @@ from engram.memory.types import (
 )
 
 NEAR_DUPLICATE = 0.95
-UPDATE_CANDIDATE = 0.80
+UPDATE_CANDIDATE = 0.65
+RESTATEMENT = 0.75
+PLAIN_RESTATEMENT = 0.85
 RELATED = 0.70
+#: Probability of refinement (from the conflict classifier) above which a proposal adds detail.
+REFINES = 0.5
 RELATED_FOR_CONSOLIDATION = 4
 REPETITIONS_FOR_CONSOLIDATION = 3
 
@@ -77,14 +85,16 @@ _WORD = re.compile(r"\w+")
 
 @dataclass(frozen=True, slots=True)
 class HeuristicPolicy:
-    """The thresholds of ``heuristic@1``; the defaults are the documented rules.
+    """The thresholds of ``heuristic@2``; the defaults are the documented rules.
 
     Only audit replay builds a non-default policy (to ask what another policy would have
-    decided); an advisor with one reports its source as ``heuristic@1+policy``.
+    decided); an advisor with one reports its source as ``heuristic@2+policy``.
     """
 
     near_duplicate: float = NEAR_DUPLICATE
     update_candidate: float = UPDATE_CANDIDATE
+    restatement: float = RESTATEMENT
+    plain_restatement: float = PLAIN_RESTATEMENT
     related: float = RELATED
     related_for_consolidation: int = RELATED_FOR_CONSOLIDATION
     repetitions_for_consolidation: int = REPETITIONS_FOR_CONSOLIDATION
@@ -192,12 +202,12 @@ def importance(record: MemoryRecord, confidence: float, max_similarity: float) -
 
 
 class HeuristicAdvisor:
-    """Versioned rules (``heuristic@1``)."""
+    """Versioned rules (``heuristic@2``)."""
 
     def __init__(self, resolver: ConflictResolver, policy: HeuristicPolicy | None = None) -> None:
         self._resolver = resolver
         self._policy = policy or HeuristicPolicy()
-        self._version = "heuristic@1" if self._policy == HeuristicPolicy() else "heuristic@1+policy"
+        self._version = "heuristic@2" if self._policy == HeuristicPolicy() else "heuristic@2+policy"
 
     @property
     def version(self) -> str:
@@ -264,15 +274,49 @@ class HeuristicAdvisor:
                 target_record_id=duplicate.record.record_id,
                 route=route or repeated,
             )
-        candidates = [n for n in others if n.similarity >= policy.update_candidate]
-        if candidates:
-            best = max(candidates, key=lambda n: n.similarity)
+        nearest = max(others, key=lambda n: n.similarity, default=None)
+        if nearest is None or nearest.similarity < policy.update_candidate:
+            return decide(AdvisorAction.ADD, "new record")
+        relation = self._resolver.relation(nearest.record, record, nearest.similarity)
+        conflicting = {c.existing_record_id for c in conflicts}
+        if (
+            relation is not None
+            and relation.restates
+            and (
+                nearest.similarity >= policy.plain_restatement
+                or (
+                    nearest.similarity >= policy.restatement
+                    and nearest.record.record_id not in conflicting
+                    and relation.refines < REFINES
+                )
+            )
+        ):
+            # the classifier takes some paraphrases for incompatible claims; so close, and
+            # with no new value, negation, opposite, swapped slot or change word, the words
+            # say it is the same claim
+            return decide(
+                AdvisorAction.NOOP,
+                f"restates an active record (similarity {nearest.similarity:.3f})",
+                target_record_id=nearest.record.record_id,
+                route=route or nearest.repetitions + 1 >= policy.repetitions_for_consolidation,
+            )
+        challenged = [n for n in others if n.record.record_id in conflicting]
+        if challenged:
+            # a conflict is never a restatement: the write stays, and names what it changes
+            best = max(challenged, key=lambda n: n.similarity)
             return decide(
                 AdvisorAction.ADD,
-                f"new record; close to an existing one ({best.similarity:.3f}): update candidate",
+                f"new record; in conflict with an existing one ({best.similarity:.3f}): "
+                "update candidate",
                 update_candidate_of=best.record.record_id,
             )
-        return decide(AdvisorAction.ADD, "new record")
+        if relation is None:  # another scope: a related but distinct fact
+            return decide(AdvisorAction.ADD, "new record; its closest is about something else")
+        return decide(
+            AdvisorAction.ADD,
+            f"new record; close to an existing one ({nearest.similarity:.3f}): update candidate",
+            update_candidate_of=nearest.record.record_id,
+        )
 
     def _consolidation(self, record: MemoryRecord, context: AdvisorContext) -> AdvisorDecision:
         """A consolidation write (ADR-018): its sources were judged against their neighbours

@@ -1,0 +1,54 @@
+"""Whether a newer statement only says again what an older one says.
+
+The advisor's NOOP asks this of a proposal and its closest record. A wrong "yes" drops new
+information, so every sign of something new counts against it: a word of change, a negation
+flipped, a word swapped for its opposite or for another value of the same slot ("aisle" /
+"window"), a name or code on one side only ("Inés Vidal" / "Pablo Sanz", "us-east-1" /
+"eu-west-1", "Xcode"), a value (number, date, version) the older lacks unless the amounts are
+the same in other units ("25 km" / "25,000 metres"), or clearly more words added than taken
+away.
+"""
+
+from __future__ import annotations
+
+import re
+
+from engram.memory.conflict.cues import compare, is_value, statement_tokens
+from engram.memory.conflict.features import change_language
+from engram.memory.conflict.quantities import same_amounts
+from engram.memory.types import MemoryRecord
+
+#: Names (capitalised words not opening a sentence, acronyms) and codes ("us-east-1", "v8").
+_MARKS = re.compile(
+    r"(?<![.!?;:]\s)(?<!^)\b[A-Z][\w&]+|\b[A-Z]{2,}\w*|\b[a-z]+(?:-[a-z0-9]+)*-?\d[\w-]*"
+)
+
+
+def marks(text: str) -> frozenset[str]:
+    """The names and codes of a statement, casefolded."""
+    return frozenset(m.group(0).casefold() for m in _MARKS.finditer(text.strip()))
+
+
+def _one_sided(text: str, other: str) -> bool:
+    """A name or code of ``text`` that ``other`` does not mention anywhere."""
+    mentioned = other.casefold()
+    return any(not re.search(rf"(?<!\w){re.escape(mark)}(?!\w)", mentioned) for mark in marks(text))
+
+
+#: Words a restatement may add beyond those it drops ("the", a synonym of two words, …);
+#: more is detail the older did not have.
+EXTRA_WORDS = 4
+
+
+def restates(old: MemoryRecord, new: MemoryRecord) -> bool:
+    """Nothing in ``new`` is new over ``old``, as far as the statements' words can tell."""
+    diff = compare(old.content, new.content)
+    if change_language(old, new) or diff.negation_flipped or diff.antonym or diff.alternative:
+        return False
+    if _one_sided(old.content, new.content) or _one_sided(new.content, old.content):
+        return False
+    old_words, new_words = set(statement_tokens(old.content)), set(statement_tokens(new.content))
+    added, removed = new_words - old_words, old_words - new_words
+    if any(map(is_value, added)) and not same_amounts(old.content, new.content):
+        return False
+    return len(added) - len(removed) < EXTRA_WORDS
