@@ -74,10 +74,15 @@ async def test_advisor_noops_on_a_close_paraphrase_that_adds_nothing() -> None:
     existing = _neighbour(
         "DHL Express, the carrier for all international parcels under 30 kg.", 0.89
     )
-    action, target, _ = await _advice(
-        existing, "DHL Express is our carrier for international parcels below 30 kg."
+    advisor = HeuristicAdvisor(ConflictDetector())
+    context = AdvisorContext(GateAction.CREATE, EXTERNAL, STANDARD, neighbours=(existing,))
+    decision = await advisor.advise(
+        belief("DHL Express is our carrier for international parcels below 30 kg."), context
     )
-    assert (AdvisorAction.NOOP, existing.record.record_id) == (action, target)
+    assert AdvisorAction.NOOP == decision.action
+    assert existing.record.record_id == decision.target_record_id
+    # judged the same claim: no conflict with it is reported
+    assert all(c.existing_record_id != decision.target_record_id for c in decision.conflicts)
 
 
 @pytest.mark.parametrize(

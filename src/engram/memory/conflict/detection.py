@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -235,6 +236,21 @@ def _finite(similarity: float) -> float:
     return max(-1.0, min(1.0, similarity)) if math.isfinite(similarity) else 0.0
 
 
+#: The two claims found most incompatible in a pair, and the classifier's answer for them.
+_Found = tuple[MemoryRecord, MemoryRecord, dict[str, float]]
+#: How many judged pairs a detector remembers (a write judges three, then the advisor asks).
+RECENT_PAIRS = 256
+
+
+@dataclass(frozen=True, slots=True)
+class _Judged:
+    """A judged pair, holding its records so their identities stay theirs while cached."""
+
+    old: MemoryRecord
+    new: MemoryRecord
+    found: _Found | None
+
+
 def _out_of_scope(old: MemoryRecord, new: MemoryRecord, similarity: float) -> bool:
     """Another type, too distant, or explicit subjects that differ: nothing to compare."""
     if old.type is not new.type:
@@ -276,6 +292,9 @@ class ConflictDetector:
     ) -> None:
         self._model = model or packaged_model()
         self._embeddings = embeddings
+        # the last pairs judged, by the identity of their two records: the advisor asks for
+        # the relation of a pair detect() has just judged (bounded, newest last)
+        self._recent: OrderedDict[tuple[int, int, float], _Judged] = OrderedDict()
 
     @property
     def version(self) -> str:
@@ -382,7 +401,7 @@ class ConflictDetector:
 
     def _probabilities_of(
         self, pairs: Sequence[tuple[MemoryRecord, MemoryRecord, float]]
-    ) -> list[tuple[MemoryRecord, MemoryRecord, dict[str, float]] | None]:
+    ) -> list[_Found | None]:
         """For each (older, newer, similarity): the two claims found most incompatible and the
         classifier's distribution for them, all pairs in one pass over its trees; None where
         scope rules or distance settle the pair.
@@ -392,10 +411,17 @@ class ConflictDetector:
         (:func:`~engram.memory.conflict.sentences.facing_statements`), so a neighbour that
         shares a topic but no claim is not in conflict, however close the two are as wholes.
         """
+        found: list[_Found | None] = [None] * len(pairs)
         units: list[tuple[MemoryRecord, MemoryRecord, float]] = []
         owners: list[int] = []
+        fresh: list[int] = []
         for index, (old, new, given) in enumerate(pairs):
             similarity = _finite(given)
+            known = self._recent.get((id(old), id(new), similarity))
+            if known is not None and known.old is old and known.new is new:
+                found[index] = known.found
+                continue
+            fresh.append(index)
             if _out_of_scope(old, new, similarity):
                 continue
             for claim_old, claim_new in _claims(old, new):
@@ -403,8 +429,6 @@ class ConflictDetector:
                     units.append((claim_old, claim_new, similarity))
                     owners.append(index)
         answers = self._model.probabilities_of([pair_features(*unit) for unit in units])
-        found: list[tuple[MemoryRecord, MemoryRecord, dict[str, float]] | None]
-        found = [None] * len(pairs)
         for (old, new, _), owner, answer in zip(units, owners, answers, strict=True):
             p = answer
             if self._restated_amounts(old, new) or _unanchored_episodes(old, new):
@@ -414,6 +438,11 @@ class ConflictDetector:
             best = found[owner]
             if best is None or p["conflict"] > best[2]["conflict"]:
                 found[owner] = (old, new, p)
+        for index in fresh:
+            old, new, given = pairs[index]
+            self._recent[(id(old), id(new), _finite(given))] = _Judged(old, new, found[index])
+            if len(self._recent) > RECENT_PAIRS:
+                self._recent.popitem(last=False)
         return found
 
     @staticmethod

@@ -238,7 +238,7 @@ class HeuristicAdvisor:
                 importance=score,
                 rationale=rationale,
                 source=self.version,
-                conflicts=conflicts,
+                conflicts=extra.pop("conflicts", conflicts),
                 route_to_consolidation=extra.pop("route", route),
                 **extra,
             )
@@ -291,18 +291,20 @@ class HeuristicAdvisor:
                 )
             )
         ):
-            # the classifier takes some paraphrases for incompatible claims; so close, and
-            # with no new value, negation, opposite, swapped slot or change word, the words
-            # say it is the same claim
+            # the classifier takes some paraphrases for incompatible claims; this close, and
+            # with no new value, name, negation, opposite, swapped slot or change word, the
+            # words say it is the same claim, so no conflict with it is reported either
+            target = nearest.record.record_id
             return decide(
                 AdvisorAction.NOOP,
                 f"restates an active record (similarity {nearest.similarity:.3f})",
-                target_record_id=nearest.record.record_id,
+                target_record_id=target,
                 route=route or nearest.repetitions + 1 >= policy.repetitions_for_consolidation,
+                conflicts=tuple(c for c in conflicts if c.existing_record_id != target),
             )
         challenged = [n for n in others if n.record.record_id in conflicting]
         if challenged:
-            # a conflict is never a restatement: the write stays, and names what it changes
+            # the write stays, and names the record it changes
             best = max(challenged, key=lambda n: n.similarity)
             return decide(
                 AdvisorAction.ADD,
