@@ -42,7 +42,7 @@ DATA = ROOT / "tests" / "data" / "conflict"
 #: The dev half, and hard negatives written for dev later (same subject, another attribute).
 DEV = (DATA / "dev.jsonl", DATA / "dev_extra.jsonl")
 OUT = ROOT / "src" / "engram" / "memory" / "conflict" / MODEL_FILE
-VERSION = "conflict-gbdt@1"
+VERSION = "conflict-gbdt@2"
 GROUPS = {
     "supersession": "conflict",
     "contradiction": "conflict",
@@ -50,6 +50,10 @@ GROUPS = {
     "refinement": "refinement",
     "none": "none",
 }
+#: Weight of an incompatible pair in training: the unweighted model answered "none" for most
+#: of the conflicts it missed in dev cross-validation (0.785 -> 0.806 new-style dev accuracy
+#: at 1.6; 1.3 and 2.0 within a point of it).
+CONFLICT_WEIGHT = 1.6
 PARAMS: dict[str, Any] = {
     "n_estimators": 150,
     "learning_rate": 0.05,
@@ -63,7 +67,8 @@ PARAMS: dict[str, Any] = {
 def _fit(rows: list[list[float]], labels: list[str]) -> Any:
     from sklearn.ensemble import GradientBoostingClassifier  # noqa: PLC0415
 
-    return GradientBoostingClassifier(**PARAMS).fit(rows, labels)
+    weights = [CONFLICT_WEIGHT if label == "conflict" else 1.0 for label in labels]
+    return GradientBoostingClassifier(**PARAMS).fit(rows, labels, sample_weight=weights)
 
 
 def export(model: Any, rows: list[list[float]], hashes: dict[str, str], n: int) -> dict[str, Any]:
@@ -97,7 +102,12 @@ def export(model: Any, rows: list[list[float]], hashes: dict[str, str], n: int) 
         "classes": [str(c) for c in model.classes_],
         "offset": [float(v) for v in offset],
         "learning_rate": float(model.learning_rate),
-        "training": {"files": hashes, "pairs": n, "params": PARAMS},
+        "training": {
+            "files": hashes,
+            "pairs": n,
+            "params": PARAMS,
+            "conflict_weight": CONFLICT_WEIGHT,
+        },
         "stages": stages,
     }
 

@@ -236,3 +236,41 @@ def test_the_batched_model_answers_as_one_pair_at_a_time() -> None:
         assert alone.keys() == batched.keys()
         assert all(abs(alone[k] - batched[k]) < 1e-12 for k in alone)
     assert model.probabilities_of([]) == []
+
+
+async def test_amounts_written_alike_are_an_anchor_not_a_restatement() -> None:
+    """Equal amounts only make a restatement when they are written differently; an amount
+    both sides share ("1:1s", "6 December") leaves the rest of the pair to be judged."""
+    tuesday = belief("Dana prefers her 1:1s on Tuesdays.")
+    assert ["unresolvable"] == await judged(
+        tuesday, belief("Dana prefers her 1:1s on Thursdays."), 0.88
+    )
+    dinner = belief("The team dinner on 6 December is at Osteria Lupa.")
+    assert ["unresolvable"] == await judged(
+        dinner, belief("The team dinner on 6 December is at Sakura House."), 0.75
+    )
+
+
+async def test_a_later_episode_that_says_the_world_changed_is_the_same_story() -> None:
+    """Days apart, two episodes are two occurrences, unless the later says what changed."""
+
+    def episode(text: str, day: int) -> MemoryRecord:
+        return MemoryRecord.draft(
+            MemoryType.EPISODE,
+            text,
+            source_agent="a",
+            event_time=datetime(2026, 3, day, 9, tzinfo=UTC),
+        )
+
+    moved = await judged(
+        episode("The Hooli meeting was rescheduled to Friday 10:00.", 10),
+        episode("The Hooli meeting moved again, now Monday 14:00.", 12),
+        0.84,
+    )
+    again = await judged(
+        episode("Deployed the billing API to production.", 10),
+        episode("Deployed the billing API to production.", 12),
+        0.99,
+    )
+    assert ["supersession"] == moved
+    assert [] == again

@@ -84,6 +84,9 @@ _PREPOSITIONS = frozenset(
     {"in", "on", "at", "with", "by", "from", "for", "to", "of", "via", "over", "through", "as",
      "into"}
 )  # fmt: skip
+#: Words that name nothing: a swap of one for another is wording, not another thing.
+_FUNCTION_WORDS = _PREPOSITIONS | _DROP | _AUX_TOKENS
+
 #: Words that say one statement replaces the other ("switched to", "instead of", "no longer").
 _CHANGE = _stems(
     {"longer", "anymore", "instead", "switched", "moved", "migrated", "replaced", "rather",
@@ -356,11 +359,16 @@ def first_swap(old_text: str, new_text: str) -> tuple[float, int, bool]:
     first swap is one word for one word.
 
     A swap at the very start ("Warehouse A …" / "Warehouse B …") names another subject; a
-    swap after the verb replaces a value.
+    swap after the verb replaces a value. A swapped article, preposition or auxiliary ("for" /
+    "on") is no word-for-word swap of a thing.
     """
-    a = _statement(old_text).tokens
+    a, b = _statement(old_text).tokens, _statement(new_text).tokens
     spans, _ = _aligned(old_text, new_text)
-    swaps = [(i1, i2 - i1 == 1 == j2 - j1) for i1, i2, j1, j2 in spans if i2 > i1 and j2 > j1]
+    swaps = [
+        (i1, i2 - i1 == 1 == j2 - j1 and not {a[i1], b[j1]} & _FUNCTION_WORDS)
+        for i1, i2, j1, j2 in spans
+        if i2 > i1 and j2 > j1
+    ]
     if not swaps or not a:
         return 1.0, len(spans), False
     return swaps[0][0] / len(a), len(spans), swaps[0][1]

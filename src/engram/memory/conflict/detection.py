@@ -49,7 +49,7 @@ from engram.memory.conflict.cues import (
 )
 from engram.memory.conflict.features import change_language, pair_features
 from engram.memory.conflict.model import PairModel, packaged_model
-from engram.memory.conflict.quantities import same_amounts
+from engram.memory.conflict.quantities import amount_word, same_amounts
 from engram.memory.conflict.restatement import restates
 from engram.memory.conflict.sentences import facing_statements
 from engram.memory.types import ConflictClassification, MemoryRecord, MemoryType
@@ -186,9 +186,10 @@ def _scope_differs(new: MemoryRecord, old: MemoryRecord) -> bool:
         return True
     if _another_subject(old, new):
         return True
-    # two occurrences of an episode, unless the newer says the first one was moved
+    # two occurrences of an episode, unless the newer says the first one was moved or that
+    # the world changed since ("moved again, now Monday", "rolled back", "expanded to 100%")
     return _other_occurrence(new, old) and not (
-        _MOVED.search(new.content) and not _MOVED.search(old.content)
+        (_MOVED.search(new.content) and not _MOVED.search(old.content)) or change_language(old, new)
     )
 
 
@@ -447,7 +448,18 @@ class ConflictDetector:
 
     @staticmethod
     def _restated_amounts(old: MemoryRecord, new: MemoryRecord) -> bool:
+        """The same amounts written another way ("24 hours" / "one day"), and no other value
+        changed. Amounts written alike on both sides are only a shared anchor: "1:1s on
+        Tuesdays" / "on Thursdays", "6 December at Osteria Lupa" / "at Sakura House" are
+        judged on what else differs."""
         if not same_amounts(old.content, new.content):
+            return False
+        old_words, new_words = (
+            set(statement_tokens(old.content)),
+            set(statement_tokens(new.content)),
+        )
+        rewritten = {t for t in old_words ^ new_words if is_value(t) or amount_word(t)}
+        if not rewritten or not all(map(amount_word, rewritten)):
             return False
         diff = compare(old.content, new.content)
         return not (diff.negation_flipped or diff.antonym)

@@ -119,6 +119,21 @@ def quantities(text: str) -> tuple[Quantity, ...]:
     return tuple(found)
 
 
+def amount_word(token: str) -> bool:
+    """A token that can be part of how an amount is written: a number, a number word, a unit
+    or a rate ("24", "one", "hours", "daily"); weekdays and months are values but no amounts."""
+    word = token.casefold()
+    return (
+        any(c.isdigit() for c in word)
+        or word in _NUMBER_WORDS
+        or word in _DURATIONS
+        or word in _SIZES
+        or word in _RATES
+        or word in _CURRENCY
+        or f"{word}s" in _DURATIONS  # a stem: "hour" of "hours"
+    )
+
+
 def same_amounts(old_text: str, new_text: str) -> bool:
     """Both statements state amounts and they are the same once normalised."""
     old, new = quantities(old_text), quantities(new_text)
