@@ -159,7 +159,7 @@ async def test_a_record_the_writer_may_not_read_is_never_linked(
     assert result.record_id is not None
     assert result.record_id != hidden
     mine = result.record_id
-    paraphrase = await write(kernel, episode(TOPIC[1], caller=WRITER), WRITER)
+    paraphrase = await write(kernel, episode(TOPIC[1], 1, caller=WRITER), WRITER)
 
     edges = await related_edges(database)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from engram.memory.conflict.detection import ConflictDetector
@@ -103,6 +105,11 @@ async def test_advisor_noops_on_a_close_paraphrase_that_adds_nothing() -> None:
             "The nightly export includes archived accounts.",
             "The nightly export does not include archived accounts.",
         ),
+        # another subject in the same sentence
+        (
+            "The restricted agent's ledger runs on PostgreSQL 16.",
+            "The standard agent's ledger runs on PostgreSQL 16.",
+        ),
         # a word of change
         ("Invoices are approved in Coupa.", "Invoices are now approved in Ramp instead of Coupa."),
     ],
@@ -116,6 +123,30 @@ async def test_advisor_never_noops_a_proposal_that_says_something_new(
     action, _, candidate = await _advice(existing, proposed)
     assert AdvisorAction.ADD == action
     assert candidate in (None, existing.record.record_id)
+
+
+async def test_an_episode_is_restated_only_by_an_account_of_the_same_instant() -> None:
+    """ "The ETL ran late again" an hour later is another occurrence, not a restatement."""
+    advisor = HeuristicAdvisor(ConflictDetector())
+
+    def late(text: str, hour: int) -> MemoryRecord:
+        return MemoryRecord.draft(
+            MemoryType.EPISODE,
+            text,
+            source_agent="a",
+            event_time=datetime(2026, 3, 2, hour, tzinfo=UTC),
+        )
+
+    stored = Neighbour(late("The nightly orders ETL finished late, past its deadline.", 6), 0.93)
+    context = AdvisorContext(GateAction.CREATE, EXTERNAL, STANDARD, neighbours=(stored,))
+    later = await advisor.advise(
+        late("The nightly orders ETL finished late past its deadline.", 7), context
+    )
+    same = await advisor.advise(
+        late("The nightly orders ETL finished late past its deadline.", 6), context
+    )
+    assert AdvisorAction.ADD == later.action
+    assert AdvisorAction.NOOP == same.action
 
 
 async def test_advisor_adds_a_fact_of_another_scope_without_a_candidate() -> None:

@@ -3,10 +3,11 @@
 The advisor's NOOP asks this of a proposal and its closest record. A wrong "yes" drops new
 information, so every sign of something new counts against it: a word of change, a negation
 flipped, a word swapped for its opposite or for another value of the same slot ("aisle" /
-"window"), a name or code on one side only ("Inés Vidal" / "Pablo Sanz", "us-east-1" /
-"eu-west-1", "Xcode"), a value (number, date, version) the older lacks unless the amounts are
-the same in other units ("25 km" / "25,000 metres"), or clearly more words added than taken
-away.
+"window"), another subject in an otherwise kept sentence ("the standard agent's ledger" /
+"the restricted agent's ledger"), a name or code on one side only ("Inés Vidal" / "Pablo
+Sanz", "us-east-1" / "eu-west-1", "Xcode"), a value (number, date, version) the older lacks
+unless the amounts are the same in other units ("25 km" / "25,000 metres"), or clearly more
+words added than taken away.
 """
 
 from __future__ import annotations
@@ -35,6 +36,11 @@ def _one_sided(text: str, other: str) -> bool:
     return any(not re.search(rf"(?<!\w){re.escape(mark)}(?!\w)", mentioned) for mark in marks(text))
 
 
+#: Share of the older statement's words kept in order above which a changed subject makes
+#: one sentence about two things ("the standard agent's ledger" / "the restricted agent's
+#: ledger"), not the same claim in other words.
+SAME_SENTENCE = 0.5
+
 #: Words a restatement may add beyond those it drops ("the", a synonym of two words, …);
 #: more is detail the older did not have.
 EXTRA_WORDS = 4
@@ -45,6 +51,8 @@ def restates(old: MemoryRecord, new: MemoryRecord) -> bool:
     diff = compare(old.content, new.content)
     if change_language(old, new) or diff.negation_flipped or diff.antonym or diff.alternative:
         return False
+    if diff.subject_changed and diff.kept >= SAME_SENTENCE:
+        return False  # one sentence about another subject
     if _one_sided(old.content, new.content) or _one_sided(new.content, old.content):
         return False
     old_words, new_words = set(statement_tokens(old.content)), set(statement_tokens(new.content))

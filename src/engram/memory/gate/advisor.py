@@ -282,6 +282,7 @@ class HeuristicAdvisor:
         if (
             relation is not None
             and relation.restates
+            and _one_moment(nearest.record, record)
             and (
                 nearest.similarity >= policy.plain_restatement
                 or (
@@ -348,6 +349,14 @@ class HeuristicAdvisor:
         if head is not None and _unchanged(head, record, exact_status=True):
             return decide(AdvisorAction.NOOP, "the version already says this", head.record_id)
         return decide(AdvisorAction.UPDATE, "a consolidation status change")
+
+
+def _one_moment(old: MemoryRecord, new: MemoryRecord) -> bool:
+    """Two records that can restate each other: an episode is a moment, so only an account of
+    the same instant restates it ("the ETL ran late again today" is another occurrence)."""
+    if MemoryType.EPISODE not in (old.type, new.type):
+        return True
+    return old.event_time is not None and old.event_time == new.event_time
 
 
 def _unchanged(head: MemoryRecord, proposal: MemoryRecord, *, exact_status: bool = False) -> bool:
