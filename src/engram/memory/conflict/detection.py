@@ -24,7 +24,9 @@ confidence and change language are not learned: the documented rules above turn 
 incompatibility into one of the three conflict classes. Retiring or challenging a true fact
 is the worst error, so no conflict is reported below ``CONFLICT_MIN``, contradiction needs
 ``DECISIVE`` and supersession ``SUPERSEDE``; a change short of that is escalated as
-unresolvable, never acted on. Two episodes that share no value (time, date,
+unresolvable, never acted on. Records of several sentences are compared claim by claim
+(:mod:`engram.memory.conflict.sentences`): the pair takes the answer of its two most
+incompatible facing sentences. Two episodes that share no value (time, date,
 number) and say nothing changed are two moments of one story, never incompatible.
 """
 
@@ -252,6 +254,12 @@ class _Judged:
     found: _Found | None
 
 
+#: A pair judged when a detector is made, so the first write does not pay for loading the
+#: lexicon and compiling what the features need (about 50 ms once per process; the Gate's
+#: readiness probe allows 200 ms).
+_WARM_UP = ("The warm-up service runs on port 8080.", "The warm-up service runs on 9090.")
+
+
 def _out_of_scope(old: MemoryRecord, new: MemoryRecord, similarity: float) -> bool:
     """Another type, too distant, or explicit subjects that differ: nothing to compare."""
     if old.type is not new.type:
@@ -296,6 +304,12 @@ class ConflictDetector:
         # the last pairs judged, by the identity of their two records: the advisor asks for
         # the relation of a pair detect() has just judged (bounded, newest last)
         self._recent: OrderedDict[tuple[int, int, float], _Judged] = OrderedDict()
+        older, newer = (
+            MemoryRecord.draft(MemoryType.BELIEF, text, source_agent="engram-warm-up")
+            for text in _WARM_UP
+        )
+        self.judge(older, newer, 0.9)
+        self._recent.clear()
 
     @property
     def version(self) -> str:
