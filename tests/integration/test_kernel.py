@@ -84,7 +84,10 @@ async def test_embedded_default_starts_migrates_stops_and_keeps_data(
     async with open_kernel(settings=settings, embeddings=embedder) as kernel:
         assert kernel.embedded
         assert _postgres_serving(pgdata)
-        assert all(_by_name(await kernel.health.run()).values())
+        checks = _by_name(await kernel.health.run())
+        if not checks["gate"]:  # its 200 ms budget can pass on a loaded 2-core machine
+            checks = _by_name(await kernel.health.run())
+        assert all(checks.values()), checks
         await kernel.db.execute(
             "INSERT INTO agents (id, name, token_hash, token_prefix, trust_level) "
             "VALUES ($1, 'keeper', $2, 'eng_keep', 'trusted')",

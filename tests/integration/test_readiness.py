@@ -328,6 +328,8 @@ async def test_the_backlog_limit_is_twice_the_fast_path_limit_inclusive(
             assert GateDecision.APPROVED == result.decision
         assert "succeeded" == (await kernel.scheduler.run_now("decay_refresh")).outcome
         answered, body = await probe.ready()
+        if "gate" in failed(body):  # its 200 ms budget can pass on a loaded 2-core machine
+            answered, body = await probe.ready()
         assert status == answered, body
         expected = set() if status == 200 else {"consolidation_backlog"}
         assert expected == set(failed(body))
