@@ -16,9 +16,10 @@ from engram.memory.gate.advisor import (
     GateAdvisor,
     HeuristicAdvisor,
     HeuristicPolicy,
-    RLAdvisor,
 )
 from engram.memory.gate.checks import DECLARATIVE_TYPES
+from engram.memory.gate.learned import RLAdvisor
+from engram.memory.rl.policy import AdvisorPolicy
 from engram.memory.types import (
     MemoryType,
     TrustLevel,
@@ -159,11 +160,17 @@ def load_policy(path: Path) -> ReplayPolicy:
     return policy_from_mapping(data)
 
 
-def make_advisor(name: str, resolver: ConflictResolver, policy: ReplayPolicy) -> GateAdvisor:
-    """The advisor called ``name`` (one of :data:`ADVISORS`) with the policy's thresholds."""
+def make_advisor(
+    name: str,
+    resolver: ConflictResolver,
+    policy: ReplayPolicy,
+    model: AdvisorPolicy | None = None,
+) -> GateAdvisor:
+    """The advisor called ``name`` (one of :data:`ADVISORS`) with the policy's thresholds;
+    ``rl`` scores with ``model`` (without one it answers as the heuristic, marked fallback)."""
     heuristic = HeuristicAdvisor(resolver, policy.advisor)
     if name == "heuristic":
         return heuristic
     if name == "rl":
-        return RLAdvisor(heuristic)
+        return RLAdvisor(heuristic, model)
     raise ValidationFailed(errors=[f"advisor {name!r}: one of {', '.join(ADVISORS)}"])

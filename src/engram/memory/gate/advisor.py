@@ -35,14 +35,15 @@ Layer 1 is never overridden by any advisor.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Protocol
 from uuid import UUID
 
-from engram.memory.conflict.detection import ConflictResolver, ConflictResult
+from engram.memory.conflict.detection import ConflictResolver, ConflictResult, PairRelation
 from engram.memory.fingerprint import significant_tokens
+from engram.memory.rl.features import advice_features, features_json
 from engram.memory.types import (
     CallerIdentity,
     GateAction,
@@ -135,10 +136,20 @@ class AdvisorDecision:
     update_candidate_of: UUID | None = None
     conflicts: tuple[ConflictResult, ...] = field(default_factory=tuple)
     route_to_consolidation: bool = False
+    #: what the advisor saw (:mod:`engram.memory.rl.features`); outside CREATEs only
+    features: tuple[float, ...] | None = None
+    #: a shadow advisor's advice on the same write, recorded but not acted on (ADR-020)
+    shadow: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready form for the audit log."""
+        extra: dict[str, Any] = {}
+        if self.features is not None:
+            extra["features"] = features_json(self.features)
+        if self.shadow is not None:
+            extra["shadow"] = dict(self.shadow)
         return {
+            **extra,
             "action": self.action.value,
             "confidence": round(self.confidence, 6),
             "importance": round(self.importance, 6),
@@ -239,7 +250,7 @@ class HeuristicAdvisor:
                 rationale=rationale,
                 source=self.version,
                 conflicts=extra.pop("conflicts", conflicts),
-                route_to_consolidation=extra.pop("route", route),
+                route_to_consolidation=route or extra.pop("repeated", False),
                 **extra,
             )
 
@@ -253,31 +264,72 @@ class HeuristicAdvisor:
                 )
             return decide(AdvisorAction.UPDATE, "a new version of the record")
 
-        duplicate = context.exact_duplicate
-        if duplicate is None:
-            words = significant_tokens(record.content)
-            near = [
-                n
-                for n in others
-                if n.similarity >= policy.near_duplicate
-                and significant_tokens(n.record.content) == words
-            ]
-            duplicate = max(near, key=lambda n: n.similarity) if near else None
-            how = "near duplicate"
-        else:
-            how = "exact duplicate"
+        nearest = max(others, key=lambda n: n.similarity, default=None)
+        relation = (
+            None
+            if nearest is None
+            else self._resolver.relation(nearest.record, record, nearest.similarity)
+        )
+        near = None if context.exact_duplicate else self._near_duplicate(record, others)
+        duplicate = (context.exact_duplicate, "exact") if context.exact_duplicate else None
+        if near is not None:
+            duplicate = (near, "near")
+        decision = self._create(
+            record,
+            others=others,
+            duplicate=duplicate,
+            nearest=nearest,
+            relation=relation,
+            conflicts=conflicts,
+            decide=decide,
+        )
+        values = advice_features(
+            record,
+            decision_type=context.decision_type,
+            trust=context.caller.trust_level,
+            neighbours=others,
+            exact_duplicate=context.exact_duplicate is not None,
+            near_duplicate=near is not None,
+            relation=relation,
+            conflicts=conflicts,
+            heuristic_noop=decision.action is AdvisorAction.NOOP,
+        )
+        return replace(decision, features=values)
+
+    def _near_duplicate(self, record: MemoryRecord, others: list[Neighbour]) -> Neighbour | None:
+        """The closest neighbour at ``near_duplicate`` or more with the same significant words."""
+        words = significant_tokens(record.content)
+        near = [
+            n
+            for n in others
+            if n.similarity >= self._policy.near_duplicate
+            and significant_tokens(n.record.content) == words
+        ]
+        return max(near, key=lambda n: n.similarity) if near else None
+
+    def _create(
+        self,
+        record: MemoryRecord,
+        *,
+        others: list[Neighbour],
+        duplicate: tuple[Neighbour, str] | None,
+        nearest: Neighbour | None,
+        relation: PairRelation | None,
+        conflicts: tuple[ConflictResult, ...],
+        decide: Callable[..., AdvisorDecision],
+    ) -> AdvisorDecision:
+        """The rules for a new record: duplicate, restatement, conflict or plain ADD."""
+        policy = self._policy
         if duplicate is not None:
-            repeated = duplicate.repetitions + 1 >= policy.repetitions_for_consolidation
+            same, how = duplicate
             return decide(
                 AdvisorAction.NOOP,
-                f"{how} of an active record (similarity {duplicate.similarity:.3f})",
-                target_record_id=duplicate.record.record_id,
-                route=route or repeated,
+                f"{how} duplicate of an active record (similarity {same.similarity:.3f})",
+                target_record_id=same.record.record_id,
+                repeated=same.repetitions + 1 >= policy.repetitions_for_consolidation,
             )
-        nearest = max(others, key=lambda n: n.similarity, default=None)
         if nearest is None or nearest.similarity < policy.update_candidate:
             return decide(AdvisorAction.ADD, "new record")
-        relation = self._resolver.relation(nearest.record, record, nearest.similarity)
         conflicting = {c.existing_record_id for c in conflicts}
         if (
             relation is not None
@@ -300,7 +352,7 @@ class HeuristicAdvisor:
                 AdvisorAction.NOOP,
                 f"restates an active record (similarity {nearest.similarity:.3f})",
                 target_record_id=target,
-                route=route or nearest.repetitions + 1 >= policy.repetitions_for_consolidation,
+                repeated=nearest.repetitions + 1 >= policy.repetitions_for_consolidation,
                 conflicts=tuple(c for c in conflicts if c.existing_record_id != target),
             )
         challenged = [n for n in others if n.record.record_id in conflicting]
@@ -376,32 +428,3 @@ def _unchanged(head: MemoryRecord, proposal: MemoryRecord, *, exact_status: bool
             or (not exact_status and proposal.status is MemoryStatus.ACTIVE)
         )
     )
-
-
-class RLAdvisor:
-    """The learned advisor's place in the Protocol (not selectable yet).
-
-    Until a trained policy is loaded it answers with the heuristic's decision, marking the
-    source as a fallback; any error of a policy falls back the same way.
-    """
-
-    def __init__(self, fallback: HeuristicAdvisor) -> None:
-        self._fallback = fallback
-
-    @property
-    def version(self) -> str:
-        return "rl@0"
-
-    async def advise(self, record: MemoryRecord, context: AdvisorContext) -> AdvisorDecision:
-        decision = await self._fallback.advise(record, context)
-        return AdvisorDecision(
-            action=decision.action,
-            confidence=decision.confidence,
-            importance=decision.importance,
-            rationale=decision.rationale,
-            source=f"{self.version}(fallback:{decision.source})",
-            target_record_id=decision.target_record_id,
-            update_candidate_of=decision.update_candidate_of,
-            conflicts=decision.conflicts,
-            route_to_consolidation=decision.route_to_consolidation,
-        )

@@ -1,0 +1,130 @@
+"""What Layer 2 saw when it advised on a write: the state a learned advisor acts on (ADR-020).
+
+Every advice on an outside CREATE carries these numbers into its audit row, so the data a
+policy is trained on is nothing but the audit log joined to feedback. The vector is named
+(:data:`FEATURE_NAMES`) and versioned (:data:`FEATURE_SCHEMA`): a trained model records the
+schema it was fitted to and is refused for another. All values are in [0, 1], so one policy
+weight means the same across features. No memory content, only numbers about it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+
+from engram.memory.conflict.detection import ConflictResult, PairRelation
+from engram.memory.types import (
+    ConflictClassification,
+    GateDecisionType,
+    MemoryRecord,
+    MemoryType,
+    Neighbour,
+    TrustLevel,
+)
+
+FEATURE_SCHEMA = "advisor-features@1"
+#: Similarity from which a neighbour counts as related (as the heuristic's routing).
+_RELATED = 0.70
+_WORD = re.compile(r"\w+")
+_TYPES = tuple(MemoryType)
+_CONTESTED = frozenset({ConflictClassification.CONTRADICTION, ConflictClassification.UNRESOLVABLE})
+_TIERS = (TrustLevel.TRUSTED, TrustLevel.STANDARD, TrustLevel.RESTRICTED)
+
+FEATURE_NAMES: tuple[str, ...] = (
+    "closest",  # cosine similarity of the nearest active record of the scope
+    "second",  # … of the second nearest
+    "related",  # neighbours at or above 0.70, over 8
+    "exact_duplicate",  # same normalised content hash as an active record
+    "near_duplicate",  # >= 0.95 and the same significant words
+    "restates",  # the nearest says it all already (conflict.restatement)
+    "incompatible",  # the conflict classifier on the nearest: both cannot be true
+    "refines",  # … the proposal adds compatible detail to the nearest
+    "other_scope",  # the nearest is about another subject, environment or moment
+    "in_conflict",  # the proposal conflicts with one of its neighbours
+    "supersedes",  # … and says the world changed
+    "contested",  # … a contradiction or an unresolvable pair
+    "repetitions",  # how often the nearest was repeated, log-scaled
+    "source_confidence",
+    "words",  # length, log-scaled (100 words -> 1)
+    "specificity",  # distinct words over 25, capped
+    "internal",  # consolidation or self-healing, not an agent
+    *(f"trust_{tier.value}" for tier in _TIERS),
+    *(f"type_{kind.value}" for kind in _TYPES),
+    "heuristic_noop",  # the reference policy's answer
+)
+FEATURE_COUNT = len(FEATURE_NAMES)
+
+
+def _scaled_log(value: float, full: float) -> float:
+    return min(1.0, math.log1p(max(0.0, value)) / math.log1p(full))
+
+
+def advice_features(
+    record: MemoryRecord,
+    *,
+    decision_type: GateDecisionType,
+    trust: TrustLevel,
+    neighbours: Sequence[Neighbour],
+    exact_duplicate: bool,
+    near_duplicate: bool,
+    relation: PairRelation | None,
+    conflicts: Sequence[ConflictResult],
+    heuristic_noop: bool,
+) -> tuple[float, ...]:
+    """The state vector, in the order of :data:`FEATURE_NAMES`.
+
+    ``neighbours`` are the proposal's neighbours (itself left out); ``relation`` is how it
+    stands to the nearest (None when there is none or its scope differs).
+    """
+    ranked = sorted((n.similarity for n in neighbours), reverse=True)
+    nearest = max(neighbours, key=lambda n: n.similarity, default=None)
+    kinds = {c.classification for c in conflicts}
+    words = _WORD.findall(record.content)
+    values: list[float] = [
+        _unit(ranked[0] if ranked else 0.0),
+        _unit(ranked[1] if len(ranked) > 1 else 0.0),
+        min(1.0, sum(1 for s in ranked if s >= _RELATED) / 8),
+        float(exact_duplicate),
+        float(near_duplicate),
+        float(relation is not None and relation.restates),
+        _unit(relation.incompatible) if relation is not None else 0.0,
+        _unit(relation.refines) if relation is not None else 0.0,
+        float(nearest is not None and relation is None),
+        float(bool(kinds - {ConflictClassification.REFINEMENT})),
+        float(ConflictClassification.SUPERSESSION in kinds),
+        float(bool(kinds & _CONTESTED)),
+        _scaled_log(nearest.repetitions if nearest is not None else 0, 10),
+        _unit(record.source_confidence),
+        _scaled_log(len(words), 100),
+        min(1.0, len({w.casefold() for w in words}) / 25),
+        float(decision_type is not GateDecisionType.EXTERNAL),
+        *(float(trust is tier) for tier in _TIERS),
+        *(float(record.type is kind) for kind in _TYPES),
+        float(heuristic_noop),
+    ]
+    return tuple(round(v, 6) for v in values)
+
+
+def _unit(value: float) -> float:
+    if math.isnan(value):
+        return 0.0
+    return min(1.0, max(0.0, value))
+
+
+def features_json(values: Sequence[float]) -> dict[str, object]:
+    """The audit form: the schema and each value by name."""
+    return {"schema": FEATURE_SCHEMA, "values": dict(zip(FEATURE_NAMES, values, strict=True))}
+
+
+def features_from_json(data: Mapping[str, object]) -> tuple[float, ...] | None:
+    """The vector an audit row recorded, or None when it was written under another schema."""
+    if data.get("schema") != FEATURE_SCHEMA:
+        return None
+    values = data.get("values")
+    if not isinstance(values, Mapping):
+        return None
+    try:
+        return tuple(float(values[name]) for name in FEATURE_NAMES)
+    except (KeyError, TypeError, ValueError):
+        return None

@@ -1,0 +1,317 @@
+"""The learned advisor: state features, policy, reward, GRPO, and the Gate's RL and shadow
+advisors (engram.memory.rl, engram.memory.gate.learned)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engram.errors import ValidationFailed
+from engram.memory.conflict.detection import ConflictDetector
+from engram.memory.gate.access import caller_for_tier
+from engram.memory.gate.advisor import (
+    AdvisorAction,
+    AdvisorContext,
+    AdvisorDecision,
+    HeuristicAdvisor,
+)
+from engram.memory.gate.learned import RLAdvisor, ShadowAdvisor
+from engram.memory.rl.features import (
+    FEATURE_COUNT,
+    FEATURE_NAMES,
+    features_from_json,
+    features_json,
+)
+from engram.memory.rl.grpo import GRPOConfig, train_grpo
+from engram.memory.rl.policy import ACTIONS, AdvisorPolicy, allowed_actions
+from engram.memory.rl.reward import (
+    LOSS_WEIGHT,
+    STORE_COST,
+    Outcome,
+    RewardModel,
+    TrainingExample,
+    reward_table,
+)
+from engram.memory.rl.training import train_policy
+from engram.memory.types import (
+    GateAction,
+    GateDecisionType,
+    MemoryRecord,
+    MemoryType,
+    Neighbour,
+    TrustLevel,
+)
+
+EXTERNAL = GateDecisionType.EXTERNAL
+STANDARD = caller_for_tier("a", TrustLevel.STANDARD)
+F = {name: i for i, name in enumerate(FEATURE_NAMES)}
+
+
+def belief(text: str) -> MemoryRecord:
+    """A draft belief from agent a."""
+    return MemoryRecord.draft(MemoryType.BELIEF, text, source_agent="a")
+
+
+def state(**values: float) -> tuple[float, ...]:
+    """A state vector of a standard agent's belief, zero but for ``values``."""
+    row = [0.0] * FEATURE_COUNT
+    row[F["type_belief"]] = 1.0
+    row[F["trust_standard"]] = 1.0
+    for name, value in values.items():
+        row[F[name]] = value
+    return tuple(row)
+
+
+# --- features ------------------------------------------------------------------------------
+
+
+async def test_heuristic_records_the_state_it_saw_for_an_outside_create() -> None:
+    """Every CREATE from an agent carries a full, bounded state vector into the audit JSON."""
+    advisor = HeuristicAdvisor(ConflictDetector())
+    existing = Neighbour(belief("The staging database is restored from backups nightly."), 0.99)
+    context = AdvisorContext(GateAction.CREATE, EXTERNAL, STANDARD, neighbours=(existing,))
+    decision = await advisor.advise(
+        belief("The staging database is restored from backup nightly."), context
+    )
+    assert decision.features is not None
+    assert FEATURE_COUNT == len(decision.features)
+    assert all(0.0 <= v <= 1.0 for v in decision.features)
+    assert 1.0 == decision.features[F["near_duplicate"]]
+    assert 1.0 == decision.features[F["heuristic_noop"]]
+    assert 0.99 == decision.features[F["closest"]]
+    recorded = decision.to_json()["features"]
+    assert decision.features == features_from_json(recorded)
+
+
+async def test_updates_and_internal_writes_record_no_state() -> None:
+    """The policy decides outside CREATEs only, so only they are training data."""
+    advisor = HeuristicAdvisor(ConflictDetector())
+    context = AdvisorContext(GateAction.UPDATE, EXTERNAL, STANDARD)
+    decision = await advisor.advise(belief("The build uses Bazel."), context)
+    assert decision.features is None
+    assert "features" not in decision.to_json()
+
+
+def test_features_of_another_schema_are_not_read() -> None:
+    """A row written under another feature schema is not training data."""
+    data = features_json(state())
+    assert features_from_json({**data, "schema": "advisor-features@0"}) is None
+    assert features_from_json({"schema": data["schema"], "values": {"closest": 1}}) is None
+
+
+# --- policy --------------------------------------------------------------------------------
+
+
+def test_policy_round_trips_and_pins_its_digest() -> None:
+    """A stored policy scores as before, and any change of weight changes its digest."""
+    rng = np.random.default_rng(1)
+    policy = AdvisorPolicy("rl@1", rng.normal(size=(2, FEATURE_COUNT)), rng.normal(size=2))
+    again = AdvisorPolicy.from_json(policy.to_json())
+    assert policy.digest() == again.digest()
+    x = np.asarray([state(closest=0.9)])
+    assert np.allclose(policy.probabilities(x), again.probabilities(x), atol=1e-6)
+    changed = policy.to_json()
+    changed["bias"] = [0.0, 0.0]
+    assert AdvisorPolicy.from_json(changed).digest() != policy.digest()
+
+
+def test_policy_of_another_schema_or_shape_is_refused() -> None:
+    """A policy fitted to other features, of the wrong shape or not finite is refused."""
+    data = AdvisorPolicy.zeros("rl@1").to_json()
+    with pytest.raises(ValidationFailed):
+        AdvisorPolicy.from_json({**data, "schema": "advisor-features@0"})
+    with pytest.raises(ValidationFailed):
+        AdvisorPolicy("rl@1", np.zeros((3, FEATURE_COUNT)), np.zeros(3))
+    with pytest.raises(ValidationFailed):
+        AdvisorPolicy("rl@1", np.full((2, FEATURE_COUNT), np.nan), np.zeros(2))
+
+
+def test_allowed_actions_keep_duplicates_out_and_noops_in_scope() -> None:
+    """Exact duplicates only reinforce; a NOOP needs a close, same-scope, compatible record."""
+    assert (0.0, 1.0) == allowed_actions(state(exact_duplicate=1, closest=1))
+    assert (1.0, 0.0) == allowed_actions(state(closest=0.5))
+    assert (1.0, 0.0) == allowed_actions(state(closest=0.9, other_scope=1))
+    assert (1.0, 0.0) == allowed_actions(state(closest=0.9, incompatible=0.8))
+    assert (1.0, 1.0) == allowed_actions(state(closest=0.9, incompatible=0.8, restates=1))
+    assert (1.0, 1.0) == allowed_actions(state(closest=0.9, incompatible=0.2))
+
+
+# --- reward --------------------------------------------------------------------------------
+
+
+def test_reward_is_observed_for_adds_and_estimated_for_noops() -> None:
+    """A logged ADD's two rewards come from its outcome; a duplicate NOOP's ADD reward is the
+    storage cost (a duplicate can bring nothing unique)."""
+    add = TrainingExample(state(closest=0.3), "ADD", "ADD", Outcome(useful=3, redundant=1))
+    noop = TrainingExample(state(closest=1, exact_duplicate=1), "NOOP", "NOOP")
+    table = reward_table([add, noop], RewardModel.fit([add, noop]))
+    assert pytest.approx(2 - STORE_COST) == table[0, ACTIONS.index("ADD")]
+    assert pytest.approx(-LOSS_WEIGHT * 2) == table[0, ACTIONS.index("NOOP")]
+    assert pytest.approx(-STORE_COST) == table[1, ACTIONS.index("ADD")]
+    assert 0 == table[1, ACTIONS.index("NOOP")]
+
+
+# --- GRPO ----------------------------------------------------------------------------------
+
+
+def _bandit(n: int, seed: int = 0) -> tuple[np.ndarray, ...]:
+    """States where a restatement is worth a NOOP and a new fact an ADD; the reference
+    always adds."""
+    rng = np.random.default_rng(seed)
+    restates = rng.random(n) < 0.5
+    rows = [
+        state(closest=0.8 + 0.2 * rng.random(), restates=float(r), words=rng.random())
+        for r in restates
+    ]
+    states = np.asarray(rows)
+    allowed = np.asarray([allowed_actions(row) for row in rows])
+    reward = np.where(restates[:, None], [[-0.2, 0.0]], [[1.0, -1.5]])
+    reference = np.tile([[1.0, 0.0]], (n, 1))
+    return states, allowed, reward, reference, restates
+
+
+def test_grpo_learns_what_the_rewards_prefer_over_the_reference() -> None:
+    """GRPO leaves an always-ADD reference where NOOP earns more (training and held-out)."""
+    states, allowed, reward, reference, restates = _bandit(400)
+    result = train_grpo(states, allowed, reward, reference, version="rl@test")
+    chosen = result.policy.probabilities(states, allowed).argmax(axis=1)
+    assert (chosen[restates] == ACTIONS.index("NOOP")).mean() > 0.95
+    assert (chosen[~restates] == ACTIONS.index("ADD")).mean() > 0.95
+    assert result.reward_curve[-1] > result.reference_reward
+    assert result.reward_curve[-1] > result.reward_curve[0]
+    held_out = _bandit(200, seed=7)
+    p = result.policy.probabilities(held_out[0], held_out[1]).argmax(axis=1)
+    assert (p == np.where(held_out[4], 1, 0)).mean() > 0.95
+
+
+def test_grpo_with_flat_rewards_stays_the_reference() -> None:
+    """No advantage anywhere: the KL term keeps the imitated reference."""
+    states, allowed, _reward, reference, _ = _bandit(300)
+    flat = np.zeros_like(reference)
+    result = train_grpo(states, allowed, flat, reference, version="rl@flat")
+    assert 1.0 == result.agreement_with_reference
+    assert result.kl_to_reference < 0.05
+
+
+def test_grpo_is_deterministic_for_a_seed() -> None:
+    """The same data and seed give the same policy, bit for bit."""
+    states, allowed, reward, reference, _ = _bandit(200)
+    config = GRPOConfig(epochs=5)
+    a = train_grpo(states, allowed, reward, reference, version="v", config=config)
+    b = train_grpo(states, allowed, reward, reference, version="v", config=config)
+    assert a.policy.digest() == b.policy.digest()
+
+
+def test_training_refuses_examples_of_another_schema() -> None:
+    """Examples of another length or with unknown actions are a typed error."""
+    with pytest.raises(ValidationFailed):
+        train_policy([TrainingExample((0.5,), "ADD", "ADD")], version="v")
+    with pytest.raises(ValidationFailed):
+        train_policy([TrainingExample(state(), "DELETE", "ADD")], version="v")
+
+
+def test_training_on_nothing_returns_the_untrained_policy() -> None:
+    """No data: a zero policy and a result that says so."""
+    result = train_policy([], version="v")
+    assert 0 == result.states
+    assert np.all(result.policy.weights == 0)
+
+
+# --- the Gate's advisors -------------------------------------------------------------------
+
+
+def _noop_policy(strength: float) -> AdvisorPolicy:
+    weights = np.zeros((2, FEATURE_COUNT))
+    bias = np.asarray([0.0, strength])
+    return AdvisorPolicy("rl@noop", weights, bias)
+
+
+async def test_rl_advisor_reinforces_the_nearest_when_its_policy_says_so() -> None:
+    """The policy, not the heuristic, chooses between NOOP and ADD where both are allowed."""
+    heuristic = HeuristicAdvisor(ConflictDetector())
+    existing = Neighbour(belief("The staging cluster is patched every Tuesday night."), 0.8)
+    context = AdvisorContext(GateAction.CREATE, EXTERNAL, STANDARD, neighbours=(existing,))
+    proposal = belief("Every Tuesday night the staging cluster gets patched.")
+    rl = RLAdvisor(heuristic, _noop_policy(5.0))
+    decision = await rl.advise(proposal, context)
+    assert AdvisorAction.NOOP == decision.action
+    assert existing.record.record_id == decision.target_record_id
+    assert "rl@noop" == decision.source
+    keep = await RLAdvisor(heuristic, _noop_policy(-5.0)).advise(proposal, context)
+    assert AdvisorAction.ADD == keep.action
+
+
+async def test_rl_advisor_never_noops_where_the_gate_does_not_allow_it() -> None:
+    """A distant nearest record, or nothing near: the policy's NOOP is masked out."""
+    heuristic = HeuristicAdvisor(ConflictDetector())
+    far = Neighbour(belief("Lunch orders go in the #food channel."), 0.4)
+    context = AdvisorContext(GateAction.CREATE, EXTERNAL, STANDARD, neighbours=(far,))
+    decision = await RLAdvisor(heuristic, _noop_policy(50.0)).advise(
+        belief("The VPN config lives in the infra repo."), context
+    )
+    assert AdvisorAction.ADD == decision.action
+
+
+async def test_rl_advisor_falls_back_to_the_heuristic_and_counts_it() -> None:
+    """A failing or missing policy leaves the heuristic's decision, marked and counted."""
+    heuristic = HeuristicAdvisor(ConflictDetector())
+    fallbacks: list[str] = []
+
+    class Broken(AdvisorPolicy):
+        def probabilities(
+            self, states: np.ndarray, allowed: np.ndarray | None = None
+        ) -> np.ndarray:
+            raise FloatingPointError("boom")
+
+    broken = Broken("rl@broken", np.zeros((2, FEATURE_COUNT)), np.zeros(2))
+    rl = RLAdvisor(heuristic, broken, on_fallback=fallbacks.append)
+    context = AdvisorContext(GateAction.CREATE, EXTERNAL, STANDARD)
+    decision = await rl.advise(belief("The build uses Bazel."), context)
+    assert AdvisorAction.ADD == decision.action
+    assert decision.source.startswith("rl@broken(fallback:heuristic@2")
+    assert ["FloatingPointError"] == fallbacks
+    untrained = await RLAdvisor(heuristic).advise(belief("The build uses Bazel."), context)
+    assert "rl@0(fallback:heuristic@2)" == untrained.source
+
+
+async def test_rl_advisor_leaves_updates_to_the_heuristic() -> None:
+    """An explicit UPDATE is not the policy's to decide."""
+    heuristic = HeuristicAdvisor(ConflictDetector())
+    context = AdvisorContext(GateAction.UPDATE, EXTERNAL, STANDARD)
+    decision = await RLAdvisor(heuristic, _noop_policy(50.0)).advise(belief("x y z"), context)
+    assert AdvisorAction.UPDATE == decision.action
+    assert "rl@noop(heuristic@2)" == decision.source
+
+
+async def test_shadow_records_the_candidate_without_acting_on_it() -> None:
+    """Shadow mode: the active advisor decides; the candidate's advice is in the audit JSON."""
+    heuristic = HeuristicAdvisor(ConflictDetector())
+    existing = Neighbour(belief("The staging cluster is patched every Tuesday night."), 0.8)
+    context = AdvisorContext(GateAction.CREATE, EXTERNAL, STANDARD, neighbours=(existing,))
+    proposal = belief("Every Tuesday night the staging cluster gets patched.")
+    shadow = ShadowAdvisor(heuristic, RLAdvisor(heuristic, _noop_policy(5.0)))
+    decision = await shadow.advise(proposal, context)
+    alone = await heuristic.advise(proposal, context)
+    assert alone.action == decision.action
+    assert decision.shadow is not None
+    assert "NOOP" == decision.shadow["action"]
+    assert "rl@noop" == decision.to_json()["shadow"]["source"]
+
+
+async def test_a_failing_shadow_never_touches_the_write() -> None:
+    """A crashing candidate is recorded as an error; the write goes on as decided."""
+    heuristic = HeuristicAdvisor(ConflictDetector())
+    errors: list[str] = []
+
+    class Failing:
+        version = "rl@bad"
+
+        async def advise(self, record: MemoryRecord, context: AdvisorContext) -> AdvisorDecision:
+            raise RuntimeError("candidate crashed")
+
+    shadow = ShadowAdvisor(heuristic, Failing(), on_error=errors.append)
+    context = AdvisorContext(GateAction.CREATE, EXTERNAL, STANDARD)
+    decision = await shadow.advise(belief("The build uses Bazel."), context)
+    assert AdvisorAction.ADD == decision.action
+    assert {"source": "rl@bad", "error": "RuntimeError"} == decision.shadow
+    assert ["RuntimeError"] == errors
