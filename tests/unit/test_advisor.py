@@ -187,3 +187,18 @@ def test_importance_follows_its_formula() -> None:
     )  # fmt: skip
     expected = 0.35 * 0.9 + 0.25 * 0.8 + 0.20 * (1 - 0.5) + 0.20 * (5 / 25)
     assert expected == pytest.approx(importance(record, 0.8, 0.5))
+
+
+async def test_a_repeated_duplicate_in_a_busy_neighbourhood_is_routed_once() -> None:
+    """A NOOP that is both the third repetition and among four related records is routed to
+    consolidation (both reasons at once must not break the decision)."""
+    advisor = HeuristicAdvisor(ConflictDetector())
+    text = "The staging database is restored from backups nightly."
+    same = Neighbour(belief(text), 0.99, repetitions=2)
+    crowd = tuple(_neighbour(f"The staging database {w} nightly.", 0.8) for w in "abcd")
+    context = AdvisorContext(GateAction.CREATE, EXTERNAL, STANDARD, neighbours=(same, *crowd))
+    decision = await advisor.advise(
+        belief("The staging database is restored from backup nightly."), context
+    )
+    assert AdvisorAction.NOOP == decision.action
+    assert decision.route_to_consolidation

@@ -243,6 +243,7 @@ class HeuristicAdvisor:
         route = related >= policy.related_for_consolidation
 
         def decide(action: AdvisorAction, rationale: str, **extra: Any) -> AdvisorDecision:
+            repeated = bool(extra.pop("repeated", False))
             return AdvisorDecision(
                 action=action,
                 confidence=confidence,
@@ -250,7 +251,7 @@ class HeuristicAdvisor:
                 rationale=rationale,
                 source=self.version,
                 conflicts=extra.pop("conflicts", conflicts),
-                route_to_consolidation=route or extra.pop("repeated", False),
+                route_to_consolidation=route or repeated,
                 **extra,
             )
 
