@@ -166,6 +166,28 @@ class EngramSettings(BaseSettings):
         default=3600.0, gt=0, description="Longest wait between retries of a failing job."
     )
 
+    # --- the Gate's advisor (ADR-020) ---
+    advisor: Literal["heuristic", "rl"] = Field(
+        default="heuristic",
+        description="Layer 2: the heuristic rules, or the active trained policy (`rl`; the "
+        "heuristic while no model is active).",
+    )
+    advisor_shadow: bool = Field(
+        default=False,
+        description="Run the newest trained candidate beside the active advisor on every write "
+        "and record its advice in the audit row, without acting on it.",
+    )
+    advisor_reload_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="How often a kernel looks for a promoted or rolled-back model.",
+    )
+    advisor_train_feedback: int = Field(
+        default=500,
+        ge=1,
+        description="New feedback rows since the last training that start one (pressure).",
+    )
+
     # --- resilience ---
     breaker_fail_max: int = Field(default=5, ge=1)
     breaker_reset_seconds: float = Field(default=30.0, gt=0)

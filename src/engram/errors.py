@@ -139,6 +139,11 @@ class JobBusy(BusinessError):
     """A background job cannot start now: another kernel (or this one) is running it."""
 
 
+class PromotionRefused(BusinessError):
+    """A trained advisor may not become the active one: it was not evaluated, it did not win
+    on reward, or it lost on safety (ADR-020)."""
+
+
 # --- identity and adapters --------------------------------------------------------------------
 
 

@@ -45,11 +45,13 @@ from engram.memory.consolidation import (
     ExtractiveSummarizer,
     Summarizer,
 )
-from engram.memory.gate.advisor import HeuristicAdvisor
+from engram.memory.gate.advisor import GateAdvisor, HeuristicAdvisor
+from engram.memory.gate.learned import ManagedAdvisor
 from engram.memory.gate.librarian import LibrarianGate
 from engram.memory.gate.probe import probe_audit_write, probe_gate
 from engram.memory.gate.rate_limit import SharedRateLimiter
 from engram.memory.gate.resolution import CONFLICTS_FOUND
+from engram.memory.rl.models import ModelStore
 from engram.memory.temporal.engine import TemporalEngine
 from engram.memory.temporal.reads import ReadRecorder
 from engram.notifications.dispatcher import (
@@ -106,6 +108,8 @@ class Kernel:
     replay: AuditReplayer
     audit_state: AuditState
     consolidation: ConsolidationEngine
+    #: Trained advisor policies (ADR-020): `engram advisor …` and the managed advisor read them.
+    advisor_models: ModelStore
     #: The background jobs; started by `engram serve` (ENGRAM_SCHEDULER) and `engram worker`.
     scheduler: Scheduler
     embedded: bool
@@ -224,6 +228,8 @@ async def open_kernel(
         kernel.health.add("migrations", kernel.check_migrations, timeout_seconds=5.0)
         kernel.health.add("embedding_model", embedder.ping, timeout_seconds=2.0)
         _add_spec_checks(kernel)
+        if schema_current and isinstance(kernel.gate.advisor, ManagedAdvisor):
+            await kernel.gate.advisor.refresh()
         if schema_current:
             # Warm up what the 200 ms Gate check is not about: the first decision builds its
             # rules and prepares a cold statement, and concurrent checks open pool connections.
@@ -274,10 +280,14 @@ def _assemble(
     conflicts = ConflictDetector(embeddings=batched)
     reads = ReadRecorder(db)
     stack.push_async_callback(reads.close)
+    advisor_models = ModelStore(db)
+    advisor = _advisor(settings, HeuristicAdvisor(conflicts), advisor_models, metrics)
+    if isinstance(advisor, ManagedAdvisor):
+        stack.push_async_callback(advisor.close)
     gate = LibrarianGate(
         db=db,
         embeddings=batched,
-        advisor=HeuristicAdvisor(conflicts),
+        advisor=advisor,
         audit=audit,
         events=events,
         metrics=metrics,
@@ -352,6 +362,7 @@ def _assemble(
         replay=AuditReplayer(db, audit=audit, embeddings=batched, resolver=conflicts),
         audit_state=AuditState(db, reader=admin_temporal),
         consolidation=consolidation,
+        advisor_models=advisor_models,
         scheduler=scheduler,
         embedded=settings.embedded,
         head_revision=migrate.head_revision(),
@@ -391,6 +402,26 @@ def _add_spec_checks(kernel: Kernel) -> None:
         backlog,
         timeout_seconds=5.0,
         cache_seconds=cache,
+    )
+
+
+def _advisor(
+    settings: EngramSettings,
+    heuristic: HeuristicAdvisor,
+    models: ModelStore,
+    metrics: EngramMetrics,
+) -> GateAdvisor:
+    """Layer 2 as configured: the heuristic, or the model rows' advisor (ADR-020)."""
+    if settings.advisor == "heuristic" and not settings.advisor_shadow:
+        return heuristic
+    return ManagedAdvisor(
+        heuristic,
+        models,
+        mode=settings.advisor,
+        shadow=settings.advisor_shadow,
+        reload_seconds=settings.advisor_reload_seconds,
+        on_fallback=lambda reason: metrics.advisor_fallbacks.labels(reason=reason).inc(),
+        on_shadow_error=lambda reason: metrics.advisor_shadow_errors.labels(reason=reason).inc(),
     )
 
 

@@ -47,7 +47,7 @@ STEPS = [
     datetime(2026, 11, 25, 4, 30, 5, tzinfo=UTC),
     datetime(2026, 11, 25, 5, 0, 5, tzinfo=UTC),
 ]
-WATCHED = {"consolidation_event", "consolidation_pressure"}
+WATCHED = {"consolidation_event", "consolidation_pressure", "advisor_train_pressure"}
 HOURLY = Every(timedelta(hours=1))
 
 
@@ -66,6 +66,8 @@ def schedules() -> dict[str, Schedule]:
         "pii_rescan": Every(minutes * settings.pii_rescan_minutes),
         "decay_refresh": Every(minutes * settings.decay_refresh_minutes),
         "retention": Daily(4, 30),
+        "advisor_train": Daily(settings.consolidation_hour, 30),
+        "advisor_train_pressure": Every(minutes * 5),
         "probe": HOURLY,
         "slow": HOURLY,
     }

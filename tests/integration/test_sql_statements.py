@@ -28,6 +28,7 @@ OWNERS = (
     "engram.memory.consolidation.reversal",
     "engram.memory.consolidation.watch",
     "engram.memory.gate.rate_limit",
+    "engram.memory.rl.models",
     "engram.memory.store.versions",
     "engram.memory.temporal.engine",
     "engram.memory.temporal.reads",

@@ -269,7 +269,7 @@ async def test_rl_advisor_falls_back_to_the_heuristic_and_counts_it() -> None:
     decision = await rl.advise(belief("The build uses Bazel."), context)
     assert AdvisorAction.ADD == decision.action
     assert decision.source.startswith("rl@broken(fallback:heuristic@2")
-    assert ["FloatingPointError"] == fallbacks
+    assert ["error"] == fallbacks
     untrained = await RLAdvisor(heuristic).advise(belief("The build uses Bazel."), context)
     assert "rl@0(fallback:heuristic@2)" == untrained.source
 
@@ -314,4 +314,4 @@ async def test_a_failing_shadow_never_touches_the_write() -> None:
     decision = await shadow.advise(belief("The build uses Bazel."), context)
     assert AdvisorAction.ADD == decision.action
     assert {"source": "rl@bad", "error": "RuntimeError"} == decision.shadow
-    assert ["RuntimeError"] == errors
+    assert ["error"] == errors

@@ -12,6 +12,9 @@ job                          what it does                                  when 
 ``decay_refresh``            recomputes every live record's decay score    every 60 min
 ``retention``                deletes delivered events, closed escalations  daily 04:30 UTC
                              and job runs past ``ENGRAM_RETENTION_DAYS``
+``advisor_train``            trains a candidate advisor on logged          daily 03:30 UTC
+                             decisions and feedback (ADR-020)
+``advisor_train_pressure``   the same, once enough new feedback arrived    checked every 5 min
 ===========================  ============================================  ==================
 
 The consolidation jobs share one lock (``consolidation``): two passes never run at once, on
@@ -38,11 +41,14 @@ from engram.infra.sql import load_queries
 from engram.memory.consolidation import ConsolidationEngine
 from engram.memory.consolidation.model import ConsolidationTrigger
 from engram.memory.gate.librarian import LibrarianGate
+from engram.memory.rl.models import ModelStore
+from engram.memory.rl.runs import train_candidate
 from engram.memory.temporal.engine import TemporalEngine
 from engram.observability.metrics import EngramMetrics
 
 SQL = load_queries("engram.autonomy.sql", "retention.sql")
 CONSOLIDATION_LOCK = "consolidation"
+ADVISOR_LOCK = "advisor"
 #: A self-healing or decay run stops starting new batches after this long; the next run
 #: goes on where it stopped.
 JOB_SLICE_SECONDS = 300.0
@@ -99,6 +105,24 @@ class _Bodies:
         done = await self._pass(ConsolidationTrigger.PRESSURE_DRIVEN)
         self.pressure_seen["consumed"] = int(done["consumed"])
         return done
+
+    async def train_advisor(self, context: JobContext) -> Mapping[str, Any]:
+        run = await train_candidate(self.db, now=context.now)
+        if run.model is None:
+            return {"skipped": run.reason, "decisions": run.decisions}
+        curve = run.model.metrics.get("reward_curve") or [0.0]
+        return {
+            "candidate": run.model.version,
+            "decisions": run.decisions,
+            "reward_before": curve[0],
+            "reward_after": curve[-1],
+        }
+
+    async def feedback_ready(self, context: JobContext) -> str | None:
+        del context
+        given = await ModelStore(self.db).feedback_since_training()
+        wanted = self.settings.advisor_train_feedback
+        return f"{given} feedback rows since the last training" if given >= wanted else None
 
     async def reembed(self, context: JobContext) -> Mapping[str, Any]:
         del context
@@ -227,5 +251,20 @@ def standard_jobs(
             Daily(4, 30),
             work.retention,
             "delete delivered events, closed escalations and job runs past retention",
+        ),
+        Job(
+            "advisor_train",
+            Daily(settings.consolidation_hour, 30),
+            work.train_advisor,
+            "train a candidate advisor on the logged decisions and their feedback",
+            lock=ADVISOR_LOCK,
+        ),
+        Job(
+            "advisor_train_pressure",
+            Every(minutes * 5),
+            work.train_advisor,
+            "train a candidate advisor once enough new feedback has arrived",
+            ready=work.feedback_ready,
+            lock=ADVISOR_LOCK,
         ),
     ]

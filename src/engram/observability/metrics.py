@@ -139,6 +139,19 @@ class EngramMetrics:
             ["name"],
             registry=r,
         )
+        # The learned advisor (ADR-020).
+        self.advisor_fallbacks = Counter(
+            "engram_advisor_fallbacks_total",
+            "Decisions a trained advisor left to the heuristic, by reason (no model, an error).",
+            ["reason"],
+            registry=r,
+        )
+        self.advisor_shadow_errors = Counter(
+            "engram_advisor_shadow_errors_total",
+            "Errors of the shadow advisor (recorded in the audit row, never acted on).",
+            ["reason"],
+            registry=r,
+        )
         self.consolidation_backlog = Gauge(
             "engram_consolidation_backlog",
             "Active fast-path records whose decay score fell below the threshold (what "

@@ -138,6 +138,8 @@ class AdvisorDecision:
     route_to_consolidation: bool = False
     #: what the advisor saw (:mod:`engram.memory.rl.features`); outside CREATEs only
     features: tuple[float, ...] | None = None
+    #: the nearest record the features describe (a training outcome compares against it)
+    nearest_record_id: UUID | None = None
     #: a shadow advisor's advice on the same write, recorded but not acted on (ADR-020)
     shadow: Mapping[str, Any] | None = None
 
@@ -145,7 +147,7 @@ class AdvisorDecision:
         """A JSON-ready form for the audit log."""
         extra: dict[str, Any] = {}
         if self.features is not None:
-            extra["features"] = features_json(self.features)
+            extra["features"] = features_json(self.features, self.nearest_record_id)
         if self.shadow is not None:
             extra["shadow"] = dict(self.shadow)
         return {
@@ -295,7 +297,11 @@ class HeuristicAdvisor:
             conflicts=conflicts,
             heuristic_noop=decision.action is AdvisorAction.NOOP,
         )
-        return replace(decision, features=values)
+        return replace(
+            decision,
+            features=values,
+            nearest_record_id=None if nearest is None else nearest.record.record_id,
+        )
 
     def _near_duplicate(self, record: MemoryRecord, others: list[Neighbour]) -> Neighbour | None:
         """The closest neighbour at ``near_duplicate`` or more with the same significant words."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
+from uuid import UUID
 
 from engram.memory.conflict.detection import ConflictResult, PairRelation
 from engram.memory.types import (
@@ -112,9 +113,13 @@ def _unit(value: float) -> float:
     return min(1.0, max(0.0, value))
 
 
-def features_json(values: Sequence[float]) -> dict[str, object]:
-    """The audit form: the schema and each value by name."""
-    return {"schema": FEATURE_SCHEMA, "values": dict(zip(FEATURE_NAMES, values, strict=True))}
+def features_json(values: Sequence[float], nearest: UUID | None = None) -> dict[str, object]:
+    """The audit form: the schema, each value by name, and the nearest record's id."""
+    return {
+        "schema": FEATURE_SCHEMA,
+        "values": dict(zip(FEATURE_NAMES, values, strict=True)),
+        "nearest": None if nearest is None else str(nearest),
+    }
 
 
 def features_from_json(data: Mapping[str, object]) -> tuple[float, ...] | None:

@@ -13,7 +13,15 @@ from engram import __version__
 from engram.errors import EngramError
 from engram.kernel import open_kernel, prepare_model, run_migrations
 from engram.observability.logging import configure_logging
-from engram.protocols.cli import agents, audit, consolidation, jobs, memories, quarantine
+from engram.protocols.cli import (
+    advisor,
+    agents,
+    audit,
+    consolidation,
+    jobs,
+    memories,
+    quarantine,
+)
 from engram.protocols.cli.output import error_exit, load_settings
 
 app = typer.Typer(
@@ -119,6 +127,7 @@ app.add_typer(quarantine.app, name="quarantine")
 app.add_typer(consolidation.app, name="consolidation")
 app.command("consolidate")(consolidation.consolidate)
 app.add_typer(jobs.app, name="jobs")
+app.add_typer(advisor.app, name="advisor")
 app.command("worker")(jobs.worker)
 
 

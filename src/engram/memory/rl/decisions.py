@@ -1,0 +1,101 @@
+"""The advisor's training data, read from the database and nothing else (ADR-020).
+
+Each outside CREATE that Layer 2 approved recorded the state it saw in its audit row
+(:mod:`engram.memory.rl.features`); the outcome of an ADD is read from ``memory_feedback``
+within ``horizon`` after the decision (:class:`~engram.memory.rl.reward.Outcome`). The action
+taken is whatever advisor decided (heuristic or a policy); the reference action is the
+heuristic's answer recorded in the state, so decisions of a learned advisor train the next
+one as well.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+from engram.infra.db import DatabaseAdapter
+from engram.memory.rl.features import FEATURE_NAMES, features_from_json
+from engram.memory.rl.models import SQL
+from engram.memory.rl.reward import Outcome, TrainingExample
+
+#: How long after a decision its record's ratings count towards it.
+HORIZON = timedelta(days=30)
+#: Ratings of the admitted record and of the nearest one by the same agent this close in time
+#: count as one answer found twice (a search returning both).
+SAME_ANSWER = timedelta(seconds=2)
+#: Most decisions read for one training run.
+MAX_DECISIONS = 200_000
+_HEURISTIC_NOOP = FEATURE_NAMES.index("heuristic_noop")
+
+
+@dataclass(frozen=True, slots=True)
+class TrainingData:
+    """Examples, the range of decisions they came from, and what could not be used."""
+
+    examples: tuple[TrainingExample, ...]
+    data_from: datetime | None
+    data_until: datetime | None
+    skipped: int  # decisions recorded under another feature schema or without a state
+
+
+def _nearest(features: Mapping[str, Any]) -> UUID | None:
+    value = features.get("nearest")
+    try:
+        return None if value is None else UUID(str(value))
+    except ValueError:
+        return None
+
+
+async def training_data(
+    db: DatabaseAdapter,
+    *,
+    since: datetime,
+    until: datetime,
+    horizon: timedelta = HORIZON,
+    limit: int = MAX_DECISIONS,
+) -> TrainingData:
+    """The examples of decisions made in [``since``, ``until``)."""
+    rows = await db.fetch(SQL["decisions"], since, until, limit)
+    parsed: list[tuple[tuple[float, ...], str, UUID | None, UUID | None, datetime]] = []
+    skipped = 0
+    for row in rows:
+        advice = row["advice"] or {}
+        features = advice.get("features")
+        if not isinstance(features, Mapping):
+            skipped += 1
+            continue
+        state = features_from_json(features)
+        if state is None:
+            skipped += 1
+            continue
+        action = "NOOP" if advice.get("action") == "NOOP" else "ADD"
+        parsed.append((state, action, row["record_id"], _nearest(features), row["occurred_at"]))
+    added = [(rec, near, at) for _s, action, rec, near, at in parsed if action == "ADD" and rec]
+    outcomes: dict[UUID, Outcome] = {}
+    if added:
+        found = await db.fetch(
+            SQL["outcomes"],
+            [rec for rec, _near, _at in added],
+            [near for _rec, near, _at in added],
+            [at for _rec, _near, at in added],
+            horizon,
+            SAME_ANSWER,
+        )
+        outcomes = {
+            r["record_id"]: Outcome(int(r["useful"]), int(r["redundant"]), int(r["not_useful"]))
+            for r in found
+        }
+    examples = tuple(
+        TrainingExample(
+            state,
+            action,
+            "NOOP" if state[_HEURISTIC_NOOP] >= 1.0 else "ADD",
+            outcomes.get(record_id, Outcome()) if action == "ADD" and record_id else Outcome(),
+        )
+        for state, action, record_id, _near, _at in parsed
+    )
+    times = [at for *_rest, at in parsed]
+    return TrainingData(examples, min(times, default=None), max(times, default=None), skipped)

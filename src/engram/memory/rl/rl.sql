@@ -1,0 +1,99 @@
+-- SQL of the advisor's learning (engram.memory.rl): the decisions it is trained on, their
+-- outcomes, and the trained policies (engram.advisor_models).
+
+-- name: decisions
+-- Outside CREATEs that Layer 2 decided and recorded a state for, oldest first.
+SELECT a.seq, a.occurred_at, a.record_id, a.outcome, a.decision_source,
+       a.layer2_decision::jsonb AS advice
+FROM librarian_audit a
+WHERE a.action = 'CREATE' AND a.decision = 'approved' AND a.decision_type = 'external'
+  AND a.layer2_decision IS NOT NULL
+  AND a.occurred_at >= $1 AND a.occurred_at < $2
+ORDER BY a.seq
+LIMIT $3
+
+-- name: outcomes
+-- For each (admitted record, the decision's nearest record, decided at): its ratings within
+-- the horizon ($4), and how many of its useful ratings the same agent also gave the nearest
+-- record within $5 (the same answer found twice).
+WITH d AS (
+    SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[]) AS d(record_id, nearest, at)
+)
+SELECT d.record_id,
+       count(f.id) FILTER (WHERE f.useful) AS useful,
+       count(f.id) FILTER (WHERE NOT f.useful) AS not_useful,
+       count(f.id) FILTER (
+           WHERE f.useful AND EXISTS (
+               SELECT 1 FROM memory_feedback g
+               WHERE g.record_id = d.nearest AND g.useful AND g.agent_id = f.agent_id
+                 AND g.created_at BETWEEN f.created_at - $5::interval AND f.created_at + $5::interval
+           )
+       ) AS redundant
+FROM d
+LEFT JOIN memory_feedback f
+       ON f.record_id = d.record_id AND f.created_at >= d.at AND f.created_at < d.at + $4::interval
+GROUP BY d.record_id
+
+-- name: model_count
+SELECT count(*) FROM advisor_models
+
+-- name: insert_model
+INSERT INTO advisor_models
+    (version, feature_schema, policy, digest, data_from, data_until, decisions, metrics)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+
+-- name: model
+SELECT version, feature_schema, policy, digest, data_from, data_until, decisions, metrics,
+       evaluation, status, created_at, promoted_at, retired_at
+FROM advisor_models WHERE version = $1
+
+-- name: models
+SELECT version, feature_schema, policy, digest, data_from, data_until, decisions, metrics,
+       evaluation, status, created_at, promoted_at, retired_at
+FROM advisor_models ORDER BY serial DESC LIMIT $1
+
+-- name: active_model
+SELECT version, feature_schema, policy, digest, data_from, data_until, decisions, metrics,
+       evaluation, status, created_at, promoted_at, retired_at
+FROM advisor_models WHERE status = 'active'
+
+-- name: newest_candidate
+SELECT version, feature_schema, policy, digest, data_from, data_until, decisions, metrics,
+       evaluation, status, created_at, promoted_at, retired_at
+FROM advisor_models WHERE status = 'candidate' ORDER BY serial DESC LIMIT 1
+
+-- name: feedback_since
+-- Feedback rows given since the newest model was trained (all of them before the first).
+SELECT count(*) FROM memory_feedback
+WHERE created_at > coalesce((SELECT max(created_at) FROM advisor_models), '-infinity')
+
+-- name: decisions_logged
+-- Outside CREATEs decided by Layer 2: what a learned advisor can be trained on.
+SELECT count(*) FROM librarian_audit
+WHERE action = 'CREATE' AND decision = 'approved' AND decision_type = 'external'
+  AND layer2_decision IS NOT NULL
+
+-- name: set_evaluation
+UPDATE advisor_models SET evaluation = $2 WHERE version = $1 RETURNING version
+
+-- name: retire_active
+UPDATE advisor_models SET status = 'retired', retired_at = $1 WHERE status = 'active'
+RETURNING version
+
+-- name: activate
+UPDATE advisor_models SET status = 'active', promoted_at = $2, retired_at = NULL
+WHERE version = $1 RETURNING version
+
+-- name: reactivate
+-- A rollback: the model keeps the time it was first promoted (rolling back again goes further).
+UPDATE advisor_models SET status = 'active', retired_at = NULL WHERE version = $1
+RETURNING version
+
+-- name: previous_active
+-- The model that was active before $1: retired, promoted most recently before it.
+SELECT version FROM advisor_models
+WHERE status = 'retired' AND promoted_at < (SELECT promoted_at FROM advisor_models WHERE version = $1)
+ORDER BY promoted_at DESC LIMIT 1
+
+-- name: lock_models
+SELECT pg_advisory_xact_lock(1701147250, hashtext('advisor_models'))

@@ -1,0 +1,160 @@
+"""``engram advisor train|evaluate|promote|rollback|status``: the learned advisor's life cycle
+(ADR-020).
+
+``train`` fits a candidate on the logged decisions and their feedback; ``evaluate`` judges a
+candidate against the heuristic on held-out simulated agent lives and on the real audit log;
+``promote`` makes it the active advisor only when that evaluation says it won; ``rollback``
+returns to the model before (or to the heuristic); ``status`` shows the models, the one
+serving and how much data there is. Kernels pick up a promotion or rollback within
+``ENGRAM_ADVISOR_RELOAD_SECONDS`` when ``ENGRAM_ADVISOR=rl``.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any
+
+import typer
+
+from engram.kernel import Kernel
+from engram.memory.rl.decisions import HORIZON
+from engram.memory.rl.models import ModelRow
+from engram.memory.rl.runs import MIN_DECISIONS, WINDOW, train_candidate
+from engram.protocols.cli.output import print_json, print_table, when, with_kernel
+
+app = typer.Typer(help="The learned Gate advisor: train, evaluate, promote, roll back.")
+#: The specification's readiness threshold for a learned advisor (decisions logged).
+READY_DECISIONS = 10_000
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+
+
+def _summary(model: ModelRow) -> list[str]:
+    evaluation = model.evaluation or {}
+    verdict = "" if not evaluation else ("wins" if evaluation.get("wins") else "loses")
+    curve = model.metrics.get("reward_curve") or []
+    gain = f"{curve[-1] - curve[0]:+.3f}" if curve else ""
+    return [
+        model.version,
+        model.status,
+        str(model.decisions),
+        gain,
+        verdict,
+        when(model.created_at),
+        when(model.promoted_at),
+        model.digest[:12],
+    ]
+
+
+@app.command("train")
+def advisor_train(
+    days: Annotated[
+        float, typer.Option(help="Train on the decisions of the last DAYS days.", min=0.001)
+    ] = WINDOW.days,
+    horizon_days: Annotated[
+        float, typer.Option(help="Feedback this long after a decision counts.", min=0.0)
+    ] = HORIZON.days,
+    min_decisions: Annotated[
+        int, typer.Option(help="Train nothing below this many decisions.", min=1)
+    ] = MIN_DECISIONS,
+    as_json: JsonOption = False,
+) -> None:
+    """Train a candidate advisor now (it advises nobody until promoted)."""
+
+    async def work(kernel: Kernel) -> dict[str, Any]:
+        run = await train_candidate(
+            kernel.db,
+            now=datetime.now(UTC),
+            window=timedelta(days=days),
+            horizon=timedelta(days=horizon_days),
+            min_decisions=min_decisions,
+        )
+        return run.to_json()
+
+    done = with_kernel(work)
+    if as_json:
+        print_json(done)
+        return
+    model = done["model"]
+    if model is None:
+        typer.echo(f"nothing trained: {done['reason']}")
+        return
+    curve = model["metrics"]["reward_curve"]
+    typer.echo(
+        f"{model['version']}: candidate trained on {done['decisions']} decisions in "
+        f"{model['metrics']['seconds']} s; expected reward {curve[0]:.3f} -> {curve[-1]:.3f} "
+        f"(heuristic {model['metrics']['reference_reward']:.3f}); "
+        f"next: engram advisor evaluate {model['version']}"
+    )
+
+
+@app.command("promote")
+def advisor_promote(
+    version: Annotated[str, typer.Argument(help="A candidate, e.g. rl@3.")],
+    as_json: JsonOption = False,
+) -> None:
+    """Make a candidate the active advisor; refused unless its evaluation says it won."""
+
+    async def work(kernel: Kernel) -> ModelRow:
+        return await kernel.advisor_models.promote(version)
+
+    model = with_kernel(work)
+    if as_json:
+        print_json(model.to_json())
+    else:
+        typer.echo(f"{model.version} is the active advisor (kernels with ENGRAM_ADVISOR=rl)")
+
+
+@app.command("rollback")
+def advisor_rollback(as_json: JsonOption = False) -> None:
+    """Retire the active model; the one active before it (or the heuristic) advises again."""
+
+    async def work(kernel: Kernel) -> ModelRow | None:
+        return await kernel.advisor_models.rollback()
+
+    model = with_kernel(work)
+    if as_json:
+        print_json({"active": None if model is None else model.to_json()})
+    elif model is None:
+        typer.echo("no model is active: the heuristic advises")
+    else:
+        typer.echo(f"{model.version} is the active advisor again")
+
+
+@app.command("status")
+def advisor_status(
+    limit: Annotated[int, typer.Option(help="Models listed, newest first.", min=1)] = 20,
+    as_json: JsonOption = False,
+) -> None:
+    """The models, the active one, the decisions logged and whether that is enough."""
+
+    async def work(kernel: Kernel) -> tuple[dict[str, Any], list[ModelRow]]:
+        store = kernel.advisor_models
+        models = await store.list(limit)
+        active = await store.active()
+        logged = await store.decisions_logged()
+        return {
+            "configured": kernel.settings.advisor,
+            "shadow": kernel.settings.advisor_shadow,
+            "active": None if active is None else active.version,
+            "decisions_logged": logged,
+            "ready_threshold": READY_DECISIONS,
+            "ready": logged >= READY_DECISIONS,
+            "feedback_since_training": await store.feedback_since_training(),
+            "models": [m.to_json() for m in models],
+        }, models
+
+    status, models = with_kernel(work)
+    if as_json:
+        print_json(status)
+        return
+    ready = "ready" if status["ready"] else "not yet ready"
+    typer.echo(
+        f"advisor: {status['configured']}{' + shadow' if status['shadow'] else ''}; "
+        f"active model: {status['active'] or 'none (heuristic)'}; "
+        f"{status['decisions_logged']} decisions logged ({ready} at {READY_DECISIONS}); "
+        f"{status['feedback_since_training']} feedback rows since the last training"
+    )
+    if models:
+        columns = ["model", "status", "decisions", "reward gain", "evaluation", "trained"]
+        print_table(None, [*columns, "promoted", "digest"], [_summary(m) for m in models])
