@@ -1,19 +1,24 @@
-"""The learned advisor's costs: GRPO training time and the policy's share of a decision.
+"""The learned advisor beside the heuristic: usefulness, store, duplicates, lost facts, cost.
 
-Prints one JSON object. Measured here (issue 16, ADR-020):
+Prints one JSON object (issue 16, ADR-020):
 
-- ``training``: wall time of :func:`engram.memory.rl.training.train_policy` (reward model
-  and GRPO) on ``--decisions`` logged decisions (goal: 10,000 in ≤ 60 s), and the learning
-  curve. The decisions are *synthetic*, drawn from a seeded mixture of the situations Layer 2
-  meets (new facts, restatements, near and exact duplicates, short chatter) with seeded
-  outcomes; they time training and show that it learns, nothing more. Usefulness against the
-  heuristic needs the simulator driving the real kernel, which is not built yet (listed under
-  ``not_measured``).
-- ``decision``: per-decision latency of the heuristic advisor and of the RL advisor with the
-  trained policy on the same proposals and neighbours (real conflict detector, no database),
-  and of the policy's scoring alone (goal: ≤ 1 ms p95 for the advisor's part).
+- ``simulation``: the whole loop on a private embedded PostgreSQL with the real model.
+  ``--train-lives`` seeded agent lives (training seeds) are played under the heuristic, as a
+  deployment would log them: writes through the Gate, questions as top-5 searches, every hit
+  rated. A candidate is trained by GRPO from that database alone (audit rows + feedback), then
+  the heuristic and the candidate each live the same ``--eval-lives`` evaluation worlds
+  (seeds and wordings never trained on) in namespaces of their own: usefulness (share of
+  questions answered in the top 5), store size, duplicates admitted and facts lost, side by
+  side, with the verdict ``engram advisor promote`` would need. The replay figure is
+  in-sample (the logged decisions it was trained on).
+- ``training``: wall time of training on ``--decisions`` *synthetic* logged decisions (a seeded
+  mixture of new facts, restatements, duplicates and chatter; goal: 10,000 in ≤ 60 s) and the
+  learning curve.
+- ``decision_ms``: per-decision latency of the heuristic and of the RL advisor on the same
+  proposals (real conflict detector, alternating order), and of the policy's scoring alone
+  (goal: ≤ 1 ms p95).
 
-    python -m benchmarks.advisor_rl [--decisions 10000] [--proposals 300]
+    python -m benchmarks.advisor_rl [--train-lives 8] [--eval-lives 4] [--writes 240]
 """
 
 from __future__ import annotations
@@ -21,20 +26,24 @@ from __future__ import annotations
 import argparse
 import random
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
 
 from benchmarks.agent_text import texts
-from benchmarks.harness import report
+from benchmarks.harness import report, runtime_settings, scratch_server
 from benchmarks.stats import percentiles
+from engram import open_kernel
 from engram.memory.conflict.detection import ConflictDetector
 from engram.memory.gate.access import caller_for_tier
 from engram.memory.gate.advisor import AdvisorContext, HeuristicAdvisor
 from engram.memory.gate.learned import RLAdvisor
+from engram.memory.rl.decisions import training_data
 from engram.memory.rl.features import FEATURE_COUNT, FEATURE_NAMES
 from engram.memory.rl.policy import allowed_actions
 from engram.memory.rl.reward import Outcome, TrainingExample
+from engram.memory.rl.runs import train_candidate
 from engram.memory.rl.training import train_policy
 from engram.memory.types import (
     GateAction,
@@ -44,12 +53,11 @@ from engram.memory.types import (
     Neighbour,
     TrustLevel,
 )
+from engram.protocols.simulator.evaluation import replay_logged, simulate, totals, verdict
+from engram.protocols.simulator.life import live
+from engram.protocols.simulator.world import agent_life, seeds
 
 SEED = 20261125
-NOT_MEASURED = (
-    "usefulness, store size, duplicates and wrong replacements against the heuristic on "
-    "held-out simulator seeds (the simulator driving the real kernel is not built)"
-)
 _F = {name: i for i, name in enumerate(FEATURE_NAMES)}
 #: Situations Layer 2 meets, with their share of writes.
 _KINDS: tuple[tuple[str, float], ...] = (
@@ -138,7 +146,72 @@ async def _timed(
     return times
 
 
-async def measure(decisions: int, proposals: int) -> dict[str, Any]:
+async def pipeline(
+    train_lives: int, eval_lives: int, writes: int, questions: int
+) -> dict[str, Any]:
+    """Log heuristic lives, train from the database, judge on held-out lives."""
+    async with (
+        scratch_server("engram-advisor-rl-") as server,
+        open_kernel(settings=runtime_settings(server, scheduler=False)) as kernel,
+    ):
+        started = time.perf_counter()
+        logged = [
+            await live(kernel, agent_life(seed, split="train", writes=writes, questions=questions))
+            for seed in seeds("train", train_lives)
+        ]
+        logging_seconds = time.perf_counter() - started
+        until = datetime.now(UTC) + timedelta(seconds=1)
+        since = until - timedelta(days=1)
+        started = time.perf_counter()
+        run = await train_candidate(kernel.db, now=until, window=timedelta(days=1), min_decisions=1)
+        train_seconds = time.perf_counter() - started
+        if run.model is None:
+            raise SystemExit(f"nothing trained: {run.reason}")
+        policy = run.model.load()
+        data = await training_data(kernel.db, since=since, until=until)
+        replay = replay_logged(data.examples, policy)
+        side = await simulate(kernel, policy, count=eval_lives, writes=writes, questions=questions)
+    wins, reasons = verdict(side, replay)
+    result = side.to_json()
+    h, c = result["heuristic"], result["candidate"]
+    gain = (c["usefulness"] - h["usefulness"]) / h["usefulness"] if h["usefulness"] else 0.0
+    return {
+        "train_lives": train_lives,
+        "eval_lives": eval_lives,
+        "writes_per_life": writes,
+        "questions_per_life": questions,
+        "logged": {
+            "decisions": run.decisions,
+            "seconds": round(logging_seconds, 1),
+            "heuristic_usefulness_on_training_lives": totals(logged)["usefulness"],
+        },
+        "model": {
+            "version": run.model.version,
+            "digest": run.model.digest,
+            "train_seconds": round(train_seconds, 3),
+            "reward_curve": run.model.metrics.get("reward_curve"),
+            "reference_reward": run.model.metrics.get("reference_reward"),
+        },
+        "heuristic": h,
+        "candidate": c,
+        "usefulness_gain": round(gain, 4),
+        "goals": {
+            "usefulness>=heuristic+10%": gain >= 0.10,
+            "duplicates<=heuristic": c["duplicates_admitted"] <= h["duplicates_admitted"],
+            "facts_lost<=heuristic": c["facts_lost"] <= h["facts_lost"],
+            "store<=heuristic": c["store_size"] <= h["store_size"],
+        },
+        "verdict": {"wins": wins, "reasons": reasons},
+        "replay_in_sample": replay,
+        "lives": result["lives"],
+    }
+
+
+async def measure(
+    decisions: int,
+    proposals: int,
+    lives: tuple[int, int, int, int] | None,
+) -> dict[str, Any]:
     batch = synthetic_decisions(decisions, SEED)
     started = time.perf_counter()
     trained = train_policy(batch, version="rl-bench@1")
@@ -158,9 +231,11 @@ async def measure(decisions: int, proposals: int) -> dict[str, Any]:
         at = time.perf_counter()
         trained.policy.probabilities(row[None, :], mask[None, :])
         scoring.append((time.perf_counter() - at) * 1000)
+    simulation = None if lives is None else await pipeline(*lives)
     return {
         "benchmark": "advisor_rl",
         "parameters": {"decisions": decisions, "proposals": proposals, "seed": SEED},
+        "simulation": simulation,
         "training": {
             "seconds": round(seconds, 3),
             "goal_seconds_for_10k": 60,
@@ -174,7 +249,6 @@ async def measure(decisions: int, proposals: int) -> dict[str, Any]:
             "policy_scoring": percentiles(scoring),
             "goal_p95_policy_ms": 1.0,
         },
-        "not_measured": [NOT_MEASURED],
     }
 
 
@@ -182,8 +256,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--decisions", type=int, default=10_000)
     parser.add_argument("--proposals", type=int, default=300)
+    parser.add_argument("--train-lives", type=int, default=8)
+    parser.add_argument("--eval-lives", type=int, default=4)
+    parser.add_argument("--writes", type=int, default=240)
+    parser.add_argument("--questions", type=int, default=80)
+    parser.add_argument("--no-simulation", action="store_true", help="costs only")
     args = parser.parse_args()
-    report(measure(args.decisions, args.proposals))
+    lives = (args.train_lives, args.eval_lives, args.writes, args.questions)
+    report(measure(args.decisions, args.proposals, None if args.no_simulation else lives))
 
 
 if __name__ == "__main__":

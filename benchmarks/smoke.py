@@ -20,7 +20,10 @@ TINY: dict[str, list[str]] = {
     "pii_eval": ["--repeat", "1"],
     "conflict_eval": [],
     "advisor_eval": ["--half", "dev"],
-    "advisor_rl": ["--decisions", "500", "--proposals", "20"],
+    "advisor_rl": [
+        *("--decisions", "500", "--proposals", "20", "--train-lives", "1"),
+        *("--eval-lives", "1", "--writes", "40", "--questions", "10"),
+    ],
     "gate_bench": [
         *("--records", "200", "--pool", "32", "--single", "5"),
         *("--sustained", "5", "--writers", "2"),

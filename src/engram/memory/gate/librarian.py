@@ -1,10 +1,8 @@
 """The Librarian Gate: the only way anything reaches memory storage.
 
-``evaluate`` runs Layer 1 (:mod:`engram.memory.gate.checks`), embeds the content, asks Layer 2
-(:mod:`engram.memory.gate.advisor`) and then commits, in one transaction, the version rows,
-edges, outbox event and the decision's audit row (:mod:`engram.memory.gate.write_path`). A rejected
-or conflicting evaluation writes its audit row alone. Every evaluation leaves exactly one
-audit row; one that cannot be audited fails (ADR-005).
+``evaluate`` runs Layer 1 (:mod:`~engram.memory.gate.checks`), embeds, asks Layer 2 and commits
+in one transaction the version rows, edges, outbox event and audit row (``write_path``). A
+rejected or conflicting evaluation writes its audit row alone; one not audited fails (ADR-005).
 """
 
 from __future__ import annotations
@@ -98,6 +96,11 @@ class LibrarianGate:
         """The Layer 2 advisor in use."""
         return self._advisor
 
+    def use_advisor(self, advisor: GateAdvisor) -> GateAdvisor:
+        """Advise with ``advisor`` from the next decision on; returns the one it replaces."""
+        previous, self._advisor = self._advisor, advisor
+        return previous
+
     @property
     def limiter(self) -> SharedRateLimiter | RateLimiter:
         """The rate limiter of external writes."""
@@ -114,9 +117,7 @@ class LibrarianGate:
             if prior is not None:
                 return await self._replay(prior)
         record = request.record
-        # The embedding is the slowest step and needs only the content: start it now, while
-        # the checks run, and drop it if they reject. Internal UPDATEs (conflict resolutions)
-        # mostly restate a version's content; they look for its stored embedding first.
+        # The slowest step, started while the checks run; internal UPDATEs reuse a stored one.
         embedding = None
         if request.action is GateAction.CREATE or (
             request.action is GateAction.UPDATE
@@ -145,9 +146,8 @@ class LibrarianGate:
         """The head's stored embedding when ``record`` restates its content, else the model's."""
         if head is not None and head.content == record.content:
             started = time.perf_counter()
-            stored = await store.stored_embedding(
-                self._db, head.id, model=self._embeddings.model_name
-            )
+            model = self._embeddings.model_name
+            stored = await store.stored_embedding(self._db, head.id, model=model)
             if stored is not None:
                 return stored, time.perf_counter() - started
         return await self._embed(record.content)

@@ -11,16 +11,20 @@ serving and how much data there is. Kernels pick up a promotion or rollback with
 
 from __future__ import annotations
 
+import tempfile
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from engram.kernel import Kernel
-from engram.memory.rl.decisions import HORIZON
+from engram.config import EngramSettings
+from engram.kernel import Kernel, open_kernel
+from engram.memory.rl.decisions import HORIZON, training_data
 from engram.memory.rl.models import ModelRow
 from engram.memory.rl.runs import MIN_DECISIONS, WINDOW, train_candidate
 from engram.protocols.cli.output import print_json, print_table, when, with_kernel
+from engram.protocols.simulator.evaluation import replay_logged, simulate, verdict
 
 app = typer.Typer(help="The learned Gate advisor: train, evaluate, promote, roll back.")
 #: The specification's readiness threshold for a learned advisor (decisions logged).
@@ -86,6 +90,94 @@ def advisor_train(
         f"(heuristic {model['metrics']['reference_reward']:.3f}); "
         f"next: engram advisor evaluate {model['version']}"
     )
+
+
+async def evaluate_model(
+    kernel: Kernel, version: str, *, lives: int, writes: int, questions: int
+) -> dict[str, Any]:
+    """Judge ``version`` against the heuristic (held-out simulated lives on a private
+    database, counterfactual replay of this database's logged decisions) and record it."""
+    model = await kernel.advisor_models.get(version)
+    policy = model.load()
+    now = datetime.now(UTC)
+    data = await training_data(kernel.db, since=now - WINDOW, until=now)
+    replay = replay_logged(data.examples, policy)
+    with tempfile.TemporaryDirectory(prefix="engram-eval-") as scratch:
+        settings = EngramSettings(
+            data_dir=Path(scratch),
+            embedding_model_path=kernel.settings.model_dir,
+            scheduler=False,
+        )
+        async with open_kernel(settings=settings, embeddings=kernel.embeddings) as private:
+            side = await simulate(private, policy, count=lives, writes=writes, questions=questions)
+    wins, reasons = verdict(side, replay)
+    report = {
+        "version": version,
+        "digest": model.digest,
+        "evaluated_at": now.isoformat(),
+        "wins": wins,
+        "reasons": reasons,
+        "simulation": {
+            "lives": lives,
+            "writes": writes,
+            "questions": questions,
+            **side.to_json(),
+        },
+        "replay": replay,
+    }
+    await kernel.advisor_models.record_evaluation(version, report)
+    return report
+
+
+@app.command("evaluate")
+def advisor_evaluate(
+    version: Annotated[str, typer.Argument(help="A trained model, e.g. rl@3.")],
+    lives: Annotated[int, typer.Option(help="Held-out simulated agent lives.", min=1)] = 3,
+    writes: Annotated[int, typer.Option(help="Writes per life.", min=10)] = 240,
+    questions: Annotated[int, typer.Option(help="Questions per life.", min=1)] = 80,
+    as_json: JsonOption = False,
+) -> None:
+    """Judge a candidate against the heuristic and record the verdict promotion needs."""
+
+    async def work(kernel: Kernel) -> dict[str, Any]:
+        return await evaluate_model(
+            kernel, version, lives=lives, writes=writes, questions=questions
+        )
+
+    report = with_kernel(work)
+    if as_json:
+        print_json(report)
+        return
+    h, c = report["simulation"]["heuristic"], report["simulation"]["candidate"]
+    replay = report["replay"]
+    print_table(
+        f"{version} against the heuristic ({lives} held-out lives)",
+        ["", "usefulness", "store size", "duplicates admitted", "facts lost"],
+        [
+            [
+                "heuristic",
+                h["usefulness"],
+                h["store_size"],
+                h["duplicates_admitted"],
+                h["facts_lost"],
+            ],
+            [
+                "candidate",
+                c["usefulness"],
+                c["store_size"],
+                c["duplicates_admitted"],
+                c["facts_lost"],
+            ],
+        ],
+    )
+    if replay.get("decisions"):
+        typer.echo(
+            f"replay of {replay['decisions']} logged decisions: reward "
+            f"{replay['candidate_reward']} vs {replay['heuristic_reward']}, "
+            f"{replay['changed']} changed, {replay['dropped_useful_records']} useful dropped"
+        )
+    verdict_text = "wins" if report["wins"] else "does not win: " + "; ".join(report["reasons"])
+    typer.echo(f"{version} {verdict_text}")
 
 
 @app.command("promote")

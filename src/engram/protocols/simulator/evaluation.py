@@ -1,0 +1,155 @@
+"""Judging a trained advisor before it may advise (ADR-020).
+
+Two judges, both against the heuristic:
+
+1. **Held-out lives** (:func:`simulate`): the same evaluation worlds (seeds of the ``eval``
+   split, with wordings training never saw) played once under each advisor on one kernel, in
+   namespaces of their own, their order alternating from seed to seed.
+2. **Counterfactual replay of the logged decisions** (:func:`replay_logged`): the candidate's
+   choice in every recorded state, scored by the reward of :mod:`engram.memory.rl.reward`
+   (observed for logged ADDs, estimated otherwise); and, as safety, the logged ADDs whose
+   record later proved uniquely useful that the candidate would have dropped.
+
+:func:`verdict` says whether the candidate wins: at least the heuristic's reward on replay and
+its usefulness on the lives, no more duplicates admitted, facts lost or records stored, none of
+the useful logged records dropped, and better on at least one of usefulness, store size and
+duplicates. ``promote`` refuses any other candidate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from engram.kernel import Kernel
+from engram.memory.gate.advisor import GateAdvisor, HeuristicAdvisor
+from engram.memory.gate.learned import RLAdvisor
+from engram.memory.rl.policy import ACTIONS, AdvisorPolicy, allowed_actions
+from engram.memory.rl.reward import RewardModel, TrainingExample, reward_table
+from engram.protocols.simulator.life import LifeReport, live
+from engram.protocols.simulator.world import agent_life, seeds
+
+_NOOP = ACTIONS.index("NOOP")
+_ADD = ACTIONS.index("ADD")
+
+
+@dataclass
+class SideBySide:
+    """The lives of both advisors on the same worlds, and their totals."""
+
+    heuristic: list[LifeReport] = field(default_factory=list)
+    candidate: list[LifeReport] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "heuristic": totals(self.heuristic),
+            "candidate": totals(self.candidate),
+            "lives": {
+                "heuristic": [r.to_json() for r in self.heuristic],
+                "candidate": [r.to_json() for r in self.candidate],
+            },
+        }
+
+
+def totals(lives: Sequence[LifeReport]) -> dict[str, Any]:
+    """Usefulness over all questions, and the sums of the other figures."""
+    questions = sum(r.questions for r in lives)
+    return {
+        "usefulness": round(sum(r.answered for r in lives) / questions, 4) if questions else 0,
+        "store_size": sum(r.store_size for r in lives),
+        "duplicates_admitted": sum(r.duplicates_admitted for r in lives),
+        "facts_lost": sum(r.facts_lost for r in lives),
+        "questions": questions,
+        "writes": sum(r.writes for r in lives),
+    }
+
+
+async def simulate(
+    kernel: Kernel,
+    policy: AdvisorPolicy,
+    *,
+    count: int,
+    writes: int,
+    questions: int,
+) -> SideBySide:
+    """Play ``count`` evaluation worlds under the heuristic and under ``policy``."""
+    heuristic = HeuristicAdvisor(kernel.conflicts)
+    candidate = RLAdvisor(HeuristicAdvisor(kernel.conflicts), policy)
+    previous = kernel.gate.advisor
+    out = SideBySide()
+    try:
+        for i, seed in enumerate(seeds("eval", count)):
+            world = agent_life(seed, split="eval", writes=writes, questions=questions)
+            order: list[tuple[str, GateAdvisor]] = [
+                ("heuristic", heuristic),
+                ("candidate", candidate),
+            ]
+            for name, advisor in order if i % 2 == 0 else reversed(order):
+                kernel.gate.use_advisor(advisor)
+                report = await live(kernel, world)
+                getattr(out, name).append(report)
+    finally:
+        kernel.gate.use_advisor(previous)
+    return out
+
+
+def replay_logged(examples: Sequence[TrainingExample], policy: AdvisorPolicy) -> dict[str, Any]:
+    """The candidate's choices in the logged states, scored against the logged reference."""
+    if not examples:
+        return {"decisions": 0}
+    states = np.asarray([e.state for e in examples], dtype=np.float64)
+    allowed = np.asarray([allowed_actions(e.state) for e in examples])
+    chosen = policy.probabilities(states, allowed).argmax(axis=1)
+    reference = np.asarray([ACTIONS.index(e.reference) for e in examples])
+    rewards = reward_table(examples, RewardModel.fit(examples))
+    rows = np.arange(len(examples))
+    dropped_useful = sum(
+        1
+        for e, c in zip(examples, chosen, strict=True)
+        if c == _NOOP and e.action == "ADD" and e.outcome.unique > 0
+    )
+    return {
+        "decisions": len(examples),
+        "changed": int((chosen != reference).sum()),
+        "candidate_noops": int((chosen == _NOOP).sum()),
+        "heuristic_noops": int((reference == _NOOP).sum()),
+        "candidate_reward": round(float(rewards[rows, chosen].mean()), 5),
+        "heuristic_reward": round(float(rewards[rows, reference].mean()), 5),
+        "dropped_useful_records": dropped_useful,
+        "kept_records_the_heuristic_dropped": int(((chosen == _ADD) & (reference == _NOOP)).sum()),
+    }
+
+
+def verdict(lives: SideBySide, replay: dict[str, Any]) -> tuple[bool, list[str]]:
+    """Whether the candidate wins, and every reason it does not."""
+    h, c = totals(lives.heuristic), totals(lives.candidate)
+    reasons = []
+    if c["usefulness"] < h["usefulness"]:
+        reasons.append(f"usefulness {c['usefulness']} < heuristic {h['usefulness']}")
+    reasons.extend(
+        f"{key} {c[key]} > heuristic {h[key]}"
+        for key in ("duplicates_admitted", "facts_lost", "store_size")
+        if c[key] > h[key]
+    )
+    if replay.get("decisions"):
+        if replay["candidate_reward"] < replay["heuristic_reward"]:
+            reasons.append(
+                f"replay reward {replay['candidate_reward']} < heuristic "
+                f"{replay['heuristic_reward']}"
+            )
+        if replay["dropped_useful_records"]:
+            reasons.append(
+                f"would have dropped {replay['dropped_useful_records']} logged records that "
+                "proved uniquely useful"
+            )
+    better = (
+        c["usefulness"] > h["usefulness"]
+        or c["store_size"] < h["store_size"]
+        or c["duplicates_admitted"] < h["duplicates_admitted"]
+    )
+    if not better:
+        reasons.append("no better than the heuristic on usefulness, store size or duplicates")
+    return not reasons, reasons
