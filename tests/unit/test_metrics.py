@@ -36,6 +36,9 @@ JOBS = {
     "engram_job_last_success_timestamp_seconds": ("gauge", set()),
     "engram_consolidation_backlog": ("gauge", set()),
     "engram_fast_path_limit": ("gauge", set()),
+    # the learned advisor (ADR-020)
+    "engram_advisor_fallbacks_total": ("counter", {"reason"}),
+    "engram_advisor_shadow_errors_total": ("counter", {"reason"}),
 }
 
 

@@ -41,6 +41,10 @@ _DEPTH = (1, 2, 3, 5, 10, 20, 50, 100)
 _UNIT = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 
+#: Why a trained advisor left a decision to the heuristic (ADR-020).
+ADVISOR_FALLBACK_REASONS = ("no_model", "error", "model_not_loadable")
+
+
 class EngramMetrics:
     """The ten metrics of the specification, registered on one registry."""
 
@@ -191,6 +195,9 @@ class EngramMetrics:
             self.conflicts_detected.labels(classification=classification)
         for check in LAYER1_CHECKS:
             self.gate_layer1_failures.labels(check=check)
+        for reason in ADVISOR_FALLBACK_REASONS:
+            self.advisor_fallbacks.labels(reason=reason)
+        self.advisor_shadow_errors.labels(reason="error")
 
     def exposition(self) -> tuple[bytes, str]:
         """The registry in Prometheus text format, with its content type."""
