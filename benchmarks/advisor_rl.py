@@ -147,7 +147,7 @@ async def _timed(
 
 
 async def pipeline(
-    train_lives: int, eval_lives: int, writes: int, questions: int
+    train_lives: int, eval_lives: int, writes: int, questions: int, eval_from: int
 ) -> dict[str, Any]:
     """Log heuristic lives, train from the database, judge on held-out lives."""
     async with (
@@ -170,7 +170,9 @@ async def pipeline(
         policy = run.model.load()
         data = await training_data(kernel.db, since=since, until=until)
         replay = replay_logged(data.examples, policy)
-        side = await simulate(kernel, policy, count=eval_lives, writes=writes, questions=questions)
+        side = await simulate(
+            kernel, policy, count=eval_lives, writes=writes, questions=questions, first=eval_from
+        )
     wins, reasons = verdict(side, replay)
     result = side.to_json()
     h, c = result["heuristic"], result["candidate"]
@@ -178,6 +180,7 @@ async def pipeline(
     return {
         "train_lives": train_lives,
         "eval_lives": eval_lives,
+        "eval_seeds": [r.seed for r in side.heuristic],
         "writes_per_life": writes,
         "questions_per_life": questions,
         "logged": {
@@ -210,7 +213,7 @@ async def pipeline(
 async def measure(
     decisions: int,
     proposals: int,
-    lives: tuple[int, int, int, int] | None,
+    lives: tuple[int, int, int, int, int] | None,
 ) -> dict[str, Any]:
     batch = synthetic_decisions(decisions, SEED)
     started = time.perf_counter()
@@ -260,9 +263,12 @@ def main() -> None:
     parser.add_argument("--eval-lives", type=int, default=4)
     parser.add_argument("--writes", type=int, default=240)
     parser.add_argument("--questions", type=int, default=80)
+    parser.add_argument(
+        "--eval-from", type=int, default=0, help="skip this many evaluation seeds (fresh lives)"
+    )
     parser.add_argument("--no-simulation", action="store_true", help="costs only")
     args = parser.parse_args()
-    lives = (args.train_lives, args.eval_lives, args.writes, args.questions)
+    lives = (args.train_lives, args.eval_lives, args.writes, args.questions, args.eval_from)
     report(measure(args.decisions, args.proposals, None if args.no_simulation else lives))
 
 

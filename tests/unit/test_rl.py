@@ -83,6 +83,23 @@ async def test_heuristic_records_the_state_it_saw_for_an_outside_create() -> Non
     assert decision.features == features_from_json(recorded)
 
 
+async def test_marks_tell_a_new_value_from_the_same_one_in_other_words() -> None:
+    """A host the nearest does not name is a new mark; the same host in other words keeps
+    every mark; a change word is seen."""
+    advisor = HeuristicAdvisor(ConflictDetector())
+    existing = Neighbour(belief("The billing API runs on db-7.internal in the main cluster."), 0.8)
+    context = AdvisorContext(GateAction.CREATE, EXTERNAL, STANDARD, neighbours=(existing,))
+
+    async def marks_of(text: str) -> tuple[float, float, float]:
+        features = (await advisor.advise(belief(text), context)).features
+        assert features is not None
+        return tuple(features[F[n]] for n in ("new_marks", "kept_marks", "change_words"))  # type: ignore[return-value]
+
+    assert (0.0, 1.0, 0.0) == await marks_of("All billing API traffic is served by db-7.internal.")
+    moved = await marks_of("The billing API moved from db-7.internal to db-9.internal.")
+    assert (1.0, 1.0, 1.0) == moved
+
+
 async def test_updates_and_internal_writes_record_no_state() -> None:
     """The policy decides outside CREATEs only, so only they are training data."""
     advisor = HeuristicAdvisor(ConflictDetector())
@@ -134,6 +151,12 @@ def test_allowed_actions_keep_duplicates_out_and_noops_in_scope() -> None:
     assert (1.0, 0.0) == allowed_actions(state(closest=0.9, incompatible=0.8))
     assert (1.0, 1.0) == allowed_actions(state(closest=0.9, incompatible=0.8, restates=1))
     assert (1.0, 1.0) == allowed_actions(state(closest=0.9, incompatible=0.2))
+    assert (1.0, 0.0) == allowed_actions(state(closest=0.9, incompatible=0.2, new_marks=1))
+    same = {"closest": 0.9, "incompatible": 0.8, "kept_marks": 1.0}
+    assert (1.0, 1.0) == allowed_actions(state(**same))
+    assert (1.0, 0.0) == allowed_actions(state(**same, new_marks=1))
+    assert (1.0, 0.0) == allowed_actions(state(**same, change_words=1))
+    assert (1.0, 0.0) == allowed_actions(state(**{**same, "kept_marks": 0.5}))
 
 
 # --- reward --------------------------------------------------------------------------------

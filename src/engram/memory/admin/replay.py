@@ -50,6 +50,7 @@ from engram.memory.gate.decision import advise, screen
 from engram.memory.gate.librarian import NEIGHBOURS
 from engram.memory.gate.rate_limit import RateLimiter
 from engram.memory.gate.requests import GateRequest
+from engram.memory.rl.policy import AdvisorPolicy
 from engram.memory.types import (
     AccessLevel,
     CallerIdentity,
@@ -151,10 +152,12 @@ class AuditReplayer:
         advisor: str = "heuristic",
         policy: ReplayPolicy | None = None,
         progress: Callable[[int], None] | None = None,
+        model: AdvisorPolicy | None = None,
     ) -> ReplayReport:
-        """Replay every row of the window in ``seq`` order; ``progress`` gets the rows done."""
+        """Replay every row of the window in ``seq`` order; ``progress`` gets the rows done;
+        ``model``: the trained policy the ``rl`` advisor scores with."""
         policy = policy or ReplayPolicy()
-        chosen = make_advisor(advisor, self._resolver, policy)
+        chosen = make_advisor(advisor, self._resolver, policy, model)
         clock = _ReplayClock()
         limiter = RateLimiter(clock=clock)
         done: list[ReplayedDecision] = []

@@ -14,7 +14,10 @@ import re
 from collections.abc import Mapping, Sequence
 from uuid import UUID
 
+from engram.memory.conflict.cues import is_value, statement_tokens
 from engram.memory.conflict.detection import ConflictResult, PairRelation
+from engram.memory.conflict.features import change_language
+from engram.memory.conflict.restatement import marks
 from engram.memory.types import (
     ConflictClassification,
     GateDecisionType,
@@ -42,6 +45,9 @@ FEATURE_NAMES: tuple[str, ...] = (
     "incompatible",  # the conflict classifier on the nearest: both cannot be true
     "refines",  # … the proposal adds compatible detail to the nearest
     "other_scope",  # the nearest is about another subject, environment or moment
+    "new_marks",  # a name, code or value the nearest does not have
+    "kept_marks",  # share of the nearest's names, codes and values the proposal repeats
+    "change_words",  # the proposal says something changed (the nearest does not)
     "in_conflict",  # the proposal conflicts with one of its neighbours
     "supersedes",  # … and says the world changed
     "contested",  # … a contradiction or an unresolvable pair
@@ -92,6 +98,7 @@ def advice_features(
         _unit(relation.incompatible) if relation is not None else 0.0,
         _unit(relation.refines) if relation is not None else 0.0,
         float(nearest is not None and relation is None),
+        *_marks(record, nearest.record if nearest is not None else None),
         float(bool(kinds - {ConflictClassification.REFINEMENT})),
         float(ConflictClassification.SUPERSESSION in kinds),
         float(bool(kinds & _CONTESTED)),
@@ -105,6 +112,27 @@ def advice_features(
         float(heuristic_noop),
     ]
     return tuple(round(v, 6) for v in values)
+
+
+def _marked(text: str) -> frozenset[str]:
+    return marks(text) | {t for t in statement_tokens(text) if is_value(t)}
+
+
+def _mentions(text: str, mark: str) -> bool:
+    return re.search(rf"(?<!\w){re.escape(mark)}(?!\w)", text) is not None
+
+
+def _marks(record: MemoryRecord, nearest: MemoryRecord | None) -> tuple[float, float, float]:
+    """``new_marks``, ``kept_marks`` and ``change_words`` against the nearest record (a mark
+    is looked for in the other text as a whole word, wherever it stands)."""
+    mine = _marked(record.content)
+    if nearest is None:
+        return (float(bool(mine)), 0.0, 0.0)
+    theirs = _marked(nearest.content)
+    there, here = nearest.content.casefold(), record.content.casefold()
+    new = any(not _mentions(there, mark) for mark in mine)
+    kept = sum(_mentions(here, mark) for mark in theirs) / len(theirs) if theirs else 0.0
+    return (float(new), kept, float(change_language(nearest, record)))
 
 
 def _unit(value: float) -> float:

@@ -106,18 +106,22 @@ def softmax(logits: Vector, allowed: Vector | None = None) -> Vector:
 def allowed_actions(state: Sequence[float]) -> tuple[float, ...]:
     """1 for each action of :data:`ACTIONS` the Gate may take in ``state``, else 0.
 
-    An exact duplicate may only be reinforced. A NOOP needs a nearest record of the same
-    scope, at least ``NOOP_FLOOR`` similar, that the proposal restates in its words or that
-    the conflict classifier does not find incompatible: a NOOP drops the proposal's words,
-    so it is never allowed where they may say something the nearest record does not."""
+    An exact duplicate may only be reinforced. A NOOP drops the proposal's words, so it is
+    never allowed when they carry a name, code or value the nearest record lacks, or a word of
+    change; beyond that it needs a nearest record of the same scope, at least ``NOOP_FLOOR``
+    similar, that the proposal restates in its words, or that the conflict classifier finds
+    compatible, or whose every name, code and value the proposal repeats."""
     if state[_INDEX["exact_duplicate"]] >= 1.0:
         return (0.0, 1.0)
     noop = (
         state[_INDEX["closest"]] >= NOOP_FLOOR
         and state[_INDEX["other_scope"]] < 1.0
+        and state[_INDEX["new_marks"]] < 1.0
+        and state[_INDEX["change_words"]] < 1.0
         and (
             state[_INDEX["restates"]] >= 1.0
             or state[_INDEX["incompatible"]] < NOOP_MAX_INCOMPATIBLE
+            or state[_INDEX["kept_marks"]] >= 1.0
         )
     )
     return (1.0, 1.0 if noop else 0.0)

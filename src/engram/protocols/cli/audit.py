@@ -252,6 +252,10 @@ def replay(  # noqa: PLR0917 - typer passes every option by keyword
     show_all: Annotated[
         bool, typer.Option("--all", help="Show every decision, not only the changed ones.")
     ] = False,
+    model: Annotated[
+        str | None,
+        typer.Option(help="With --advisor rl: the trained model (default: the active one)."),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Re-evaluate the recorded requests under an advisor and policy; write nothing."""
@@ -259,10 +263,23 @@ def replay(  # noqa: PLR0917 - typer passes every option by keyword
 
     async def work(kernel: Kernel) -> ReplayReport:
         chosen = ReplayPolicy() if policy is None else load_policy(policy)
+        trained = None
+        if advisor == "rl":
+            row = (
+                await kernel.advisor_models.active()
+                if model is None
+                else await kernel.advisor_models.get(model)
+            )
+            trained = None if row is None else row.load()
         total = await kernel.replay.count(since=start, until=end)
         with progress("replaying", total) as advance_to:
             return await kernel.replay.replay(
-                since=start, until=end, advisor=advisor, policy=chosen, progress=advance_to
+                since=start,
+                until=end,
+                advisor=advisor,
+                policy=chosen,
+                progress=advance_to,
+                model=trained,
             )
 
     report = with_kernel(work)

@@ -74,14 +74,16 @@ async def simulate(
     count: int,
     writes: int,
     questions: int,
+    first: int = 0,
 ) -> SideBySide:
-    """Play ``count`` evaluation worlds under the heuristic and under ``policy``."""
+    """Play ``count`` evaluation worlds (from the ``first``-th evaluation seed on) under the
+    heuristic and under ``policy``."""
     heuristic = HeuristicAdvisor(kernel.conflicts)
     candidate = RLAdvisor(HeuristicAdvisor(kernel.conflicts), policy)
     previous = kernel.gate.advisor
     out = SideBySide()
     try:
-        for i, seed in enumerate(seeds("eval", count)):
+        for i, seed in enumerate(seeds("eval", first + count)[first:]):
             world = agent_life(seed, split="eval", writes=writes, questions=questions)
             order: list[tuple[str, GateAdvisor]] = [
                 ("heuristic", heuristic),
