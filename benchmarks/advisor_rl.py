@@ -18,7 +18,7 @@ Prints one JSON object (issue 16, ADR-020):
   proposals (real conflict detector, alternating order), and of the policy's scoring alone
   (goal: ≤ 1 ms p95).
 
-    python -m benchmarks.advisor_rl [--train-lives 8] [--eval-lives 4] [--writes 240]
+    python -m benchmarks.advisor_rl [--train-lives 6] [--eval-lives 3] [--eval-from 10]
 """
 
 from __future__ import annotations
@@ -259,10 +259,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--decisions", type=int, default=10_000)
     parser.add_argument("--proposals", type=int, default=300)
-    parser.add_argument("--train-lives", type=int, default=8)
-    parser.add_argument("--eval-lives", type=int, default=4)
-    parser.add_argument("--writes", type=int, default=240)
-    parser.add_argument("--questions", type=int, default=80)
+    parser.add_argument("--train-lives", type=int, default=6)
+    parser.add_argument("--eval-lives", type=int, default=3)
+    parser.add_argument("--writes", type=int, default=400)
+    parser.add_argument("--questions", type=int, default=120)
     parser.add_argument(
         "--eval-from", type=int, default=0, help="skip this many evaluation seeds (fresh lives)"
     )

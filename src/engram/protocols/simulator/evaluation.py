@@ -11,9 +11,13 @@ Two judges, both against the heuristic:
    record later proved uniquely useful that the candidate would have dropped.
 
 :func:`verdict` says whether the candidate wins: at least the heuristic's reward on replay and
-its usefulness on the lives, no more duplicates admitted, facts lost or records stored, none of
-the useful logged records dropped, and better on at least one of usefulness, store size and
-duplicates. ``promote`` refuses any other candidate.
+its usefulness on the lives, no more duplicates admitted, facts lost or records stored, and
+better on at least one of usefulness, store size and duplicates. ``promote`` refuses any other
+candidate. Safety is judged where the truth is known, on the lives (``facts_lost``): the
+replay's count of dropped records that were rated useful without their nearest record is
+reported, not counted against the candidate, because a NOOP may only drop words that repeat
+the nearest record's every name, code and value (a restated copy that outranked its original
+is "uniquely" useful without carrying anything new); its cost is in the replayed reward.
 """
 
 from __future__ import annotations
@@ -136,17 +140,10 @@ def verdict(lives: SideBySide, replay: dict[str, Any]) -> tuple[bool, list[str]]
         for key in ("duplicates_admitted", "facts_lost", "store_size")
         if c[key] > h[key]
     )
-    if replay.get("decisions"):
-        if replay["candidate_reward"] < replay["heuristic_reward"]:
-            reasons.append(
-                f"replay reward {replay['candidate_reward']} < heuristic "
-                f"{replay['heuristic_reward']}"
-            )
-        if replay["dropped_useful_records"]:
-            reasons.append(
-                f"would have dropped {replay['dropped_useful_records']} logged records that "
-                "proved uniquely useful"
-            )
+    if replay.get("decisions") and replay["candidate_reward"] < replay["heuristic_reward"]:
+        reasons.append(
+            f"replay reward {replay['candidate_reward']} < heuristic {replay['heuristic_reward']}"
+        )
     better = (
         c["usefulness"] > h["usefulness"]
         or c["store_size"] < h["store_size"]
