@@ -98,6 +98,14 @@ async def test_marks_tell_a_new_value_from_the_same_one_in_other_words() -> None
     assert (0.0, 1.0, 0.0) == await marks_of("All billing API traffic is served by db-7.internal.")
     moved = await marks_of("The billing API moved from db-7.internal to db-9.internal.")
     assert (1.0, 1.0, 1.0) == moved
+    old_url = "https://grafana.example/d/m4y3a9/billing"
+    dashboard = Neighbour(belief(f"The billing API dashboard is {old_url}."), 0.8)
+    context = AdvisorContext(GateAction.CREATE, EXTERNAL, STANDARD, neighbours=(dashboard,))
+    new_url = "https://grafana.example/d/htqayp/billing"
+    rebuilt = f"The billing API got a rebuilt dashboard at {new_url}; {old_url} is gone."
+    features = (await advisor.advise(belief(rebuilt), context)).features
+    assert features is not None
+    assert 1.0 == features[F["new_marks"]]  # a new URL is a new mark, letters only or not
 
 
 async def test_updates_and_internal_writes_record_no_state() -> None:

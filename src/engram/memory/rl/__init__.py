@@ -1,5 +1,6 @@
-"""The advisor's learning: the state Layer 2 saw, the policy, the reward and GRPO (ADR-020).
-
-Pure NumPy, no database: :mod:`engram.memory.gate.learned` scores a policy in the Gate, and
-the data a policy is trained on comes from the audit log joined to feedback.
+"""The advisor's learning (ADR-020): the state Layer 2 saw (``features``), the policy
+(``policy``), the reward and its counterfactual estimate (``reward``), GRPO (``grpo``,
+``training``), the training data read from the audit log and feedback (``decisions``), the
+model rows (``models``) and one training run (``runs``). The Gate scores a policy in
+:mod:`engram.memory.gate.learned`; the learning itself is NumPy, on the CPU.
 """

@@ -114,8 +114,18 @@ def advice_features(
     return tuple(round(v, 6) for v in values)
 
 
+#: Locators a statement may carry: URLs, e-mail addresses, dotted names (hosts, files).
+_LOCATORS = re.compile(
+    r"[a-z][\w+.-]*://[^\s,;]+|[\w.+-]+@[\w-]+(?:\.[\w-]+)+|\b\w[\w-]*(?:\.[\w-]+)+"
+)
+
+
 def _marked(text: str) -> frozenset[str]:
-    return marks(text) | {t for t in statement_tokens(text) if is_value(t)}
+    """Names and codes (:func:`~engram.memory.conflict.restatement.marks`), values, and
+    locators, casefolded."""
+    folded = text.casefold()
+    locators = {m.group(0).rstrip(".)") for m in _LOCATORS.finditer(folded)}
+    return marks(text) | {t for t in statement_tokens(text) if is_value(t)} | locators
 
 
 def _mentions(text: str, mark: str) -> bool:
