@@ -18,7 +18,7 @@ Prints one JSON object (issue 16, ADR-020):
   proposals (real conflict detector, alternating order), and of the policy's scoring alone
   (goal: ≤ 1 ms p95).
 
-    python -m benchmarks.advisor_rl [--train-lives 6] [--eval-lives 3] [--eval-from 10]
+    python -m benchmarks.advisor_rl [--train-lives 6] [--eval-lives 3] [--eval-from 30]
 """
 
 from __future__ import annotations
@@ -163,7 +163,10 @@ async def pipeline(
         until = datetime.now(UTC) + timedelta(seconds=1)
         since = until - timedelta(days=1)
         started = time.perf_counter()
-        run = await train_candidate(kernel.db, now=until, window=timedelta(days=1), min_decisions=1)
+        # the lives are over: every outcome is in, so decisions up to now are complete
+        run = await train_candidate(
+            kernel.db, until=until, window=timedelta(days=1), min_decisions=1
+        )
         train_seconds = time.perf_counter() - started
         if run.model is None:
             raise SystemExit(f"nothing trained: {run.reason}")

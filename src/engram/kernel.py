@@ -45,9 +45,9 @@ from engram.memory.consolidation import (
     ExtractiveSummarizer,
     Summarizer,
 )
-from engram.memory.gate.advisor import GateAdvisor, HeuristicAdvisor
-from engram.memory.gate.learned import ManagedAdvisor
+from engram.memory.gate.advisor import HeuristicAdvisor
 from engram.memory.gate.librarian import LibrarianGate
+from engram.memory.gate.managed import ManagedAdvisor, configured_advisor
 from engram.memory.gate.probe import probe_audit_write, probe_gate
 from engram.memory.gate.rate_limit import SharedRateLimiter
 from engram.memory.gate.resolution import CONFLICTS_FOUND
@@ -229,7 +229,7 @@ async def open_kernel(
         kernel.health.add("embedding_model", embedder.ping, timeout_seconds=2.0)
         _add_spec_checks(kernel)
         if schema_current and isinstance(kernel.gate.advisor, ManagedAdvisor):
-            await kernel.gate.advisor.refresh()
+            await kernel.gate.advisor.look()
         if schema_current:
             # Warm up what the 200 ms Gate check is not about: the first decision builds its
             # rules and prepares a cold statement, and concurrent checks open pool connections.
@@ -281,7 +281,7 @@ def _assemble(
     reads = ReadRecorder(db)
     stack.push_async_callback(reads.close)
     advisor_models = ModelStore(db)
-    advisor = _advisor(settings, HeuristicAdvisor(conflicts), advisor_models, metrics)
+    advisor = configured_advisor(settings, HeuristicAdvisor(conflicts), advisor_models, metrics)
     if isinstance(advisor, ManagedAdvisor):
         stack.push_async_callback(advisor.close)
     gate = LibrarianGate(
@@ -402,26 +402,6 @@ def _add_spec_checks(kernel: Kernel) -> None:
         backlog,
         timeout_seconds=5.0,
         cache_seconds=cache,
-    )
-
-
-def _advisor(
-    settings: EngramSettings,
-    heuristic: HeuristicAdvisor,
-    models: ModelStore,
-    metrics: EngramMetrics,
-) -> GateAdvisor:
-    """Layer 2 as configured: the heuristic, or the model rows' advisor (ADR-020)."""
-    if settings.advisor == "heuristic" and not settings.advisor_shadow:
-        return heuristic
-    return ManagedAdvisor(
-        heuristic,
-        models,
-        mode=settings.advisor,
-        shadow=settings.advisor_shadow,
-        reload_seconds=settings.advisor_reload_seconds,
-        on_fallback=lambda reason: metrics.advisor_fallbacks.labels(reason=reason).inc(),
-        on_shadow_error=lambda reason: metrics.advisor_shadow_errors.labels(reason=reason).inc(),
     )
 
 

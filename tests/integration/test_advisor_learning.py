@@ -14,7 +14,8 @@ from engram import Kernel, open_kernel
 from engram.config import EngramSettings
 from engram.errors import NotFound, PromotionRefused
 from engram.infra.fastembed_embedder import FastembedEmbedder
-from engram.memory.gate.learned import ManagedAdvisor
+from engram.memory.gate.managed import ManagedAdvisor
+from engram.memory.gate.requests import result_json
 from engram.memory.rl.decisions import training_data
 from engram.memory.rl.features import FEATURE_COUNT, FEATURE_NAMES
 from engram.memory.rl.grpo import GRPOConfig
@@ -89,11 +90,11 @@ async def test_a_candidate_is_trained_stored_and_promoted_only_when_it_won(
     says it won; promotion and rollback move the one active row."""
     await _write_and_rate(kernel)
     now = datetime.now(UTC)
-    nothing = await train_candidate(kernel.db, now=now)
+    nothing = await train_candidate(kernel.db, until=now)
     assert nothing.model is None
     assert "at least 100" in (nothing.reason or "")
     run = await train_candidate(
-        kernel.db, now=now, min_decisions=1, config=GRPOConfig(epochs=3, imitation_steps=20)
+        kernel.db, until=now, min_decisions=1, config=GRPOConfig(epochs=3, imitation_steps=20)
     )
     assert run.model is not None
     assert "rl@1" == run.model.version
@@ -107,16 +108,22 @@ async def test_a_candidate_is_trained_stored_and_promoted_only_when_it_won(
         await models.promote("rl@1")
     await models.record_evaluation("rl@1", {"wins": True, "reasons": []})
     assert "active" == (await models.promote("rl@1")).status
-    second = await train_candidate(kernel.db, now=now, min_decisions=1, config=GRPOConfig(epochs=1))
-    assert second.model is not None
-    assert "rl@2" == second.model.version
-    await models.record_evaluation("rl@2", {"wins": True})
+    quick = GRPOConfig(epochs=1, imitation_steps=5)
+    for version in ("rl@2", "rl@3"):
+        trained = await train_candidate(kernel.db, until=now, min_decisions=1, config=quick)
+        assert trained.model is not None
+        assert version == trained.model.version
+        await models.record_evaluation(version, {"wins": True})
     await models.promote("rl@2")
     assert "rl@2" == (await models.active()).version  # type: ignore[union-attr]
     assert "retired" == (await models.get("rl@1")).status
-    back = await models.rollback()
+    back = await models.rollback()  # rl@2 out: back to the model it replaced
     assert back is not None
     assert "rl@1" == back.version
+    await models.promote("rl@3")
+    again = await models.rollback()  # rl@3 replaced rl@1, not the rolled-back rl@2
+    assert again is not None
+    assert "rl@1" == again.version
     assert await models.rollback() is None  # before rl@1: the heuristic
     with pytest.raises(NotFound):
         await models.rollback()
@@ -140,6 +147,7 @@ async def test_a_serving_kernel_follows_the_model_rows_and_records_shadow_advice
         first = await serving.gate.evaluate(create(belief(FACTS[0]), WRITER))
         assert first.layer2_decision is not None
         assert first.layer2_decision.source == "rl@0(fallback:heuristic@2)"
+        assert "features" not in result_json(first)["layer2_decision"]  # audit only
         fallbacks = serving.metrics.advisor_fallbacks.labels(reason="no_model")._value.get()
         assert fallbacks >= 1
         # a model that always keeps, promoted; a candidate that would always reinforce

@@ -48,7 +48,7 @@ async def test_evaluation_is_recorded_and_promotion_follows_it(kernel: Kernel) -
     await live(kernel, agent_life(1001, writes=40, questions=12))
     run = await train_candidate(
         kernel.db,
-        now=datetime.now(UTC),
+        until=datetime.now(UTC),
         min_decisions=1,
         config=GRPOConfig(epochs=3, imitation_steps=20),
     )

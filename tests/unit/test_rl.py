@@ -79,7 +79,8 @@ async def test_heuristic_records_the_state_it_saw_for_an_outside_create() -> Non
     assert 1.0 == decision.features[F["near_duplicate"]]
     assert 1.0 == decision.features[F["heuristic_noop"]]
     assert 0.99 == decision.features[F["closest"]]
-    recorded = decision.to_json()["features"]
+    recorded = decision.to_json(audit=True)["features"]
+    assert "features" not in decision.to_json()  # the caller's answer does not carry it
     assert decision.features == features_from_json(recorded)
 
 
@@ -162,6 +163,7 @@ def test_allowed_actions_keep_duplicates_out_and_noops_in_scope() -> None:
     assert (1.0, 0.0) == allowed_actions(state(closest=0.9, incompatible=0.2, new_marks=1))
     same = {"closest": 0.9, "incompatible": 0.8, "kept_marks": 1.0}
     assert (1.0, 1.0) == allowed_actions(state(**same))
+    assert (1.0, 0.0) == allowed_actions(state(**same, in_conflict=1))
     assert (1.0, 0.0) == allowed_actions(state(**same, new_marks=1))
     assert (1.0, 0.0) == allowed_actions(state(**same, change_words=1))
     assert (1.0, 0.0) == allowed_actions(state(**{**same, "kept_marks": 0.5}))
@@ -326,7 +328,8 @@ async def test_shadow_records_the_candidate_without_acting_on_it() -> None:
     assert alone.action == decision.action
     assert decision.shadow is not None
     assert "NOOP" == decision.shadow["action"]
-    assert "rl@noop" == decision.to_json()["shadow"]["source"]
+    assert "rl@noop" == decision.to_json(audit=True)["shadow"]["source"]
+    assert "shadow" not in decision.to_json()
 
 
 async def test_a_failing_shadow_never_touches_the_write() -> None:

@@ -41,6 +41,7 @@ from engram.infra.sql import load_queries
 from engram.memory.consolidation import ConsolidationEngine
 from engram.memory.consolidation.model import ConsolidationTrigger
 from engram.memory.gate.librarian import LibrarianGate
+from engram.memory.rl.decisions import HORIZON
 from engram.memory.rl.models import ModelStore
 from engram.memory.rl.runs import train_candidate
 from engram.memory.temporal.engine import TemporalEngine
@@ -107,7 +108,7 @@ class _Bodies:
         return done
 
     async def train_advisor(self, context: JobContext) -> Mapping[str, Any]:
-        run = await train_candidate(self.db, now=context.now)
+        run = await train_candidate(self.db, until=context.now - HORIZON)
         if run.model is None:
             return {"skipped": run.reason, "decisions": run.decisions}
         curve = run.model.metrics.get("reward_curve") or [0.0]
@@ -119,9 +120,10 @@ class _Bodies:
         }
 
     async def feedback_ready(self, context: JobContext) -> str | None:
-        del context
-        given = await ModelStore(self.db).feedback_since_training()
         wanted = self.settings.advisor_train_feedback
+        # since the newest model or this trigger's last run, whichever is later: a run that
+        # stored nothing (too few decisions) is not repeated until enough new feedback came
+        given = await ModelStore(self.db).feedback_since_training(context.cursor, wanted)
         return f"{given} feedback rows since the last training" if given >= wanted else None
 
     async def reembed(self, context: JobContext) -> Mapping[str, Any]:

@@ -146,7 +146,8 @@ class EngramMetrics:
         # The learned advisor (ADR-020).
         self.advisor_fallbacks = Counter(
             "engram_advisor_fallbacks_total",
-            "Decisions a trained advisor left to the heuristic, by reason (no model, an error).",
+            "Decisions a trained advisor left to the heuristic (no_model, error), and model rows "
+            "that could not be loaded (model_not_loadable).",
             ["reason"],
             registry=r,
         )

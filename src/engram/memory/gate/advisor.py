@@ -143,12 +143,13 @@ class AdvisorDecision:
     #: a shadow advisor's advice on the same write, recorded but not acted on (ADR-020)
     shadow: Mapping[str, Any] | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-ready form for the audit log."""
+    def to_json(self, *, audit: bool = False) -> dict[str, Any]:
+        """A JSON-ready form; ``audit`` adds what only the audit log keeps (the state the
+        advisor saw and a shadow's advice: training data, not part of a caller's answer)."""
         extra: dict[str, Any] = {}
-        if self.features is not None:
+        if audit and self.features is not None:
             extra["features"] = features_json(self.features, self.nearest_record_id)
-        if self.shadow is not None:
+        if audit and self.shadow is not None:
             extra["shadow"] = dict(self.shadow)
         return {
             **extra,
@@ -286,6 +287,8 @@ class HeuristicAdvisor:
             conflicts=conflicts,
             decide=decide,
         )
+        if context.decision_type is not GateDecisionType.EXTERNAL:
+            return decision  # only an agent's writes are the learned advisor's to decide
         values = advice_features(
             record,
             decision_type=context.decision_type,

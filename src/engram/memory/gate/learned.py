@@ -9,13 +9,13 @@ write, no model, any error) is the heuristic's decision, marked as a fallback an
 :meth:`RLAdvisor.train` fits a new policy by GRPO (:mod:`engram.memory.rl.grpo`).
 
 :class:`ShadowAdvisor` runs a candidate beside the active advisor and records the candidate's
-advice in the audit row without acting on it.
+advice in the audit row without acting on it; :mod:`engram.memory.gate.managed` builds both
+from the model rows.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 import structlog
 
-from engram.errors import ValidationFailed
 from engram.memory.gate.advisor import (
     AdvisorAction,
     AdvisorContext,
@@ -32,7 +31,6 @@ from engram.memory.gate.advisor import (
     HeuristicAdvisor,
 )
 from engram.memory.rl.grpo import GRPOConfig, TrainResult
-from engram.memory.rl.models import ModelStore
 from engram.memory.rl.policy import ACTIONS, AdvisorPolicy, allowed_actions
 from engram.memory.rl.reward import TrainingExample
 from engram.memory.rl.training import train_policy
@@ -70,12 +68,18 @@ class RLAdvisor:
         version: str,
         config: GRPOConfig | None = None,
     ) -> TrainResult:
-        """A new policy fitted by GRPO to ``batch``; this advisor keeps its own until the
-        result is promoted (a new advisor is built with it)."""
-        return train_policy(batch, version=version, config=config)
+        """A new policy fitted by GRPO to ``batch`` (off the event loop); this advisor keeps
+        its own until the result is promoted (a new advisor is built with it)."""
+        return await asyncio.to_thread(train_policy, batch, version=version, config=config)
 
     async def advise(self, record: MemoryRecord, context: AdvisorContext) -> AdvisorDecision:
-        decision = await self._fallback.advise(record, context)
+        return self.decide_from(record, context, await self._fallback.advise(record, context))
+
+    def decide_from(
+        self, record: MemoryRecord, context: AdvisorContext, decision: AdvisorDecision
+    ) -> AdvisorDecision:
+        """The policy's decision given the heuristic's (``decision``, with the state it
+        recorded): a shadow scores the active advisor's decision without judging again."""
         if (
             context.action is not GateAction.CREATE
             or context.decision_type is not GateDecisionType.EXTERNAL
@@ -164,7 +168,11 @@ class ShadowAdvisor:
         decision = await self._active.advise(record, context)
         shadow: dict[str, Any]
         try:
-            advice = await self._candidate.advise(record, context)
+            candidate = self._candidate
+            if isinstance(candidate, RLAdvisor) and decision.features is not None:
+                advice = candidate.decide_from(record, context, decision)
+            else:
+                advice = await candidate.advise(record, context)
             shadow = {
                 "source": advice.source,
                 "action": advice.action.value,
@@ -177,100 +185,3 @@ class ShadowAdvisor:
             self._on_error("error")
             shadow = {"source": self._candidate.version, "error": type(exc).__name__}
         return replace(decision, shadow=shadow)
-
-
-class ManagedAdvisor:
-    """The Gate's advisor when a trained model may advise (``ENGRAM_ADVISOR=rl``) or shadow
-    (``ENGRAM_ADVISOR_SHADOW``): follows the model rows without a restart.
-
-    Every ``reload_seconds`` the next decision starts a look at ``engram.advisor_models`` in
-    the background (the decision itself never waits for it): in ``rl`` mode the active model
-    advises (none: the heuristic, marked fallback); with shadow on, the newest candidate runs
-    beside the active advisor. A model that fails to load is skipped, counted and logged; the
-    advisor in place stays.
-    """
-
-    def __init__(
-        self,
-        heuristic: HeuristicAdvisor,
-        models: ModelStore,
-        *,
-        mode: str,
-        shadow: bool,
-        reload_seconds: float,
-        on_fallback: Callable[[str], None] | None = None,
-        on_shadow_error: Callable[[str], None] | None = None,
-    ) -> None:
-        self._heuristic = heuristic
-        self._models = models
-        self._mode = mode
-        self._shadow = shadow
-        self._reload_seconds = reload_seconds
-        self._on_fallback = on_fallback or (lambda _reason: None)
-        self._on_shadow_error = on_shadow_error or (lambda _reason: None)
-        self._advisor: GateAdvisor = self._build(None, None)
-        self._loaded: tuple[str | None, str | None] = (None, None)
-        self._next_look = 0.0
-        self._looking: asyncio.Task[None] | None = None
-
-    @property
-    def version(self) -> str:
-        return self._advisor.version
-
-    @property
-    def loaded(self) -> tuple[str | None, str | None]:
-        """Digests of the active policy and of the shadow candidate in use (None: none)."""
-        return self._loaded
-
-    def _build(self, active: AdvisorPolicy | None, candidate: AdvisorPolicy | None) -> GateAdvisor:
-        main: GateAdvisor = self._heuristic
-        if self._mode == "rl":
-            main = RLAdvisor(self._heuristic, active, on_fallback=self._on_fallback)
-        if self._shadow and candidate is not None:
-            shadow = RLAdvisor(self._heuristic, candidate)
-            return ShadowAdvisor(main, shadow, on_error=self._on_shadow_error)
-        return main
-
-    async def refresh(self) -> None:
-        """Load the active model and the newest candidate now, if they changed."""
-        self._next_look = time.monotonic() + self._reload_seconds
-        active_row = await self._models.active() if self._mode == "rl" else None
-        candidate_row = await self._models.newest_candidate() if self._shadow else None
-        wanted = (
-            None if active_row is None else active_row.digest,
-            None if candidate_row is None else candidate_row.digest,
-        )
-        if wanted == self._loaded:
-            return
-        active = candidate = None
-        try:
-            active = None if active_row is None else active_row.load()
-            candidate = None if candidate_row is None else candidate_row.load()
-        except ValidationFailed as exc:
-            self._on_fallback("model_not_loadable")
-            log.warning("advisor.model_not_loadable", error=exc.message)
-            return
-        self._advisor = self._build(active, candidate)
-        self._loaded = wanted
-        log.info(
-            "advisor.models_loaded",
-            active=None if active_row is None else active_row.version,
-            shadow=None if candidate_row is None else candidate_row.version,
-        )
-
-    async def _look(self) -> None:
-        try:
-            await self.refresh()
-        except Exception as exc:  # noqa: BLE001 - the advisor in place goes on advising
-            log.warning("advisor.refresh_failed", error=type(exc).__name__)
-
-    async def advise(self, record: MemoryRecord, context: AdvisorContext) -> AdvisorDecision:
-        if time.monotonic() >= self._next_look and (self._looking is None or self._looking.done()):
-            self._next_look = time.monotonic() + self._reload_seconds
-            self._looking = asyncio.create_task(self._look())
-        return await self._advisor.advise(record, context)
-
-    async def close(self) -> None:
-        """Wait for a look in progress (the kernel closes the pool after this)."""
-        if self._looking is not None:
-            await asyncio.gather(self._looking, return_exceptions=True)

@@ -127,7 +127,7 @@ def audit_entry(
         version_id=version_id,
         input_snapshot=_snapshot(request, decision),
         layer1_checks=canonical_json([check.to_json() for check in checks]),
-        layer2_decision=None if advice is None else canonical_json(advice.to_json()),
+        layer2_decision=None if advice is None else canonical_json(advice.to_json(audit=True)),
         decision_source=advice.source if advice is not None else "layer1",
         duration_ms=round(duration_ms, 3),
     )

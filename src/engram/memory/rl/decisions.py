@@ -58,7 +58,7 @@ async def training_data(
     limit: int = MAX_DECISIONS,
 ) -> TrainingData:
     """The examples of decisions made in [``since``, ``until``)."""
-    rows = await db.fetch(SQL["decisions"], since, until, limit)
+    rows = list(reversed(await db.fetch(SQL["decisions"], since, until, limit)))
     parsed: list[tuple[tuple[float, ...], str, UUID | None, UUID | None, datetime]] = []
     skipped = 0
     for row in rows:

@@ -150,6 +150,9 @@ def train_grpo(
             cumulative = old.cumsum(axis=1)
             draws = rng.random((len(rows), cfg.group_size, 1))
             sampled = np.minimum((draws > cumulative[:, None, :]).sum(axis=2), k - 1)
+            # rounding may land a draw on a masked action: take the likeliest allowed one
+            possible = np.take_along_axis(old, sampled, axis=1) > 0
+            sampled = np.where(possible, sampled, old.argmax(axis=1)[:, None])
             scores = np.take_along_axis(r, sampled, axis=1)
             spread = scores.std(axis=1, keepdims=True)
             advantage = np.where(
@@ -179,9 +182,7 @@ def train_grpo(
     policy = AdvisorPolicy(version, policy_w, policy_b)
     final = probs(policy_w, policy_b, states, allowed) if n else np.zeros((0, k))
     reference_reward = float((ref * reward).sum(axis=1).mean()) if n else 0.0
-    agreement = (
-        float((final.argmax(axis=1) == reference.argmax(axis=1)).mean()) if n else float("nan")
-    )
+    agreement = float((final.argmax(axis=1) == reference.argmax(axis=1)).mean()) if n else 1.0
     return TrainResult(
         policy=policy,
         states=n,
@@ -191,6 +192,6 @@ def train_grpo(
         reference_reward=reference_reward,
         kl_to_reference=float(_kl(final, ref).mean()) if n else 0.0,
         agreement_with_reference=agreement,
-        entropy=entropy(final),
+        entropy=entropy(final) if n else 0.0,
         config=cfg,
     )

@@ -141,41 +141,41 @@ class ModelStore:
         row = await self._db.fetchrow(SQL["newest_candidate"])
         return None if row is None else _row(row)
 
-    async def feedback_since_training(self) -> int:
-        """Feedback rows given since the newest model was trained (the pressure trigger)."""
-        return int(await self._db.fetchval(SQL["feedback_since"]))
+    async def feedback_since_training(
+        self, since: datetime | None = None, up_to: int = 1_000_000
+    ) -> int:
+        """Feedback rows given since the newest model was trained and since ``since``,
+        counted up to ``up_to`` (the pressure trigger stops counting at its threshold)."""
+        return int(await self._db.fetchval(SQL["feedback_since"], since, up_to))
 
     async def decisions_logged(self) -> int:
         """Outside CREATEs decided by Layer 2 so far (the readiness figure of ``status``)."""
         return int(await self._db.fetchval(SQL["decisions_logged"]))
 
     async def record_evaluation(self, version: str, report: Mapping[str, Any]) -> None:
-        if await self._db.fetchval(SQL["set_evaluation"], version, dict(report)) is None:
-            raise NotFound(f"no advisor model {version!r}")
+        async def body(conn: Connection) -> None:
+            await conn.execute(SQL["lock_models"])  # not between a promotion's check and act
+            if await conn.fetchval(SQL["set_evaluation"], version, dict(report)) is None:
+                raise NotFound(f"no advisor model {version!r}")
+
+        await self._db.run_in_transaction(body)
 
     async def promote(self, version: str) -> ModelRow:
-        """Make ``version`` the active advisor, if its evaluation says it won."""
-        model = await self.get(version)
-        if model.status == "active":
-            return model
-        if model.feature_schema != FEATURE_SCHEMA:
-            raise PromotionRefused(
-                f"{version} was fitted to {model.feature_schema}; the Gate records {FEATURE_SCHEMA}"
-            )
-        evaluation = model.evaluation
-        if evaluation is None:
-            raise PromotionRefused(
-                f"{version} has not been evaluated: run `engram advisor evaluate`"
-            )
-        if evaluation.get("wins") is not True:
-            why = "; ".join(str(r) for r in evaluation.get("reasons", ())) or "it did not win"
-            raise PromotionRefused(f"{version} did not win its evaluation: {why}")
+        """Make ``version`` the active advisor, if its evaluation says it won (checked and
+        done under one lock, so a verdict recorded meanwhile is not missed)."""
 
         async def body(conn: Connection) -> ModelRow:
             await conn.execute(SQL["lock_models"])
+            found = await conn.fetchrow(SQL["model"], version)
+            if found is None:
+                raise NotFound(f"no advisor model {version!r}")
+            model = _row(found)
+            if model.status == "active":
+                return model
+            _promotable(model)
             now = datetime.now(UTC)
-            await conn.execute(SQL["retire_active"], now)
-            await conn.fetchval(SQL["activate"], version, now)
+            retired = await conn.fetchrow(SQL["retire_active"], now)
+            await conn.fetchval(SQL["activate"], version, now, retired and retired["version"])
             row = await conn.fetchrow(SQL["model"], version)
             assert row is not None  # noqa: S101 - read above
             return _row(row)
@@ -183,19 +183,38 @@ class ModelStore:
         return await self._db.run_in_transaction(body)
 
     async def rollback(self) -> ModelRow | None:
-        """Retire the active model and reactivate the one active before it (None: the
-        heuristic advises again). Without an active model there is nothing to roll back."""
+        """Retire the active model and reactivate the one its promotion retired (None: the
+        heuristic advises again; so too when that model was fitted to another feature
+        schema). Without an active model there is nothing to roll back."""
 
         async def body(conn: Connection) -> ModelRow | None:
             await conn.execute(SQL["lock_models"])
-            current = await conn.fetchval(SQL["retire_active"], datetime.now(UTC))
+            current = await conn.fetchrow(SQL["retire_active"], datetime.now(UTC))
             if current is None:
                 raise NotFound("no active advisor model to roll back")
-            previous = await conn.fetchval(SQL["previous_active"], current)
-            if previous is None:
+            previous = current["replaced"]
+            row = None if previous is None else await conn.fetchrow(SQL["model"], previous)
+            if row is None or row["feature_schema"] != FEATURE_SCHEMA:
                 return None
             await conn.fetchval(SQL["reactivate"], previous)
             row = await conn.fetchrow(SQL["model"], previous)
             return None if row is None else _row(row)
 
         return await self._db.run_in_transaction(body)
+
+
+def _promotable(model: ModelRow) -> None:
+    """Raise :class:`PromotionRefused` unless ``model`` may become the active advisor."""
+    if model.feature_schema != FEATURE_SCHEMA:
+        raise PromotionRefused(
+            f"{model.version} was fitted to {model.feature_schema}; the Gate records "
+            f"{FEATURE_SCHEMA}"
+        )
+    evaluation = model.evaluation
+    if evaluation is None:
+        raise PromotionRefused(
+            f"{model.version} has not been evaluated: run `engram advisor evaluate`"
+        )
+    if evaluation.get("wins") is not True:
+        why = "; ".join(str(r) for r in evaluation.get("reasons", ())) or "it did not win"
+        raise PromotionRefused(f"{model.version} did not win its evaluation: {why}")

@@ -110,7 +110,8 @@ def allowed_actions(state: Sequence[float]) -> tuple[float, ...]:
     never allowed when they carry a name, code or value the nearest record lacks, or a word of
     change; beyond that it needs a nearest record of the same scope, at least ``NOOP_FLOOR``
     similar, that the proposal restates in its words, or that the conflict classifier finds
-    compatible, or whose every name, code and value the proposal repeats."""
+    compatible, or whose every name, code and value the proposal repeats with no conflict
+    found (a flipped negation keeps every mark: the classifier's conflict stops it)."""
     if state[_INDEX["exact_duplicate"]] >= 1.0:
         return (0.0, 1.0)
     noop = (
@@ -121,7 +122,7 @@ def allowed_actions(state: Sequence[float]) -> tuple[float, ...]:
         and (
             state[_INDEX["restates"]] >= 1.0
             or state[_INDEX["incompatible"]] < NOOP_MAX_INCOMPATIBLE
-            or state[_INDEX["kept_marks"]] >= 1.0
+            or (state[_INDEX["kept_marks"]] >= 1.0 and state[_INDEX["in_conflict"]] < 1.0)
         )
     )
     return (1.0, 1.0 if noop else 0.0)

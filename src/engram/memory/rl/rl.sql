@@ -2,14 +2,13 @@
 -- outcomes, and the trained policies (engram.advisor_models).
 
 -- name: decisions
--- Outside CREATEs that Layer 2 decided and recorded a state for, oldest first.
-SELECT a.seq, a.occurred_at, a.record_id, a.outcome, a.decision_source,
-       a.layer2_decision::jsonb AS advice
+-- Outside CREATEs that Layer 2 decided and recorded a state for, the newest $3 (newest first).
+SELECT a.seq, a.occurred_at, a.record_id, a.layer2_decision::jsonb AS advice
 FROM librarian_audit a
 WHERE a.action = 'CREATE' AND a.decision = 'approved' AND a.decision_type = 'external'
   AND a.layer2_decision IS NOT NULL
   AND a.occurred_at >= $1 AND a.occurred_at < $2
-ORDER BY a.seq
+ORDER BY a.seq DESC
 LIMIT $3
 
 -- name: outcomes
@@ -63,9 +62,16 @@ SELECT version, feature_schema, policy, digest, data_from, data_until, decisions
 FROM advisor_models WHERE status = 'candidate' ORDER BY serial DESC LIMIT 1
 
 -- name: feedback_since
--- Feedback rows given since the newest model was trained (all of them before the first).
-SELECT count(*) FROM memory_feedback
-WHERE created_at > coalesce((SELECT max(created_at) FROM advisor_models), '-infinity')
+-- Feedback rows given since the newest model was trained and since $1 (NULL: ever), counted
+-- up to $2 (the threshold: the count stops there).
+SELECT count(*) FROM (
+    SELECT 1 FROM memory_feedback
+    WHERE created_at > greatest(
+        coalesce((SELECT max(created_at) FROM advisor_models), '-infinity'),
+        coalesce($1::timestamptz, '-infinity')
+    )
+    LIMIT $2
+) AS given
 
 -- name: decisions_logged
 -- Outside CREATEs decided by Layer 2: what a learned advisor can be trained on.
@@ -78,22 +84,17 @@ UPDATE advisor_models SET evaluation = $2 WHERE version = $1 RETURNING version
 
 -- name: retire_active
 UPDATE advisor_models SET status = 'retired', retired_at = $1 WHERE status = 'active'
-RETURNING version
+RETURNING version, replaced
 
 -- name: activate
-UPDATE advisor_models SET status = 'active', promoted_at = $2, retired_at = NULL
+-- A promotion: $3 is the model it retires (NULL: the heuristic), where a rollback returns.
+UPDATE advisor_models SET status = 'active', promoted_at = $2, retired_at = NULL, replaced = $3
 WHERE version = $1 RETURNING version
 
 -- name: reactivate
--- A rollback: the model keeps the time it was first promoted (rolling back again goes further).
+-- A rollback: the model keeps the model its own promotion retired (a second rollback goes there).
 UPDATE advisor_models SET status = 'active', retired_at = NULL WHERE version = $1
 RETURNING version
-
--- name: previous_active
--- The model that was active before $1: retired, promoted most recently before it.
-SELECT version FROM advisor_models
-WHERE status = 'retired' AND promoted_at < (SELECT promoted_at FROM advisor_models WHERE version = $1)
-ORDER BY promoted_at DESC LIMIT 1
 
 -- name: lock_models
 SELECT pg_advisory_xact_lock(1701147250, hashtext('advisor_models'))

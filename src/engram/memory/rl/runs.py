@@ -41,14 +41,17 @@ class TrainingRun:
 async def train_candidate(
     db: DatabaseAdapter,
     *,
-    now: datetime,
+    until: datetime,
     window: timedelta = WINDOW,
     horizon: timedelta = HORIZON,
     min_decisions: int = MIN_DECISIONS,
     config: GRPOConfig | None = None,
 ) -> TrainingRun:
-    """Train on the decisions of [``now - window``, ``now``) and store a candidate."""
-    data = await training_data(db, since=now - window, until=now, horizon=horizon)
+    """Train on the decisions of [``until - window``, ``until``), each with the feedback of
+    ``horizon`` after it, and store a candidate. Scheduled and manual runs pass ``until = now -
+    horizon``: a decision whose horizon has not passed yet has an outcome still to come, and
+    would teach that new records earn nothing."""
+    data = await training_data(db, since=until - window, until=until, horizon=horizon)
     n = len(data.examples)
     if n < min_decisions:
         return TrainingRun(None, n, data.skipped, f"{n} decisions; at least {min_decisions}")

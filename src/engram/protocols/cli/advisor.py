@@ -56,7 +56,12 @@ def advisor_train(
         float, typer.Option(help="Train on the decisions of the last DAYS days.", min=0.001)
     ] = WINDOW.days,
     horizon_days: Annotated[
-        float, typer.Option(help="Feedback this long after a decision counts.", min=0.0)
+        float,
+        typer.Option(
+            help="Feedback this long after a decision counts; only decisions at least this "
+            "old are trained on (their outcome is complete).",
+            min=0.001,
+        ),
     ] = HORIZON.days,
     min_decisions: Annotated[
         int, typer.Option(help="Train nothing below this many decisions.", min=1)
@@ -66,11 +71,12 @@ def advisor_train(
     """Train a candidate advisor now (it advises nobody until promoted)."""
 
     async def work(kernel: Kernel) -> dict[str, Any]:
+        horizon = timedelta(days=horizon_days)
         run = await train_candidate(
             kernel.db,
-            now=datetime.now(UTC),
+            until=datetime.now(UTC) - horizon,
             window=timedelta(days=days),
-            horizon=timedelta(days=horizon_days),
+            horizon=horizon,
             min_decisions=min_decisions,
         )
         return run.to_json()
@@ -92,24 +98,54 @@ def advisor_train(
     )
 
 
+def private_settings(data_dir: Path, model_dir: Path) -> EngramSettings:
+    """Settings of the evaluation's own embedded kernel: nothing taken from the environment
+    that could reach the operator's systems (database, webhook, summariser) or change what is
+    measured (advisor, scheduler)."""
+    return EngramSettings(
+        database_url=None,
+        migration_database_url=None,
+        data_dir=data_dir,
+        embedding_model_path=model_dir,
+        webhook_url=None,
+        summarizer_url=None,
+        agent_token=None,
+        scheduler=False,
+        advisor="heuristic",
+        advisor_shadow=False,
+        migrate_on_start=True,
+    )
+
+
 async def evaluate_model(
-    kernel: Kernel, version: str, *, lives: int, writes: int, questions: int
+    kernel: Kernel,
+    version: str,
+    *,
+    lives: int,
+    writes: int,
+    questions: int,
+    first_seed: int = 0,
 ) -> dict[str, Any]:
     """Judge ``version`` against the heuristic (held-out simulated lives on a private
-    database, counterfactual replay of this database's logged decisions) and record it."""
+    embedded database; counterfactual replay of the decisions this database logged after
+    the model's training data ends) and record the verdict on its row."""
     model = await kernel.advisor_models.get(version)
     policy = model.load()
     now = datetime.now(UTC)
-    data = await training_data(kernel.db, since=now - WINDOW, until=now)
+    since = model.data_until or model.created_at
+    data = await training_data(kernel.db, since=since + timedelta(microseconds=1), until=now)
     replay = replay_logged(data.examples, policy)
     with tempfile.TemporaryDirectory(prefix="engram-eval-") as scratch:
-        settings = EngramSettings(
-            data_dir=Path(scratch),
-            embedding_model_path=kernel.settings.model_dir,
-            scheduler=False,
-        )
+        settings = private_settings(Path(scratch), kernel.settings.model_dir)
         async with open_kernel(settings=settings, embeddings=kernel.embeddings) as private:
-            side = await simulate(private, policy, count=lives, writes=writes, questions=questions)
+            side = await simulate(
+                private,
+                policy,
+                count=lives,
+                writes=writes,
+                questions=questions,
+                first=first_seed,
+            )
     wins, reasons = verdict(side, replay)
     report = {
         "version": version,
@@ -119,6 +155,7 @@ async def evaluate_model(
         "reasons": reasons,
         "simulation": {
             "lives": lives,
+            "first_seed": first_seed,
             "writes": writes,
             "questions": questions,
             **side.to_json(),
@@ -130,18 +167,26 @@ async def evaluate_model(
 
 
 @app.command("evaluate")
-def advisor_evaluate(
+def advisor_evaluate(  # noqa: PLR0917 - typer passes every option by keyword
     version: Annotated[str, typer.Argument(help="A trained model, e.g. rl@3.")],
     lives: Annotated[int, typer.Option(help="Held-out simulated agent lives.", min=1)] = 3,
     writes: Annotated[int, typer.Option(help="Writes per life.", min=10)] = 240,
     questions: Annotated[int, typer.Option(help="Questions per life.", min=1)] = 80,
+    first_seed: Annotated[
+        int, typer.Option(help="Skip this many evaluation seeds (lives not judged before).", min=0)
+    ] = 0,
     as_json: JsonOption = False,
 ) -> None:
     """Judge a candidate against the heuristic and record the verdict promotion needs."""
 
     async def work(kernel: Kernel) -> dict[str, Any]:
         return await evaluate_model(
-            kernel, version, lives=lives, writes=writes, questions=questions
+            kernel,
+            version,
+            lives=lives,
+            writes=writes,
+            questions=questions,
+            first_seed=first_seed,
         )
 
     report = with_kernel(work)

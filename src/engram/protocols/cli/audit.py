@@ -261,6 +261,9 @@ def replay(  # noqa: PLR0917 - typer passes every option by keyword
     """Re-evaluate the recorded requests under an advisor and policy; write nothing."""
     start, end = parse_instant(since, "--since"), parse_instant(until, "--until")
 
+    if model is not None and advisor != "rl":
+        raise typer.BadParameter("--model needs --advisor rl", param_hint="--model")
+
     async def work(kernel: Kernel) -> ReplayReport:
         chosen = ReplayPolicy() if policy is None else load_policy(policy)
         trained = None

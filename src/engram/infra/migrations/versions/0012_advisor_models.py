@@ -5,7 +5,9 @@ the feature schema it was fitted to, the weights (JSON), their SHA-256 (what an 
 decision source pins), the range of audit rows it was trained on, its training metrics and
 its last evaluation. ``status`` is ``candidate`` until promoted; at most one row is
 ``active`` (a partial unique index); promotion and rollback move the other rows to
-``retired``. Rows are never deleted: an audit row names the version that advised it.
+``retired``. ``replaced`` names the model a promotion retired, so a rollback returns to it
+(and a second rollback to the one before). Rows are never deleted: an audit row names the
+version that advised it.
 
 Revision ID: 0012
 Revises: 0011
@@ -41,6 +43,7 @@ def upgrade() -> None:
             created_at      timestamptz NOT NULL DEFAULT now(),
             promoted_at     timestamptz,
             retired_at      timestamptz,
+            replaced        text REFERENCES engram.advisor_models (version),
             CONSTRAINT advisor_models_status_check
                 CHECK (status IN ('candidate', 'active', 'retired')),
             CONSTRAINT advisor_models_version_check CHECK (version ~ '^rl@[0-9]{1,9}$'),
