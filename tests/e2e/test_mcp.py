@@ -30,7 +30,7 @@ from tests.e2e.test_serve import ENGRAM, _env, _postgres_for
 
 pytestmark = pytest.mark.slow
 
-TOOLS = {"remember", "recall", "get", "history", "update", "forget", "feedback"}
+TOOLS = {"remember", "recall", "get", "history", "list", "update", "forget", "feedback", "health"}
 FACT = "The payments team deploys the ledger service from the release branch."
 CHANGED = "The payments team deploys the ledger service from the main branch."
 
@@ -49,13 +49,18 @@ def _body(result: CallToolResult) -> dict[str, Any]:
 
 
 async def _scenario(client: Client, agent: str, topic: str) -> None:
-    """List, remember, get, stale update, update, history, recall, feedback, forget."""
+    """List tools, health, remember, get, stale update, update, history, recall, list,
+    feedback, forget."""
     listed = await client.list_tools()
     assert TOOLS <= {tool.name for tool in listed.tools}
     for tool in listed.tools:
         assert tool.description
         assert "object" == tool.input_schema["type"]
-        assert tool.input_schema["properties"]
+        assert tool.output_schema is not None
+        assert "object" == tool.output_schema["type"]
+
+    health = _body(await client.call_tool("health", {}))
+    assert (True, agent) == (health["ready"], health["agent"]["name"])
 
     fact, changed = f"{FACT} ({topic})", f"{CHANGED} ({topic})"
     created = await client.call_tool("remember", {"type": "belief", "content": fact})
@@ -84,6 +89,12 @@ async def _scenario(client: Client, agent: str, topic: str) -> None:
     found = _body(await client.call_tool("recall", {"query": f"ledger deploy branch {topic}"}))
     assert record_id in [hit["record"]["record_id"] for hit in found["hits"]]
     assert changed == found["hits"][0]["record"]["content"]
+    assert 0.0 < found["hits"][0]["score"] <= 1.0
+    unrelated = _body(await client.call_tool("recall", {"query": "recipe for lemon drizzle cake"}))
+    assert [] == unrelated["hits"]
+
+    newest = _body(await client.call_tool("list", {"limit": 1}))
+    assert [record_id] == [record["record_id"] for record in newest["records"]]
 
     rated = await client.call_tool("feedback", {"record_id": record_id, "useful": True})
     assert not rated.is_error, rated.content
@@ -223,11 +234,17 @@ def _mcp_cli(
 
 
 async def test_stdio_server_refuses_to_start_without_a_valid_token(
-    tmp_path: Path, model_dir: Path
+    tmp_path: Path, model_dir: Path, embedder: FastembedEmbedder
 ) -> None:
-    """No token (a configuration error, status 2) or a wrong one (refused, status 4): a clear
-    message on stderr and nothing on stdout (docs/cli.md lists the exit codes)."""
+    """A data dir holding no database (status 2: it is not created), no token (a
+    configuration error, status 2) or a wrong one (refused, status 4): a clear message on
+    stderr and nothing on stdout (docs/cli.md lists the exit codes)."""
     data_dir = tmp_path / "data"
+    nowhere = await asyncio.to_thread(_mcp_cli, data_dir, model_dir)
+    assert (2, "") == (nowhere.returncode, nowhere.stdout)
+    assert f"{data_dir} does not exist" in nowhere.stderr
+    assert not data_dir.exists()
+    await _add_agent(data_dir, embedder, "someone")
     missing = await asyncio.to_thread(_mcp_cli, data_dir, model_dir)
     assert 2 == missing.returncode
     assert "ENGRAM_AGENT_TOKEN is not set" in missing.stderr

@@ -22,7 +22,7 @@ TEN_METRICS = [
     "engram_gate_decisions_total",
     "engram_gate_evaluation_seconds",
     "engram_write_seconds",
-    "engram_memory_records_total",
+    "engram_memory_records",
     "engram_version_chain_depth",
     "engram_pii_flags_total",
     "engram_consolidation_duration_seconds",
@@ -128,16 +128,28 @@ def test_serve_is_ready_exports_metrics_and_stops_cleanly_on_ctrl_c(
 def test_migrate_command_brings_the_embedded_database_to_head(
     tmp_path: Path, model_dir: Path
 ) -> None:
-    """`engram migrate` on a fresh data dir prints the head revision and leaves no server."""
+    """`engram migrate` refuses a data dir that holds no database (a typo must not make a
+    new one); with --init it creates it, prints the head revision and leaves no server."""
     data_dir = tmp_path / "fresh"
-    done = subprocess.run(  # noqa: S603
+    refused = subprocess.run(  # noqa: S603
         [*ENGRAM, "migrate"],
         env=_env(data_dir, model_dir),
         capture_output=True,
         timeout=120,
         check=False,
     )
+    assert 2 == refused.returncode
+    assert f"{data_dir} does not exist" in refused.stderr.decode()
+    assert not data_dir.exists()
+    done = subprocess.run(  # noqa: S603
+        [*ENGRAM, "--init", "migrate"],
+        env=_env(data_dir, model_dir),
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
     assert 0 == done.returncode, done.stderr.decode()
+    assert 0o700 == data_dir.stat().st_mode & 0o777
     assert f"schema at revision {migrate.head_revision()}" in done.stdout.decode()
     assert [] == _postgres_for(data_dir / "pg")
 

@@ -63,7 +63,7 @@ async def test_records_gauge_chain_depth_and_pii_flags(kernel: Kernel) -> None:
         update(first.record_id, "The build bot posts to #deploys.", 1)
     )
     await kernel.gate.evaluate(create(belief(f"The release contact is {EMAIL} on weekdays.")))
-    gauge = "engram_memory_records_total"
+    gauge = "engram_memory_records"
     assert 2 == _value(kernel, gauge, type="belief", consolidation_path="fast")
     assert 1 == _value(kernel, "engram_pii_flags_total", detector="regex")
     assert 3 == _value(kernel, "engram_version_chain_depth_count")

@@ -38,12 +38,20 @@ def _error(result: CallToolResult) -> dict[str, Any]:
 
 
 def test_every_tool_has_a_described_object_schema() -> None:
-    """Seven tools; each schema is an object whose properties all carry a description."""
+    """Nine tools; each schema is an object whose properties all carry a description."""
     definitions = EngramTools.definitions()
     assert set(TOOL_NAMES) == {t.name for t in definitions}
-    assert {"remember", "recall", "get", "history", "update", "forget", "feedback"} == set(
-        TOOL_NAMES
-    )
+    assert {
+        "remember",
+        "recall",
+        "get",
+        "history",
+        "list",
+        "update",
+        "forget",
+        "feedback",
+        "health",
+    } == set(TOOL_NAMES)
     for tool in definitions:
         assert tool.description
         assert len(tool.description) > 100

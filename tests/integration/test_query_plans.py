@@ -65,6 +65,16 @@ def _indexes(plan: Any) -> set[str]:
     return found
 
 
+def _index_conditions(plan: Any) -> list[str]:
+    """The index conditions of every node of a plan."""
+    if isinstance(plan, dict):
+        own = [plan["Index Cond"]] if "Index Cond" in plan else []
+        return own + [c for value in plan.values() for c in _index_conditions(value)]
+    if isinstance(plan, list):
+        return [c for item in plan for c in _index_conditions(item)]
+    return []
+
+
 async def _plan(conn: asyncpg.Connection, sql: str, *args: object) -> set[str]:
     rows = await conn.fetch(f"EXPLAIN (FORMAT JSON) {sql}", *args)
     return _indexes(json.loads(rows[0][0]))
@@ -93,9 +103,24 @@ async def test_temporal_reads_and_head_lookups_use_their_indexes(
     )
     assert {"memories_event_listing_idx", "memories_record_version_key"} <= by_event, by_event
     current = await _plan(
-        seeded, TEMPORAL_SQL["current_listing"], "default", ENDING, LEVELS, "belief", 50
+        seeded,
+        TEMPORAL_SQL["current_listing"],
+        *("default", ENDING, LEVELS, "belief", 50, None, None, None),
     )
     assert "memories_heads_by_type_idx" in current, current
+    last = await seeded.fetchrow(
+        "SELECT ingestion_time, id FROM memories WHERE superseded_by IS NULL AND type = 'belief' "
+        "ORDER BY ingestion_time DESC OFFSET 2000 LIMIT 1"
+    )
+    assert last is not None
+    # A later page seeks to its cursor in the index instead of reading the pages before it.
+    rows = await seeded.fetch(
+        f"EXPLAIN (FORMAT JSON) {TEMPORAL_SQL['current_listing']}",
+        *("default", ENDING, LEVELS, "belief", 50, ["ops"], last["ingestion_time"], last["id"]),
+    )
+    later_page = json.loads(rows[0][0])
+    assert {"memories_heads_by_type_idx"} <= _indexes(later_page), later_page
+    assert "ingestion_time <=" in str(_index_conditions(later_page)), later_page
     assert "memories_one_head_idx" in await _plan(seeded, SQL["head"], record_id)
 
 

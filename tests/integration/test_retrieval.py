@@ -68,7 +68,7 @@ async def test_a_paraphrase_finds_the_record_through_the_vector_leg(kernel: Kern
     assert ids[FACTS[0]] == result.hits[0].record.record_id
     assert "vector" in result.hits[0].legs
     assert not result.degraded
-    assert result.hits[0].score > result.hits[1].score
+    assert result.hits[0].fused > result.hits[1].fused
 
 
 async def test_an_exact_rare_word_brings_in_the_text_leg_and_both_legs_rank_first(

@@ -44,3 +44,35 @@ def test_invalid_values_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ENGRAM_PORT", "70000")
     with pytest.raises(ValidationError):
         EngramSettings()
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("not a url", "must start with postgresql://"),
+        ("mysql://u:p@db/engram", "must start with postgresql://"),
+        ("postgresql://u:secret@db:port/engram", "not a valid URL"),
+        ("postgresql://u:secret@[::1/engram", "not a valid URL"),
+        ("postgresql:///engram", "names no host"),
+    ],
+)
+def test_a_malformed_database_url_is_a_configuration_error(
+    monkeypatch: pytest.MonkeyPatch, url: str, problem: str
+) -> None:
+    """A URL that cannot be a PostgreSQL URL is refused by the settings (never quoted: it may
+    hold a password), instead of surfacing later as "database unreachable"."""
+    monkeypatch.setenv("ENGRAM_DATABASE_URL", url)
+    with pytest.raises(ValidationError, match=problem) as raised:
+        EngramSettings()
+    assert "secret" not in str(raised.value)
+
+
+def test_well_formed_database_urls_are_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """TCP and unix-socket URLs, with either scheme, pass."""
+    for url in (
+        "postgresql://engram:pw@db.internal:5432/engram",
+        "postgres://engram@localhost/engram",
+        "postgresql:///engram?host=/var/run/postgresql",
+    ):
+        monkeypatch.setenv("ENGRAM_DATABASE_URL", url)
+        assert not EngramSettings().embedded

@@ -1,4 +1,4 @@
-"""The ten metrics of the specification, on an injected registry."""
+"""The ten metrics of the specification and engram's own beside them, on an injected registry."""
 
 from __future__ import annotations
 
@@ -15,12 +15,13 @@ from engram.memory.types import (
 )
 from engram.observability import metrics as m
 from engram.observability.metrics import EngramMetrics
+from tests.unit.runtime_fakes import FakeBreaker, FakePool, FakeQueue
 
 SPECIFIED = {
     "engram_gate_decisions_total": ("counter", {"decision", "decision_type"}),
     "engram_gate_evaluation_seconds": ("histogram", {"decision_type"}),
     "engram_write_seconds": ("histogram", {"decision_type"}),
-    "engram_memory_records_total": ("gauge", {"type", "consolidation_path"}),
+    "engram_memory_records": ("gauge", {"type", "consolidation_path"}),
     "engram_version_chain_depth": ("histogram", set()),
     "engram_pii_flags_total": ("counter", {"detector"}),
     "engram_consolidation_duration_seconds": ("histogram", {"trigger"}),
@@ -40,6 +41,29 @@ JOBS = {
     "engram_advisor_fallbacks_total": ("counter", {"reason"}),
     "engram_advisor_shadow_errors_total": ("counter", {"reason"}),
 }
+#: Serving and infrastructure: HTTP, search, the embedding queue, the pool, the breakers.
+SERVING = {
+    "engram_http_requests_total": ("counter", {"route", "method", "status"}),
+    "engram_http_request_seconds": ("histogram", {"route", "method"}),
+    "engram_search_seconds": ("histogram", {"degraded"}),
+    "engram_embedding_batch_size": ("histogram", set()),
+    "engram_embedding_queue_depth": ("gauge", set()),
+    "engram_db_pool_connections": ("gauge", {"state"}),
+    "engram_db_pool_max_connections": ("gauge", set()),
+    "engram_db_pool_waiting": ("gauge", set()),
+    "engram_db_pool_wait_seconds_total": ("counter", set()),
+    "engram_circuit_breaker_state": ("gauge", {"dependency"}),
+}
+#: What prometheus_client's process and platform collectors add (on Linux).
+PROCESS = {
+    "process_cpu_seconds_total",
+    "process_resident_memory_bytes",
+    "process_virtual_memory_bytes",
+    "process_open_fds",
+    "process_max_fds",
+    "process_start_time_seconds",
+    "python_info",
+}
 
 
 def _families(metrics: EngramMetrics) -> dict[str, tuple[str, set[str]]]:
@@ -55,11 +79,17 @@ def _families(metrics: EngramMetrics) -> dict[str, tuple[str, set[str]]]:
 
 
 def test_exposition_has_exactly_the_specified_metrics() -> None:
-    """Every metric of §8 is exported with its type and labels, the job metrics beside them
-    (their series pre-set once a scheduler names its jobs), and nothing else."""
+    """Every metric of §8 is exported with its type and labels, the job, serving and
+    infrastructure metrics beside them (series pre-set once a scheduler names its jobs and a
+    kernel hands over its pool, breaker and queue), the process's own, and nothing else."""
     metrics = EngramMetrics()
     metrics.preset_jobs(("decay_refresh",))
-    assert SPECIFIED | JOBS == _families(metrics)
+    metrics.http_requests.labels(route="/healthz", method="GET", status="200").inc()
+    metrics.http_request_seconds.labels(route="/healthz", method="GET").observe(0.001)
+    metrics.watch(pool=FakePool(), breaker=FakeBreaker(), embeddings=FakeQueue())
+    found = _families(metrics)
+    assert SPECIFIED | JOBS | SERVING == {n: v for n, v in found.items() if n.startswith("engram_")}
+    assert PROCESS == {n for n in found if not n.startswith("engram_")}
 
 
 def test_registries_are_independent() -> None:

@@ -27,7 +27,7 @@ from engram.protocols.cli import output
 from engram.protocols.cli.output import EXIT_CODES, exit_code, load_settings
 from engram.protocols.errors import lookup, problems_of
 from engram.protocols.http.problems import ERROR_STATUS
-from engram.protocols.mcp.tools import ERROR_KINDS
+from engram.protocols.mcp.results import ERROR_KINDS
 
 TABLE: dict[type[EngramError], str] = {
     InfrastructureError: "infrastructure",

@@ -9,10 +9,31 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 Row = Mapping[str, Any]
 T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class PoolUsage:
+    """A snapshot of a connection pool, for the metrics.
+
+    ``waiting`` counts callers asking for a connection right now; ``wait_seconds`` is the time
+    all callers have spent asking so far (its rate is the average number waiting).
+    """
+
+    size: int
+    idle: int
+    max_size: int
+    waiting: int
+    wait_seconds: float
+
+    @property
+    def in_use(self) -> int:
+        """Open connections lent out."""
+        return self.size - self.idle
 
 
 class Connection(Protocol):

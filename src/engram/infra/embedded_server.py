@@ -20,6 +20,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import pwd
 import signal
 import subprocess
 import threading
@@ -77,7 +78,7 @@ class EmbeddedPostgres:
         Holders that died without letting go are dropped first, and what a killed PostgreSQL
         left behind is cleared, so a start after any crash is a clean one.
         """
-        self.pgdata.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_private(self.pgdata.parent)
         if not os.access(self.pgdata.parent, os.W_OK):
             raise EmbeddedServerError(f"data dir {self.pgdata.parent} is not writable")
         try:
@@ -94,6 +95,9 @@ class EmbeddedPostgres:
             raise
         except Exception as exc:
             raise EmbeddedServerError(f"embedded PostgreSQL failed to start: {exc}") from exc
+        # As root the package opens every directory above the cluster to all users, so its
+        # own user can reach it; the data dir is narrowed again (owned by that user).
+        make_private(self.pgdata.parent, owner=getattr(self._server, "system_user", None))
         log.info("embedded_pg.started", pid=self._server.get_pid(), attached=attached)
 
     @property
@@ -299,6 +303,20 @@ class EmbeddedPostgres:
                 postmaster.kill()
         except psutil.NoSuchProcess:
             pass
+
+
+def make_private(directory: Path, *, owner: str | None = None) -> None:
+    """Create ``directory`` (and its parents) or keep it: either way it ends up readable by
+    its owner only (0700), and owned by ``owner`` when that system user is given (as root,
+    the package runs PostgreSQL as its own user, which must still reach the cluster inside).
+    Its trust-all ``pg_hba.conf`` makes the data dir's privacy the database's only guard."""
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if owner is not None and os.geteuid() == 0:
+        entry = pwd.getpwnam(owner)
+        if directory.stat().st_uid != entry.pw_uid:
+            os.chown(directory, entry.pw_uid, entry.pw_gid)
+    if directory.stat().st_mode & 0o077:
+        directory.chmod(0o700)
 
 
 @contextmanager

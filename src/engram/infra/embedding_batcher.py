@@ -9,7 +9,7 @@ busy; an idle kernel adds no delay.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from engram.infra.embeddings import EmbeddingAdapter
 
@@ -26,6 +26,7 @@ class BatchingEmbedder:
         self._pending: list[tuple[str, asyncio.Future[list[float]]]] = []
         self._in_flight = 0
         self._tasks: set[asyncio.Task[None]] = set()
+        self._batch_listeners: list[Callable[[int], None]] = []
 
     @property
     def dimension(self) -> int:
@@ -34,6 +35,15 @@ class BatchingEmbedder:
     @property
     def model_name(self) -> str:
         return self._inner.model_name
+
+    @property
+    def queue_depth(self) -> int:
+        """Texts waiting for a batch now (those in a batch already sent not included)."""
+        return len(self._pending)
+
+    def on_batch(self, listener: Callable[[int], None]) -> None:
+        """Call ``listener`` with the size of each batch as it is sent (for the metrics)."""
+        self._batch_listeners.append(listener)
 
     async def embed_one(self, text: str) -> list[float]:
         future: asyncio.Future[list[float]] = asyncio.get_running_loop().create_future()
@@ -47,6 +57,8 @@ class BatchingEmbedder:
             del self._pending[: self._max_batch]
             if not batch:
                 continue
+            for listener in self._batch_listeners:
+                listener(len(batch))
             self._in_flight += 1
             task = asyncio.get_running_loop().create_task(self._embed(batch))
             self._tasks.add(task)

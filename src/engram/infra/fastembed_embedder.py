@@ -11,11 +11,14 @@ import asyncio
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
-from collections.abc import Sequence
+import types
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +104,30 @@ def _init_worker(  # noqa: PLR0917 - the pool passes initargs positionally
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _watch_parent(os.getppid())
     _model = _load_model(model_dir, model_name, pooling, dimension, threads, spin=spin)
+
+
+def _ready() -> None:
+    """A task that does nothing: submitting it makes the pool start a worker."""
+
+
+@contextmanager
+def _caller_main_hidden() -> Iterator[None]:
+    """Start processes without them re-importing the caller's ``__main__``.
+
+    A spawned process normally re-runs the parent's main script (or module) before it does
+    any work. The model workers need nothing from it, and it breaks them: a script without an
+    ``if __name__ == "__main__":`` guard would open a second kernel inside the worker (which
+    multiprocessing refuses, and the worker dies), and code read from standard input or typed
+    into a notebook has no file to re-run. While workers are being started, ``__main__`` is a
+    bare module, so multiprocessing records nothing to re-import.
+    """
+    main = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        if main is not None:
+            sys.modules["__main__"] = main
 
 
 #: How often a worker checks that the process that started it is still there (seconds).
@@ -191,7 +218,7 @@ class FastembedEmbedder:
                     f"model directory {self._model_dir} lacks {', '.join(absent)}; "
                     "run `engram prepare-model` or set ENGRAM_EMBEDDING_MODEL_PATH"
                 )
-            self._pool = ProcessPoolExecutor(
+            pool = ProcessPoolExecutor(
                 max_workers=self._workers,
                 mp_context=multiprocessing.get_context("spawn"),
                 initializer=_init_worker,
@@ -204,6 +231,12 @@ class FastembedEmbedder:
                     self._spin,
                 ),
             )
+            # A spawning pool starts one worker per submission until it has them all; start
+            # them all now, while the caller's __main__ is hidden, so no later call spawns.
+            with _caller_main_hidden():
+                for _ in range(self._workers):
+                    pool.submit(_ready)
+            self._pool = pool
         return self._pool
 
     async def start(self) -> None:

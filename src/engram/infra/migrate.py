@@ -8,19 +8,23 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import asyncpg
 import structlog
-from alembic import command
-from alembic.config import Config
-from alembic.script import ScriptDirectory
 
 from engram.errors import ConfigurationError, MigrationError
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 log = structlog.get_logger("engram.infra.migrate")
 
 _SCRIPTS = Path(__file__).resolve().parent / "migrations"
 _IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+# A revision file's own two assignments (alembic's template writes them at top level).
+_REVISION = re.compile(r"^revision(?:\s*:\s*str)?\s*=\s*[\"']([^\"']+)[\"']", re.MULTILINE)
+_DOWN = re.compile(r"^down_revision(?:\s*:[^=]+)?\s*=\s*(?:None|[\"']([^\"']+)[\"'])", re.MULTILINE)
 
 
 def _sqlalchemy_url(url: str) -> str:
@@ -33,6 +37,10 @@ def _sqlalchemy_url(url: str) -> str:
 
 
 def _config(url: str) -> Config:
+    # alembic (and SQLAlchemy under it) costs about half a second to import; only the
+    # commands that migrate pay for it.
+    from alembic.config import Config  # noqa: PLC0415
+
     config = Config()
     config.set_main_option("script_location", str(_SCRIPTS))
     config.attributes["engram_url"] = _sqlalchemy_url(url)
@@ -40,15 +48,34 @@ def _config(url: str) -> Config:
 
 
 def head_revision() -> str:
-    """The newest revision the code knows."""
-    head = ScriptDirectory.from_config(_config("postgresql://unused")).get_current_head()
-    if head is None:  # pragma: no cover - the package always ships revisions
-        raise MigrationError("no migration revisions found")
-    return head
+    """The newest revision the code knows: the one revision no other revision follows.
+
+    Read from the revision files' ``revision`` / ``down_revision`` lines rather than through
+    alembic, so a kernel that does not migrate never imports it (a unit test keeps the two
+    answers equal).
+    """
+    revisions: set[str] = set()
+    followed: set[str] = set()
+    for path in (_SCRIPTS / "versions").glob("*.py"):
+        if path.name.startswith("_"):
+            continue
+        text = path.read_text(encoding="utf-8")
+        revision, down = _REVISION.search(text), _DOWN.search(text)
+        if revision is None or down is None:
+            raise MigrationError(f"revision file {path.name} names no revision")
+        revisions.add(revision.group(1))
+        if down.group(1) is not None:
+            followed.add(down.group(1))
+    heads = revisions - followed
+    if len(heads) != 1:
+        raise MigrationError(f"expected one head revision, found {sorted(heads) or 'none'}")
+    return heads.pop()
 
 
 def upgrade(url: str, revision: str = "head") -> None:
     """Migrate the database at ``url`` (an owner or superuser login) up to ``revision``."""
+    from alembic import command  # noqa: PLC0415
+
     try:
         command.upgrade(_config(url), revision)
     except Exception as exc:
@@ -58,6 +85,8 @@ def upgrade(url: str, revision: str = "head") -> None:
 
 def downgrade(url: str, revision: str = "base") -> None:
     """Migrate the database at ``url`` down to ``revision``."""
+    from alembic import command  # noqa: PLC0415
+
     try:
         command.downgrade(_config(url), revision)
     except Exception as exc:
@@ -91,9 +120,11 @@ def current_revision_sync(url: str) -> str | None:
         revisions.extend(str(r) for r in _as_tuple(rev))
         return []
 
+    from alembic.runtime.environment import EnvironmentContext  # noqa: PLC0415
+    from alembic.script import ScriptDirectory  # noqa: PLC0415
+
     config = _config(url)
     script = ScriptDirectory.from_config(config)
-    from alembic.runtime.environment import EnvironmentContext  # noqa: PLC0415
 
     with EnvironmentContext(config, script, fn=record):
         script.run_env()

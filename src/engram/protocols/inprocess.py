@@ -50,7 +50,14 @@ from engram.memory.types import (
     MemoryType,
 )
 from engram.protocols.errors import problems_of
-from engram.retrieval.search import MAX_LIMIT, MAX_QUERY_CHARS, SearchResult
+from engram.retrieval.search import (
+    DEFAULT_MIN_SCORE,
+    MAX_LIMIT,
+    MAX_QUERY_CHARS,
+    MAX_TAG_CHARS,
+    MAX_TAG_FILTERS,
+    SearchResult,
+)
 
 #: The only origin this adapter can produce.
 ORIGIN = GateDecisionType.EXTERNAL
@@ -138,6 +145,10 @@ def _utc(value: datetime) -> datetime:
 #: An instant with a UTC offset (naive times are ambiguous and refused), kept in UTC.
 Instant = Annotated[AwareDatetime, AfterValidator(_utc)]
 
+#: One tag of a filter: what ``metadata.tags`` of a record may hold.
+Tag = Annotated[StorableText, Field(min_length=1, max_length=MAX_TAG_CHARS)]
+TAGS = f"Only records whose metadata.tags hold every one of these tags (at most {MAX_TAG_FILTERS})."
+
 AS_OF_EVENT = (
     "Optional ISO 8601 instant with a timezone, e.g. 2026-01-31T12:00:00Z: answer with what "
     "was true in the world at that time (event time), as currently known."
@@ -172,6 +183,17 @@ class SearchInput(BaseModel):
     namespace: StorableText = Field(
         default="default", min_length=1, max_length=64, description="Namespace to search."
     )
+    tags: list[Tag] | None = Field(default=None, max_length=MAX_TAG_FILTERS, description=TAGS)
+    min_score: float = Field(
+        default=DEFAULT_MIN_SCORE,
+        ge=0.0,
+        le=1.0,
+        allow_inf_nan=False,
+        description=(
+            "Least `score` (similarity in meaning, 0-1) a hit must have: the default leaves "
+            "out unrelated records, 0 returns the nearest whatever they are."
+        ),
+    )
     as_of_event: Instant | None = Field(default=None, description=AS_OF_EVENT)
     as_of_ingestion: Instant | None = Field(default=None, description=AS_OF_INGESTION)
     include_superseded: bool = Field(
@@ -195,6 +217,8 @@ class SearchInput(BaseModel):
             include_superseded=self.include_superseded,
             include_consolidated=self.include_consolidated,
             namespace=self.namespace,
+            tags=self.tags,
+            min_score=self.min_score,
         )
 
 

@@ -1,21 +1,56 @@
 """JSON shapes shared by the HTTP API, the MCP server and the CLI.
 
 Every adapter renders records, Gate results and search hits the same way, so a client can
-move between transports without relearning the payloads.
+move between transports without relearning the payloads. Each render function has a model
+beside it that documents its shape: the HTTP API publishes them in its OpenAPI document and
+the MCP server as its tools' output schemas, and tests validate rendered results against them.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
+from uuid import UUID
 
-from engram.memory.gate.requests import GateResult, result_json
-from engram.memory.types import MemoryRecord
+from pydantic import BaseModel, ConfigDict, Field
+
+from engram.memory.gate.requests import GateResult, WriteOutcome, result_json
+from engram.memory.types import GateDecision, MemoryRecord
 from engram.retrieval.search import FeedbackReceipt, SearchHit, SearchResult
 
 
 def record_view(record: MemoryRecord) -> dict[str, Any]:
     """A record version as clients see it (JSON-ready; no embedding)."""
     return record.model_dump(mode="json", exclude={"expected_version"})
+
+
+class CheckView(BaseModel):
+    """One Layer 1 check of the Gate."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    passed: bool
+    detail: str
+
+
+class DecisionView(BaseModel):
+    """A Gate decision and the record version it wrote (or reinforced)."""
+
+    decision: GateDecision
+    decision_id: UUID
+    reason: str
+    outcome: WriteOutcome
+    record_id: UUID | None
+    version: int | None
+    current_version: int | None
+    retry_after_seconds: float | None
+    degraded: bool
+    replayed: bool
+    layer1_checks: list[CheckView]
+    layer2_decision: dict[str, Any] | None
+    failed_checks: list[CheckView]
+    record: MemoryRecord | None
 
 
 def result_view(result: GateResult) -> dict[str, Any]:
@@ -26,9 +61,40 @@ def result_view(result: GateResult) -> dict[str, Any]:
     return body
 
 
+class VersionsView(BaseModel):
+    """Every version of a record the caller may read, oldest first."""
+
+    record_id: UUID
+    versions: list[MemoryRecord]
+
+
+class HitView(BaseModel):
+    """One search hit: the record, how similar it is to the query, each leg's rank (1 = best)."""
+
+    record: MemoryRecord
+    score: float | None = Field(
+        ge=0.0,
+        le=1.0,
+        description=(
+            "Cosine similarity of the query to the record's text, 0 (unrelated) to 1 (the "
+            "same meaning); null when it could not be computed (a degraded search)."
+        ),
+    )
+    ranks: dict[str, int]
+
+
 def hit_view(hit: SearchHit) -> dict[str, Any]:
-    """One search hit: the record, its fused score and each leg's rank."""
-    return {"record": record_view(hit.record), "score": hit.score, "ranks": dict(hit.ranks)}
+    """One search hit: the record, its similarity to the query as ``score``, each leg's rank."""
+    score = None if hit.similarity is None else round(hit.similarity, 4)
+    return {"record": record_view(hit.record), "score": score, "ranks": dict(hit.ranks)}
+
+
+class SearchView(BaseModel):
+    """Hits best first; ``degraded`` when the query could not be embedded."""
+
+    hits: list[HitView]
+    degraded: bool
+    legs: dict[str, int]
 
 
 def search_view(result: SearchResult) -> dict[str, Any]:
@@ -38,6 +104,17 @@ def search_view(result: SearchResult) -> dict[str, Any]:
         "degraded": result.degraded,
         "legs": dict(result.legs),
     }
+
+
+class FeedbackView(BaseModel):
+    """A stored rating."""
+
+    id: int
+    record_id: UUID
+    version_id: UUID
+    useful: bool
+    signal: str
+    created_at: datetime
 
 
 def feedback_view(receipt: FeedbackReceipt) -> dict[str, Any]:

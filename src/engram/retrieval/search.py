@@ -1,10 +1,19 @@
 """Hybrid search: nearest neighbours by embedding and full-text matches, fused by rank.
 
 Both legs run in the database, each returning up to ``depth`` versions the caller may read;
-their rankings are fused with reciprocal rank fusion (score = Σ 1 / (k + rank), k = 60), so a
-record found by both legs outranks one found by either alone, and neither leg's raw scores
-(cosine distance, ``ts_rank_cd``) have to be made comparable. If the query cannot be embedded
-the text leg answers alone and the result says so (``degraded``).
+their rankings are fused with reciprocal rank fusion (Σ 1 / (k + rank), k = 60), so a record
+found by both legs outranks one found by either alone, and neither leg's raw scores (cosine
+distance, ``ts_rank_cd``) have to be made comparable. If the query cannot be embedded the text
+leg answers alone and the result says so (``degraded``).
+
+The fused value orders hits but says nothing about how well any of them matches: the best
+of ten unrelated records fuses as high as the best of ten relevant ones. Each hit therefore
+also carries its *similarity*, the cosine similarity of the query's embedding to the version's
+(clamped to [0, 1]), which is what clients see as a hit's ``score`` and what ``min_score``
+compares with. The floor is applied to the fused candidates, which hold only versions the
+caller may read, before ``limit`` is taken, so a caller's hits, their number and their scores
+depend on nothing it may not read. A hit whose similarity is unknown (the query could not be
+embedded, or the version has no embedding) is kept, with no similarity.
 
 Current heads are searched by default: the versions a record read answers now (forgotten and,
 unless asked for, consolidated heads left out; validity not filtered, as in every read without
@@ -33,6 +42,7 @@ from engram.infra.embeddings import EmbeddingAdapter
 from engram.infra.sql import load_queries
 from engram.memory.temporal import TemporalEngine, readable_levels
 from engram.memory.types import CallerIdentity, MemoryRecord, MemoryStatus, MemoryType
+from engram.observability.metrics import EngramMetrics
 
 log = structlog.get_logger("engram.retrieval")
 SQL = load_queries("engram.retrieval.sql", "search.sql")
@@ -41,17 +51,26 @@ SQL = load_queries("engram.retrieval.sql", "search.sql")
 RRF_K = 60
 MAX_LIMIT = 100
 MAX_QUERY_CHARS = 2000
+#: Most tags one search (or listing) may filter on, and the longest tag: what a record may carry.
+MAX_TAG_FILTERS = 32
+MAX_TAG_CHARS = 64
+#: The relevance floor adapters apply unless the client sends another ``min_score``: chosen on
+#: the dev half of ``tests/data/mcp_recall`` (the best balance of answering the queries that
+#: have an answer and returning nothing for those that have none; docs/mcp.md has both halves).
+DEFAULT_MIN_SCORE = 0.38
 VECTOR = "vector"
 TEXT = "text"
 
 
 @dataclass(frozen=True, slots=True)
 class SearchHit:
-    """One record found, its fused score and the rank each leg gave it (1 = best)."""
+    """One record found: its fused value (the order of hits), the rank each leg gave it
+    (1 = best) and its similarity to the query (cosine, 0-1; None when unknown)."""
 
     record: MemoryRecord
-    score: float
+    fused: float
     ranks: dict[str, int]
+    similarity: float | None = None
 
     @property
     def legs(self) -> tuple[str, ...]:
@@ -96,6 +115,35 @@ def fuse(
     return [(item, scores[item], ranks[item]) for item in ordered]
 
 
+def _filter_problems(tags: Sequence[str] | None, min_score: float) -> list[str]:
+    """What is wrong with a search's tag filter and relevance floor (nothing: ``[]``)."""
+    problems = []
+    if not 0.0 <= min_score <= 1.0:  # NaN fails both comparisons
+        problems.append("min_score: a number from 0 to 1")
+    if isinstance(tags, str):
+        problems.append("tags: a list of strings, not one string")
+    elif tags is not None:
+        if len(tags) > MAX_TAG_FILTERS:
+            problems.append(f"tags: at most {MAX_TAG_FILTERS}")
+        if not all(0 < len(tag) <= MAX_TAG_CHARS for tag in tags):
+            problems.append(f"tags: each of 1-{MAX_TAG_CHARS} characters")
+        elif any("\x00" in tag or not _encodes(tag) for tag in tags):
+            problems.append("tags: must not contain NUL characters or lone surrogates")
+    return problems
+
+
+def _encodes(text: str) -> bool:
+    """Whether ``text`` has a UTF-8 form (a lone surrogate has none, so PostgreSQL and the
+    model cannot be sent it)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _excluded(include_consolidated: bool) -> list[str]:
     ending = [MemoryStatus.FORGOTTEN.value]
     if not include_consolidated:
@@ -107,11 +155,17 @@ class Retrieval:
     """Search and feedback for one kernel."""
 
     def __init__(
-        self, db: DatabaseAdapter, embeddings: EmbeddingAdapter, temporal: TemporalEngine
+        self,
+        db: DatabaseAdapter,
+        embeddings: EmbeddingAdapter,
+        temporal: TemporalEngine,
+        *,
+        metrics: EngramMetrics | None = None,
     ) -> None:
         self._db = db
         self._embeddings = embeddings
         self._temporal = temporal
+        self._metrics = metrics
 
     async def search(
         self,
@@ -125,10 +179,13 @@ class Retrieval:
         include_superseded: bool = False,
         include_consolidated: bool = False,
         namespace: str = "default",
+        tags: Sequence[str] | None = None,
+        min_score: float = 0.0,
     ) -> SearchResult:
-        """The ``limit`` best records for ``query`` that ``caller`` may read."""
+        """The ``limit`` best records for ``query`` that ``caller`` may read, carrying every
+        one of ``tags`` and at least ``min_score`` similar to the query (see the module)."""
         text = query.strip()
-        problems = []
+        problems = _filter_problems(tags, min_score)
         if not text:
             problems.append("query: must not be empty")
         if len(text) > MAX_QUERY_CHARS:
@@ -137,11 +194,8 @@ class Retrieval:
             problems.append(f"limit: between 1 and {MAX_LIMIT}")
         if "\x00" in text or "\x00" in namespace:
             problems.append("query, namespace: must not contain NUL characters")
-        elif not (text + namespace).isascii():
-            try:  # a lone surrogate cannot be sent to PostgreSQL or the model as UTF-8
-                (text + namespace).encode()
-            except UnicodeEncodeError:
-                problems.append("query, namespace: must not contain lone surrogates")
+        elif not _encodes(text + namespace):
+            problems.append("query, namespace: must not contain lone surrogates")
         if problems:
             raise ValidationFailed(errors=problems)
 
@@ -156,24 +210,31 @@ class Retrieval:
 
         versioned = include_superseded or as_of_ingestion is not None or as_of_event is not None
         depth = min(max(limit * 4, 40), 200)
+        levels = readable_levels(caller)
         args: list[Any] = [
             namespace,
             None if types is None else [t.value for t in types],
-            readable_levels(caller),
+            levels,
             _excluded(include_consolidated) if not versioned or include_superseded else [],
             depth,
+            None if tags is None else list(tags),
         ]
         if versioned:
             args += [as_of_ingestion, as_of_event]
         scope = "versions" if versioned else "heads"
         rankings = await self._legs(scope, text, vector, args)
         fused = fuse({leg: [row["id"] for row in rows] for leg, rows in rankings.items()})
+        similarity = await self._similarities(vector, rankings, fused, levels)
+        fused = [
+            candidate for candidate in fused if similarity.get(candidate[0], min_score) >= min_score
+        ]
 
         if versioned and not include_superseded:
             hits = await self._resolve_as_of(
                 caller,
                 rankings,
                 fused,
+                similarity,
                 limit=limit,
                 as_of_event=as_of_event,
                 as_of_ingestion=as_of_ingestion,
@@ -182,7 +243,7 @@ class Retrieval:
         else:
             records = await self._temporal.versions([i for i, _, _ in fused[:limit]], caller=caller)
             hits = [
-                SearchHit(records[i], score, ranks)
+                SearchHit(records[i], score, ranks, similarity.get(i))
                 for i, score, ranks in fused[:limit]
                 if i in records
             ]
@@ -195,6 +256,9 @@ class Retrieval:
             query_ms=(done - embedded) * 1000,
             legs={leg: len(rows) for leg, rows in rankings.items()},
         )
+        if self._metrics is not None:
+            degraded = "true" if result.degraded else "false"
+            self._metrics.search_seconds.labels(degraded=degraded).observe(done - started)
         log.info(
             "retrieval.search",
             agent_id=caller.agent_id,
@@ -219,18 +283,38 @@ class Retrieval:
         rows = await asyncio.gather(*legs.values())
         return dict(zip(names, rows, strict=True))
 
+    async def _similarities(
+        self,
+        vector: list[float] | None,
+        rankings: dict[str, list[Row]],
+        fused: list[tuple[UUID, float, dict[str, int]]],
+        levels: list[str],
+    ) -> dict[UUID, float]:
+        """The similarity of each candidate to the query (none without a query embedding):
+        the vector leg's rows bring their distance, the text leg's others are looked up."""
+        if vector is None:
+            return {}
+        distance = {row["id"]: row["distance"] for row in rankings.get(VECTOR, [])}
+        missing = [item for item, _, _ in fused if item not in distance]
+        if missing:
+            rows = await self._db.fetch(SQL["distances"], vector, missing, levels)
+            distance.update({row["id"]: row["distance"] for row in rows})
+        return {item: min(1.0, max(0.0, 1.0 - float(d))) for item, d in distance.items()}
+
     async def _resolve_as_of(
         self,
         caller: CallerIdentity,
         rankings: dict[str, list[Row]],
         fused: list[tuple[UUID, float, dict[str, int]]],
+        similarity: dict[UUID, float],
         *,
         limit: int,
         as_of_event: datetime | None,
         as_of_ingestion: datetime | None,
         include_consolidated: bool,
     ) -> list[SearchHit]:
-        """One hit per record: the version answering (T, E), in fused order."""
+        """One hit per record: the version answering (T, E), in fused order, scored by the
+        version that matched."""
         record_of = {row["id"]: row["record_id"] for rows in rankings.values() for row in rows}
         hits: list[SearchHit] = []
         seen: set[UUID] = set()
@@ -248,7 +332,7 @@ class Retrieval:
                 count_read=False,
             )
             if found:
-                hits.append(SearchHit(found[0], score, ranks))
+                hits.append(SearchHit(found[0], score, ranks, similarity.get(version_id)))
             if len(hits) == limit:
                 break
         return hits

@@ -5,12 +5,16 @@ the finding kinds in ``metadata.pii`` (it does not reject it). Only an admin can
 :meth:`QuarantineDesk.release` moves the head to a lower access level and appends one audit row
 (action ``RELEASE``, outcome ``released``) carrying the admin and the reason, in the same
 transaction. The content is unchanged, so nothing is re-screened; the record keeps
-``metadata.pii`` as a trace of the finding.
+``metadata.pii`` as a trace of the finding. An admin shown flagged content (``--reveal``)
+leaves a ``REVEAL`` row first (:meth:`QuarantineDesk.reveal`); otherwise the admin commands
+hide it (:mod:`engram.memory.admin.redaction`).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from uuid import UUID
 
@@ -29,7 +33,10 @@ log = structlog.get_logger("engram.memory.admin.quarantine")
 SQL = load_queries("engram.memory.admin", "quarantine.sql", shared=store.FRAGMENTS)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 RELEASE = "RELEASE"
+REVEAL = "REVEAL"
 MAX_REASON = 2000
+#: Most record ids a ``REVEAL`` row lists (an export may show thousands; the count is kept).
+MAX_LISTED = 1000
 
 
 def is_quarantined(record: MemoryRecord) -> bool:
@@ -137,3 +144,63 @@ class QuarantineDesk:
             admin=admin.agent_id,
         )
         return released, decision_id
+
+    async def flagged(self) -> set[UUID]:
+        """Every record with a PII finding in any version (quarantined now or released)."""
+        return {row["record_id"] for row in await self._db.fetch(SQL["flagged"])}
+
+    async def reveal(
+        self,
+        *,
+        admin: CallerIdentity,
+        shown: str,
+        reason: str,
+        record_ids: Sequence[UUID] = (),
+    ) -> UUID:
+        """Audit that ``admin`` is shown flagged content (``shown`` says where: a listing, an
+        export), before it is shown; returns the decision id of the ``REVEAL`` row."""
+        reason = " ".join(reason.split())
+        if not reason:
+            raise ValidationFailed(errors=["reason: revealing quarantined content must say why"])
+        if len(reason) > MAX_REASON:
+            raise ValidationFailed(errors=[f"reason: at most {MAX_REASON} characters"])
+        started = time.perf_counter()
+        decision_id = new_decision_id()
+        ids = sorted(str(record_id) for record_id in record_ids)
+        entry = AuditEntry(
+            decision_id=decision_id,
+            request_id=str(decision_id),
+            occurred_at=datetime.now(UTC),
+            action=REVEAL,
+            decision="approved",
+            outcome="revealed",
+            decision_type="external",
+            reason=reason,
+            agent_id=admin.agent_id,
+            caller=canonical_json(caller_json(admin)),
+            record_id=None,
+            version_id=None,
+            input_snapshot=canonical_json(
+                {"action": REVEAL, "shown": shown, "records": ids[:MAX_LISTED]}
+                | ({"records_total": len(ids)} if len(ids) > MAX_LISTED else {})
+            ),
+            layer1_checks="[]",
+            layer2_decision=None,
+            decision_source="admin",
+            duration_ms=0.0,
+        )
+
+        async def body(conn: Connection) -> None:
+            await self._audit.append(
+                conn, replace(entry, duration_ms=round((time.perf_counter() - started) * 1000, 3))
+            )
+
+        await self._db.run_in_transaction(body)
+        log.info(
+            "quarantine.revealed",
+            decision_id=str(decision_id),
+            shown=shown,
+            records=len(ids),
+            admin=admin.agent_id,
+        )
+        return decision_id

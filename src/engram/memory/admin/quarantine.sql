@@ -13,3 +13,7 @@ LIMIT $2
 UPDATE memories SET access_level = $2, updated_at = now()
 WHERE id = $1
 RETURNING {{record_columns}}
+
+-- name: flagged
+-- Every record with a PII finding in any of its versions (quarantined now or released since).
+SELECT DISTINCT record_id FROM memories WHERE metadata ? 'pii'

@@ -29,7 +29,7 @@ from engram.infra.embeddings import EmbeddingAdapter
 from engram.infra.sql import load_queries
 from engram.memory import store
 from engram.memory.admin.policy import ADVISORS, ReplayPolicy, load_policy, make_advisor
-from engram.memory.admin.quarantine import RELEASE
+from engram.memory.admin.quarantine import RELEASE, REVEAL
 from engram.memory.admin.verdicts import (
     ReplayedDecision,
     ReplayReport,
@@ -195,6 +195,8 @@ class AuditReplayer:
         )
         if row["action"] == RELEASE:
             return replace(base, skipped="an admin's release, not a Gate evaluation")
+        if row["action"] == REVEAL:
+            return replace(base, skipped="an admin shown quarantined content, not a decision")
         try:
             request = request_from_row(row)
         except (ValueError, KeyError, TypeError) as exc:

@@ -29,13 +29,13 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.cluster.hierarchy import fcluster, linkage
-from scipy.sparse import coo_matrix, csr_matrix
-from scipy.sparse.csgraph import connected_components
-from scipy.spatial.distance import squareform
+
+if TYPE_CHECKING:
+    from scipy.sparse import csr_matrix
 
 BLOCK = 256
 NEIGHBOURS = 24
@@ -98,6 +98,10 @@ def cluster(
 def _cluster_group(
     items: Sequence[TopicItem], linked: set[frozenset[int]], params: TopicParams
 ) -> list[list[int]]:
+    # SciPy takes about half a second to import: paid by consolidation, not by every command.
+    from scipy.sparse import coo_matrix  # noqa: PLC0415
+    from scipy.sparse.csgraph import connected_components  # noqa: PLC0415
+
     n = len(items)
     if n == 1:
         return [[0]]
@@ -200,6 +204,8 @@ class _Features:
 def _rows(sets: Sequence[frozenset[str]], *, idf: bool) -> csr_matrix:
     """One row per set over the union of their members: IDF weights scaled to unit length
     (``idf``), or plain indicators."""
+    from scipy.sparse import csr_matrix  # noqa: PLC0415
+
     vocabulary: dict[str, int] = {}
     rows, cols = [], []
     for n, members in enumerate(sets):
@@ -259,6 +265,9 @@ def _by_time(items: Sequence[TopicItem], component: list[int]) -> list[list[int]
 
 def _cut(features: _Features, component: list[int], params: TopicParams) -> list[list[int]]:
     """Average-linkage clusters of one component at affinity ``threshold``."""
+    from scipy.cluster.hierarchy import fcluster, linkage  # noqa: PLC0415
+    from scipy.spatial.distance import squareform  # noqa: PLC0415
+
     if len(component) == 1:
         return [component]
     distance = np.maximum(0.0, 1.0 - features.block(component))

@@ -488,7 +488,7 @@ class LibrarianGate:
         return await result_from_audit(self._db, entry, replayed=True)
 
     async def refresh_record_gauge(self) -> None:
-        """Set ``engram_memory_records_total`` from the database (at start-up, and periodically)."""
+        """Set ``engram_memory_records`` from the database (at start-up, and periodically)."""
         self._signals.records(await store.count_heads(self._db))
 
 

@@ -35,7 +35,7 @@ class GateSignals:
         self._metrics = metrics
 
     def records(self, counts: list[tuple[str, str, int]]) -> None:
-        """Set ``engram_memory_records_total`` to these head counts (absent pairs: zero)."""
+        """Set ``engram_memory_records`` to these head counts (absent pairs: zero)."""
         gauge = self._metrics.memory_records
         seen = set()
         for memory_type, path, n in counts:

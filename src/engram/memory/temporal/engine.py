@@ -96,7 +96,15 @@ class TemporalEngine:
             for memory_type in types or list(MemoryType):
                 if as_of_ingestion is None and as_of_event is None:
                     rows += await self._db.fetch(
-                        SQL["current_listing"], namespace, ending, levels, memory_type.value, limit
+                        SQL["current_listing"],
+                        namespace,
+                        ending,
+                        levels,
+                        memory_type.value,
+                        limit,
+                        None,
+                        None,
+                        None,
                     )
                 else:
                     name = "as_of_listing" if as_of_event is None else "as_of_event_listing"
@@ -119,6 +127,41 @@ class TemporalEngine:
         if count_read:
             self._note(records)
         return records
+
+    async def page(
+        self,
+        *,
+        caller: CallerIdentity,
+        namespace: str = "default",
+        types: Sequence[MemoryType] | None = None,
+        tags: Sequence[str] | None = None,
+        after: tuple[datetime, UUID] | None = None,
+        limit: int = DEFAULT_LIMIT,
+    ) -> list[MemoryRecord]:
+        """A page of the current records ``caller`` may read, newest change first (by
+        ingestion time, then id): at most ``limit``, those carrying every one of ``tags``,
+        after the (ingestion time, id) ``after`` of the previous page's last record. Forgotten
+        and consolidated records are left out; a page is not counted as a read of its
+        records (browsing is not use, and decay counts use)."""
+        ending = _ending_statuses(include_forgotten=False, include_consolidated=False)
+        levels = readable_levels(caller)
+        since, last_id = after if after is not None else (None, None)
+        wanted = None if tags is None else list(tags)
+        rows: list[Row] = []
+        for memory_type in list(MemoryType) if types is None else types:
+            rows += await self._db.fetch(
+                SQL["current_listing"],
+                namespace,
+                ending,
+                levels,
+                memory_type.value,
+                limit,
+                wanted,
+                since,
+                last_id,
+            )
+        rows.sort(key=lambda row: (row["ingestion_time"], row["id"]), reverse=True)
+        return [store.record_from_row(row) for row in rows[:limit]]
 
     async def _hide_unreadable_successors(
         self, records: list[MemoryRecord], levels: Sequence[str]

@@ -107,12 +107,18 @@ LIMIT $7
 -- The common case (now, no event instant): the heads themselves, newest change first. As in
 -- as_of_record without E, validity is not filtered (an ended or future event interval is
 -- still believed); a head with an excluded ending status ended its record by now.
+-- $6: tags a head must all carry in metadata.tags (NULL: any). $7, $8: a page's end, the
+-- (ingestion time, id) of the last head already listed (NULL: from the newest).
 SELECT {{record_columns}}
 FROM memories v
 WHERE v.namespace = $1 AND v.superseded_by IS NULL AND v.type = $4
   AND NOT (v.status::text = ANY($2::text[]))
   AND v.access_level = ANY($3::text[])
-ORDER BY v.ingestion_time DESC
+  AND ($6::text[] IS NULL OR v.metadata->'tags' ?& $6::text[])
+  -- the first comparison alone is what the index can seek to; the pair breaks ties
+  AND ($7::timestamptz IS NULL
+       OR (v.ingestion_time <= $7 AND (v.ingestion_time, v.id) < ($7::timestamptz, $8::uuid)))
+ORDER BY v.ingestion_time DESC, v.id DESC
 LIMIT $5
 
 -- name: decay_inputs

@@ -81,7 +81,7 @@ def advisor_train(
         )
         return run.to_json()
 
-    done = with_kernel(work)
+    done = with_kernel(work, model=False)
     if as_json:
         print_json(done)
         return
@@ -235,7 +235,7 @@ def advisor_promote(
     async def work(kernel: Kernel) -> ModelRow:
         return await kernel.advisor_models.promote(version)
 
-    model = with_kernel(work)
+    model = with_kernel(work, model=False)
     if as_json:
         print_json(model.to_json())
     else:
@@ -249,7 +249,7 @@ def advisor_rollback(as_json: JsonOption = False) -> None:
     async def work(kernel: Kernel) -> ModelRow | None:
         return await kernel.advisor_models.rollback()
 
-    model = with_kernel(work)
+    model = with_kernel(work, model=False)
     if as_json:
         print_json({"active": None if model is None else model.to_json()})
     elif model is None:
@@ -281,7 +281,7 @@ def advisor_status(
             "models": [m.to_json() for m in models],
         }, models
 
-    status, models = with_kernel(work)
+    status, models = with_kernel(work, model=False)
     if as_json:
         print_json(status)
         return

@@ -84,7 +84,7 @@ def add(  # noqa: PLR0917 - typer passes every option by keyword
             writes_per_minute=writes_per_minute,
         )
 
-    agent, token = with_kernel(work)
+    agent, token = with_kernel(work, model=False)
     _print_token(agent, token, as_json=as_json, verb="added")
 
 
@@ -98,7 +98,7 @@ def list_agents(
     async def work(kernel: Kernel) -> list[Agent]:
         return await kernel.agents.list_agents(include_revoked=not active)
 
-    agents = with_kernel(work)
+    agents = with_kernel(work, model=False)
     if as_json:
         for agent in agents:
             print_json(agent.to_json())
@@ -120,7 +120,7 @@ def revoke(
     async def work(kernel: Kernel) -> Agent:
         return await kernel.agents.revoke(name)
 
-    agent = with_kernel(work)
+    agent = with_kernel(work, model=False)
     if as_json:
         print_json(agent.to_json())
     else:
@@ -137,7 +137,7 @@ def rotate(
     async def work(kernel: Kernel) -> tuple[Agent, str]:
         return await kernel.agents.rotate(name)
 
-    agent, token = with_kernel(work)
+    agent, token = with_kernel(work, model=False)
     _print_token(agent, token, as_json=as_json, verb="has a new token")
 
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Annotated, Any
+from uuid import UUID
 
 import typer
 
 from engram.kernel import Kernel
+from engram.memory.admin.redaction import redact_audit_row
 from engram.memory.admin.replay import (
     ADVISORS,
     ReplayedDecision,
@@ -20,6 +23,7 @@ from engram.memory.audit.checkpoint import Anchor, parse_anchor
 from engram.memory.audit.state import StateReport
 from engram.protocols.cli.output import (
     EXIT_CHECK_FAILED,
+    EXIT_USAGE,
     fail,
     json_text,
     parse_instant,
@@ -29,6 +33,13 @@ from engram.protocols.cli.output import (
     short,
     when,
     with_kernel,
+)
+from engram.protocols.cli.quarantine import (
+    ByOption,
+    ReasonOption,
+    RevealOption,
+    admin_identity,
+    reveal_reason,
 )
 
 app = typer.Typer(help="The hash-chained audit log of Gate decisions.", no_args_is_help=True)
@@ -90,7 +101,7 @@ def verify(anchor: AnchorOption = None, as_json: JsonOption = False) -> None:
             "anchors_checked": report.anchors_checked,
         }
 
-    result = with_kernel(work)
+    result = with_kernel(work, model=False)
     if as_json:
         print_json(result)
     elif result["ok"]:
@@ -122,7 +133,7 @@ def checkpoint(as_json: JsonOption = False) -> None:
         sealed = await kernel.audit.seal()
         return None if sealed is None else sealed.to_json()
 
-    sealed = with_kernel(work)
+    sealed = with_kernel(work, model=False)
     if as_json:
         print_json({"checkpoint": sealed})
     elif sealed is None:
@@ -136,11 +147,12 @@ def checkpoint(as_json: JsonOption = False) -> None:
 
 
 @app.command("export")
-def export(
+def export(  # noqa: PLR0917 - typer passes every option by keyword
     since: SinceOption = None,
     until: UntilOption = None,
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Write to this file, not stdout.")
+        Path | None,
+        typer.Option("--output", "-o", help="Write to this file (mode 0600), not stdout."),
     ] = None,
     heads: Annotated[
         bool,
@@ -148,24 +160,44 @@ def export(
             "--heads/--no-heads", help="End with a line of a new checkpoint and the lane heads."
         ),
     ] = True,
+    reveal: RevealOption = False,
+    reason: ReasonOption = None,
+    by: ByOption = None,
 ) -> None:
     """Write the rows of a window as JSONL (oldest first), then a checkpoint sealed now and
-    the chain's lane heads (an anchor for `audit verify --anchor`)."""
+    the chain's lane heads (an anchor for `audit verify --anchor`). The content of rows about
+    records the PII check flagged is left out (marked "redacted") unless --reveal."""
     start, end = parse_instant(since, "--since"), parse_instant(until, "--until")
-
-    sink = None if output is None else output.open("w", encoding="utf-8")
+    why = reveal_reason(reveal, reason)
+    sink = None if output is None else _private_file(output)
 
     async def work(kernel: Kernel) -> int:
         total = await kernel.replay.count(since=start, until=end)
-        return await _export(kernel, sink, start, end, total, heads=heads)
+        if why is not None:
+            await kernel.quarantine.reveal(
+                admin=admin_identity(by), shown=f"audit export of {total} rows", reason=why
+            )
+            flagged: set[UUID] | None = None
+        else:
+            flagged = await kernel.quarantine.flagged()
+        return await _export(kernel, sink, start, end, total, heads=heads, flagged=flagged)
 
     try:
-        written = with_kernel(work)
+        written = with_kernel(work, model=False)
     finally:
         if sink is not None:
             sink.close()
     if output is not None:
         typer.echo(f"engram: {written} rows written to {output}", err=True)
+
+
+def _private_file(path: Path) -> IO[str]:
+    """``path`` opened for writing, readable by its owner only (an export holds the log)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    except OSError as exc:
+        raise fail(f"cannot write {path}: {exc.strerror}", EXIT_USAGE) from exc
+    return os.fdopen(fd, "w", encoding="utf-8")
 
 
 async def _export(
@@ -176,6 +208,7 @@ async def _export(
     total: int,
     *,
     heads: bool,
+    flagged: set[UUID] | None,
 ) -> int:
     def emit(value: Any) -> None:
         if sink is None:
@@ -190,7 +223,7 @@ async def _export(
             if not page:
                 break
             for row in page:
-                emit(row)
+                emit(row if flagged is None else redact_audit_row(row, flagged))
             written += len(page)
             after = int(page[-1]["seq"])
             advance_to(written)
@@ -306,7 +339,7 @@ def state(
     async def work(kernel: Kernel) -> StateReport:
         return await kernel.audit_state.compare(instant)
 
-    report = with_kernel(work)
+    report = with_kernel(work, model=False)
     if as_json:
         print_json(report.to_json())
     else:

@@ -94,7 +94,7 @@ def list_batches(
     async def work(kernel: Kernel) -> list[BatchReport]:
         return await kernel.consolidation.batches(limit=limit)
 
-    batches = with_kernel(work)
+    batches = with_kernel(work, model=False)
     if as_json:
         for batch in batches:
             print_json(batch.to_json())
@@ -116,7 +116,7 @@ def show(
     async def work(kernel: Kernel) -> BatchReport:
         return await kernel.consolidation.batch(bid)
 
-    batch = with_kernel(work)
+    batch = with_kernel(work, model=False)
     if as_json:
         print_json(batch.to_json())
         return

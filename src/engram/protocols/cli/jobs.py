@@ -23,8 +23,8 @@ from engram.kernel import Kernel, open_kernel
 from engram.observability.logging import configure_logging
 from engram.protocols.cli.output import (
     error_exit,
+    existing_settings,
     fail,
-    load_settings,
     print_json,
     print_table,
     when,
@@ -66,7 +66,7 @@ async def run_worker(
 
 def worker() -> None:
     """Run the background jobs without an HTTP server, until stopped."""
-    settings = load_settings()
+    settings = existing_settings()
     configure_logging(settings.log_level, settings.log_format)
     typer.echo(f"engram {__version__}: worker running the background jobs", err=True)
     try:
@@ -108,7 +108,7 @@ def jobs_list(
     async def work(kernel: Kernel) -> list[JobStatus]:
         return await kernel.scheduler.statuses()
 
-    statuses = with_kernel(work)
+    statuses = with_kernel(work, model=False)
     rows = [_status_json(status) for status in statuses]
     if as_json:
         for row in rows:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 from typing import Annotated, Any
 
@@ -11,7 +10,7 @@ import typer
 
 from engram import __version__
 from engram.errors import EngramError
-from engram.kernel import open_kernel, prepare_model, run_migrations
+from engram.kernel import open_kernel
 from engram.observability.logging import configure_logging
 from engram.protocols.cli import (
     advisor,
@@ -22,7 +21,16 @@ from engram.protocols.cli import (
     memories,
     quarantine,
 )
-from engram.protocols.cli.output import error_exit, load_settings
+from engram.protocols.cli.output import (
+    EXIT_NOT_FOUND,
+    error_exit,
+    existing_settings,
+    fail,
+    json_text,
+    load_settings,
+    request_init,
+)
+from engram.provision import prepare_model, run_migrations
 
 app = typer.Typer(
     name="engram",
@@ -30,6 +38,34 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(__version__)
+        raise typer.Exit
+
+
+@app.callback()
+def root(
+    init: Annotated[
+        bool,
+        typer.Option(
+            "--init",
+            help="Let this command create the embedded data dir (ENGRAM_DATA_DIR) when it "
+            "holds no database yet; without it only `engram serve` creates one.",
+        ),
+    ] = False,
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=_print_version, help="Print the version."
+        ),
+    ] = False,
+) -> None:
+    """engram, a governed memory kernel for AI agents."""
+    del show_version  # handled eagerly by its callback
+    request_init(init)
 
 
 @app.command()
@@ -83,7 +119,7 @@ def mcp() -> None:
     """Serve MCP over stdin/stdout for the agent whose token is in ENGRAM_AGENT_TOKEN."""
     from engram.protocols.mcp.stdio import run_stdio  # noqa: PLC0415 - only this command
 
-    settings = load_settings()
+    settings = existing_settings()
     configure_logging(settings.log_level, settings.log_format)  # stderr: stdout is the protocol
     try:
         run_stdio(settings)
@@ -98,7 +134,7 @@ def migrate(
     revision: Annotated[str, typer.Option(help="Target revision.")] = "head",
 ) -> None:
     """Apply migrations (embedded: as the bootstrap superuser; external: the migration URL)."""
-    settings = load_settings()
+    settings = existing_settings()
     configure_logging(settings.log_level, settings.log_format)
     try:
         reached = asyncio.run(run_migrations(settings, revision))
@@ -137,11 +173,11 @@ def conflicts_list(
     limit: Annotated[int, typer.Option(help="Most entries to show.")] = 100,
 ) -> None:
     """List open escalations, oldest first."""
-    settings = load_settings()
+    settings = existing_settings()
     configure_logging("warning", settings.log_format)
 
     async def pending() -> list[dict[str, Any]]:
-        async with open_kernel(settings=settings) as kernel:
+        async with open_kernel(settings=settings, model=False) as kernel:
             return [dict(row) for row in await kernel.admin_queue.pending(limit=limit)]
 
     try:
@@ -150,7 +186,7 @@ def conflicts_list(
         raise error_exit(exc) from exc
     for row in rows:
         if as_json:
-            typer.echo(json.dumps(row, default=str, sort_keys=True))
+            typer.echo(json_text(row))
         else:
             payload = row["payload"]
             typer.echo(
@@ -168,11 +204,11 @@ def conflicts_ack(
     by: Annotated[str, typer.Option(help="Who decided.")] = "admin",
 ) -> None:
     """Close one escalation once a person has decided it."""
-    settings = load_settings()
+    settings = existing_settings()
     configure_logging("warning", settings.log_format)
 
     async def acknowledge() -> bool:
-        async with open_kernel(settings=settings) as kernel:
+        async with open_kernel(settings=settings, model=False) as kernel:
             return await kernel.admin_queue.acknowledge(escalation_id, by=by)
 
     try:
@@ -180,8 +216,7 @@ def conflicts_ack(
     except EngramError as exc:
         raise error_exit(exc) from exc
     if not closed:
-        typer.echo(f"engram: no open escalation {escalation_id}", err=True)
-        raise typer.Exit(1)
+        raise fail(f"no open escalation {escalation_id}", EXIT_NOT_FOUND)
     typer.echo(f"escalation {escalation_id} closed")
 
 

@@ -73,7 +73,7 @@ def get(
             raise NotFound(f"no record {rid} at the given instants")
         return found[0]
 
-    record = with_kernel(work)
+    record = with_kernel(work, model=False)
     if as_json:
         print_json(record_view(record))
         return
@@ -95,7 +95,7 @@ def history(
             raise NotFound(f"no record {rid}")
         return chain
 
-    chain = with_kernel(work)
+    chain = with_kernel(work, model=False)
     if as_json:
         for record in chain:
             print_json(record_view(record))

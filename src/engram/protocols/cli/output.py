@@ -32,6 +32,7 @@ from engram.errors import (
 from engram.kernel import Kernel, open_kernel
 from engram.observability.logging import configure_logging
 from engram.protocols.errors import lookup, problems_of
+from engram.provision import NoDatabaseHere, has_database, run_migrations
 
 T = TypeVar("T")
 
@@ -46,6 +47,8 @@ EXIT_CODES: dict[type[EngramError], int] = {
 }
 #: Bad usage (unknown option, malformed time or id) or invalid configuration.
 EXIT_USAGE = 2
+#: What the command names does not exist (an unknown agent, record or escalation).
+EXIT_NOT_FOUND = 3
 #: A check found a problem (tampered audit log, state differing from the store).
 EXIT_CHECK_FAILED = 6
 
@@ -82,16 +85,45 @@ def load_settings() -> EngramSettings:
         raise fail(f"invalid configuration: {type(exc).__name__}", EXIT_USAGE) from exc
 
 
-def with_kernel(work: Callable[[Kernel], Awaitable[T]]) -> T:
+#: Set by ``engram --init``: this run may create a database where there is none.
+_init = {"requested": False}
+
+
+def request_init(requested: bool) -> None:
+    """Record the root command's ``--init`` (one CLI run is one process)."""
+    _init["requested"] = requested
+
+
+def existing_settings() -> EngramSettings:
+    """The settings, for a command that works on an existing database: an embedded data dir
+    holding none is refused (exit 2, saying where it looked) unless ``--init`` was given, in
+    which case the database is created and migrated first."""
+    settings = load_settings()
+    if has_database(settings):
+        return settings
+    if not _init["requested"]:
+        raise error_exit(NoDatabaseHere.at(settings))
+    configure_logging("warning", settings.log_format)
+    try:
+        asyncio.run(run_migrations(settings))
+    except EngramError as exc:
+        raise error_exit(exc) from exc
+    typer.echo(f"engram: created a new database in {settings.data_dir}", err=True)
+    return settings
+
+
+def with_kernel(work: Callable[[Kernel], Awaitable[T]], *, model: bool = True) -> T:
     """Open a kernel on the configured database, run ``work`` with it, and close it.
 
+    ``model=False`` is for commands that only read or administer what is stored: the kernel
+    opens without the embedding model and without migrating, in well under a second.
     Errors of engram end the command with a message and the documented exit code.
     """
-    settings = load_settings()
+    settings = existing_settings()
     configure_logging("warning", settings.log_format)
 
     async def run() -> T:
-        async with open_kernel(settings=settings) as kernel:
+        async with open_kernel(settings=settings, model=model) as kernel:
             return await work(kernel)
 
     try:

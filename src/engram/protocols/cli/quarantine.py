@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import getpass
+from enum import StrEnum
 from typing import Annotated
 from uuid import UUID
 
 import typer
 
 from engram.kernel import Kernel
+from engram.memory.admin.redaction import redact_record
 from engram.memory.types import AccessLevel, CallerIdentity, MemoryRecord
 from engram.protocols.cli.output import (
     parse_uuid,
@@ -28,20 +30,66 @@ def admin_identity(by: str | None) -> CallerIdentity:
     return CallerIdentity.system(f"cli:{by or getpass.getuser()}")
 
 
+#: The levels a release may move a record to: every level below ``sensitive`` (offering
+#: ``sensitive`` would only invite a refusal).
+class ReleaseLevel(StrEnum):
+    """:class:`AccessLevel` without ``sensitive`` (a unit test keeps the two in step)."""
+
+    PUBLIC = AccessLevel.PUBLIC.value
+    AGENT = AccessLevel.AGENT.value
+    USER = AccessLevel.USER.value
+    SYSTEM = AccessLevel.SYSTEM.value
+
+
+RevealOption = Annotated[
+    bool,
+    typer.Option(
+        "--reveal",
+        help="Show the quarantined content (hidden by default); audited, with --reason.",
+    ),
+]
+ReasonOption = Annotated[
+    str | None, typer.Option(help="Why the content must be seen (required with --reveal).")
+]
+ByOption = Annotated[str | None, typer.Option(help="Who asks (default: the login name).")]
+
+
+def reveal_reason(reveal: bool, reason: str | None) -> str | None:
+    """The audited reason of a ``--reveal``; usage error when it is missing."""
+    if not reveal:
+        return None
+    if reason is None or not reason.strip():
+        raise typer.BadParameter("--reveal needs --reason (it is audited)", param_hint="--reason")
+    return reason
+
+
 @app.command("list")
 def list_quarantined(
-    limit: Annotated[int, typer.Option(help="Most records to show.")] = 100,
+    limit: Annotated[int, typer.Option(min=1, max=10_000, help="Most records to show.")] = 100,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+    reveal: RevealOption = False,
+    reason: ReasonOption = None,
+    by: ByOption = None,
 ) -> None:
-    """List quarantined records, oldest first."""
+    """List quarantined records, oldest first (their content hidden unless --reveal)."""
+    why = reveal_reason(reveal, reason)
 
     async def work(kernel: Kernel) -> list[MemoryRecord]:
-        return await kernel.quarantine.pending(limit=limit)
+        records = await kernel.quarantine.pending(limit=limit)
+        if why is not None and records:
+            await kernel.quarantine.reveal(
+                admin=admin_identity(by),
+                shown="quarantine list",
+                reason=why,
+                record_ids=[r.record_id for r in records],
+            )
+        return records
 
-    records = with_kernel(work)
+    records = with_kernel(work, model=False)
     if as_json:
         for record in records:
-            print_json(record_view(record))
+            view = record_view(record)
+            print_json(view if reveal else redact_record(view))
         return
     if not records:
         typer.echo("no quarantined records")
@@ -54,7 +102,7 @@ def list_quarantined(
             r.namespace,
             ",".join(r.metadata.get("pii", {}).get("kinds", [])),
             when(r.ingestion_time),
-            short(r.content, 50),
+            short(r.content, 50) if reveal else "(hidden: --reveal)",
         ]
         for r in records
     ]
@@ -67,8 +115,8 @@ def release(
     record_id: Annotated[str, typer.Argument(help="Record id shown by `quarantine list`.")],
     reason: Annotated[str, typer.Option(help="Why the record may be read (audited).")],
     level: Annotated[
-        AccessLevel, typer.Option(help="Access level to move the record to.")
-    ] = AccessLevel.AGENT,
+        ReleaseLevel, typer.Option(help="Access level to move the record to.")
+    ] = ReleaseLevel.AGENT,
     by: Annotated[str | None, typer.Option(help="Who decides (default: the login name).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
@@ -77,7 +125,9 @@ def release(
     admin = admin_identity(by)
 
     async def work(kernel: Kernel) -> tuple[MemoryRecord, UUID]:
-        return await kernel.quarantine.release(rid, admin=admin, reason=reason, level=level)
+        return await kernel.quarantine.release(
+            rid, admin=admin, reason=reason, level=AccessLevel(level.value)
+        )
 
     record, decision_id = with_kernel(work)
     if as_json:

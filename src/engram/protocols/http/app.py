@@ -1,6 +1,7 @@
 """The HTTP server: the REST API under ``/v1`` (:mod:`engram.protocols.http.api`), the MCP
 endpoint at ``/mcp`` (:mod:`engram.protocols.mcp.http`), and ``/healthz`` (liveness),
-``/readyz`` (readiness) and ``/metrics`` without authentication.
+``/readyz`` (readiness) and ``/metrics`` without authentication. Every request is counted and
+timed by route template (:mod:`engram.protocols.http.telemetry`).
 
 The kernel is opened in the application's lifespan and closed when the server stops; its
 scheduler runs the background jobs meanwhile unless ``ENGRAM_SCHEDULER`` is off. No
@@ -25,6 +26,7 @@ from engram.kernel import Kernel, open_kernel
 from engram.protocols.http.api import install_api
 from engram.protocols.http.bootstrap import Announce, announce_first_agent, to_stdout
 from engram.protocols.http.problems import BodyLimit
+from engram.protocols.http.telemetry import RequestMetrics
 from engram.protocols.mcp.http import McpEndpoint
 
 #: The largest request body the server reads. A proposal is at most 256 KiB as JSON
@@ -71,6 +73,7 @@ def create_app(
     mcp_endpoint.mount(app)
     install_api(app)  # the REST API under /v1 (engram.protocols.http.api)
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)  # every route, /mcp included
+    app.add_middleware(RequestMetrics)  # outermost: counts what BodyLimit refuses too
 
     @app.get("/healthz", tags=["operations"])
     async def healthz() -> dict[str, str]:

@@ -23,10 +23,9 @@ from engram.memory.gate.checks import ACCESS, RATE_LIMIT
 from engram.memory.gate.requests import GateResult, WriteOutcome
 from engram.memory.types import GateAction, GateDecision, MemoryRecord, MemoryStatus
 from engram.protocols.http.auth import Caller, KernelDep
-from engram.protocols.http.models import DecisionView, VersionsView
 from engram.protocols.http.problems import ApiProblem, problem, problem_responses, retry_after
 from engram.protocols.inprocess import AgentSession, Instant
-from engram.protocols.views import record_view, result_view
+from engram.protocols.views import DecisionView, VersionsView, record_view, result_view
 
 router = APIRouter(prefix="/v1/memories", tags=["memories"])
 

@@ -3,7 +3,8 @@
 The bodies of writes are not parsed here: they go to :class:`AgentSession` as the client sent
 them, so malformed input is rejected *and audited* by the Gate. Their schemas are published
 from :class:`WriteInput` (``MemoryInput``, and ``MemoryPatch`` with every field optional).
-Responses are rendered by :mod:`engram.protocols.views`; the models below document them.
+Responses are rendered by :mod:`engram.protocols.views`, which also holds the models of the
+shapes the MCP server shares; the models below document the others.
 """
 
 from __future__ import annotations
@@ -15,8 +16,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engram.memory.gate.requests import WriteOutcome
-from engram.memory.types import AccessLevel, GateDecision, MemoryRecord
+from engram.memory.types import AccessLevel, MemoryRecord
 from engram.protocols.inprocess import SearchInput, WriteInput
 
 #: PostgreSQL text cannot hold NUL; such input is refused before it reaches a query.
@@ -48,69 +48,6 @@ class ReleaseBody(BaseModel):
 
 
 # --- documented responses --------------------------------------------------------------------
-
-
-class CheckView(BaseModel):
-    """One Layer 1 check of the Gate."""
-
-    model_config = ConfigDict(extra="allow")
-
-    name: str
-    passed: bool
-    detail: str
-
-
-class DecisionView(BaseModel):
-    """A Gate decision and the record version it wrote (or reinforced)."""
-
-    decision: GateDecision
-    decision_id: UUID
-    reason: str
-    outcome: WriteOutcome
-    record_id: UUID | None
-    version: int | None
-    current_version: int | None
-    retry_after_seconds: float | None
-    degraded: bool
-    replayed: bool
-    layer1_checks: list[CheckView]
-    layer2_decision: dict[str, Any] | None
-    failed_checks: list[CheckView]
-    record: MemoryRecord | None
-
-
-class VersionsView(BaseModel):
-    """Every version of a record the caller may read, oldest first."""
-
-    record_id: UUID
-    versions: list[MemoryRecord]
-
-
-class HitView(BaseModel):
-    """One search hit: the record, its fused score, and each leg's rank (1 = best)."""
-
-    record: MemoryRecord
-    score: float
-    ranks: dict[str, int]
-
-
-class SearchView(BaseModel):
-    """Hits best first; ``degraded`` when the query could not be embedded."""
-
-    hits: list[HitView]
-    degraded: bool
-    legs: dict[str, int]
-
-
-class FeedbackView(BaseModel):
-    """A stored rating."""
-
-    id: int
-    record_id: UUID
-    version_id: UUID
-    useful: bool
-    signal: str
-    created_at: datetime
 
 
 class AuditEntryView(BaseModel):
@@ -168,7 +105,7 @@ class ConflictsView(BaseModel):
 
 
 AuditDecision = Literal["approved", "rejected", "conflict"]
-AuditAction = Literal["CREATE", "UPDATE", "FORGET", "RELEASE"]
+AuditAction = Literal["CREATE", "UPDATE", "FORGET", "RELEASE", "REVEAL"]
 
 
 def write_schemas() -> dict[str, dict[str, Any]]:

@@ -6,9 +6,9 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from engram.protocols.http.auth import Caller, KernelDep
-from engram.protocols.http.models import FeedbackBody, FeedbackView, SearchBody, SearchView
+from engram.protocols.http.models import FeedbackBody, SearchBody
 from engram.protocols.http.problems import problem_responses
-from engram.protocols.views import feedback_view, search_view
+from engram.protocols.views import FeedbackView, SearchView, feedback_view, search_view
 
 router = APIRouter(prefix="/v1", tags=["search"])
 

@@ -1,25 +1,39 @@
 """What an MCP client reads about the memory tools: their argument models (the published
-input schemas), descriptions and definitions. The handlers are in :mod:`.tools`."""
+input schemas), descriptions and definitions. The handlers are in :mod:`.tools`, the shapes
+of their results in :mod:`.outputs`."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
 
 from mcp.types import Tool, ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from engram.memory.types import AccessLevel, MemoryType
+from engram.memory.types import AccessLevel, MemoryRecord, MemoryType
 from engram.protocols.inprocess import (
     AS_OF_EVENT,
     AS_OF_INGESTION,
+    TAGS,
     Instant,
     SearchInput,
     StorableText,
+    Tag,
     WriteInput,
 )
+from engram.protocols.mcp.outputs import (
+    HealthView,
+    PageView,
+    RecordView,
+    inline_schema,
+    output_schema,
+)
+from engram.protocols.views import DecisionView, FeedbackView, SearchView, VersionsView
+from engram.retrieval.search import MAX_LIMIT, MAX_TAG_FILTERS
 
 #: Fields of a write that describe the record; everything else in a write is a control field.
 RECORD_FIELDS = frozenset(WriteInput.model_fields)
@@ -191,6 +205,60 @@ class ForgetArgs(_Strict):
     request_id: RequestIdField
 
 
+def page_cursor(record: MemoryRecord) -> str:
+    """The cursor of the page after ``record``: its ingestion time and version id, opaque."""
+    plain = f"{record.ingestion_time.isoformat()}|{record.id}"
+    return base64.urlsafe_b64encode(plain.encode()).decode().rstrip("=")
+
+
+def cursor_position(cursor: str) -> tuple[datetime, UUID]:
+    """The (ingestion time, version id) a cursor stands for; ValueError for anything that is
+    not a cursor ``list`` returned."""
+    try:
+        plain = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        instant, _, version_id = plain.partition("|")
+        position = datetime.fromisoformat(instant), UUID(version_id)
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        position = None
+    if position is None or position[0].tzinfo is None:
+        raise ValueError("not a cursor that list returned")
+    return position
+
+
+def _cursor(value: str) -> str:
+    cursor_position(value)
+    return value
+
+
+class ListArgs(_Strict):
+    """Arguments of ``list``."""
+
+    types: list[MemoryType] | None = Field(
+        default=None, max_length=len(MemoryType), description="Only these kinds (default: all)."
+    )
+    tags: list[Tag] | None = Field(default=None, max_length=MAX_TAG_FILTERS, description=TAGS)
+    namespace: StorableText = Field(
+        default="default", min_length=1, max_length=64, description="Namespace to list."
+    )
+    limit: int = Field(
+        default=20, ge=1, le=MAX_LIMIT, description=f"Most records to return (1-{MAX_LIMIT})."
+    )
+    cursor: Annotated[str, AfterValidator(_cursor)] | None = Field(
+        default=None,
+        max_length=200,
+        description="`next_cursor` of the previous page; omit for the first page.",
+    )
+
+    @property
+    def after(self) -> tuple[datetime, UUID] | None:
+        """Where the previous page ended (None: this is the first page)."""
+        return None if self.cursor is None else cursor_position(self.cursor)
+
+
+class HealthArgs(_Strict):
+    """Arguments of ``health``: none."""
+
+
 class FeedbackArgs(_Strict):
     """Arguments of ``feedback``."""
 
@@ -223,9 +291,22 @@ _RECALL = """\
 Search memory by meaning and keywords (hybrid search) and return the best matching records, \
 best first. Use it before answering questions that may depend on what was learned before, \
 and to find the `record_id` and current `version` of a memory you want to update, forget or \
-rate. Each hit has the `record`, a fused `score` and each search leg's rank. `degraded` is \
-true when only keyword search answered. Only records your agent may read are returned. With \
-as_of_event / as_of_ingestion it searches the past state of memory."""
+rate. Each hit has the `record`, a `score` (how close in meaning to your query, 0 to 1) and \
+each search leg's rank. Hits below `min_score` are left out, so an empty result means \
+nothing relevant is stored; lower it to see weaker matches. `degraded` is true when only \
+keyword search answered (scores are then null). Only records your agent may read are \
+returned. With as_of_event / as_of_ingestion it searches the past state of memory."""
+
+_LIST = """\
+List the memories your agent may read, newest change first, a page at a time, optionally \
+only some types or those carrying given tags. Use it to browse or review what is stored; \
+use recall to find memories about something. When `next_cursor` is not null, pass it as \
+`cursor` for the next page."""
+
+_HEALTH = """\
+Check whether engram can serve you now: its database, the embedding model recall uses \
+(without it recall matches keywords only) and the write path, each true or false, and what \
+your agent may read and write."""
 
 _GET = """\
 Read one memory by its record_id: its current version, or the version that answered at a \
@@ -261,15 +342,15 @@ it wrong or irrelevant)."""
 
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
-    """One tool: its wire definition and the arguments model behind its schema."""
+    """One tool: its wire definition and the models behind its input and output schemas."""
 
     name: str
     title: str
     description: str
     arguments: type[BaseModel]
-    read_only: bool
+    output: type[BaseModel]
+    read_only: bool = False
     destructive: bool = False
-    idempotent: bool = False
 
     def definition(self) -> Tool:
         """The tool as ``tools/list`` shows it."""
@@ -278,52 +359,31 @@ class ToolSpec:
             title=self.title,
             description=self.description,
             input_schema=input_schema(self.arguments),
+            output_schema=output_schema(self.output),
             annotations=ToolAnnotations(
                 title=self.title,
                 read_only_hint=self.read_only,
                 destructive_hint=self.destructive,
-                idempotent_hint=self.idempotent,
+                idempotent_hint=self.read_only,  # a read changes nothing a repeat could
                 open_world_hint=False,
             ),
         )
 
 
 SPECS: tuple[ToolSpec, ...] = (
-    ToolSpec("remember", "Remember", _REMEMBER, RememberArgs, read_only=False),
-    ToolSpec("recall", "Recall", _RECALL, RecallArgs, read_only=True, idempotent=True),
-    ToolSpec("get", "Get a memory", _GET, GetArgs, read_only=True, idempotent=True),
-    ToolSpec("history", "Version history", _HISTORY, HistoryArgs, read_only=True, idempotent=True),
-    ToolSpec("update", "Update a memory", _UPDATE, UpdateArgs, read_only=False, destructive=True),
-    ToolSpec("forget", "Forget a memory", _FORGET, ForgetArgs, read_only=False, destructive=True),
-    ToolSpec("feedback", "Rate a memory", _FEEDBACK, FeedbackArgs, read_only=False),
+    ToolSpec("remember", "Remember", _REMEMBER, RememberArgs, DecisionView),
+    ToolSpec("recall", "Recall", _RECALL, RecallArgs, SearchView, read_only=True),
+    ToolSpec("get", "Get a memory", _GET, GetArgs, RecordView, read_only=True),
+    ToolSpec("history", "Version history", _HISTORY, HistoryArgs, VersionsView, read_only=True),
+    ToolSpec("list", "List memories", _LIST, ListArgs, PageView, read_only=True),
+    ToolSpec("update", "Update a memory", _UPDATE, UpdateArgs, DecisionView, destructive=True),
+    ToolSpec("forget", "Forget a memory", _FORGET, ForgetArgs, DecisionView, destructive=True),
+    ToolSpec("feedback", "Rate a memory", _FEEDBACK, FeedbackArgs, FeedbackView),
+    ToolSpec("health", "Health", _HEALTH, HealthArgs, HealthView, read_only=True),
 )
 TOOL_NAMES = tuple(spec.name for spec in SPECS)
 
 
 def input_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """A model's JSON schema with ``$ref``s inlined and generated titles dropped.
-
-    Inline enums read better for a language model than references into ``$defs``.
-    """
-    raw = model.model_json_schema()
-    defs: dict[str, Any] = raw.pop("$defs", {})
-
-    def resolve(node: Any) -> Any:
-        if isinstance(node, dict):
-            ref = node.get("$ref")
-            if isinstance(ref, str) and ref.startswith("#/$defs/"):
-                merged = {**defs[ref.removeprefix("#/$defs/")], **node}
-                merged.pop("$ref")
-                return resolve(merged)
-            return {
-                key: resolve(value)
-                for key, value in node.items()
-                if not (key == "title" and isinstance(value, str))
-            }
-        if isinstance(node, list):
-            return [resolve(item) for item in node]
-        return node
-
-    schema: dict[str, Any] = resolve(raw)
-    schema.pop("description", None)
-    return schema
+    """A model's published input schema (``$ref``s inlined, see :func:`inline_schema`)."""
+    return inline_schema(model)

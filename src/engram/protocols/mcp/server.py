@@ -17,7 +17,8 @@ from mcp.types import CallToolRequestParams, CallToolResult, ListToolsResult, Pa
 
 from engram import __version__
 from engram.agents.registry import Principal
-from engram.protocols.mcp.tools import EngramTools, failure
+from engram.protocols.mcp.results import failure
+from engram.protocols.mcp.tools import EngramTools
 
 #: Finds the principal of a request (None: not authenticated).
 PrincipalOf = Callable[[ServerRequestContext[Any, Any]], Principal | None]

@@ -15,35 +15,26 @@ body for programs.
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any
 
 import structlog
-from mcp.types import CallToolResult, TextContent, Tool
-from pydantic import BaseModel, ValidationError
+from mcp.types import CallToolResult, Tool
 
 from engram.agents.registry import Principal
-from engram.errors import (
-    AlreadyExists,
-    CircuitOpen,
-    EngramError,
-    Forbidden,
-    InfrastructureError,
-    NotFound,
-    Unauthenticated,
-    ValidationFailed,
-    VersionConflict,
-)
+from engram.errors import EngramError, NotFound
 from engram.kernel import Kernel
-from engram.memory.gate.requests import GateResult
-from engram.memory.storable import escape_text
-from engram.memory.types import AccessLevel, GateDecision
-from engram.protocols.errors import lookup, problems_of
-from engram.protocols.inprocess import (
-    AgentSession,
+from engram.protocols.inprocess import AgentSession
+from engram.protocols.mcp.results import (
+    InvalidArguments,
+    error_result,
+    failure,
+    gate_result,
+    invalid,
+    parse,
+    success,
 )
 from engram.protocols.mcp.schema import (
     SPECS,
@@ -51,159 +42,22 @@ from engram.protocols.mcp.schema import (
     FeedbackArgs,
     ForgetArgs,
     GetArgs,
+    HealthArgs,
     HistoryArgs,
+    ListArgs,
     RecallArgs,
     RememberControl,
     UpdateControl,
     input_schema,
+    page_cursor,
 )
-from engram.protocols.views import feedback_view, record_view, result_view, search_view
+from engram.protocols.views import feedback_view, record_view, search_view
 
 log = structlog.get_logger("engram.mcp")
 
-# --- results -----------------------------------------------------------------------------------
-
-
-def _json(body: Any) -> str:
-    return json.dumps(body, ensure_ascii=False, default=str)
-
-
-def success(summary: str, body: dict[str, Any]) -> CallToolResult:
-    """A successful result: a sentence, then the structured body (also as JSON text)."""
-    return CallToolResult(
-        content=[
-            TextContent(type="text", text=summary),
-            TextContent(type="text", text=_json(body)),
-        ],
-        structured_content=body,
-    )
-
-
-#: The ``error.kind`` of each engram error; a subclass not listed takes the kind of its nearest
-#: listed ancestor (:func:`engram.protocols.errors.lookup`). The only place MCP decides what
-#: an error means to a client.
-ERROR_KINDS: dict[type[EngramError], str] = {
-    NotFound: "not_found",
-    Forbidden: "forbidden",
-    Unauthenticated: "unauthenticated",
-    AlreadyExists: "already_exists",
-    ValidationFailed: "invalid_input",
-    VersionConflict: "version_conflict",
-    InfrastructureError: "unavailable",
-    EngramError: "refused",
-}
-
-
-def failure(kind: str, message: str, **details: Any) -> CallToolResult:
-    """An error result the model can read and act on."""
-    body = {"error": {"kind": kind, "message": message, **details}}
-    return CallToolResult(
-        content=[TextContent(type="text", text=message)], structured_content=body, is_error=True
-    )
-
-
-def error_result(tool: str, exc: EngramError) -> CallToolResult:
-    """The tool result for an error the kernel raised on purpose."""
-    kind = lookup(ERROR_KINDS, exc)
-    if isinstance(exc, ValidationFailed):
-        return failure(kind, f"{tool}: invalid input: {'; '.join(exc.errors)}", errors=exc.errors)
-    if isinstance(exc, VersionConflict):
-        return failure(
-            kind,
-            f"{tool}: {exc.message}; read the record again",
-            expected_version=exc.expected,
-            current_version=exc.actual,
-        )
-    if isinstance(exc, CircuitOpen):
-        return failure(
-            kind,
-            f"{tool}: engram's {exc.dependency} is failing; retry in "
-            f"{exc.retry_after_seconds:.0f} s",
-            retry_after_seconds=exc.retry_after_seconds,
-        )
-    if isinstance(exc, InfrastructureError):
-        # Driver messages may carry internal detail; the log has it, the client gets the kind.
-        log.warning("mcp.tool_unavailable", tool=tool, error=type(exc).__name__)
-        return failure(
-            kind,
-            f"{tool}: engram is temporarily unavailable ({type(exc).__name__}); retry later",
-        )
-    return failure(kind, f"{tool}: {exc.message}")
-
-
-_Model = TypeVar("_Model", bound=BaseModel)
-
-
-class _InvalidArguments(Exception):
-    """Arguments that do not fit a tool's model; :meth:`EngramTools.call` answers it."""
-
-    def __init__(self, error: ValidationError) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
-def _parse(model: type[_Model], data: Mapping[str, Any]) -> _Model:
-    """``data`` validated as ``model``; :class:`_InvalidArguments` when it does not fit."""
-    try:
-        return model.model_validate(dict(data))
-    except ValidationError as exc:
-        raise _InvalidArguments(exc) from exc
-
-
-def _invalid(tool: str, exc: ValidationError) -> CallToolResult:
-    # A location may name a client's argument, NUL or lone surrogate included: escaped, so
-    # the result can be sent as JSON.
-    problems = [escape_text(problem) for problem in problems_of(exc, whole="arguments")]
-    return failure(
-        "invalid_input", f"{tool}: invalid input: {'; '.join(problems)}", errors=problems
-    )
-
-
-def gate_result(tool: str, result: GateResult, caller_read: AccessLevel) -> CallToolResult:
-    """A Gate decision as a tool result; a rejection or conflict is flagged as an error."""
-    body = result_view(result)
-    if result.approved:
-        summary = (
-            f"{tool}: approved ({result.outcome.value}); record_id {result.record_id}, "
-            f"version {result.version}"
-        )
-        stored = result.modified_record
-        if stored is not None and not caller_read.allows(stored.access_level):
-            summary += (
-                f". Note: it was stored at access level {stored.access_level.value} "
-                "(personal data was found), which your agent may not read back"
-            )
-        if result.replayed:
-            summary += " (a repeated request id: the earlier result, nothing written again)"
-        return success(summary, body)
-    if result.decision is GateDecision.CONFLICT:
-        message = (
-            f"{tool}: conflict: {result.reason}"
-            + (
-                f" (current version {result.current_version})"
-                if result.current_version is not None
-                else ""
-            )
-            + "; read the record again and retry with its current version"
-        )
-    else:
-        reasons = [f"{check.name}: {check.detail}" for check in result.failed_checks]
-        message = f"{tool}: rejected by the Librarian Gate: " + (
-            "; ".join(reasons) if reasons else result.reason
-        )
-        if result.retry_after_seconds is not None:
-            message += f" (retry after {result.retry_after_seconds:g} s)"
-    return CallToolResult(
-        content=[
-            TextContent(type="text", text=message),
-            TextContent(type="text", text=_json(body)),
-        ],
-        structured_content=body,
-        is_error=True,
-    )
-
-
-# --- the tools ---------------------------------------------------------------------------------
+#: The readiness checks ``health`` reports: what decides whether the tools work. The others
+#: (the consolidation backlog) are the operator's, and reflect every agent's writes.
+HEALTH_CHECKS = ("database", "migrations", "embedding_model", "gate", "audit_log")
 
 Handler = Callable[[Principal, Mapping[str, Any]], Awaitable[CallToolResult]]
 
@@ -221,6 +75,8 @@ class EngramTools:
             "update": self._update,
             "forget": self._forget,
             "feedback": self._feedback,
+            "list": self._list,
+            "health": self._health,
         }
         self._schemas = {spec.name: input_schema(spec.arguments) for spec in SPECS}
 
@@ -246,8 +102,8 @@ class EngramTools:
         else:
             try:
                 result = await handler(principal, arguments or {})
-            except _InvalidArguments as exc:
-                result = _invalid(name, exc.error)
+            except InvalidArguments as exc:
+                result = invalid(name, exc.error)
             except EngramError as exc:
                 result = error_result(name, exc)
             except Exception:
@@ -270,14 +126,14 @@ class EngramTools:
     # writes: record fields go to AgentSession untouched, control fields are checked here
 
     async def _remember(self, principal: Principal, arguments: Mapping[str, Any]) -> CallToolResult:
-        control = _parse(RememberControl, _pick(arguments, _REMEMBER_CONTROL))
+        control = parse(RememberControl, _pick(arguments, _REMEMBER_CONTROL))
         session = AgentSession(self._kernel, principal.caller)
         record = _pick(arguments, _REMEMBER_CONTROL, keep=False)
         result = await session.remember(record, request_id=control.request_id)
         return gate_result("remember", result, principal.caller.max_read_level)
 
     async def _update(self, principal: Principal, arguments: Mapping[str, Any]) -> CallToolResult:
-        control = _parse(UpdateControl, _pick(arguments, _UPDATE_CONTROL))
+        control = parse(UpdateControl, _pick(arguments, _UPDATE_CONTROL))
         session = AgentSession(self._kernel, principal.caller)
         result = await session.amend(
             control.record_id,
@@ -288,7 +144,7 @@ class EngramTools:
         return gate_result("update", result, principal.caller.max_read_level)
 
     async def _forget(self, principal: Principal, arguments: Mapping[str, Any]) -> CallToolResult:
-        args = _parse(ForgetArgs, arguments)
+        args = parse(ForgetArgs, arguments)
         session = AgentSession(self._kernel, principal.caller)
         result = await session.forget(
             args.record_id, expected_version=args.expected_version, request_id=args.request_id
@@ -296,7 +152,7 @@ class EngramTools:
         return gate_result("forget", result, principal.caller.max_read_level)
 
     async def _feedback(self, principal: Principal, arguments: Mapping[str, Any]) -> CallToolResult:
-        args = _parse(FeedbackArgs, arguments)
+        args = parse(FeedbackArgs, arguments)
         receipt = await self._kernel.retrieval.feedback(
             principal.caller, args.record_id, useful=args.useful, signal=args.signal
         )
@@ -307,16 +163,24 @@ class EngramTools:
     # reads
 
     async def _recall(self, principal: Principal, arguments: Mapping[str, Any]) -> CallToolResult:
-        args = _parse(RecallArgs, arguments)
+        args = parse(RecallArgs, arguments)
         found = await args.run(self._kernel, principal.caller)
-        body = search_view(found)
-        summary = f"recall: {len(found.hits)} hit(s)" + (
-            " (keyword search only: the embedding model did not answer)" if found.degraded else ""
-        )
-        return success(summary, body)
+        if found.degraded:
+            summary = (
+                f"recall: {len(found.hits)} hit(s) by keywords only (the embedding model did "
+                "not answer, so there are no scores)"
+            )
+        elif found.hits:
+            summary = f"recall: {len(found.hits)} hit(s) with score >= {args.min_score:g}"
+        else:
+            summary = (
+                f"recall: nothing with score >= {args.min_score:g}; lower min_score to see "
+                "weaker matches"
+            )
+        return success(summary, search_view(found))
 
     async def _get(self, principal: Principal, arguments: Mapping[str, Any]) -> CallToolResult:
-        args = _parse(GetArgs, arguments)
+        args = parse(GetArgs, arguments)
         found = await self._kernel.temporal.query(
             record_id=args.record_id,
             as_of_event=args.as_of_event,
@@ -333,7 +197,7 @@ class EngramTools:
         )
 
     async def _history(self, principal: Principal, arguments: Mapping[str, Any]) -> CallToolResult:
-        args = _parse(HistoryArgs, arguments)
+        args = parse(HistoryArgs, arguments)
         chain = await self._kernel.temporal.get_version_chain(
             args.record_id, caller=principal.caller
         )
@@ -343,6 +207,46 @@ class EngramTools:
             f"history: record {args.record_id} has {len(chain)} version(s)",
             {"record_id": str(args.record_id), "versions": [record_view(v) for v in chain]},
         )
+
+    async def _list(self, principal: Principal, arguments: Mapping[str, Any]) -> CallToolResult:
+        args = parse(ListArgs, arguments)
+        # One more than asked says whether a next page exists, counting readable records only.
+        found = await self._kernel.temporal.page(
+            caller=principal.caller,
+            namespace=args.namespace,
+            types=args.types,
+            tags=args.tags,
+            after=args.after,
+            limit=args.limit + 1,
+        )
+        page = found[: args.limit]
+        next_cursor = page_cursor(page[-1]) if len(found) > args.limit else None
+        summary = f"list: {len(page)} record(s)" + (
+            "; pass next_cursor as cursor for the next page" if next_cursor else ""
+        )
+        body = {"records": [record_view(r) for r in page], "next_cursor": next_cursor}
+        return success(summary, body)
+
+    async def _health(self, principal: Principal, arguments: Mapping[str, Any]) -> CallToolResult:
+        parse(HealthArgs, arguments)
+        outcomes = await self._kernel.health.run()
+        # Pass or fail only: a failing probe's detail may name hosts or count stored records.
+        checks = {o.name: o.ok for o in outcomes if o.name in HEALTH_CHECKS}
+        failing = [name for name, ok in checks.items() if not ok]
+        caller = principal.caller
+        body = {
+            "ready": not failing,
+            "checks": checks,
+            "agent": {
+                "name": principal.agent.name,
+                "trust_level": caller.trust_level.value,
+                "read_level": caller.max_read_level.value,
+                "write_level": caller.max_write_level.value,
+                "can_write": caller.can_write,
+            },
+        }
+        summary = "health: ready" if not failing else f"health: not ready ({', '.join(failing)})"
+        return success(summary, body)
 
 
 #: Control fields of each write; every other key is the record (unknown keys included: the

@@ -1,19 +1,23 @@
 -- SQL of hybrid retrieval (reads engram.memories, writes engram.memory_feedback).
 -- Every leg takes: $2 namespace, $3 types (NULL: all), $4 readable access levels,
--- $5 statuses left out, $6 depth of the leg (rows it returns).
+-- $5 statuses left out, $6 depth of the leg (rows it returns), $7 tags a version must all
+-- carry in metadata.tags (NULL: no tag filter). The caller's access levels filter inside each
+-- leg, so a version the caller may not read never takes a place in a ranking.
 
 -- fragment: heads
 namespace = $2 AND ($3::text[] IS NULL OR type = ANY($3::text[]))
 AND access_level = ANY($4::text[]) AND NOT (status::text = ANY($5::text[]))
+AND ($7::text[] IS NULL OR metadata->'tags' ?& $7::text[])
 AND superseded_by IS NULL
 
 -- fragment: versions
--- Versions instead of heads: $7 ingestion instant T (NULL: any), $8 event instant E (NULL: any).
+-- Versions instead of heads: $8 ingestion instant T (NULL: any), $9 event instant E (NULL: any).
 namespace = $2 AND ($3::text[] IS NULL OR type = ANY($3::text[]))
 AND access_level = ANY($4::text[]) AND NOT (status::text = ANY($5::text[]))
-AND ($7::timestamptz IS NULL
-     OR (ingestion_time <= $7 AND (ingestion_time_end IS NULL OR ingestion_time_end > $7)))
-AND ($8::timestamptz IS NULL OR event_time <= $8)
+AND ($7::text[] IS NULL OR metadata->'tags' ?& $7::text[])
+AND ($8::timestamptz IS NULL
+     OR (ingestion_time <= $8 AND (ingestion_time_end IS NULL OR ingestion_time_end > $8)))
+AND ($9::timestamptz IS NULL OR event_time <= $9)
 
 -- fragment: rare_words
 -- The stemmed words of $1, any of them (OR), leaving out words that the planner's statistics
@@ -37,8 +41,9 @@ to_tsquery('simple', coalesce((
 ), ''))
 
 -- name: vector_heads
--- $1 the query embedding; nearest first (memories_embedding_hnsw_idx, iterative scan).
-SELECT id, record_id FROM memories
+-- $1 the query embedding; nearest first (memories_embedding_hnsw_idx, iterative scan), with
+-- each one's cosine distance.
+SELECT id, record_id, embedding <=> $1::vector AS distance FROM memories
 WHERE embedding IS NOT NULL AND {{heads}}
 ORDER BY embedding <=> $1::vector
 LIMIT $6
@@ -56,7 +61,7 @@ ORDER BY ts_rank_cd(t.content_tsv, q) DESC, t.ingestion_time DESC
 LIMIT $6
 
 -- name: vector_versions
-SELECT id, record_id FROM memories
+SELECT id, record_id, embedding <=> $1::vector AS distance FROM memories
 WHERE embedding IS NOT NULL AND {{versions}}
 ORDER BY embedding <=> $1::vector
 LIMIT $6
@@ -70,6 +75,13 @@ FROM {{rare_words}} AS q,
               LIMIT 2000) AS t
 ORDER BY ts_rank_cd(t.content_tsv, q) DESC, t.ingestion_time DESC
 LIMIT $6
+
+-- name: distances
+-- Cosine distance of the embedding $1 to the versions $2 (found by the text leg alone) that
+-- have an embedding and that the caller may read ($3).
+SELECT id, embedding <=> $1::vector AS distance
+FROM memories
+WHERE id = ANY($2::uuid[]) AND embedding IS NOT NULL AND access_level = ANY($3::text[])
 
 -- name: insert_feedback
 INSERT INTO memory_feedback (record_id, version_id, agent_id, useful, signal)

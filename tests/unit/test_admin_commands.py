@@ -1,0 +1,84 @@
+"""Pure parts of the admin commands: redaction of flagged content, release levels, the
+schema head read without alembic, and the model-less embedding port."""
+
+from __future__ import annotations
+
+from uuid import uuid4
+
+import pytest
+from alembic.script import ScriptDirectory
+
+from engram.errors import EmbeddingError
+from engram.infra import migrate
+from engram.infra.embeddings import NoModel
+from engram.memory.admin.redaction import pii_flagged, redact_audit_row, redact_record
+from engram.memory.types import AccessLevel
+from engram.protocols.cli.quarantine import ReleaseLevel
+
+
+def test_the_head_revision_read_from_the_files_is_alembics() -> None:
+    """Reading the revision files gives the head alembic itself computes."""
+    script = ScriptDirectory.from_config(migrate._config("postgresql://nobody@localhost/x"))
+    assert script.get_current_head() == migrate.head_revision()
+
+
+def test_a_release_offers_every_level_but_sensitive() -> None:
+    """`quarantine release --level` offers exactly the levels a release accepts."""
+    assert {level.value for level in ReleaseLevel} == {
+        level.value for level in AccessLevel if level is not AccessLevel.SENSITIVE
+    }
+
+
+def _row(record_id: str | None, *, pii: dict[str, object] | None = None) -> dict[str, object]:
+    checks: list[dict[str, object]] = [{"name": "schema", "passed": True}]
+    if pii is not None:
+        checks.append({"name": "pii", **pii})
+    return {
+        "seq": 1,
+        "record_id": record_id,
+        "row_hash": "ab" * 32,
+        "layer1_checks": checks,
+        "input_snapshot": {
+            "record": {"content": "call me on +44 20 7946 0958", "metadata": {}},
+            "changes": [{"content": "nested text"}],
+        },
+    }
+
+
+def test_rows_about_flagged_records_lose_every_content_but_keep_their_hashes() -> None:
+    """A row of a record with a PII finding (now or in an earlier version), or whose own PII
+    check flagged it, is redacted at any depth; other rows pass unchanged."""
+    flagged_id = uuid4()
+    about_flagged = redact_audit_row(_row(str(flagged_id)), {flagged_id})
+    assert about_flagged["redacted"] is True
+    assert about_flagged["row_hash"] == "ab" * 32
+    snapshot = about_flagged["input_snapshot"]
+    assert (None, None) == (snapshot["record"]["content"], snapshot["changes"][0]["content"])
+    refused = _row(None, pii={"passed": False, "detail": "secret"})
+    assert pii_flagged(refused)
+    assert redact_audit_row(refused, set())["input_snapshot"]["record"]["content"] is None
+    quarantined = _row(str(uuid4()), pii={"passed": True, "quarantined": True})
+    assert redact_audit_row(quarantined, set())["redacted"]
+    clean = _row(str(uuid4()), pii={"passed": True})
+    assert clean == redact_audit_row(clean, {flagged_id})
+
+
+def test_a_redacted_record_keeps_its_finding() -> None:
+    """The listing hides the text, not what was found."""
+    view = {"content": "ana@example.com", "metadata": {"pii": {"kinds": ["email"]}}}
+    hidden = redact_record(view)
+    assert (None, ["email"], True) == (
+        hidden["content"],
+        hidden["metadata"]["pii"]["kinds"],
+        hidden["redacted"],
+    )
+
+
+async def test_a_kernel_without_its_model_says_so_when_asked_to_embed() -> None:
+    """The admin commands' embedding port refuses every use with a typed error."""
+    port = NoModel(384, "all-MiniLM-L6-v2")
+    assert (384, "all-MiniLM-L6-v2") == (port.dimension, port.model_name)
+    for attempt in (port.embed_one("x"), port.embed_batch(["x"]), port.ping()):
+        with pytest.raises(EmbeddingError, match="without the embedding model"):
+            await attempt
+    await port.close()
