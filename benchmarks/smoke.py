@@ -18,6 +18,7 @@ import time
 TINY: dict[str, list[str]] = {
     "cold_start": ["--runs", "1"],
     "cli_startup": ["--runs", "1"],
+    "recall_floor_eval": ["--half", "dev"],
     "pii_eval": ["--repeat", "1"],
     "conflict_eval": [],
     "advisor_eval": ["--half", "dev"],
