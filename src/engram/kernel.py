@@ -20,10 +20,10 @@ from engram.agents.registry import AgentRegistry
 from engram.autonomy.catalogue import standard_jobs
 from engram.autonomy.scheduler import Scheduler, SchedulerSettings
 from engram.config import EMBEDDING_DIMENSION, EngramSettings
-from engram.errors import EngramError, MigrationError
+from engram.errors import EngramError
 from engram.infra import migrate
 from engram.infra.db import DatabaseAdapter
-from engram.infra.embedded_server import DATABASE, EmbeddedPostgres, make_private
+from engram.infra.embedded_server import make_private
 from engram.infra.embedding_batcher import BatchingEmbedder
 from engram.infra.embeddings import EmbeddingAdapter, NoModel
 from engram.infra.fastembed_embedder import FastembedEmbedder
@@ -31,7 +31,6 @@ from engram.infra.llm import OpenAICompatibleGenerator
 from engram.infra.model_files import ensure_default_model
 from engram.infra.outbox import OutboxEventBus
 from engram.infra.postgres import PostgresDatabase
-from engram.infra.resilience import CircuitBreaker, Resilience
 from engram.infra.webhook import WebhookSink
 from engram.memory.admin.quarantine import QuarantineDesk
 from engram.memory.admin.replay import AuditReplayer
@@ -63,11 +62,11 @@ from engram.notifications.dispatcher import (
 )
 from engram.observability.health import HealthChecks
 from engram.observability.metrics import EngramMetrics
+from engram.provision import check_schema, connect_database, database_urls, schema_revision
 from engram.retrieval.search import Retrieval
 
 log = structlog.get_logger("engram.kernel")
 
-RUNTIME_ROLE = "engram_runtime"
 #: How long the gauges read from the database on a scrape stay fresh.
 GAUGE_REFRESH_SECONDS = 15.0
 
@@ -119,8 +118,7 @@ class Kernel:
 
     async def schema_revision(self) -> str | None:
         """The migration revision the database is at (``None`` before the first one)."""
-        value = await self.db.fetchval("SELECT version_num FROM public.alembic_version")
-        return None if value is None else str(value)
+        return await schema_revision(self.db)
 
     async def refresh_gauges(self) -> None:
         """Read the database-wide gauges (records by type and path, the consolidation backlog)
@@ -136,11 +134,7 @@ class Kernel:
 
     async def check_migrations(self) -> None:
         """Raise :class:`MigrationError` unless the schema is at the code's head revision."""
-        current = await self.schema_revision()
-        if current != self.head_revision:
-            raise MigrationError(
-                f"schema at {current}, code expects {self.head_revision}: run `engram migrate`"
-            )
+        await check_schema(self.db, self.head_revision)
 
 
 @asynccontextmanager
@@ -178,7 +172,10 @@ async def open_kernel(
     timings = StartupTimings()
     started = time.perf_counter()
     async with AsyncExitStack() as stack:
-        runtime_url, migration_url = await _database_urls(settings, stack, timings)
+        step = time.perf_counter()
+        runtime_url, migration_url = await database_urls(settings, stack)
+        if settings.embedded:
+            timings.embedded_server = time.perf_counter() - step
 
         async def run_migrations() -> None:
             if migration_url is None or not settings.migrate_on_start:
@@ -201,23 +198,7 @@ async def open_kernel(
         _, embedder = await asyncio.gather(run_migrations(), load_embeddings())
 
         step = time.perf_counter()
-        breaker = CircuitBreaker(
-            "postgres",
-            fail_max=settings.breaker_fail_max,
-            reset_seconds=settings.breaker_reset_seconds,
-        )
-        db = await PostgresDatabase.connect(
-            runtime_url,
-            resilience=Resilience(
-                breaker,
-                retries=settings.retry_attempts,
-                initial_wait_seconds=settings.retry_initial_wait_seconds,
-            ),
-            min_size=settings.db_pool_min_size,
-            max_size=settings.db_pool_max_size,
-            command_timeout=settings.db_command_timeout_seconds,
-        )
-        stack.push_async_callback(db.close)
+        db = await connect_database(settings, runtime_url, stack)
         timings.database_pool = time.perf_counter() - step
 
         kernel = _assemble(
@@ -447,25 +428,6 @@ async def _schema_current(kernel: Kernel) -> bool:
         log.warning("kernel.schema_not_current", expected=kernel.head_revision)
         return False
     return True
-
-
-async def _database_urls(
-    settings: EngramSettings, stack: AsyncExitStack, timings: StartupTimings
-) -> tuple[str, str | None]:
-    """The runtime URL and the migration URL (None when the kernel may not migrate)."""
-    if settings.database_url is not None:
-        migration = settings.migration_database_url
-        return settings.database_url.get_secret_value(), (
-            migration.get_secret_value() if migration is not None else None
-        )
-    step = time.perf_counter()
-    server = EmbeddedPostgres(settings.pgdata_dir)
-    await asyncio.to_thread(server.start)
-    stack.callback(server.stop)
-    await migrate.ensure_database(server.admin_url(), DATABASE)
-    timings.embedded_server = time.perf_counter() - step
-    # Migrations run as the bootstrap superuser, which switches to the owner role itself.
-    return server.url(user=RUNTIME_ROLE), server.admin_url(DATABASE)
 
 
 async def _start_embedder(settings: EngramSettings) -> FastembedEmbedder:

@@ -1,22 +1,31 @@
-"""Setting a kernel's home up: the database schema, the model directory, the data dir.
+"""Setting a kernel's home up: the data dir, the database and its schema, the model directory.
 
-What ``engram migrate``, ``engram prepare-model`` and the admin commands need before (or
-instead of) a running kernel. Only ``engram serve`` (and so ``make run``), ``engram migrate``
-with ``--init`` and ``engram prepare-model`` may create an embedded data directory; every
-other command refuses a directory that holds no database, so a mistyped ``ENGRAM_DATA_DIR``
-is an error rather than a new, empty database.
+What both compositions (:mod:`engram.kernel` and the lighter :mod:`engram.admin_kernel`)
+open first, and what ``engram migrate`` and ``engram prepare-model`` do on their own.
+
+Only ``engram serve`` (and so ``make run``), ``engram prepare-model`` and commands given
+``--init`` may create an embedded data directory; every other command refuses a directory
+that holds no database, so a mistyped ``ENGRAM_DATA_DIR`` is an error rather than a new,
+empty database.
 """
 
 from __future__ import annotations
 
 import asyncio
+from contextlib import AsyncExitStack
 from pathlib import Path
 
 from engram.config import EngramSettings
-from engram.errors import ConfigurationError, ModelFilesError
+from engram.errors import ConfigurationError, MigrationError, ModelFilesError
 from engram.infra import migrate
+from engram.infra.db import DatabaseAdapter
 from engram.infra.embedded_server import DATABASE, EmbeddedPostgres, make_private
 from engram.infra.model_files import ensure_default_model, missing_files
+from engram.infra.postgres import PostgresDatabase
+from engram.infra.resilience import CircuitBreaker, Resilience
+
+#: The login every kernel works as (migrations run as the owner, never at run time).
+RUNTIME_ROLE = "engram_runtime"
 
 
 class NoDatabaseHere(ConfigurationError):
@@ -49,6 +58,62 @@ def require_database(settings: EngramSettings) -> None:
     """Raise :class:`NoDatabaseHere`, saying where it looked, unless :func:`has_database`."""
     if not has_database(settings):
         raise NoDatabaseHere.at(settings)
+
+
+async def database_urls(settings: EngramSettings, stack: AsyncExitStack) -> tuple[str, str | None]:
+    """The runtime URL and the migration URL (None when the kernel may not migrate).
+
+    Without ``ENGRAM_DATABASE_URL`` the embedded server is started (or attached to) in the
+    data dir, and stopped through ``stack``.
+    """
+    if settings.database_url is not None:
+        migration = settings.migration_database_url
+        return settings.database_url.get_secret_value(), (
+            migration.get_secret_value() if migration is not None else None
+        )
+    server = EmbeddedPostgres(settings.pgdata_dir)
+    await asyncio.to_thread(server.start)
+    stack.callback(server.stop)
+    await migrate.ensure_database(server.admin_url(), DATABASE)
+    # Migrations run as the bootstrap superuser, which switches to the owner role itself.
+    return server.url(user=RUNTIME_ROLE), server.admin_url(DATABASE)
+
+
+async def connect_database(
+    settings: EngramSettings, url: str, stack: AsyncExitStack
+) -> PostgresDatabase:
+    """The runtime pool, behind the circuit breaker and retries; closed through ``stack``."""
+    breaker = CircuitBreaker(
+        "postgres",
+        fail_max=settings.breaker_fail_max,
+        reset_seconds=settings.breaker_reset_seconds,
+    )
+    db = await PostgresDatabase.connect(
+        url,
+        resilience=Resilience(
+            breaker,
+            retries=settings.retry_attempts,
+            initial_wait_seconds=settings.retry_initial_wait_seconds,
+        ),
+        min_size=settings.db_pool_min_size,
+        max_size=settings.db_pool_max_size,
+        command_timeout=settings.db_command_timeout_seconds,
+    )
+    stack.push_async_callback(db.close)
+    return db
+
+
+async def schema_revision(db: DatabaseAdapter) -> str | None:
+    """The migration revision the database is at (``None`` before the first one)."""
+    value = await db.fetchval("SELECT version_num FROM public.alembic_version")
+    return None if value is None else str(value)
+
+
+async def check_schema(db: DatabaseAdapter, head: str) -> None:
+    """Raise :class:`MigrationError` unless the schema is at ``head``."""
+    current = await schema_revision(db)
+    if current != head:
+        raise MigrationError(f"schema at {current}, code expects {head}: run `engram migrate`")
 
 
 async def run_migrations(settings: EngramSettings, revision: str = "head") -> str:

@@ -633,7 +633,8 @@ async def test_rollback_after_an_agent_updated_one_source_leaves_every_source_re
     """An agent updates one consolidated source; the batch is rolled back. The agent's
     version stands (its text), the others are restored, the summary is forgotten, and every
     source is visible again in the default listing (none stays hidden as `consolidated` with
-    no live summary)."""
+    no live summary). The update's event makes the outbox take the same summary back at the
+    same time; whichever commits first, the rollback succeeds and reports what it did."""
     ids = await _seed(kernel, INCIDENT, DAY)
     report = await kernel.consolidation.run(DEEP)
     (batch,) = report.batches
@@ -642,7 +643,9 @@ async def test_rollback_after_an_agent_updated_one_source_leaves_every_source_re
     assert result.version == 3, result.reason
     undone = await kernel.consolidation.rollback(batch.batch_id)
     assert ids[0] in undone.untouched
-    assert set(undone.restored) == set(ids[1:])
+    assert set(undone.restored) <= set(ids[1:])  # the rest the outbox's release restored
+    for source in ids[1:]:
+        assert (await head_of(kernel, source)).status is MemoryStatus.ACTIVE
     head = await head_of(kernel, ids[0])
     assert head.content == text
     listed = {r.record_id for r in await kernel.admin_temporal.query(limit=1000)}
@@ -651,6 +654,30 @@ async def test_rollback_after_an_agent_updated_one_source_leaves_every_source_re
     }
     for created in batch.created:
         assert (await head_of(kernel, created)).status is MemoryStatus.FORGOTTEN
+
+
+async def test_a_rollback_racing_the_release_of_the_same_summary_both_succeed(
+    kernel: Kernel,
+) -> None:
+    """A rollback and the release an agent's change starts, at once on the same batch: neither
+    fails, the summary is forgotten once, every source is active, and the agent's version
+    stands (a rollback that lost the race plans again from the new heads)."""
+    ids = await _seed(kernel, INCIDENT, DAY)
+    report = await kernel.consolidation.run(DEEP)
+    (batch,) = report.batches
+    text = "Paged at 02:10 for checkout-api: p99 latency above 2 s, paged Dana (amended)."
+    assert (await _update(kernel, ids[0], text)).version == 3
+    outcomes = await asyncio.gather(
+        kernel.consolidation.rollback(batch.batch_id),
+        kernel.consolidation.release(ids[0]),
+        return_exceptions=True,
+    )
+    assert not [o for o in outcomes if isinstance(o, BaseException)], outcomes
+    for created in batch.created:
+        assert (await head_of(kernel, created)).status is MemoryStatus.FORGOTTEN
+    for source in ids[1:]:
+        assert (await head_of(kernel, source)).status is MemoryStatus.ACTIVE
+    assert (await head_of(kernel, ids[0])).content == text
 
 
 async def test_two_concurrent_rollbacks_exactly_one_succeeds(kernel: Kernel) -> None:

@@ -82,3 +82,29 @@ async def test_a_kernel_without_its_model_says_so_when_asked_to_embed() -> None:
         with pytest.raises(EmbeddingError, match="without the embedding model"):
             await attempt
     await port.close()
+
+
+def test_the_replay_advisors_the_cli_offers_are_the_ones_replay_knows() -> None:
+    """`audit replay --advisor` lists exactly the advisors a replay accepts."""
+    from engram.memory.admin.policy import ADVISORS  # noqa: PLC0415
+    from engram.protocols.cli.audit import REPLAY_ADVISORS  # noqa: PLC0415
+
+    assert tuple(ADVISORS) == REPLAY_ADVISORS
+
+
+def test_the_admin_commands_do_not_import_the_gate_or_the_model() -> None:
+    """Importing the command line (what `engram agents list` pays before it starts) pulls in
+    neither the kernel, the Gate's classifier and PII screens, NumPy, SciPy nor alembic."""
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    probe = (
+        "import sys, engram.protocols.cli.main; "
+        "heavy = ['engram.kernel', 'engram.memory.gate.librarian', "
+        "'engram.memory.conflict.detection', 'numpy', 'scipy', 'alembic', 'fastembed', "
+        "'onnxruntime']; print([m for m in heavy if m in sys.modules])"
+    )
+    done = subprocess.run(  # noqa: S603 - this interpreter, a fixed probe
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert "[]" == done.stdout.strip()

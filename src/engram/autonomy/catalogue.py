@@ -39,12 +39,12 @@ from engram.config import EngramSettings
 from engram.infra.db import DatabaseAdapter
 from engram.infra.sql import load_queries
 from engram.memory.consolidation import ConsolidationEngine
-from engram.memory.consolidation.model import ConsolidationTrigger
 from engram.memory.gate.librarian import LibrarianGate
-from engram.memory.rl.decisions import HORIZON
 from engram.memory.rl.models import ModelStore
 from engram.memory.rl.runs import train_candidate
+from engram.memory.rl.windows import HORIZON
 from engram.memory.temporal.engine import TemporalEngine
+from engram.memory.types import ConsolidationTrigger
 from engram.observability.metrics import EngramMetrics
 
 SQL = load_queries("engram.autonomy.sql", "retention.sql")

@@ -26,7 +26,7 @@ from engram.memory import store
 from engram.memory.gate import pii
 from engram.memory.gate.checks import PII, screened_text
 from engram.memory.gate.librarian import LibrarianGate
-from engram.memory.gate.requests import GateRequest, GateResult, WriteOutcome
+from engram.memory.gate.requests import GateRequest, GateResult
 from engram.memory.types import (
     AccessLevel,
     CallerIdentity,
@@ -34,6 +34,7 @@ from engram.memory.types import (
     GateDecision,
     GateDecisionType,
     MemoryRecord,
+    WriteOutcome,
 )
 from engram.observability.metrics import EngramMetrics
 

@@ -75,6 +75,16 @@ class GateDecision(StrEnum):
     CONFLICT = "conflict"
 
 
+class WriteOutcome(StrEnum):
+    """What an evaluation did to storage."""
+
+    CREATED = "created"
+    UPDATED = "updated"
+    FORGOTTEN = "forgotten"
+    REINFORCED = "reinforced"
+    NONE = "none"
+
+
 class ConflictClassification(StrEnum):
     """How a new record relates to an existing one it conflicts with."""
 
@@ -85,12 +95,12 @@ class ConflictClassification(StrEnum):
 
 
 class ConsolidationTrigger(StrEnum):
-    """Why a consolidation run started."""
+    """What started a consolidation pass (specification §5.4)."""
 
-    SCHEDULED_DEEP = "scheduled_deep"
-    SCHEDULED_LIGHT = "scheduled_light"
-    EVENT_DRIVEN = "event_driven"
-    PRESSURE_DRIVEN = "pressure_driven"
+    SCHEDULED_DEEP = "scheduled_deep"  # nightly: every fast-path record
+    SCHEDULED_LIGHT = "scheduled_light"  # hourly: records ingested recently
+    EVENT_DRIVEN = "event_driven"  # a topic reached the event threshold
+    PRESSURE_DRIVEN = "pressure_driven"  # the fast path holds more than its limit
 
 
 class ConsolidationPath(StrEnum):

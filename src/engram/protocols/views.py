@@ -9,14 +9,16 @@ the MCP server as its tools' output schemas, and tests validate rendered results
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engram.memory.gate.requests import GateResult, WriteOutcome, result_json
-from engram.memory.types import GateDecision, MemoryRecord
+from engram.memory.types import GateDecision, MemoryRecord, WriteOutcome
 from engram.retrieval.search import FeedbackReceipt, SearchHit, SearchResult
+
+if TYPE_CHECKING:
+    from engram.memory.gate.requests import GateResult
 
 
 def record_view(record: MemoryRecord) -> dict[str, Any]:
@@ -55,6 +57,9 @@ class DecisionView(BaseModel):
 
 def result_view(result: GateResult) -> dict[str, Any]:
     """A Gate decision: its summary, the checks that failed and the record as written."""
+    # The Gate's modules are imported by the adapters that write, not by the admin commands.
+    from engram.memory.gate.requests import result_json  # noqa: PLC0415
+
     body = result_json(result)
     body["failed_checks"] = [check.to_json() for check in result.failed_checks]
     body["record"] = None if result.modified_record is None else record_view(result.modified_record)

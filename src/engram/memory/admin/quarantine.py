@@ -24,9 +24,8 @@ from engram.errors import NotFound, Quarantine, ValidationFailed
 from engram.infra.db import Connection, DatabaseAdapter
 from engram.infra.sql import load_queries
 from engram.memory import store
-from engram.memory.audit.entry import new_decision_id
+from engram.memory.audit.entry import caller_json, new_decision_id
 from engram.memory.audit.log import AuditEntry, AuditLog, canonical_json
-from engram.memory.gate.requests import caller_json
 from engram.memory.types import AccessLevel, CallerIdentity, MemoryRecord, MemoryStatus
 
 log = structlog.get_logger("engram.memory.admin.quarantine")

@@ -55,6 +55,12 @@ SELECT lane, last_seq, last_hash FROM audit_chain_heads ORDER BY lane
 -- name: count_entries
 SELECT count(*) FROM librarian_audit
 
+-- name: count_window
+-- Entries with $1 <= occurred_at < $2 (either bound may be NULL).
+SELECT count(*) FROM librarian_audit
+WHERE ($1::timestamptz IS NULL OR occurred_at >= $1)
+  AND ($2::timestamptz IS NULL OR occurred_at < $2)
+
 -- name: search
 -- Admin listing: $1 after seq, $2 since, $3 until, $4 agent, $5 decision, $6 action, $7 limit.
 SELECT {{audit_columns}} FROM librarian_audit

@@ -18,9 +18,22 @@ from uuid import UUID
 
 from engram.infra.db import Row
 from engram.memory.audit.checkpoint import LANES, length_prefixed, seq_bytes
+from engram.memory.types import CallerIdentity
 
 #: The hash format appends write (format 1, before migration 0008, did not cover ``seq``).
 HASH_VERSION = 2
+
+
+def caller_json(caller: CallerIdentity) -> dict[str, Any]:
+    """The caller as recorded in the audit log (no secrets: identities carry none)."""
+    return {
+        "agent_id": caller.agent_id,
+        "trust_level": caller.trust_level.value,
+        "allowed_types": sorted(t.value for t in caller.allowed_types),
+        "max_write_level": caller.max_write_level.value,
+        "max_read_level": caller.max_read_level.value,
+        "writes_per_minute": caller.writes_per_minute,
+    }
 
 
 def canonical_json(value: Any) -> str:

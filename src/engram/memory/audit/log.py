@@ -287,9 +287,11 @@ class AuditLog:
         row = await self._db.fetchrow(SQL["by_decision"], decision_id)
         return None if row is None else entry_from_row(row)
 
-    async def count(self) -> int:
-        """Number of entries."""
-        return int(await self._db.fetchval(SQL["count_entries"]))
+    async def count(self, *, since: datetime | None = None, until: datetime | None = None) -> int:
+        """Number of entries (``since`` inclusive, ``until`` exclusive, on ``occurred_at``)."""
+        if since is None and until is None:
+            return int(await self._db.fetchval(SQL["count_entries"]))
+        return int(await self._db.fetchval(SQL["count_window"], since, until))
 
     async def rows(self, *, batch: int = 2000) -> AsyncIterator[Row]:
         """Every stored row in ``seq`` order, fetched in pages."""

@@ -8,7 +8,6 @@ from engram.memory.consolidation.model import (
     ConsolidationAction,
     ConsolidationCandidate,
     ConsolidationReport,
-    ConsolidationTrigger,
     RollbackReport,
     SkipReason,
 )
@@ -19,6 +18,7 @@ from engram.memory.consolidation.summarize import (
     Summarizer,
     TextGenerator,
 )
+from engram.memory.types import ConsolidationTrigger
 
 __all__ = [
     "CONSOLIDATOR",

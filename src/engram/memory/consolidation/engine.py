@@ -36,7 +36,6 @@ from engram.memory.consolidation.model import (
     BatchReport,
     ConsolidationCandidate,
     ConsolidationReport,
-    ConsolidationTrigger,
     RollbackReport,
     SkipReason,
 )
@@ -47,6 +46,7 @@ from engram.memory.gate.groups import GroupOutcome
 from engram.memory.gate.librarian import LibrarianGate
 from engram.memory.gate.requests import GateRequest
 from engram.memory.types import (
+    ConsolidationTrigger,
     GateAction,
     GateDecisionType,
     MemoryRecord,

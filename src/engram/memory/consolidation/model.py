@@ -8,16 +8,8 @@ from enum import StrEnum
 from typing import Any
 from uuid import UUID
 
-from engram.memory.types import AccessLevel, MemoryRecord, MemoryType
-
-
-class ConsolidationTrigger(StrEnum):
-    """What started a pass (specification §5.4)."""
-
-    SCHEDULED_DEEP = "scheduled_deep"  # nightly: every fast-path record
-    SCHEDULED_LIGHT = "scheduled_light"  # hourly: records ingested recently
-    EVENT_DRIVEN = "event_driven"  # a topic reached the event threshold
-    PRESSURE_DRIVEN = "pressure_driven"  # the fast path holds more than its limit
+# The trigger is part of the envelope's vocabulary (one enum, in engram.memory.types).
+from engram.memory.types import AccessLevel, ConsolidationTrigger, MemoryRecord, MemoryType
 
 
 class ConsolidationAction(StrEnum):

@@ -21,17 +21,13 @@ from engram.infra.db import Connection, DatabaseAdapter, Row
 from engram.infra.events import Event
 from engram.infra.sql import load_queries
 from engram.memory import store
-from engram.memory.consolidation.model import (
-    BatchItem,
-    BatchReport,
-    ConsolidationTrigger,
-    RollbackReport,
-)
+from engram.memory.consolidation.model import BatchItem, BatchReport, RollbackReport
 from engram.memory.gate.groups import GroupOutcome
 from engram.memory.gate.librarian import LibrarianGate
 from engram.memory.gate.requests import GateRequest
 from engram.memory.types import (
     CallerIdentity,
+    ConsolidationTrigger,
     GateAction,
     GateDecisionType,
     MemoryRecord,
@@ -121,9 +117,36 @@ class BatchDesk:
         wrote a new version) is left as it is. A consolidated record an agent changed since
         is not forgotten without ``force`` (its history keeps the change either way).
         Raises :class:`~engram.errors.NotFound` for an unknown batch and
-        :class:`~engram.errors.ConsolidationConflict` for one rolled back already, one with a
-        changed record (without ``force``), or one whose records moved while the rollback
-        ran; then nothing changed."""
+        :class:`~engram.errors.ConsolidationConflict` for one rolled back already, or one
+        with a changed record (without ``force``); then nothing changed.
+
+        A record that moves while the rollback runs (most often: an agent's change of a
+        source, whose event makes :meth:`release` take the same summary back at the same
+        time) makes the attempt write nothing; the rollback is then planned again from the
+        new heads, up to ``RELEASE_ATTEMPTS`` times, and reports what it did itself.
+        """
+        for attempt in range(1, RELEASE_ATTEMPTS + 1):
+            try:
+                report = await self._rollback_once(batch_id, force=force)
+            except _MovedOn:
+                log.info("consolidation.rollback_retried", batch_id=str(batch_id), attempt=attempt)
+                continue
+            log.info(
+                "consolidation.rolled_back",
+                batch_id=str(batch_id),
+                retired=len(report.retired),
+                restored=len(report.restored),
+                untouched=len(report.untouched),
+            )
+            await self._gate.refresh_record_gauge()
+            return report
+        raise ConsolidationConflict(
+            f"batch {batch_id}: its records kept moving during the rollback; nothing changed"
+        )
+
+    async def _rollback_once(self, batch_id: UUID, *, force: bool) -> RollbackReport:
+        """One planned attempt of :meth:`rollback` (raises :class:`_MovedOn` when a record
+        moved between the plan and the transaction)."""
         row = await self._row(batch_id)
         batch = _batch_from_row(row)
         if batch.rolled_back_at is not None:
@@ -153,23 +176,17 @@ class BatchDesk:
 
         async def finish(conn: Connection, outcomes: Sequence[GroupOutcome]) -> None:
             if not all(outcome.written for outcome in outcomes):
-                raise ConsolidationConflict(
-                    f"batch {batch_id}: a record moved on during the rollback; nothing changed"
-                )
+                raise _MovedOn(f"batch {batch_id}: a record moved on during the rollback")
             decisions = [r.decision_id for o in outcomes for r in o.results]
             if await conn.fetchval(SQL["mark_rolled_back"], batch_id, decisions) is None:
                 raise ConsolidationConflict(f"batch {batch_id} was rolled back already")
 
         await self._gate.evaluate_groups(groups, finish=finish)
-        log.info(
-            "consolidation.rolled_back",
-            batch_id=str(batch_id),
-            retired=len(retired),
-            restored=len(restored),
-            untouched=len(untouched),
-        )
-        await self._gate.refresh_record_gauge()
         return RollbackReport(batch_id, tuple(retired), tuple(restored), tuple(untouched))
+
+
+class _MovedOn(ConsolidationConflict):
+    """A record of the batch moved between a rollback's plan and its transaction."""
 
 
 def restate(head: MemoryRecord, status: MemoryStatus, *, request_id: str) -> GateRequest:

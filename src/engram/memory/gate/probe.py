@@ -20,7 +20,7 @@ from engram.memory.fingerprint import content_hash
 from engram.memory.gate.advisor import GateAdvisor
 from engram.memory.gate.decision import advise, screen
 from engram.memory.gate.rate_limit import Decided, RateDecision, SharedRateLimiter
-from engram.memory.gate.requests import GateRequest, WriteOutcome
+from engram.memory.gate.requests import GateRequest
 from engram.memory.gate.write_path import audit_entry
 from engram.memory.types import (
     CallerIdentity,
@@ -29,6 +29,7 @@ from engram.memory.types import (
     GateDecisionType,
     MemoryRecord,
     MemoryType,
+    WriteOutcome,
 )
 
 PROBE = CallerIdentity.system("readiness-probe")

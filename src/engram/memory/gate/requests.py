@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 from uuid import UUID
 
+from engram.memory.audit.entry import caller_json
 from engram.memory.conflict.detection import ConflictResult
 from engram.memory.gate.advisor import AdvisorAction, AdvisorDecision
 from engram.memory.gate.checks import CheckResult
@@ -26,17 +26,8 @@ from engram.memory.types import (
     GateDecisionType,
     MemoryRecord,
     MemoryStatus,
+    WriteOutcome,
 )
-
-
-class WriteOutcome(StrEnum):
-    """What an evaluation did to storage."""
-
-    CREATED = "created"
-    UPDATED = "updated"
-    FORGOTTEN = "forgotten"
-    REINFORCED = "reinforced"
-    NONE = "none"
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,18 +132,6 @@ class RefusedInput:
 
 #: What a decision is about: a request the Gate evaluated, or input refused before that.
 Proposal = GateRequest | RefusedInput
-
-
-def caller_json(caller: CallerIdentity) -> dict[str, Any]:
-    """The caller as recorded in the audit log (no secrets: identities carry none)."""
-    return {
-        "agent_id": caller.agent_id,
-        "trust_level": caller.trust_level.value,
-        "allowed_types": sorted(t.value for t in caller.allowed_types),
-        "max_write_level": caller.max_write_level.value,
-        "max_read_level": caller.max_read_level.value,
-        "writes_per_minute": caller.writes_per_minute,
-    }
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,9 +20,8 @@ from engram.infra.db import DatabaseAdapter
 from engram.memory.rl.features import FEATURE_NAMES, features_from_json
 from engram.memory.rl.models import SQL
 from engram.memory.rl.reward import Outcome, TrainingExample
+from engram.memory.rl.windows import HORIZON
 
-#: How long after a decision its record's ratings count towards it.
-HORIZON = timedelta(days=30)
 #: Ratings of the admitted record and of the nearest one by the same agent this close in time
 #: count as one answer found twice (a search returning both).
 SAME_ANSWER = timedelta(seconds=2)

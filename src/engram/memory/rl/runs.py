@@ -9,15 +9,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from engram.infra.db import DatabaseAdapter
-from engram.memory.rl.decisions import HORIZON, training_data
+from engram.memory.rl.decisions import training_data
 from engram.memory.rl.grpo import GRPOConfig
 from engram.memory.rl.models import ModelRow, ModelStore
 from engram.memory.rl.training import train_policy
-
-#: Decisions older than this are not read for training.
-WINDOW = timedelta(days=90)
-#: Fewer decisions than this train nothing (the policy would learn noise).
-MIN_DECISIONS = 100
+from engram.memory.rl.windows import HORIZON, MIN_DECISIONS, WINDOW
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,17 +14,17 @@ from __future__ import annotations
 import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from engram.config import EngramSettings
-from engram.kernel import Kernel, open_kernel
-from engram.memory.rl.decisions import HORIZON, training_data
-from engram.memory.rl.models import ModelRow
-from engram.memory.rl.runs import MIN_DECISIONS, WINDOW, train_candidate
+from engram.memory.rl.windows import HORIZON, MIN_DECISIONS, WINDOW
 from engram.protocols.cli.output import print_json, print_table, when, with_kernel
-from engram.protocols.simulator.evaluation import replay_logged, simulate, verdict
+
+if TYPE_CHECKING:
+    from engram.kernel import Kernel
+    from engram.memory.rl.models import ModelRow
 
 app = typer.Typer(help="The learned Gate advisor: train, evaluate, promote, roll back.")
 #: The specification's readiness threshold for a learned advisor (decisions logged).
@@ -69,6 +69,8 @@ def advisor_train(
     as_json: JsonOption = False,
 ) -> None:
     """Train a candidate advisor now (it advises nobody until promoted)."""
+
+    from engram.memory.rl.runs import train_candidate  # noqa: PLC0415 - NumPy, this command
 
     async def work(kernel: Kernel) -> dict[str, Any]:
         horizon = timedelta(days=horizon_days)
@@ -129,6 +131,15 @@ async def evaluate_model(
     """Judge ``version`` against the heuristic (held-out simulated lives on a private
     embedded database; counterfactual replay of the decisions this database logged after
     the model's training data ends) and record the verdict on its row."""
+    # The learning code, the simulator and the whole kernel: only this command needs them.
+    from engram.kernel import open_kernel  # noqa: PLC0415
+    from engram.memory.rl.decisions import training_data  # noqa: PLC0415
+    from engram.protocols.simulator.evaluation import (  # noqa: PLC0415
+        replay_logged,
+        simulate,
+        verdict,
+    )
+
     model = await kernel.advisor_models.get(version)
     policy = model.load()
     now = datetime.now(UTC)

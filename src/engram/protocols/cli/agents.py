@@ -6,10 +6,10 @@ from typing import Annotated, Any
 
 import typer
 
+from engram.admin_kernel import AdminKernel
 from engram.agents.registry import Agent
-from engram.kernel import Kernel
 from engram.memory.types import AccessLevel, MemoryType, TrustLevel
-from engram.protocols.cli.output import print_json, print_table, when, with_kernel
+from engram.protocols.cli.output import print_json, print_table, when, with_admin
 
 app = typer.Typer(help="Agents and their tokens.", no_args_is_help=True)
 
@@ -73,7 +73,7 @@ def add(  # noqa: PLR0917 - typer passes every option by keyword
     """Register an agent and print its token (once)."""
     chosen = _types(types)
 
-    async def work(kernel: Kernel) -> tuple[Agent, str]:
+    async def work(kernel: AdminKernel) -> tuple[Agent, str]:
         return await kernel.agents.add(
             name,
             trust,
@@ -84,7 +84,7 @@ def add(  # noqa: PLR0917 - typer passes every option by keyword
             writes_per_minute=writes_per_minute,
         )
 
-    agent, token = with_kernel(work, model=False)
+    agent, token = with_admin(work)
     _print_token(agent, token, as_json=as_json, verb="added")
 
 
@@ -95,10 +95,10 @@ def list_agents(
 ) -> None:
     """List agents, oldest first (no tokens: only their first characters)."""
 
-    async def work(kernel: Kernel) -> list[Agent]:
+    async def work(kernel: AdminKernel) -> list[Agent]:
         return await kernel.agents.list_agents(include_revoked=not active)
 
-    agents = with_kernel(work, model=False)
+    agents = with_admin(work)
     if as_json:
         for agent in agents:
             print_json(agent.to_json())
@@ -117,10 +117,10 @@ def revoke(
 ) -> None:
     """Revoke an agent's token for good (its history stays)."""
 
-    async def work(kernel: Kernel) -> Agent:
+    async def work(kernel: AdminKernel) -> Agent:
         return await kernel.agents.revoke(name)
 
-    agent = with_kernel(work, model=False)
+    agent = with_admin(work)
     if as_json:
         print_json(agent.to_json())
     else:
@@ -134,10 +134,10 @@ def rotate(
 ) -> None:
     """Give an active agent a new token (printed once); the old one stops working."""
 
-    async def work(kernel: Kernel) -> tuple[Agent, str]:
+    async def work(kernel: AdminKernel) -> tuple[Agent, str]:
         return await kernel.agents.rotate(name)
 
-    agent, token = with_kernel(work, model=False)
+    agent, token = with_admin(work)
     _print_token(agent, token, as_json=as_json, verb="has a new token")
 
 

@@ -5,22 +5,14 @@ from __future__ import annotations
 import os
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Annotated, Any
+from typing import IO, TYPE_CHECKING, Annotated, Any
 from uuid import UUID
 
 import typer
 
-from engram.kernel import Kernel
+from engram.admin_kernel import AdminKernel
 from engram.memory.admin.redaction import redact_audit_row
-from engram.memory.admin.replay import (
-    ADVISORS,
-    ReplayedDecision,
-    ReplayPolicy,
-    ReplayReport,
-    load_policy,
-)
 from engram.memory.audit.checkpoint import Anchor, parse_anchor
-from engram.memory.audit.state import StateReport
 from engram.protocols.cli.output import (
     EXIT_CHECK_FAILED,
     EXIT_USAGE,
@@ -32,6 +24,7 @@ from engram.protocols.cli.output import (
     progress,
     short,
     when,
+    with_admin,
     with_kernel,
 )
 from engram.protocols.cli.quarantine import (
@@ -41,6 +34,15 @@ from engram.protocols.cli.quarantine import (
     admin_identity,
     reveal_reason,
 )
+
+if TYPE_CHECKING:
+    from engram.kernel import Kernel
+    from engram.memory.admin.replay import ReplayedDecision, ReplayReport
+    from engram.memory.audit.state import StateReport
+
+#: The advisors a replay can use: :data:`engram.memory.admin.policy.ADVISORS`, repeated here so
+#: the admin commands do not import the Gate to print their help (a unit test keeps them equal).
+REPLAY_ADVISORS = ("heuristic", "rl")
 
 app = typer.Typer(help="The hash-chained audit log of Gate decisions.", no_args_is_help=True)
 
@@ -81,7 +83,7 @@ def verify(anchor: AnchorOption = None, as_json: JsonOption = False) -> None:
     name the first thing that does not hold (exit 6)."""
     anchors = _anchors(anchor)
 
-    async def work(kernel: Kernel) -> dict[str, Any]:
+    async def work(kernel: AdminKernel) -> dict[str, Any]:
         total = await kernel.audit.count()
         with progress("verifying the audit chain", total) as advance:
             report = await kernel.audit.verify(progress=advance, anchors=anchors)
@@ -101,7 +103,7 @@ def verify(anchor: AnchorOption = None, as_json: JsonOption = False) -> None:
             "anchors_checked": report.anchors_checked,
         }
 
-    result = with_kernel(work, model=False)
+    result = with_admin(work)
     if as_json:
         print_json(result)
     elif result["ok"]:
@@ -129,11 +131,11 @@ def checkpoint(as_json: JsonOption = False) -> None:
     """Seal a checkpoint of the audit log now and print it; keep the JSON outside the
     database and give it back to `audit verify --anchor`."""
 
-    async def work(kernel: Kernel) -> dict[str, Any] | None:
+    async def work(kernel: AdminKernel) -> dict[str, Any] | None:
         sealed = await kernel.audit.seal()
         return None if sealed is None else sealed.to_json()
 
-    sealed = with_kernel(work, model=False)
+    sealed = with_admin(work)
     if as_json:
         print_json({"checkpoint": sealed})
     elif sealed is None:
@@ -171,8 +173,8 @@ def export(  # noqa: PLR0917 - typer passes every option by keyword
     why = reveal_reason(reveal, reason)
     sink = None if output is None else _private_file(output)
 
-    async def work(kernel: Kernel) -> int:
-        total = await kernel.replay.count(since=start, until=end)
+    async def work(kernel: AdminKernel) -> int:
+        total = await kernel.audit.count(since=start, until=end)
         if why is not None:
             await kernel.quarantine.reveal(
                 admin=admin_identity(by), shown=f"audit export of {total} rows", reason=why
@@ -183,7 +185,7 @@ def export(  # noqa: PLR0917 - typer passes every option by keyword
         return await _export(kernel, sink, start, end, total, heads=heads, flagged=flagged)
 
     try:
-        written = with_kernel(work, model=False)
+        written = with_admin(work)
     finally:
         if sink is not None:
             sink.close()
@@ -201,7 +203,7 @@ def _private_file(path: Path) -> IO[str]:
 
 
 async def _export(
-    kernel: Kernel,
+    kernel: AdminKernel,
     sink: IO[str] | None,
     since: datetime | None,
     until: datetime | None,
@@ -277,7 +279,7 @@ def replay(  # noqa: PLR0917 - typer passes every option by keyword
     since: SinceOption = None,
     until: UntilOption = None,
     advisor: Annotated[
-        str, typer.Option(help=f"Layer 2 advisor: {', '.join(ADVISORS)}.")
+        str, typer.Option(help=f"Layer 2 advisor: {', '.join(REPLAY_ADVISORS)}.")
     ] = "heuristic",
     policy: Annotated[
         Path | None, typer.Option(help="Policy file (TOML, or JSON by its .json name).")
@@ -296,6 +298,8 @@ def replay(  # noqa: PLR0917 - typer passes every option by keyword
 
     if model is not None and advisor != "rl":
         raise typer.BadParameter("--model needs --advisor rl", param_hint="--model")
+
+    from engram.memory.admin.replay import ReplayPolicy, load_policy  # noqa: PLC0415 - heavy
 
     async def work(kernel: Kernel) -> ReplayReport:
         chosen = ReplayPolicy() if policy is None else load_policy(policy)
@@ -336,10 +340,10 @@ def state(
     store's as-of reads; exit 6 on any difference."""
     instant = parse_instant(as_of, "--as-of") or datetime.now(UTC)
 
-    async def work(kernel: Kernel) -> StateReport:
+    async def work(kernel: AdminKernel) -> StateReport:
         return await kernel.audit_state.compare(instant)
 
-    report = with_kernel(work, model=False)
+    report = with_admin(work)
     if as_json:
         print_json(report.to_json())
     else:

@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from engram.kernel import Kernel
-from engram.memory.consolidation import (
-    BatchReport,
-    ConsolidationReport,
-    ConsolidationTrigger,
-    RollbackReport,
-)
+from engram.memory.types import ConsolidationTrigger
 from engram.protocols.cli.output import (
     parse_uuid,
     print_json,
@@ -21,6 +15,10 @@ from engram.protocols.cli.output import (
     when,
     with_kernel,
 )
+
+if TYPE_CHECKING:
+    from engram.kernel import Kernel
+    from engram.memory.consolidation import BatchReport, ConsolidationReport, RollbackReport
 
 app = typer.Typer(help="Consolidation batches: list, show, roll back.", no_args_is_help=True)
 

@@ -11,15 +11,13 @@ import asyncio
 import signal
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from engram import __version__
-from engram.autonomy.scheduler import Job, JobStatus, RunOutcome, Scheduler
 from engram.config import EngramSettings
 from engram.errors import EngramError
-from engram.kernel import Kernel, open_kernel
 from engram.observability.logging import configure_logging
 from engram.protocols.cli.output import (
     error_exit,
@@ -30,6 +28,10 @@ from engram.protocols.cli.output import (
     when,
     with_kernel,
 )
+
+if TYPE_CHECKING:
+    from engram.autonomy.scheduler import Job, JobStatus, RunOutcome, Scheduler
+    from engram.kernel import Kernel
 
 app = typer.Typer(help="Background jobs: list them, run one now.", no_args_is_help=True)
 
@@ -44,6 +46,10 @@ async def run_worker(
 ) -> None:
     """Open a kernel and run its jobs until ``stop`` is set (or SIGTERM / SIGINT arrive).
     ``clock`` and ``extra_jobs`` are for tests that drive time themselves."""
+    # The whole kernel and its jobs: the other admin commands do not import them.
+    from engram.autonomy.scheduler import Scheduler  # noqa: PLC0415
+    from engram.kernel import open_kernel  # noqa: PLC0415
+
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -9,8 +9,8 @@ from typing import Annotated, Any
 import typer
 
 from engram import __version__
+from engram.admin_kernel import AdminKernel
 from engram.errors import EngramError
-from engram.kernel import open_kernel
 from engram.observability.logging import configure_logging
 from engram.protocols.cli import (
     advisor,
@@ -29,6 +29,7 @@ from engram.protocols.cli.output import (
     json_text,
     load_settings,
     request_init,
+    with_admin,
 )
 from engram.provision import prepare_model, run_migrations
 
@@ -170,20 +171,14 @@ app.command("worker")(jobs.worker)
 @conflicts.command("list")
 def conflicts_list(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
-    limit: Annotated[int, typer.Option(help="Most entries to show.")] = 100,
+    limit: Annotated[int, typer.Option(min=1, max=10_000, help="Most entries to show.")] = 100,
 ) -> None:
     """List open escalations, oldest first."""
-    settings = existing_settings()
-    configure_logging("warning", settings.log_format)
 
-    async def pending() -> list[dict[str, Any]]:
-        async with open_kernel(settings=settings, model=False) as kernel:
-            return [dict(row) for row in await kernel.admin_queue.pending(limit=limit)]
+    async def pending(kernel: AdminKernel) -> list[dict[str, Any]]:
+        return [dict(row) for row in await kernel.admin_queue.pending(limit=limit)]
 
-    try:
-        rows = asyncio.run(pending())
-    except EngramError as exc:
-        raise error_exit(exc) from exc
+    rows = with_admin(pending)
     for row in rows:
         if as_json:
             typer.echo(json_text(row))
@@ -204,18 +199,11 @@ def conflicts_ack(
     by: Annotated[str, typer.Option(help="Who decided.")] = "admin",
 ) -> None:
     """Close one escalation once a person has decided it."""
-    settings = existing_settings()
-    configure_logging("warning", settings.log_format)
 
-    async def acknowledge() -> bool:
-        async with open_kernel(settings=settings, model=False) as kernel:
-            return await kernel.admin_queue.acknowledge(escalation_id, by=by)
+    async def acknowledge(kernel: AdminKernel) -> bool:
+        return await kernel.admin_queue.acknowledge(escalation_id, by=by)
 
-    try:
-        closed = asyncio.run(acknowledge())
-    except EngramError as exc:
-        raise error_exit(exc) from exc
-    if not closed:
+    if not with_admin(acknowledge):
         raise fail(f"no open escalation {escalation_id}", EXIT_NOT_FOUND)
     typer.echo(f"escalation {escalation_id} closed")
 

@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
+from engram.admin_kernel import AdminKernel
 from engram.errors import NotFound
-from engram.kernel import Kernel
 from engram.memory.types import MemoryRecord
 from engram.protocols.cli.output import (
     parse_instant,
@@ -16,7 +16,7 @@ from engram.protocols.cli.output import (
     print_table,
     short,
     when,
-    with_kernel,
+    with_admin,
 )
 from engram.protocols.views import record_view
 
@@ -60,7 +60,7 @@ def get(
     event = parse_instant(as_of_event, "--as-of-event")
     ingestion = parse_instant(as_of_ingestion, "--as-of-ingestion")
 
-    async def work(kernel: Kernel) -> MemoryRecord:
+    async def work(kernel: AdminKernel) -> MemoryRecord:
         found = await kernel.admin_temporal.query(
             record_id=rid,
             as_of_event=event,
@@ -73,7 +73,7 @@ def get(
             raise NotFound(f"no record {rid} at the given instants")
         return found[0]
 
-    record = with_kernel(work, model=False)
+    record = with_admin(work)
     if as_json:
         print_json(record_view(record))
         return
@@ -89,13 +89,13 @@ def history(
     """Print every version of a record, oldest first."""
     rid = parse_uuid(record_id, "ID")
 
-    async def work(kernel: Kernel) -> list[MemoryRecord]:
+    async def work(kernel: AdminKernel) -> list[MemoryRecord]:
         chain = await kernel.admin_temporal.get_version_chain(rid, caller=None)
         if not chain:
             raise NotFound(f"no record {rid}")
         return chain
 
-    chain = with_kernel(work, model=False)
+    chain = with_admin(work)
     if as_json:
         for record in chain:
             print_json(record_view(record))

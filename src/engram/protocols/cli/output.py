@@ -12,7 +12,7 @@ import sys
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import UUID
 
 import typer
@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from engram.admin_kernel import AdminKernel, open_admin_kernel
 from engram.config import EngramSettings
 from engram.errors import (
     BusinessError,
@@ -29,10 +30,12 @@ from engram.errors import (
     InfrastructureError,
     NotFound,
 )
-from engram.kernel import Kernel, open_kernel
 from engram.observability.logging import configure_logging
 from engram.protocols.errors import lookup, problems_of
 from engram.provision import NoDatabaseHere, has_database, run_migrations
+
+if TYPE_CHECKING:
+    from engram.kernel import Kernel
 
 T = TypeVar("T")
 
@@ -112,13 +115,35 @@ def existing_settings() -> EngramSettings:
     return settings
 
 
+def with_admin(work: Callable[[AdminKernel], Awaitable[T]]) -> T:
+    """Run ``work`` with the admin desks over the configured database (no Gate, no model, no
+    migrations, no jobs: :mod:`engram.admin_kernel`), and close them.
+
+    Errors of engram end the command with a message and the documented exit code.
+    """
+    settings = existing_settings()
+    configure_logging("warning", settings.log_format)
+
+    async def run() -> T:
+        async with open_admin_kernel(settings) as kernel:
+            return await work(kernel)
+
+    try:
+        return asyncio.run(run())
+    except EngramError as exc:
+        raise error_exit(exc) from exc
+
+
 def with_kernel(work: Callable[[Kernel], Awaitable[T]], *, model: bool = True) -> T:
     """Open a kernel on the configured database, run ``work`` with it, and close it.
 
-    ``model=False`` is for commands that only read or administer what is stored: the kernel
-    opens without the embedding model and without migrating, in well under a second.
-    Errors of engram end the command with a message and the documented exit code.
+    ``model=False`` opens it without the embedding model and without migrating (commands
+    that need the jobs or the Gate's objects but embed nothing). Errors of engram end the
+    command with a message and the documented exit code.
     """
+    # The whole kernel costs about a second to import; the admin desks do not need it.
+    from engram.kernel import open_kernel  # noqa: PLC0415
+
     settings = existing_settings()
     configure_logging("warning", settings.log_format)
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import getpass
 from enum import StrEnum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 from uuid import UUID
 
 import typer
 
-from engram.kernel import Kernel
+from engram.admin_kernel import AdminKernel
 from engram.memory.admin.redaction import redact_record
 from engram.memory.types import AccessLevel, CallerIdentity, MemoryRecord
 from engram.protocols.cli.output import (
@@ -18,9 +18,13 @@ from engram.protocols.cli.output import (
     print_table,
     short,
     when,
+    with_admin,
     with_kernel,
 )
 from engram.protocols.views import record_view
+
+if TYPE_CHECKING:
+    from engram.kernel import Kernel
 
 app = typer.Typer(help="Quarantined records and their release.", no_args_is_help=True)
 
@@ -74,7 +78,7 @@ def list_quarantined(
     """List quarantined records, oldest first (their content hidden unless --reveal)."""
     why = reveal_reason(reveal, reason)
 
-    async def work(kernel: Kernel) -> list[MemoryRecord]:
+    async def work(kernel: AdminKernel) -> list[MemoryRecord]:
         records = await kernel.quarantine.pending(limit=limit)
         if why is not None and records:
             await kernel.quarantine.reveal(
@@ -85,7 +89,7 @@ def list_quarantined(
             )
         return records
 
-    records = with_kernel(work, model=False)
+    records = with_admin(work)
     if as_json:
         for record in records:
             view = record_view(record)

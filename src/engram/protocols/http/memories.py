@@ -20,8 +20,8 @@ from fastapi.responses import JSONResponse
 from engram.agents.registry import Principal
 from engram.errors import NotFound
 from engram.memory.gate.checks import ACCESS, RATE_LIMIT
-from engram.memory.gate.requests import GateResult, WriteOutcome
-from engram.memory.types import GateAction, GateDecision, MemoryRecord, MemoryStatus
+from engram.memory.gate.requests import GateResult
+from engram.memory.types import GateAction, GateDecision, MemoryRecord, MemoryStatus, WriteOutcome
 from engram.protocols.http.auth import Caller, KernelDep
 from engram.protocols.http.problems import ApiProblem, problem, problem_responses, retry_after
 from engram.protocols.inprocess import AgentSession, Instant
