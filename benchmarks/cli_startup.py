@@ -2,7 +2,9 @@
 
 Prints one JSON object. Each command runs as a real subprocess (`python -m
 engram.protocols.cli …`) against a data dir holding one agent; ``--runs`` rounds, commands in
-turn within a round, median per command. Two situations: the embedded PostgreSQL stopped
+turn within a round, median per command. ``third_party_import_floor_s`` is a process that
+only imports the libraries every command needs (typer, rich, structlog, pydantic, asyncpg,
+psutil): no command can be faster. Two situations: the embedded PostgreSQL stopped
 (each command starts and stops it) and already running beside the command (as next to
 `engram serve`; here held by a long-lived kernel).
 
@@ -35,6 +37,11 @@ COMMANDS: dict[str, list[str]] = {
     "advisor status": ["advisor", "status", "--json"],
     "--version": ["--version"],
 }
+#: What any command imports before engram's own code runs: the floor a command cannot beat.
+THIRD_PARTY = (
+    "import asyncio, typer, rich.console, rich.table, structlog, pydantic, "
+    "pydantic_settings, asyncpg, psutil"
+)
 HOLD = """
 import asyncio, sys
 from engram import open_kernel
@@ -49,8 +56,12 @@ if __name__ == "__main__":
 """
 
 
-def _env(data_dir: Path, src: Path | None) -> dict[str, str]:
+def _env(data_dir: Path, src: Path | None, *, bytecode: bool) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
+    if bytecode:  # as on a usual machine: imports read cached bytecode after the first run
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+    else:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["ENGRAM_DATA_DIR"] = str(data_dir)
     env["ENGRAM_LOG_LEVEL"] = "warning"
     if src is not None:
@@ -97,12 +108,23 @@ def _round(env: dict[str, str], runs: int) -> dict[str, Any]:
     }
 
 
-def measure(runs: int, src: Path | None) -> dict[str, Any]:
+def floor(runs: int, *, bytecode: bool) -> float:
+    """Median seconds of a process that imports only :data:`THIRD_PARTY` and exits."""
+    env = _env(Path(tempfile.gettempdir()), None, bytecode=bytecode)
+    times = []
+    for _ in range(runs + 1):  # the first may write bytecode
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", THIRD_PARTY], env=env, check=True)  # noqa: S603
+        times.append(time.perf_counter() - started)
+    return round(statistics.median(times[1:]), 3)
+
+
+def measure(runs: int, src: Path | None, *, bytecode: bool) -> dict[str, Any]:
     """The figures of one code version: server stopped, then server running."""
     with tempfile.TemporaryDirectory(prefix="engram-cli-") as tmp:
         data_dir = Path(tmp) / "data"
-        env = _env(data_dir, src)
-        _prepare(data_dir, env)
+        env = _env(data_dir, src, bytecode=bytecode)
+        _prepare(data_dir, env)  # also the run that writes the bytecode, when it is written
         stopped = _round(env, runs)
         holder = subprocess.Popen(  # noqa: S603 - a kernel holding the embedded server
             [sys.executable, "-c", HOLD],
@@ -129,15 +151,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--src", type=Path, default=None, help="another checkout's src/")
+    parser.add_argument(
+        "--no-bytecode",
+        action="store_true",
+        help="never cache bytecode (PYTHONDONTWRITEBYTECODE=1): every run compiles the sources",
+    )
     args = parser.parse_args()
+    bytecode = not args.no_bytecode
     result: dict[str, Any] = {
         "benchmark": "cli_startup",
-        "parameters": {"runs": args.runs, "commands": list(COMMANDS)},
+        "parameters": {"runs": args.runs, "commands": list(COMMANDS), "bytecode": bytecode},
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-        "this": measure(args.runs, None),
+        "third_party_import_floor_s": floor(args.runs, bytecode=bytecode),
+        "this": measure(args.runs, None, bytecode=bytecode),
     }
     if args.src is not None:
-        result["other"] = {"src": args.src.name, **measure(args.runs, args.src)}
+        result["other"] = {"src": str(args.src), **measure(args.runs, args.src, bytecode=bytecode)}
     print(json.dumps(result, sort_keys=True))
 
 

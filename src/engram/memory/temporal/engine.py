@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 from engram.infra.db import DatabaseAdapter, Row
@@ -35,7 +36,9 @@ from engram.memory.types import (
     readable_levels,
     utc_now,
 )
-from engram.observability.metrics import EngramMetrics
+
+if TYPE_CHECKING:
+    from engram.observability.metrics import EngramMetrics
 
 SQL = load_queries("engram.memory.temporal", "temporal.sql", shared=store.FRAGMENTS)
 _NIL = UUID(int=0)
