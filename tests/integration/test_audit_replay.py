@@ -109,6 +109,9 @@ async def _history(kernel: Kernel) -> History:
     )
     pii_id = done["pii"].record_id
     assert pii_id is not None
+    await kernel.quarantine.reveal(
+        admin=SYSTEM, shown="quarantine list", reason="triage", record_ids=[pii_id]
+    )
     await kernel.quarantine.release(pii_id, admin=SYSTEM, reason="a work address, not PII")
     await asyncio.sleep(0.002)
     return History(done)
@@ -142,6 +145,29 @@ async def _footprint(kernel: Kernel) -> tuple[object, ...]:
     return tuple(row.values())
 
 
+async def test_an_admin_shown_quarantined_content_leaves_one_audited_row(kernel: Kernel) -> None:
+    """`reveal` needs a reason and appends one REVEAL row naming the admin, where the content
+    was shown and which records; the chain still verifies and the state rebuilt from the log
+    is the store's (a reveal changes no record)."""
+    history = await _history(kernel)
+    pii_id = history.results["pii"].record_id
+    with pytest.raises(ValidationFailed, match="must say why"):
+        await kernel.quarantine.reveal(admin=SYSTEM, shown="audit export", reason=" \t")
+    [row] = await kernel.audit.search(action="REVEAL")
+    assert ("approved", "revealed", "triage", SYSTEM.agent_id) == (
+        row["decision"],
+        row["outcome"],
+        row["reason"],
+        row["agent_id"],
+    )
+    assert {"action": "REVEAL", "shown": "quarantine list", "records": [str(pii_id)]} == (
+        row["input_snapshot"]
+    )
+    assert row["record_id"] is None
+    assert (await kernel.audit.verify()).ok
+    assert (await kernel.audit_state.compare(datetime.now(UTC))).ok
+
+
 async def test_replay_with_the_default_policy_changes_nothing(kernel: Kernel) -> None:
     """Every recorded decision replays to the same verdict; replay writes nothing."""
     history = await _history(kernel)
@@ -150,12 +176,12 @@ async def test_replay_with_the_default_policy_changes_nothing(kernel: Kernel) ->
     seen: list[int] = []
     report = await kernel.replay.replay(progress=seen.append)
     assert [] == [d.to_json() for d in report.changed]
-    assert ["RELEASE"] == [d.action for d in report.skipped]
+    assert ["REVEAL", "RELEASE"] == [d.action for d in report.skipped]
     assert await kernel.audit.count() == len(report.decisions) == seen[-1]
     assert "heuristic@2" == report.advisor
     assert before == await _footprint(kernel)
     body = report.to_json()
-    assert (0, 1) == (body["changed"], body["skipped"])
+    assert (0, 2) == (body["changed"], body["skipped"])
 
 
 async def test_a_stricter_policy_changes_decisions_and_says_why(

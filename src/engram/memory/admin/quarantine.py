@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import UTC, datetime
 from uuid import UUID
 
@@ -102,36 +101,25 @@ class QuarantineDesk:
             row = await conn.fetchrow(SQL["release"], head.id, level.value)
             assert row is not None  # noqa: S101 - the head was locked above
             released = store.record_from_row(row)
-            await self._audit.append(
-                conn,
-                AuditEntry(
-                    decision_id=decision_id,
-                    request_id=request_id or str(decision_id),
-                    occurred_at=datetime.now(UTC),
-                    action=RELEASE,
-                    decision="approved",
-                    outcome="released",
-                    decision_type="external",
-                    reason=reason,
-                    agent_id=admin.agent_id,
-                    caller=canonical_json(caller_json(admin)),
-                    record_id=head.record_id,
-                    version_id=head.id,
-                    input_snapshot=canonical_json(
-                        {
-                            "action": RELEASE,
-                            "record_id": str(record_id),
-                            "level": level.value,
-                            "previous_level": head.access_level.value,
-                            "pii_kinds": head.metadata.get("pii", {}).get("kinds", []),
-                        }
-                    ),
-                    layer1_checks="[]",
-                    layer2_decision=None,
-                    decision_source="admin",
-                    duration_ms=round((time.perf_counter() - started) * 1000, 3),
-                ),
+            snapshot: dict[str, object] = {
+                "action": RELEASE,
+                "record_id": str(record_id),
+                "level": level.value,
+                "previous_level": head.access_level.value,
+                "pii_kinds": head.metadata.get("pii", {}).get("kinds", []),
+            }
+            entry = _admin_entry(
+                decision_id,
+                RELEASE,
+                "released",
+                admin=admin,
+                reason=reason,
+                snapshot=snapshot,
+                started=started,
+                request_id=request_id,
+                record=head,
             )
+            await self._audit.append(conn, entry)
             return released
 
         released = await self._db.run_in_transaction(body)
@@ -166,33 +154,25 @@ class QuarantineDesk:
         started = time.perf_counter()
         decision_id = new_decision_id()
         ids = sorted(str(record_id) for record_id in record_ids)
-        entry = AuditEntry(
-            decision_id=decision_id,
-            request_id=str(decision_id),
-            occurred_at=datetime.now(UTC),
-            action=REVEAL,
-            decision="approved",
-            outcome="revealed",
-            decision_type="external",
-            reason=reason,
-            agent_id=admin.agent_id,
-            caller=canonical_json(caller_json(admin)),
-            record_id=None,
-            version_id=None,
-            input_snapshot=canonical_json(
-                {"action": REVEAL, "shown": shown, "records": ids[:MAX_LISTED]}
-                | ({"records_total": len(ids)} if len(ids) > MAX_LISTED else {})
-            ),
-            layer1_checks="[]",
-            layer2_decision=None,
-            decision_source="admin",
-            duration_ms=0.0,
-        )
+        snapshot: dict[str, object] = {
+            "action": REVEAL,
+            "shown": shown,
+            "records": ids[:MAX_LISTED],
+        }
+        if len(ids) > MAX_LISTED:
+            snapshot["records_total"] = len(ids)
 
         async def body(conn: Connection) -> None:
-            await self._audit.append(
-                conn, replace(entry, duration_ms=round((time.perf_counter() - started) * 1000, 3))
+            entry = _admin_entry(
+                decision_id,
+                REVEAL,
+                "revealed",
+                admin=admin,
+                reason=reason,
+                snapshot=snapshot,
+                started=started,
             )
+            await self._audit.append(conn, entry)
 
         await self._db.run_in_transaction(body)
         log.info(
@@ -203,3 +183,37 @@ class QuarantineDesk:
             admin=admin.agent_id,
         )
         return decision_id
+
+
+def _admin_entry(
+    decision_id: UUID,
+    action: str,
+    outcome: str,
+    *,
+    admin: CallerIdentity,
+    reason: str,
+    snapshot: dict[str, object],
+    started: float,
+    request_id: str | None = None,
+    record: MemoryRecord | None = None,
+) -> AuditEntry:
+    """The audit row of an admin's action on the quarantine (not a Gate evaluation)."""
+    return AuditEntry(
+        decision_id=decision_id,
+        request_id=request_id or str(decision_id),
+        occurred_at=datetime.now(UTC),
+        action=action,
+        decision="approved",
+        outcome=outcome,
+        decision_type="external",
+        reason=reason,
+        agent_id=admin.agent_id,
+        caller=canonical_json(caller_json(admin)),
+        record_id=None if record is None else record.record_id,
+        version_id=None if record is None else record.id,
+        input_snapshot=canonical_json(snapshot),
+        layer1_checks="[]",
+        layer2_decision=None,
+        decision_source="admin",
+        duration_ms=round((time.perf_counter() - started) * 1000, 3),
+    )
