@@ -98,17 +98,7 @@ class TemporalEngine:
             rows = []
             for memory_type in types or list(MemoryType):
                 if as_of_ingestion is None and as_of_event is None:
-                    rows += await self._db.fetch(
-                        SQL["current_listing"],
-                        namespace,
-                        ending,
-                        levels,
-                        memory_type.value,
-                        limit,
-                        None,
-                        None,
-                        None,
-                    )
+                    rows += await self._current(namespace, ending, levels, memory_type, limit)
                 else:
                     name = "as_of_listing" if as_of_event is None else "as_of_event_listing"
                     rows += await self._db.fetch(
@@ -152,19 +142,36 @@ class TemporalEngine:
         wanted = None if tags is None else list(tags)
         rows: list[Row] = []
         for memory_type in list(MemoryType) if types is None else types:
-            rows += await self._db.fetch(
-                SQL["current_listing"],
-                namespace,
-                ending,
-                levels,
-                memory_type.value,
-                limit,
-                wanted,
-                since,
-                last_id,
+            rows += await self._current(
+                namespace, ending, levels, memory_type, limit, tags=wanted, after=(since, last_id)
             )
         rows.sort(key=lambda row: (row["ingestion_time"], row["id"]), reverse=True)
         return [store.record_from_row(row) for row in rows[:limit]]
+
+    async def _current(
+        self,
+        namespace: str,
+        ending: Sequence[str],
+        levels: Sequence[str],
+        memory_type: MemoryType,
+        limit: int,
+        *,
+        tags: list[str] | None = None,
+        after: tuple[datetime | None, UUID | None] = (None, None),
+    ) -> list[Row]:
+        """The current heads of one type, newest change first (one ordered index scan)."""
+        since, last_id = after
+        return await self._db.fetch(
+            SQL["current_listing"],
+            namespace,
+            ending,
+            levels,
+            memory_type.value,
+            limit,
+            tags,
+            since,
+            last_id,
+        )
 
     async def _hide_unreadable_successors(
         self, records: list[MemoryRecord], levels: Sequence[str]
