@@ -275,3 +275,16 @@ async def test_memories_audit_and_quarantine_commands(
         reveal["agent_id"].removeprefix("system:"),
     )
     assert _json(await asyncio.to_thread(cli, "audit", "verify", "--json"))["ok"]
+
+    # A record with a finding (released since, the finding kept as its trace) is hidden from
+    # `memories get/history` too, unless revealed.
+    hidden = _json(await asyncio.to_thread(cli, "memories", "get", made["held"], "--json"))
+    assert (None, True) == (hidden["content"], hidden["redacted"])
+    chain = await asyncio.to_thread(cli, "memories", "history", made["held"])
+    assert "ana@example.com" not in chain.stdout
+    shown = _json(
+        await asyncio.to_thread(
+            cli, "memories", "get", made["held"], "--json", "--reveal", "--reason", "ticket 7"
+        )
+    )
+    assert "ana@example.com" in shown["content"]

@@ -3,6 +3,7 @@ schema head read without alembic, and the model-less embedding port."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from uuid import uuid4
 
 import pytest
@@ -10,6 +11,7 @@ from alembic.script import ScriptDirectory
 
 from engram.errors import EmbeddingError
 from engram.infra import migrate
+from engram.infra.embedded_server import make_private
 from engram.infra.embeddings import NoModel
 from engram.memory.admin.redaction import pii_flagged, redact_audit_row, redact_record
 from engram.memory.types import AccessLevel
@@ -108,3 +110,53 @@ def test_the_admin_commands_do_not_import_the_gate_or_the_model() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
     assert "[]" == done.stdout.strip()
+
+
+def test_personal_data_in_metadata_or_a_refused_raw_input_is_redacted_too() -> None:
+    """The PII screen reads metadata, so a redacted view keeps only the finding of it; a raw
+    input refused before any screening (malformed) or cut to an excerpt (too large) keeps
+    only its size and digest."""
+    view = {
+        "content": "standup notes",
+        "metadata": {"contact": "alice@example.com", "pii": {"kinds": ["email"]}},
+    }
+    assert {"pii": {"kinds": ["email"]}} == redact_record(view)["metadata"]
+    malformed = {
+        "seq": 2,
+        "record_id": None,
+        "layer1_checks": [{"name": "schema", "passed": False}],
+        "input_snapshot": {"raw": {"type": "nonsense", "content": "call bob@example.com"}},
+    }
+    huge = {
+        "seq": 3,
+        "record_id": None,
+        "layer1_checks": [{"name": "rate_limit", "passed": False}],
+        "input_snapshot": {
+            "action": "CREATE",
+            "raw": {"excerpt": '{"content": "mail alice@example.com', "bytes": 9000},
+        },
+    }
+    for row in (malformed, huge):
+        shown = redact_audit_row(row, set())
+        assert shown["redacted"]
+        assert "example.com" not in str(shown)
+    assert {"bytes": 9000} == redact_audit_row(huge, set())["input_snapshot"]["raw"]
+
+
+def test_the_data_dir_is_narrowed_only_when_it_is_engrams(tmp_path: Path) -> None:
+    """A new data dir is 0700, and so is an existing one holding only engram's entries; a
+    folder holding anything else (ENGRAM_DATA_DIR pointed at a home) is left as it was."""
+    fresh = tmp_path / "fresh" / "data"
+    make_private(fresh)
+    assert 0o700 == fresh.stat().st_mode & 0o777
+    ours = tmp_path / "ours"
+    (ours / "models").mkdir(parents=True)
+    ours.chmod(0o755)
+    make_private(ours)
+    assert 0o700 == ours.stat().st_mode & 0o777
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "notes.txt").write_text("mine")
+    home.chmod(0o755)
+    make_private(home)
+    assert 0o755 == home.stat().st_mode & 0o777

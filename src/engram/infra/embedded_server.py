@@ -305,12 +305,31 @@ class EmbeddedPostgres:
             pass
 
 
+#: What engram puts in a data dir; one holding anything else is not narrowed or handed over.
+DATA_DIR_ENTRIES = frozenset({"pg", "models"})
+
+
 def make_private(directory: Path, *, owner: str | None = None) -> None:
     """Create ``directory`` (and its parents) or keep it: either way it ends up readable by
     its owner only (0700), and owned by ``owner`` when that system user is given (as root,
     the package runs PostgreSQL as its own user, which must still reach the cluster inside).
-    Its trust-all ``pg_hba.conf`` makes the data dir's privacy the database's only guard."""
+    Its trust-all ``pg_hba.conf`` makes the data dir's privacy the database's only guard.
+
+    An existing directory that holds anything engram did not put there (``ENGRAM_DATA_DIR``
+    pointed at a home or a shared folder) is left as it is, with a warning: narrowing or
+    giving away someone's folder is not engram's to do."""
+    created = not directory.exists()
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if not created:
+        foreign = sorted(e.name for e in directory.iterdir() if e.name not in DATA_DIR_ENTRIES)
+        if foreign:
+            log.warning(
+                "data_dir.left_as_is",
+                directory=str(directory),
+                reason="it holds files engram did not put there; keep it private yourself",
+                others=len(foreign),
+            )
+            return
     if owner is not None and os.geteuid() == 0:
         entry = pwd.getpwnam(owner)
         if directory.stat().st_uid != entry.pw_uid:

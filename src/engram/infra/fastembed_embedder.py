@@ -106,6 +106,9 @@ def _init_worker(  # noqa: PLR0917 - the pool passes initargs positionally
     _model = _load_model(model_dir, model_name, pooling, dimension, threads, spin=spin)
 
 
+_MAIN_SWAP = threading.Lock()
+
+
 def _ready() -> None:
     """A task that does nothing: submitting it makes the pool start a worker."""
 
@@ -121,13 +124,18 @@ def _caller_main_hidden() -> Iterator[None]:
     into a notebook has no file to re-run. While workers are being started, ``__main__`` is a
     bare module, so multiprocessing records nothing to re-import.
     """
-    main = sys.modules.get("__main__")
-    sys.modules["__main__"] = types.ModuleType("__main__")
-    try:
-        yield
-    finally:
-        if main is not None:
-            sys.modules["__main__"] = main
+    with _MAIN_SWAP:  # two pools starting at once must not restore each other's stand-in
+        main = sys.modules.get("__main__")
+        stand_in = types.ModuleType("__main__")
+        sys.modules["__main__"] = stand_in
+        try:
+            yield
+        finally:
+            if sys.modules.get("__main__") is stand_in:
+                if main is None:
+                    del sys.modules["__main__"]
+                else:
+                    sys.modules["__main__"] = main
 
 
 #: How often a worker checks that the process that started it is still there (seconds).

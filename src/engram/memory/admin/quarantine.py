@@ -136,6 +136,10 @@ class QuarantineDesk:
         """Every record with a PII finding in any version (quarantined now or released)."""
         return {row["record_id"] for row in await self._db.fetch(SQL["flagged"])}
 
+    async def is_flagged(self, record_id: UUID) -> bool:
+        """Whether ``record_id`` has a PII finding in any version."""
+        return bool(await self._db.fetchval(SQL["is_flagged"], record_id))
+
     async def reveal(
         self,
         *,

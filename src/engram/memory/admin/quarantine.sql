@@ -17,3 +17,7 @@ RETURNING {{record_columns}}
 -- name: flagged
 -- Every record with a PII finding in any of its versions (quarantined now or released since).
 SELECT DISTINCT record_id FROM memories WHERE metadata ? 'pii'
+
+-- name: is_flagged
+-- Whether record $1 has a PII finding in any of its versions.
+SELECT EXISTS (SELECT 1 FROM memories WHERE record_id = $1 AND metadata ? 'pii')

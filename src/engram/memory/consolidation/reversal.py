@@ -22,7 +22,7 @@ from engram.infra.events import Event
 from engram.infra.sql import load_queries
 from engram.memory import store
 from engram.memory.consolidation.model import BatchItem, BatchReport, RollbackReport
-from engram.memory.gate.groups import GroupOutcome
+from engram.memory.gate.groups import GroupOutcome, Skip
 from engram.memory.gate.librarian import LibrarianGate
 from engram.memory.gate.requests import GateRequest
 from engram.memory.types import (
@@ -175,6 +175,12 @@ class BatchDesk:
                 groups.append(group)
 
         async def finish(conn: Connection, outcomes: Sequence[GroupOutcome]) -> None:
+            refused = [o for o in outcomes if not o.written and o.skipped != Skip.SOURCE_CHANGED]
+            if refused:  # the Gate said no: planning again would hear the same answer
+                raise ConsolidationConflict(
+                    f"batch {batch_id}: the Gate refused the rollback ({refused[0].detail}); "
+                    "nothing changed"
+                )
             if not all(outcome.written for outcome in outcomes):
                 raise _MovedOn(f"batch {batch_id}: a record moved on during the rollback")
             decisions = [r.decision_id for o in outcomes for r in o.results]

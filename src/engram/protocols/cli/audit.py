@@ -171,32 +171,39 @@ def export(  # noqa: PLR0917 - typer passes every option by keyword
     records the PII check flagged is left out (marked "redacted") unless --reveal."""
     start, end = parse_instant(since, "--since"), parse_instant(until, "--until")
     why = reveal_reason(reveal, reason)
-    sink = None if output is None else _private_file(output)
 
     async def work(kernel: AdminKernel) -> int:
         total = await kernel.audit.count(since=start, until=end)
-        if why is not None:
-            await kernel.quarantine.reveal(
-                admin=admin_identity(by), shown=f"audit export of {total} rows", reason=why
-            )
-            flagged: set[UUID] | None = None
-        else:
-            flagged = await kernel.quarantine.flagged()
-        return await _export(kernel, sink, start, end, total, heads=heads, flagged=flagged)
+        flagged = await kernel.quarantine.flagged()
+        # The file is opened only once the command is known to run (a refused one leaves an
+        # existing file as it was), and before the reveal is audited (a file that cannot be
+        # written shows nothing).
+        sink = None if output is None else _private_file(output)
+        try:
+            if why is not None:
+                await kernel.quarantine.reveal(
+                    admin=admin_identity(by),
+                    shown=f"audit export of {total} rows",
+                    reason=why,
+                    record_ids=sorted(flagged),
+                )
+            hide = None if why is not None else flagged
+            return await _export(kernel, sink, start, end, total, heads=heads, flagged=hide)
+        finally:
+            if sink is not None:
+                sink.close()
 
-    try:
-        written = with_admin(work)
-    finally:
-        if sink is not None:
-            sink.close()
+    written = with_admin(work)
     if output is not None:
         typer.echo(f"engram: {written} rows written to {output}", err=True)
 
 
 def _private_file(path: Path) -> IO[str]:
     """``path`` opened for writing, readable by its owner only (an export holds the log)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = os.open(path, flags, 0o600)
+        os.fchmod(fd, 0o600)  # an existing file keeps its mode otherwise
     except OSError as exc:
         raise fail(f"cannot write {path}: {exc.strerror}", EXIT_USAGE) from exc
     return os.fdopen(fd, "w", encoding="utf-8")

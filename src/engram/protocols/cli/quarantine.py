@@ -10,6 +10,7 @@ from uuid import UUID
 import typer
 
 from engram.admin_kernel import AdminKernel
+from engram.memory.admin.quarantine import MAX_REASON
 from engram.memory.admin.redaction import redact_record
 from engram.memory.types import AccessLevel, CallerIdentity, MemoryRecord
 from engram.protocols.cli.output import (
@@ -64,6 +65,8 @@ def reveal_reason(reveal: bool, reason: str | None) -> str | None:
         return None
     if reason is None or not reason.strip():
         raise typer.BadParameter("--reveal needs --reason (it is audited)", param_hint="--reason")
+    if len(reason) > MAX_REASON:
+        raise typer.BadParameter(f"at most {MAX_REASON} characters", param_hint="--reason")
     return reason
 
 
