@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from uuid import UUID, uuid4
 
+import asyncpg
 import pytest
 
 from engram import Kernel
@@ -26,7 +27,8 @@ from engram.memory.types import (
     TrustLevel,
     utc_now,
 )
-from engram.retrieval.search import Retrieval
+from engram.retrieval.search import Retrieval, SearchResult
+from tests.conftest import ScratchDatabase
 from tests.integration.gate_helpers import (
     EXTERNAL,
     STANDARD,
@@ -216,6 +218,44 @@ async def test_callers_see_only_the_levels_they_may_read(kernel: Kernel) -> None
     assert stored.approved
     seen = await kernel.retrieval.search(restricted, "invoice archive cold storage", limit=10)
     assert stored.record_id not in {hit.record.record_id for hit in seen.hits}
+
+
+async def test_records_a_caller_may_not_read_do_not_change_its_ranking(
+    kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """Nothing a caller may not read decides which of its words the text leg matches: 150
+    sensitive records holding a query's rare terms, with the table's statistics fresh (the
+    earlier rule left out words the statistics called common), leave a standard reader's hits,
+    their ranks and their fused values exactly as they were."""
+    await _seed(kernel)
+    query = "Kafka topic orders-v2"
+    before = await kernel.retrieval.search(READER, query, limit=10)
+    assert "text" in before.hits[0].legs
+    writer = replace(TRUSTED, writes_per_minute=100_000)
+    for n in range(150):
+        hidden = MemoryRecord.draft(
+            MemoryType.BELIEF,
+            f"Kafka topic orders-v2 replay job {n} mirrors partition {n * 7 + 3} for tenant "
+            f"{n * 13 + 1000}.",
+            source_agent=writer.agent_id,
+            access_level=AccessLevel.SENSITIVE,
+        )
+        stored = await kernel.gate.evaluate(
+            GateRequest(GateAction.CREATE, hidden, writer, EXTERNAL)
+        )
+        assert stored.approved, stored.reason
+    admin = await asyncpg.connect(database.admin_url)
+    try:
+        await admin.execute("ANALYZE engram.memories")
+    finally:
+        await admin.close()
+    after = await kernel.retrieval.search(READER, query, limit=10)
+
+    def seen(result: SearchResult) -> list[tuple[UUID, dict[str, int], float, float | None]]:
+        return [(h.record.record_id, h.ranks, h.fused, h.similarity) for h in result.hits]
+
+    assert seen(before) == seen(after)
+    assert before.legs == after.legs
 
 
 async def test_type_filter_limit_and_read_counting(kernel: Kernel) -> None:

@@ -1,10 +1,12 @@
 """Hybrid search: nearest neighbours by embedding and full-text matches, fused by rank.
 
 Both legs run in the database, each returning up to ``depth`` versions the caller may read;
-their rankings are fused with reciprocal rank fusion (Σ 1 / (k + rank), k = 60), so a record
-found by both legs outranks one found by either alone, and neither leg's raw scores (cosine
-distance, ``ts_rank_cd``) have to be made comparable. If the query cannot be embedded the text
-leg answers alone and the result says so (``degraded``).
+their rankings are fused with weighted reciprocal rank fusion (Σ w / (k + rank), k = 60), so a
+record found by both legs outranks one found by either alone, and neither leg's raw scores
+(cosine distance, ``ts_rank_cd``) have to be made comparable. The text leg matches only the
+query's exact, rare terms (error codes, host names, surnames: :mod:`engram.retrieval.terms`);
+a query without one is answered by the vector leg alone. If the query cannot be embedded the
+text leg answers alone, on every word of the query, and the result says so (``degraded``).
 
 The fused value orders hits but says nothing about how well any of them matches: the best
 of ten unrelated records fuses as high as the best of ten relevant ones. Each hit therefore
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -43,12 +45,12 @@ from engram.infra.sql import load_queries
 from engram.memory.temporal import TemporalEngine, readable_levels
 from engram.memory.types import CallerIdentity, MemoryRecord, MemoryStatus, MemoryType
 from engram.observability.metrics import EngramMetrics
+from engram.retrieval.ranking import Candidate, fuse, lexical_shares, rerank
+from engram.retrieval.terms import MIN_PIECES, distinctive_terms
 
 log = structlog.get_logger("engram.retrieval")
 SQL = load_queries("engram.retrieval.sql", "search.sql")
 
-#: The constant of reciprocal rank fusion (Cormack et al. use 60).
-RRF_K = 60
 MAX_LIMIT = 100
 MAX_QUERY_CHARS = 2000
 #: Most tags one search (or listing) may filter on, and the longest tag: what a record may carry.
@@ -60,6 +62,23 @@ MAX_TAG_CHARS = 64
 DEFAULT_MIN_SCORE = 0.38
 VECTOR = "vector"
 TEXT = "text"
+#: How much a full lexical share adds to a similarity (chosen on the dev half of
+#: tests/data/retrieval with benchmarks/retrieval_eval.py --grid).
+LEXICAL_WEIGHT = 0.3
+
+
+@dataclass(frozen=True, slots=True)
+class SearchTuning:
+    """How the legs are run and fused (the defaults are the product's; the evaluation,
+    ``benchmarks/retrieval_eval.py``, compares others on the dev half)."""
+
+    #: Off: vector search alone (the evaluation's baseline), the text leg only when degraded.
+    text_leg: bool = True
+    #: Fewest tokenizer pieces that make a plain word a text-leg term (engram.retrieval.terms).
+    min_pieces: int = MIN_PIECES
+    #: λ of the order by similarity + λ * lexical share (engram.retrieval.ranking); 0: the
+    #: fused order of the legs.
+    lexical_weight: float = LEXICAL_WEIGHT
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,20 +118,6 @@ class FeedbackReceipt:
     useful: bool
     signal: str
     created_at: datetime
-
-
-def fuse(
-    rankings: dict[str, Sequence[UUID]], *, k: int = RRF_K
-) -> list[tuple[UUID, float, dict[str, int]]]:
-    """Reciprocal rank fusion of several rankings of ids; best first, ties by id order seen."""
-    scores: dict[UUID, float] = {}
-    ranks: dict[UUID, dict[str, int]] = {}
-    for leg, ids in rankings.items():
-        for position, item in enumerate(ids, start=1):
-            scores[item] = scores.get(item, 0.0) + 1.0 / (k + position)
-            ranks.setdefault(item, {})[leg] = position
-    ordered = sorted(scores, key=lambda item: (-scores[item], min(ranks[item].values())))
-    return [(item, scores[item], ranks[item]) for item in ordered]
 
 
 def _filter_problems(tags: Sequence[str] | None, min_score: float) -> list[str]:
@@ -161,11 +166,13 @@ class Retrieval:
         temporal: TemporalEngine,
         *,
         metrics: EngramMetrics | None = None,
+        tuning: SearchTuning | None = None,
     ) -> None:
         self._db = db
         self._embeddings = embeddings
         self._temporal = temporal
         self._metrics = metrics
+        self._tuning = tuning or SearchTuning()
 
     async def search(
         self,
@@ -224,7 +231,9 @@ class Retrieval:
         scope = "versions" if versioned else "heads"
         rankings = await self._legs(scope, text, vector, args)
         fused = fuse({leg: [row["id"] for row in rows] for leg, rows in rankings.items()})
-        similarity = await self._similarities(vector, rankings, fused, levels)
+        similarity, lexical = await self._evidence(vector, text, fused, levels)
+        if vector is not None and self._tuning.lexical_weight > 0:
+            fused = rerank(fused, similarity, lexical, weight=self._tuning.lexical_weight)
         fused = [
             candidate for candidate in fused if similarity.get(candidate[0], min_score) >= min_score
         ]
@@ -275,37 +284,42 @@ class Retrieval:
     async def _legs(
         self, scope: str, text: str, vector: list[float] | None, args: list[Any]
     ) -> dict[str, list[Row]]:
-        """Run the legs side by side (each on its own pooled connection)."""
-        legs = {TEXT: self._db.fetch(SQL[f"text_{scope}"], text, *args)}
+        """Run the legs side by side (each on its own pooled connection): the text leg on the
+        query's distinctive terms, or on all its words when there is no embedding."""
+        legs: dict[str, Awaitable[list[Row]]] = {}
+        if vector is None:
+            terms = text
+        else:
+            terms = " ".join(distinctive_terms(text, min_pieces=self._tuning.min_pieces))
+        if terms and (self._tuning.text_leg or vector is None):
+            legs[TEXT] = self._db.fetch(SQL[f"text_{scope}"], terms, *args)
         if vector is not None:
             legs[VECTOR] = self._db.fetch(SQL[f"vector_{scope}"], vector, *args)
         names = list(legs)
-        rows = await asyncio.gather(*legs.values())
-        return dict(zip(names, rows, strict=True))
+        return dict(zip(names, await asyncio.gather(*legs.values()), strict=True))
 
-    async def _similarities(
-        self,
-        vector: list[float] | None,
-        rankings: dict[str, list[Row]],
-        fused: list[tuple[UUID, float, dict[str, int]]],
-        levels: list[str],
-    ) -> dict[UUID, float]:
-        """The similarity of each candidate to the query (none without a query embedding):
-        the vector leg's rows bring their distance, the text leg's others are looked up."""
-        if vector is None:
-            return {}
-        distance = {row["id"]: row["distance"] for row in rankings.get(VECTOR, [])}
-        missing = [item for item, _, _ in fused if item not in distance]
-        if missing:
-            rows = await self._db.fetch(SQL["distances"], vector, missing, levels)
-            distance.update({row["id"]: row["distance"] for row in rows})
-        return {item: min(1.0, max(0.0, 1.0 - float(d))) for item, d in distance.items()}
+    async def _evidence(
+        self, vector: list[float] | None, text: str, fused: list[Candidate], levels: list[str]
+    ) -> tuple[dict[UUID, float], dict[UUID, float]]:
+        """Each candidate's similarity to the query and lexical share of its words, in one
+        query (nothing without a query embedding)."""
+        if vector is None or not fused:
+            return {}, {}
+        rows = await self._db.fetch(SQL["evidence"], vector, [c[0] for c in fused], levels, text)
+        similarity = {
+            row["id"]: min(1.0, max(0.0, 1.0 - float(row["distance"])))
+            for row in rows
+            if row["distance"] is not None
+        }
+        words = list(rows[0]["words"]) if rows else []
+        lexical = lexical_shares(words, {row["id"]: list(row["matched"]) for row in rows})
+        return similarity, lexical
 
     async def _resolve_as_of(
         self,
         caller: CallerIdentity,
         rankings: dict[str, list[Row]],
-        fused: list[tuple[UUID, float, dict[str, int]]],
+        fused: list[Candidate],
         similarity: dict[UUID, float],
         *,
         limit: int,

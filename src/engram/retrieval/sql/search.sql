@@ -19,25 +19,14 @@ AND ($8::timestamptz IS NULL
      OR (ingestion_time <= $8 AND (ingestion_time_end IS NULL OR ingestion_time_end > $8)))
 AND ($9::timestamptz IS NULL OR event_time <= $9)
 
--- fragment: rare_words
--- The stemmed words of $1, any of them (OR), leaving out words that the planner's statistics
--- (most_common_elems of content_tsv, kept by ANALYZE) estimate in more than 2 % of the versions
--- (at least 100, at most 1,000 versions): such words barely rank (a cut-off on document
--- frequency) and would make the leg read and rank much of the table. A query made only of
--- common words has no text leg; until ANALYZE has run nothing is left out. The 'simple'
--- configuration keeps the stemmed lexemes as they are.
+-- fragment: terms
+-- The query's distinctive terms ($1, chosen by engram.retrieval.terms from the query text
+-- alone), stemmed as the stored content is, any of them (OR). Nothing about the stored records
+-- decides which words take part: table statistics would count versions the caller may not
+-- read. The 'simple' configuration keeps the stemmed lexemes as they are.
 to_tsquery('simple', coalesce((
     SELECT string_agg(quote_literal(w.lexeme), ' | ')
     FROM unnest(tsvector_to_array(to_tsvector('english', $1))) AS w(lexeme)
-    WHERE w.lexeme NOT IN (
-        SELECT e.lexeme
-        FROM pg_stats AS s, pg_class AS c,
-             unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) AS e(lexeme, freq)
-        WHERE s.schemaname = current_schema() AND s.tablename = 'memories'
-          AND s.attname = 'content_tsv' AND c.oid = 'memories'::regclass
-          AND e.lexeme IS NOT NULL
-          AND e.freq * c.reltuples > greatest(100, least(1000, 0.02 * c.reltuples))
-    )
 ), ''))
 
 -- name: vector_heads
@@ -49,10 +38,10 @@ ORDER BY embedding <=> $1::vector
 LIMIT $6
 
 -- name: text_heads
--- $1 the query text; versions holding any of its distinctive words, by cover density. At most
--- 2,000 matches are ranked, so a query of many middling words stays cheap.
+-- $1 the query's distinctive terms; versions holding any of them, by cover density. At most
+-- 2,000 matches are ranked, so a term many versions hold stays cheap.
 SELECT t.id, t.record_id
-FROM {{rare_words}} AS q,
+FROM {{terms}} AS q,
      LATERAL (SELECT m.id, m.record_id, m.content_tsv, m.ingestion_time
               FROM memories m
               WHERE m.content_tsv @@ q AND {{heads}}
@@ -68,7 +57,7 @@ LIMIT $6
 
 -- name: text_versions
 SELECT t.id, t.record_id
-FROM {{rare_words}} AS q,
+FROM {{terms}} AS q,
      LATERAL (SELECT m.id, m.record_id, m.content_tsv, m.ingestion_time
               FROM memories m
               WHERE m.content_tsv @@ q AND {{versions}}
@@ -76,12 +65,15 @@ FROM {{rare_words}} AS q,
 ORDER BY ts_rank_cd(t.content_tsv, q) DESC, t.ingestion_time DESC
 LIMIT $6
 
--- name: distances
--- Cosine distance of the embedding $1 to the versions $2 (found by the text leg alone) that
--- have an embedding and that the caller may read ($3).
-SELECT id, embedding <=> $1::vector AS distance
-FROM memories
-WHERE id = ANY($2::uuid[]) AND embedding IS NOT NULL AND access_level = ANY($3::text[])
+-- name: evidence
+-- For the candidate versions $2 that the caller may read ($3): the cosine distance of the query
+-- embedding $1 (NULL for a version without an embedding), the query's words ($4, stemmed as
+-- the content is) and those of them each version holds.
+SELECT m.id, m.embedding <=> $1::vector AS distance, q.words,
+       ARRAY(SELECT unnest(q.words) INTERSECT SELECT unnest(tsvector_to_array(m.content_tsv)))
+           AS matched
+FROM (SELECT tsvector_to_array(to_tsvector('english', $4)) AS words) AS q, memories AS m
+WHERE m.id = ANY($2::uuid[]) AND m.access_level = ANY($3::text[])
 
 -- name: insert_feedback
 INSERT INTO memory_feedback (record_id, version_id, agent_id, useful, signal)

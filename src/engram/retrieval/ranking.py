@@ -1,0 +1,77 @@
+"""The order of search hits: rank fusion of the legs, then semantic and lexical evidence.
+
+The legs' rankings are first merged by weighted reciprocal rank fusion, which gathers the
+candidates and orders them when nothing better is known (no query embedding). With an
+embedding each candidate is then ordered by its similarity to the query plus ``λ`` times its
+*lexical share*: the part of the query's words (stemmed) the candidate holds, each word
+weighed by how rare it is among the candidates (``log(1 + n / df)``, n candidates, df of them
+holding it; a word none holds weighs the most). A shared rare word lifts a record; words
+every candidate holds count for little. The candidates are versions the caller may read, so
+nothing else shapes the weights.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from uuid import UUID
+
+#: The constant of reciprocal rank fusion (Cormack et al. use 60).
+RRF_K = 60
+
+Candidate = tuple[UUID, float, dict[str, int]]
+
+
+def fuse(
+    rankings: Mapping[str, Sequence[UUID]],
+    *,
+    k: int = RRF_K,
+    weights: Mapping[str, float] | None = None,
+) -> list[Candidate]:
+    """Weighted reciprocal rank fusion of several rankings of ids (a leg without a weight
+    weighs 1); best first, ties by the best rank either leg gave."""
+    scores: dict[UUID, float] = {}
+    ranks: dict[UUID, dict[str, int]] = {}
+    for leg, ids in rankings.items():
+        weight = 1.0 if weights is None else weights.get(leg, 1.0)
+        for position, item in enumerate(ids, start=1):
+            scores[item] = scores.get(item, 0.0) + weight / (k + position)
+            ranks.setdefault(item, {})[leg] = position
+    ordered = sorted(scores, key=lambda item: (-scores[item], min(ranks[item].values())))
+    return [(item, scores[item], ranks[item]) for item in ordered]
+
+
+def lexical_shares(
+    words: Sequence[str], matched: Mapping[UUID, Sequence[str]]
+) -> dict[UUID, float]:
+    """Each candidate's rarity-weighted share (0-1) of the query's ``words``."""
+    if not words or not matched:
+        return dict.fromkeys(matched, 0.0)
+    held: dict[str, int] = {}
+    for found in matched.values():
+        for word in set(found):
+            held[word] = held.get(word, 0) + 1
+    count = len(matched)
+    weight = {word: math.log(1 + count / held.get(word, 0.5)) for word in set(words)}
+    total = sum(weight.values())
+    return {
+        item: sum(weight[word] for word in set(found) if word in weight) / total
+        for item, found in matched.items()
+    }
+
+
+def rerank(
+    candidates: Sequence[Candidate],
+    similarity: Mapping[UUID, float],
+    lexical: Mapping[UUID, float],
+    *,
+    weight: float,
+) -> list[Candidate]:
+    """The candidates by similarity + ``weight`` * lexical share (an unknown similarity counts
+    0), best first; each keeps its ranks and carries that sum; ties keep the fused order."""
+    scored = [
+        (item, similarity.get(item, 0.0) + weight * lexical.get(item, 0.0), ranks)
+        for item, _, ranks in candidates
+    ]
+    order = sorted(range(len(scored)), key=lambda i: (-scored[i][1], i))
+    return [scored[i] for i in order]
