@@ -62,7 +62,7 @@ format: $(STAMP)  ## rewrite files with ruff format and safe fixes
 # Every script in benchmarks/ (agent_text, harness, seed_versions and stats are their helpers).
 BENCHMARKS := cold_start pii_eval conflict_eval gate_bench write_cpu_budget temporal_bench \
 	search_bench http_write_bench audit_append_bench consolidation_eval consolidation_bench \
-	scheduler_bench advisor_eval advisor_rl cli_startup recall_floor_eval
+	scheduler_bench advisor_eval advisor_rl cli_startup recall_floor_eval retrieval_eval
 
 bench: model  ## run the benchmarks (each prints one JSON object; several minutes)
 	@set -e; for b in $(BENCHMARKS); do $(BIN)/python -m benchmarks.$$b; done

@@ -1,4 +1,4 @@
-"""Relevance of hybrid search against vector search alone, on the labelled set (issue 19).
+"""Relevance of engram's search against vector search alone, on the labelled set (issue 19).
 
 Prints one JSON object. ``tests/data/retrieval/`` (its README has the details) holds the
 memories of one store and graded queries (2: answers it, 1: partly relevant) split into dev
@@ -20,10 +20,11 @@ and test halves; tune on ``--half dev``, report ``--half test``.
   embedding) p50/p95.
 - Variants run on the same store in the same process: ``vector`` (the text leg and the
   lexical evidence off: nearest neighbours by cosine, what a plain vector store does) and
-  ``hybrid`` (the product's defaults), plus with ``--grid`` the text-leg rules and lexical
+  ``engram`` (the product's defaults), plus with ``--grid`` the text-leg rules and lexical
   weights compared on dev.
 
-    python -m benchmarks.retrieval_eval [--half dev|test] [--grid] [--limit-queries N]
+    python -m benchmarks.retrieval_eval [--half dev|test] [--grid]
+        [--limit-queries N] [--limit-memories N]   # the limits: a smoke run, figures void
 """
 
 from __future__ import annotations
@@ -92,15 +93,15 @@ class Stored:
     outcomes: dict[str, int]
 
 
-async def store(kernel: Kernel) -> Stored:
-    """Write every memory of the set through the Gate, in file order."""
+async def store(kernel: Kernel, limit: int | None = None) -> Stored:
+    """Write every memory of the set (the first ``limit``) through the Gate, in file order."""
     session = AgentSession(kernel, bulk_writer(CALLER))
     record_of: dict[str, UUID] = {}
     head_key: dict[UUID, str] = {}
     outcomes: dict[str, int] = {}
     topic_first: dict[str, UUID] = {}
     last: UUID | None = None
-    for row in read_jsonl(SET / "memories.jsonl"):
+    for row in read_jsonl(SET / "memories.jsonl")[:limit]:
         evidence = topic_first.get(row["topic"], last)
         fields: dict[str, Any] = {"type": row["type"], "content": row["content"]}
         fields["metadata"] = type_metadata(row, evidence)
@@ -188,12 +189,14 @@ def ratios(candidate: dict[str, Any], baseline: dict[str, Any]) -> dict[str, flo
     }
 
 
-async def evaluate(kernel: Kernel, half: str, *, grid: bool, limit: int | None) -> dict[str, Any]:
+async def evaluate(
+    kernel: Kernel, half: str, *, grid: bool, limit: int | None, memories: int | None
+) -> dict[str, Any]:
     """The figures of one half on a kernel with an empty store."""
-    stored = await store(kernel)
+    stored = await store(kernel, memories)
     queries = read_jsonl(SET / f"{half}.jsonl")[:limit]
     baseline = await run_variant(kernel, stored, queries, VECTOR_ONLY)
-    hybrid = await run_variant(kernel, stored, queries, SearchTuning())
+    product = await run_variant(kernel, stored, queries, SearchTuning())
     result: dict[str, Any] = {
         "benchmark": "retrieval_eval",
         "half": half,
@@ -202,8 +205,8 @@ async def evaluate(kernel: Kernel, half: str, *, grid: bool, limit: int | None) 
         "store": stored.outcomes,
         "product": {field: getattr(SearchTuning(), field) for field in SearchTuning.__slots__},
         "vector": baseline,
-        "hybrid": hybrid,
-        "hybrid_over_vector": ratios(hybrid, baseline),
+        "engram": product,
+        "engram_over_vector": ratios(product, baseline),
     }
     if grid:
         result["grid"] = []
@@ -229,7 +232,13 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         scratch_server("engram-retrieval-eval-") as server,
         open_kernel(settings=runtime_settings(server)) as kernel,
     ):
-        return await evaluate(kernel, args.half, grid=args.grid, limit=args.limit_queries)
+        return await evaluate(
+            kernel,
+            args.half,
+            grid=args.grid,
+            limit=args.limit_queries,
+            memories=args.limit_memories,
+        )
 
 
 def main() -> None:
@@ -237,6 +246,7 @@ def main() -> None:
     parser.add_argument("--half", choices=("dev", "test"), default="test")
     parser.add_argument("--grid", action="store_true", help="compare settings (dev only)")
     parser.add_argument("--limit-queries", type=int, default=None, help="first N (smoke)")
+    parser.add_argument("--limit-memories", type=int, default=None, help="first N (smoke)")
     report(_main(parser.parse_args()))
 
 

@@ -27,7 +27,7 @@ from engram.memory.types import (
     TrustLevel,
     utc_now,
 )
-from engram.retrieval.search import Retrieval, SearchResult
+from engram.retrieval.search import Retrieval, SearchResult, SearchTuning
 from tests.conftest import ScratchDatabase
 from tests.integration.gate_helpers import (
     EXTERNAL,
@@ -42,6 +42,7 @@ from tests.integration.gate_helpers import (
 
 WRITER = replace(STANDARD, writes_per_minute=100_000)
 READER = caller_for_tier("reader", TrustLevel.STANDARD)
+WITH_TEXT = SearchTuning(text_leg=True)
 
 FACTS = [
     "The billing service stores invoices in PostgreSQL 16 on the eu-west cluster.",
@@ -76,14 +77,36 @@ async def test_a_paraphrase_finds_the_record_through_the_vector_leg(kernel: Kern
 async def test_an_exact_rare_word_brings_in_the_text_leg_and_both_legs_rank_first(
     kernel: Kernel,
 ) -> None:
-    """An exact rare word brings in the text leg, and the record found by both legs ranks first."""
+    """With the text leg on, an exact rare term brings it in, and the record found by both
+    legs ranks first."""
     ids = await _seed(kernel)
-    result = await kernel.retrieval.search(READER, "orders-v2 retention", limit=5)
+    hybrid = Retrieval(kernel.db, kernel.embeddings, kernel.temporal, tuning=WITH_TEXT)
+    result = await hybrid.search(READER, "orders-v2 retention", limit=5)
     top = result.hits[0]
     assert ids[FACTS[4]] == top.record.record_id
     assert ("text", "vector") == top.legs
     assert {"text": 1, "vector": 1} == top.ranks
     assert all(hit.legs == ("vector",) for hit in result.hits[1:])
+
+
+async def test_a_shared_rare_code_lifts_the_record_that_holds_it(kernel: Kernel) -> None:
+    """By default the vector leg alone finds the candidates, and the one holding the query's
+    code is lifted above a neighbour that is as close in meaning but holds another code."""
+    holder = await _write(kernel, "Error E4021 on the billing API means the invoice was locked.")
+    other = await _write(kernel, "Error E4012 on the billing API means the invoice is missing.")
+    query = "what does billing error E4012 mean"
+    plain = Retrieval(
+        kernel.db, kernel.embeddings, kernel.temporal, tuning=SearchTuning(lexical_weight=0.0)
+    )
+    result = await kernel.retrieval.search(READER, query, limit=2)
+    assert [other, holder] == [hit.record.record_id for hit in result.hits]
+    assert all(hit.legs == ("vector",) for hit in result.hits)
+    assert {"vector"} == set(result.legs)
+    lift = [hit.fused - (hit.similarity or 0.0) for hit in result.hits]
+    assert lift[0] > lift[1] > 0  # both share words; only the first shares the code
+    similar = await plain.search(READER, query, limit=2)  # λ = 0: the legs' fused order
+    assert {other, holder} == {hit.record.record_id for hit in similar.hits}
+    assert all(hit.fused < 0.02 for hit in similar.hits)  # 1 / (60 + rank)
 
 
 async def test_results_are_current_unless_history_is_asked_for(kernel: Kernel) -> None:
@@ -229,7 +252,9 @@ async def test_records_a_caller_may_not_read_do_not_change_its_ranking(
     their ranks and their fused values exactly as they were."""
     await _seed(kernel)
     query = "Kafka topic orders-v2"
-    before = await kernel.retrieval.search(READER, query, limit=10)
+    hybrid = Retrieval(kernel.db, kernel.embeddings, kernel.temporal, tuning=WITH_TEXT)
+    before = await hybrid.search(READER, query, limit=10)
+    default_before = await kernel.retrieval.search(READER, query, limit=10)
     assert "text" in before.hits[0].legs
     writer = replace(TRUSTED, writes_per_minute=100_000)
     for n in range(150):
@@ -249,13 +274,15 @@ async def test_records_a_caller_may_not_read_do_not_change_its_ranking(
         await admin.execute("ANALYZE engram.memories")
     finally:
         await admin.close()
-    after = await kernel.retrieval.search(READER, query, limit=10)
+    after = await hybrid.search(READER, query, limit=10)
+    default_after = await kernel.retrieval.search(READER, query, limit=10)
 
     def seen(result: SearchResult) -> list[tuple[UUID, dict[str, int], float, float | None]]:
         return [(h.record.record_id, h.ranks, h.fused, h.similarity) for h in result.hits]
 
     assert seen(before) == seen(after)
     assert before.legs == after.legs
+    assert seen(default_before) == seen(default_after)
 
 
 async def test_type_filter_limit_and_read_counting(kernel: Kernel) -> None:

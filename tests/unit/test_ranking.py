@@ -6,6 +6,7 @@ import math
 from uuid import UUID, uuid4
 
 from engram.retrieval.ranking import fuse, lexical_shares, rerank
+from engram.retrieval.search import MAX_TEXT_MATCHES, SQL
 
 
 def _ids(n: int) -> list[UUID]:
@@ -58,3 +59,10 @@ def test_rerank_adds_the_weighted_share_to_the_similarity() -> None:
     assert {"text": 1} == ordered[2][2]
     tied = rerank(fused, {a: 0.5, b: 0.5}, {}, weight=0.3)
     assert [a, b, c] == [item for item, _, _ in tied]
+
+
+def test_the_text_legs_count_stops_one_past_the_cap() -> None:
+    """The SQL counts the text leg's matches one past MAX_TEXT_MATCHES, so the search can
+    tell a rare term from a common one."""
+    for name in ("text_heads", "text_versions"):
+        assert f"LIMIT {MAX_TEXT_MATCHES + 1})" in SQL[name]

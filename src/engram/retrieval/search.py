@@ -1,21 +1,22 @@
-"""Hybrid search: nearest neighbours by embedding and full-text matches, fused by rank.
+"""Search: nearest neighbours by embedding, ordered with the lexical evidence of the query.
 
-Both legs run in the database, each returning up to ``depth`` versions the caller may read;
-their rankings are fused with weighted reciprocal rank fusion (Σ w / (k + rank), k = 60), so a
-record found by both legs outranks one found by either alone, and neither leg's raw scores
-(cosine distance, ``ts_rank_cd``) have to be made comparable. The text leg matches only the
-query's exact, rare terms (error codes, host names, surnames: :mod:`engram.retrieval.terms`);
-a query without one is answered by the vector leg alone. If the query cannot be embedded the
-text leg answers alone, on every word of the query, and the result says so (``degraded``).
+The vector leg returns up to ``depth`` versions the caller may read, nearest first. One lookup
+then brings each candidate's cosine similarity and which of the query's words it holds, and
+the candidates are ordered by similarity + ``lexical_weight`` * their rarity-weighted share of
+those words (:mod:`engram.retrieval.ranking`). A full-text leg on the query's rare terms
+(:mod:`engram.retrieval.terms`) can run beside it and be fused by reciprocal rank
+(``SearchTuning.text_leg``); it is off by default, because on the labelled set it found
+nothing the vector leg missed and at 100,000 records it multiplied the search time (ADR-015).
+If the query cannot be embedded the text leg answers alone, on every word of the query, in
+``ts_rank_cd`` order, and the result says so (``degraded``).
 
-The fused value orders hits but says nothing about how well any of them matches: the best
-of ten unrelated records fuses as high as the best of ten relevant ones. Each hit therefore
-also carries its *similarity*, the cosine similarity of the query's embedding to the version's
-(clamped to [0, 1]), which is what clients see as a hit's ``score`` and what ``min_score``
-compares with. The floor is applied to the fused candidates, which hold only versions the
-caller may read, before ``limit`` is taken, so a caller's hits, their number and their scores
-depend on nothing it may not read. A hit whose similarity is unknown (the query could not be
-embedded, or the version has no embedding) is kept, with no similarity.
+The order says where a hit stands among the others, not how well it matches. Each hit
+therefore also carries its *similarity*, the cosine similarity of the query's embedding to the
+version's (clamped to [0, 1]), which is what clients see as a hit's ``score`` and what
+``min_score`` compares with. The floor is applied to the candidates, which hold only versions
+the caller may read, before ``limit`` is taken, so a caller's hits, their number, their order
+and their scores depend on nothing it may not read. A hit whose similarity is unknown (the
+query could not be embedded, or the version has no embedding) is kept, with no similarity.
 
 Current heads are searched by default: the versions a record read answers now (forgotten and,
 unless asked for, consolidated heads left out; validity not filtered, as in every read without
@@ -62,6 +63,10 @@ MAX_TAG_CHARS = 64
 DEFAULT_MIN_SCORE = 0.38
 VECTOR = "vector"
 TEXT = "text"
+#: Most versions the caller may read that the text leg's terms may match; more, and the terms
+#: are not rare for this caller, the leg is dropped (with an embedding). The SQL stops counting
+#: one past it (``LIMIT 201`` in search.sql).
+MAX_TEXT_MATCHES = 200
 #: How much a full lexical share adds to a similarity (chosen on the dev half of
 #: tests/data/retrieval with benchmarks/retrieval_eval.py --grid).
 LEXICAL_WEIGHT = 0.3
@@ -72,8 +77,10 @@ class SearchTuning:
     """How the legs are run and fused (the defaults are the product's; the evaluation,
     ``benchmarks/retrieval_eval.py``, compares others on the dev half)."""
 
-    #: Off: vector search alone (the evaluation's baseline), the text leg only when degraded.
-    text_leg: bool = True
+    #: On: a text leg on the query's rare terms beside the vector leg (ADR-015: no gain on the
+    #: labelled set, 2-4x the search time at 100,000 records). Off: the text leg runs only
+    #: when the query has no embedding.
+    text_leg: bool = False
     #: Fewest tokenizer pieces that make a plain word a text-leg term (engram.retrieval.terms).
     min_pieces: int = MIN_PIECES
     #: λ of the order by similarity + λ * lexical share (engram.retrieval.ranking); 0: the
@@ -296,7 +303,11 @@ class Retrieval:
         if vector is not None:
             legs[VECTOR] = self._db.fetch(SQL[f"vector_{scope}"], vector, *args)
         names = list(legs)
-        return dict(zip(names, await asyncio.gather(*legs.values()), strict=True))
+        found = dict(zip(names, await asyncio.gather(*legs.values()), strict=True))
+        rows = found.get(TEXT)
+        if vector is not None and rows and rows[0]["matches"] > MAX_TEXT_MATCHES:
+            del found[TEXT]  # the terms are common in what the caller may read: not rare
+        return found
 
     async def _evidence(
         self, vector: list[float] | None, text: str, fused: list[Candidate], levels: list[str]

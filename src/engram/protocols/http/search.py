@@ -15,7 +15,7 @@ router = APIRouter(prefix="/v1", tags=["search"])
 
 @router.post(
     "/search",
-    summary="Hybrid search (vector + full text, fused by rank)",
+    summary="Search by meaning, lifted by the query's rarer words",
     response_model=None,
     responses={200: {"model": SearchView}, **problem_responses(401, 422)},
 )

@@ -38,14 +38,15 @@ ORDER BY embedding <=> $1::vector
 LIMIT $6
 
 -- name: text_heads
--- $1 the query's distinctive terms; versions holding any of them, by cover density. At most
--- 2,000 matches are ranked, so a term many versions hold stays cheap.
-SELECT t.id, t.record_id
+-- $1 the query's distinctive terms; versions holding any of them, by cover density, each with
+-- how many matched (counting stops at 201: terms held by more than 200 versions the caller may
+-- read are not rare for it, and the caller drops the leg; engram.retrieval.search).
+SELECT t.id, t.record_id, count(*) OVER () AS matches
 FROM {{terms}} AS q,
      LATERAL (SELECT m.id, m.record_id, m.content_tsv, m.ingestion_time
               FROM memories m
               WHERE m.content_tsv @@ q AND {{heads}}
-              LIMIT 2000) AS t
+              LIMIT 201) AS t
 ORDER BY ts_rank_cd(t.content_tsv, q) DESC, t.ingestion_time DESC
 LIMIT $6
 
@@ -56,23 +57,26 @@ ORDER BY embedding <=> $1::vector
 LIMIT $6
 
 -- name: text_versions
-SELECT t.id, t.record_id
+SELECT t.id, t.record_id, count(*) OVER () AS matches
 FROM {{terms}} AS q,
      LATERAL (SELECT m.id, m.record_id, m.content_tsv, m.ingestion_time
               FROM memories m
               WHERE m.content_tsv @@ q AND {{versions}}
-              LIMIT 2000) AS t
+              LIMIT 201) AS t
 ORDER BY ts_rank_cd(t.content_tsv, q) DESC, t.ingestion_time DESC
 LIMIT $6
 
 -- name: evidence
 -- For the candidate versions $2 that the caller may read ($3): the cosine distance of the query
 -- embedding $1 (NULL for a version without an embedding), the query's words ($4, stemmed as
--- the content is) and those of them each version holds.
+-- the content is) and those of them each version holds (one tsquery per word, matched
+-- against the stored tsvector: cheaper than intersecting arrays).
 SELECT m.id, m.embedding <=> $1::vector AS distance, q.words,
-       ARRAY(SELECT unnest(q.words) INTERSECT SELECT unnest(tsvector_to_array(m.content_tsv)))
-           AS matched
-FROM (SELECT tsvector_to_array(to_tsvector('english', $4)) AS words) AS q, memories AS m
+       ARRAY(SELECT w.word FROM unnest(q.words, q.queries) AS w(word, query)
+             WHERE m.content_tsv @@ w.query) AS matched
+FROM (SELECT s.words, ARRAY(SELECT quote_literal(x)::tsquery FROM unnest(s.words) AS x) AS queries
+      FROM (SELECT tsvector_to_array(to_tsvector('english', $4)) AS words) AS s) AS q,
+     memories AS m
 WHERE m.id = ANY($2::uuid[]) AND m.access_level = ANY($3::text[])
 
 -- name: insert_feedback
