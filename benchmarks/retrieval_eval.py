@@ -15,7 +15,8 @@ and test halves; tune on ``--half dev``, report ``--half test``.
 - Per query, over the top ``limit`` (10) hits: ``mrr@10`` (1 / rank of the first grade-2
   hit), ``recall@k`` for k = 1, 5, 10 (grade-2 records among the first k, over
   ``min(k, grade-2 records)``: for a query with one answer, whether it is among the first k)
-  and ``ndcg@10`` (gain 2^grade - 1, ideal order of the query's graded records). Reported as
+  and ``ndcg@10`` (gain 2^grade - 1; the ideal order holds the query's graded memories that
+  are heads: a superseded memory's record is found as its newer version). Reported as
   means over the half, overall and per style, with ``query_ms`` (search without the query
   embedding) p50/p95.
 - Variants run on the same store in the same process: ``vector`` (the text leg and the
@@ -109,6 +110,11 @@ async def store(kernel: Kernel, limit: int | None = None) -> Stored:
             fields["evidence_links"] = [str(evidence)]
         if row.get("event_time"):
             fields["event_time"] = row["event_time"]
+        if row.get("replaces") and row["replaces"] not in record_of:
+            outcomes["skipped (replaces a refused memory)"] = (
+                outcomes.get("skipped (replaces a refused memory)", 0) + 1
+            )
+            continue
         if row.get("replaces"):
             target = record_of[row["replaces"]]
             head = await kernel.temporal.current(target, count_read=False)
@@ -131,8 +137,12 @@ async def store(kernel: Kernel, limit: int | None = None) -> Stored:
     return Stored(head_key, outcomes)
 
 
-def measure(ranked: list[str | None], relevant: dict[str, int]) -> dict[str, float]:
-    """The figures of one query from the memory keys of its hits, best first."""
+def measure(
+    ranked: list[str | None], relevant: dict[str, int], heads: set[str] | None = None
+) -> dict[str, float]:
+    """The figures of one query from the memory keys of its hits, best first; the ideal
+    order of nDCG holds the graded memories that are heads (``heads``; None: all), since a
+    superseded memory's record is found as its head."""
     answers = {key for key, grade in relevant.items() if grade >= 2}
     first = next((i for i, key in enumerate(ranked[:LIMIT], 1) if key in answers), None)
     figures = {"mrr@10": 1.0 / first if first else 0.0}
@@ -140,7 +150,8 @@ def measure(ranked: list[str | None], relevant: dict[str, int]) -> dict[str, flo
         found = len(answers & set(ranked[:k]))
         figures[f"recall@{k}"] = found / min(k, len(answers))
     gains = [(2 ** relevant.get(key, 0) - 1) if key else 0 for key in ranked[:LIMIT]]
-    ideal = sorted((2**grade - 1 for grade in relevant.values()), reverse=True)[:LIMIT]
+    reachable = [g for key, g in relevant.items() if heads is None or key in heads]
+    ideal = sorted((2**grade - 1 for grade in reachable), reverse=True)[:LIMIT]
     dcg = sum(gain / math.log2(i + 2) for i, gain in enumerate(gains))
     idcg = sum(gain / math.log2(i + 2) for i, gain in enumerate(ideal))
     figures["ndcg@10"] = dcg / idcg if idcg else 0.0
@@ -168,7 +179,7 @@ async def run_variant(
         timings.append(result.query_ms)
         text_leg += "text" in result.legs
         ranked = [stored.head_key.get(hit.record.record_id) for hit in result.hits]
-        figures = measure(ranked, query["relevant"])
+        figures = measure(ranked, query["relevant"], set(stored.head_key.values()))
         per_style.setdefault(query["style"], []).append(figures)
         per_style.setdefault("all", []).append(figures)
     overall = summary(per_style.pop("all"))
@@ -245,7 +256,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--half", choices=("dev", "test"), default="test")
     parser.add_argument("--grid", action="store_true", help="compare settings (dev only)")
-    parser.add_argument("--limit-queries", type=int, default=None, help="first N (smoke)")
+    parser.add_argument(
+        "--limit-queries", type=lambda v: max(1, int(v)), default=None, help="first N (smoke)"
+    )
     parser.add_argument("--limit-memories", type=int, default=None, help="first N (smoke)")
     report(_main(parser.parse_args()))
 

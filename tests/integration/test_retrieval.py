@@ -374,3 +374,19 @@ async def test_without_the_model_the_text_leg_answers_alone(kernel: Kernel, tmp_
     assert result.degraded
     assert [ids[FACTS[4]]] == [hit.record.record_id for hit in result.hits]
     assert ("text",) == result.hits[0].legs
+
+
+async def test_versioned_searches_keep_the_vector_order(kernel: Kernel) -> None:
+    """As-of and include_superseded searches are not reordered by word weights: their
+    candidates may include versions that do not resolve for the caller (forgotten or hidden
+    since), which must not weigh the words. Their hits keep the vector leg's order."""
+    await _seed(kernel)
+    query = "Kafka topic orders-v2 retention"
+    for options in ({"as_of_event": utc_now()}, {"include_superseded": True}):
+        result = await kernel.retrieval.search(READER, query, limit=5, **options)  # type: ignore[arg-type]
+        assert [hit.ranks["vector"] for hit in result.hits] == sorted(
+            hit.ranks["vector"] for hit in result.hits
+        )
+        assert all(hit.fused == 1 / (60 + hit.ranks["vector"]) for hit in result.hits)
+    current = await kernel.retrieval.search(READER, query, limit=5)
+    assert current.hits[0].fused > 0.5  # similarity + lexical share: reordered

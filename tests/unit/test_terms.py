@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from engram.retrieval.terms import MAX_TERMS, distinctive, distinctive_terms, pieces, vocabulary
@@ -47,8 +49,11 @@ def test_terms_keep_query_order_once_each_and_are_capped() -> None:
     assert MAX_TERMS == len(distinctive_terms(many))
 
 
-def test_the_rule_reads_nothing_but_the_query() -> None:
-    """Same query, same terms: the rule has no state a stored record could change."""
-    query = "kubernetes upgrade blocked by ERR_TLS_HANDSHAKE_7 on node k8s-w-12"
-    assert distinctive_terms(query) == distinctive_terms(query)
-    assert ["kubernetes", "ERR_TLS_HANDSHAKE_7", "k8s-w-12"] == distinctive_terms(query)
+def test_a_huge_word_is_not_spelled() -> None:
+    """A word longer than WordPiece spells is no term, and costs nothing to judge (spelling
+    it would take seconds: the work grows with the cube of its length)."""
+    started = time.perf_counter()
+    assert [] == distinctive_terms("qz" * 1000)
+    assert [] == distinctive_terms(" ".join(["a" * 1999]))
+    assert time.perf_counter() - started < 0.05
+    assert distinctive("zq" * 50)  # 100 letters: still spelled, and rare

@@ -194,7 +194,7 @@ class EngramMetrics:
         )
         self.search_seconds = Histogram(
             "engram_search_seconds",
-            "Hybrid search latency (embedding the query, both legs, resolving the hits); "
+            "Search latency (embedding the query, the legs, ordering and resolving the hits); "
             "degraded: the text leg answered alone.",
             ["degraded"],
             buckets=_FAST,

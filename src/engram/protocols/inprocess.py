@@ -160,7 +160,7 @@ AS_OF_INGESTION = (
 
 
 class SearchInput(BaseModel):
-    """A hybrid search (vector + full text) over the records the caller may read.
+    """A search by meaning, ordered with the query's words, over the records the caller may read.
 
     The body of ``POST /v1/search`` and the arguments of the MCP tool ``recall``.
     """

@@ -1,13 +1,13 @@
 """The order of search hits: rank fusion of the legs, then semantic and lexical evidence.
 
-The legs' rankings are first merged by weighted reciprocal rank fusion, which gathers the
+The legs' rankings are first merged by reciprocal rank fusion, which gathers the
 candidates and orders them when nothing better is known (no query embedding). With an
 embedding each candidate is then ordered by its similarity to the query plus ``λ`` times its
 *lexical share*: the part of the query's words (stemmed) the candidate holds, each word
 weighed by how rare it is among the candidates (``log(1 + n / df)``, n candidates, df of them
 holding it; a word none holds weighs the most). A shared rare word lifts a record; words
-every candidate holds count for little. The candidates are versions the caller may read, so
-nothing else shapes the weights.
+every candidate holds count for little. The search passes only candidates the caller may
+read (heads of current records), so nothing else shapes the weights.
 """
 
 from __future__ import annotations
@@ -22,20 +22,14 @@ RRF_K = 60
 Candidate = tuple[UUID, float, dict[str, int]]
 
 
-def fuse(
-    rankings: Mapping[str, Sequence[UUID]],
-    *,
-    k: int = RRF_K,
-    weights: Mapping[str, float] | None = None,
-) -> list[Candidate]:
-    """Weighted reciprocal rank fusion of several rankings of ids (a leg without a weight
-    weighs 1); best first, ties by the best rank either leg gave."""
+def fuse(rankings: Mapping[str, Sequence[UUID]], *, k: int = RRF_K) -> list[Candidate]:
+    """Reciprocal rank fusion of several rankings of ids; best first, ties by the best rank
+    either leg gave."""
     scores: dict[UUID, float] = {}
     ranks: dict[UUID, dict[str, int]] = {}
     for leg, ids in rankings.items():
-        weight = 1.0 if weights is None else weights.get(leg, 1.0)
         for position, item in enumerate(ids, start=1):
-            scores[item] = scores.get(item, 0.0) + weight / (k + position)
+            scores[item] = scores.get(item, 0.0) + 1.0 / (k + position)
             ranks.setdefault(item, {})[leg] = position
     ordered = sorted(scores, key=lambda item: (-scores[item], min(ranks[item].values())))
     return [(item, scores[item], ranks[item]) for item in ordered]

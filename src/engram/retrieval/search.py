@@ -15,7 +15,9 @@ therefore also carries its *similarity*, the cosine similarity of the query's em
 version's (clamped to [0, 1]), which is what clients see as a hit's ``score`` and what
 ``min_score`` compares with. The floor is applied to the candidates, which hold only versions
 the caller may read, before ``limit`` is taken, so a caller's hits, their number, their order
-and their scores depend on nothing it may not read. A hit whose similarity is unknown (the
+and their scores depend on nothing it may not read. As-of and ``include_superseded``
+searches keep the vector leg's order: their candidates include versions that may not
+resolve for the caller, which must not weigh the words. A hit whose similarity is unknown (the
 query could not be embedded, or the version has no embedding) is kept, with no similarity.
 
 Current heads are searched by default: the versions a record read answers now (forgotten and,
@@ -78,7 +80,7 @@ class SearchTuning:
     ``benchmarks/retrieval_eval.py``, compares others on the dev half)."""
 
     #: On: a text leg on the query's rare terms beside the vector leg (ADR-015: no gain on the
-    #: labelled set, 2-4x the search time at 100,000 records). Off: the text leg runs only
+    #: labelled set, about twice the search time at 100,000 records). Off: the text leg runs only
     #: when the query has no embedding.
     text_leg: bool = False
     #: Fewest tokenizer pieces that make a plain word a text-leg term (engram.retrieval.terms).
@@ -90,8 +92,9 @@ class SearchTuning:
 
 @dataclass(frozen=True, slots=True)
 class SearchHit:
-    """One record found: its fused value (the order of hits), the rank each leg gave it
-    (1 = best) and its similarity to the query (cosine, 0-1; None when unknown)."""
+    """One record found: the value hits are ordered by (``fused``: similarity + λ * lexical
+    share for current records, else the legs' reciprocal-rank value), the rank each leg gave
+    it (1 = best) and its similarity to the query (cosine, 0-1; None when unknown)."""
 
     record: MemoryRecord
     fused: float
@@ -239,7 +242,10 @@ class Retrieval:
         rankings = await self._legs(scope, text, vector, args)
         fused = fuse({leg: [row["id"] for row in rows] for leg, rows in rankings.items()})
         similarity, lexical = await self._evidence(vector, text, fused, levels)
-        if vector is not None and self._tuning.lexical_weight > 0:
+        # Current heads only: the candidates of a versioned search include versions that do
+        # not resolve for the caller (a record forgotten or hidden since), which must not
+        # weigh the words; those searches keep the vector leg's order.
+        if vector is not None and self._tuning.lexical_weight > 0 and not versioned:
             fused = rerank(fused, similarity, lexical, weight=self._tuning.lexical_weight)
         fused = [
             candidate for candidate in fused if similarity.get(candidate[0], min_score) >= min_score
@@ -294,11 +300,12 @@ class Retrieval:
         """Run the legs side by side (each on its own pooled connection): the text leg on the
         query's distinctive terms, or on all its words when there is no embedding."""
         legs: dict[str, Awaitable[list[Row]]] = {}
+        terms = ""
         if vector is None:
             terms = text
-        else:
+        elif self._tuning.text_leg:
             terms = " ".join(distinctive_terms(text, min_pieces=self._tuning.min_pieces))
-        if terms and (self._tuning.text_leg or vector is None):
+        if terms:
             legs[TEXT] = self._db.fetch(SQL[f"text_{scope}"], terms, *args)
         if vector is not None:
             legs[VECTOR] = self._db.fetch(SQL[f"vector_{scope}"], vector, *args)

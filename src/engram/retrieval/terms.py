@@ -33,6 +33,8 @@ from importlib.resources import files
 MAX_TERMS = 8
 #: Fewest vocabulary pieces that make a plain word rare.
 MIN_PIECES = 3
+#: Longest word spelled (WordPiece's own limit): spelling costs the cube of the length.
+MAX_WORD_CHARS = 100
 _VOCABULARY = ("model_data", "all-minilm-l6-v2", "vocab.txt")
 _TOKEN = re.compile(r"\w(?:[\w\-./:@]*\w)?")
 _JOINED = re.compile(r"\w[\-_./:@]\w")
@@ -74,8 +76,8 @@ def distinctive(
     if any(char.isdigit() for char in token) or _JOINED.search(token):
         return True
     word = token.lower()
-    if len(word) < 4 or not word.isalpha():
-        return False
+    if not 4 <= len(word) <= MAX_WORD_CHARS or not word.isalpha():
+        return False  # a longer word is one unknown piece to WordPiece, as it is here
     return pieces(word, vocabulary() if entries is None else entries) >= min_pieces
 
 

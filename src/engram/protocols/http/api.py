@@ -12,7 +12,7 @@ from engram.protocols.http.problems import ProblemDetails, install_problem_handl
 
 TAGS = [
     {"name": "memories", "description": "Propose, read, update and forget records (the Gate)."},
-    {"name": "search", "description": "Hybrid retrieval and feedback."},
+    {"name": "search", "description": "Search and feedback."},
     {"name": "admin", "description": "Audit log, quarantine and escalations (admin agents)."},
     {"name": "operations", "description": "Liveness, readiness and metrics (no token)."},
 ]
