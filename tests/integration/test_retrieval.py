@@ -390,3 +390,50 @@ async def test_versioned_searches_keep_the_vector_order(kernel: Kernel) -> None:
         assert all(hit.fused == 1 / (60 + hit.ranks["vector"]) for hit in result.hits)
     current = await kernel.retrieval.search(READER, query, limit=5)
     assert current.hits[0].fused > 0.5  # similarity + lexical share: reordered
+
+
+async def test_history_search_hides_records_and_versions_a_reader_may_not_see(
+    kernel: Kernel,
+) -> None:
+    """include_superseded never returns an old version of a record whose head the reader may
+    not read (such a record is absent at every instant), and a returned version's
+    superseded_by never names a version the reader may not read."""
+    writer = replace(TRUSTED, writes_per_minute=100_000)
+    hidden = await kernel.gate.evaluate(
+        create(belief("The payroll export runs on host pay-exp-01 every Friday."), writer)
+    )
+    assert hidden.record_id is not None
+    raised = await kernel.gate.evaluate(
+        update(
+            hidden.record_id,
+            "The payroll export runs on host pay-exp-02 every Friday.",
+            1,
+            writer,
+            access_level=AccessLevel.SENSITIVE,
+        )
+    )
+    assert raised.approved, raised.reason
+    chain = await kernel.gate.evaluate(
+        create(belief("The invoice export runs on host inv-exp-01 every Monday."), writer)
+    )
+    assert chain.record_id is not None
+    for version, (content, level) in enumerate(
+        [
+            ("The invoice export runs on host inv-exp-02 every Monday.", AccessLevel.SENSITIVE),
+            ("The invoice export runs on host inv-exp-03 every Monday.", AccessLevel.AGENT),
+        ],
+        start=1,
+    ):
+        moved = await kernel.gate.evaluate(
+            update(chain.record_id, content, version, writer, access_level=level)
+        )
+        assert moved.approved, moved.reason
+    result = await kernel.retrieval.search(
+        READER, "which host runs the export", limit=20, include_superseded=True
+    )
+    found = {(hit.record.record_id, hit.record.version): hit.record for hit in result.hits}
+    assert hidden.record_id not in {record_id for record_id, _ in found}
+    assert (chain.record_id, 2) not in found
+    first = found[(chain.record_id, 1)]
+    third = found[(chain.record_id, 3)]
+    assert third.id == first.superseded_by  # not the sensitive version 2

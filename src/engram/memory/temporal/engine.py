@@ -233,13 +233,16 @@ class TemporalEngine:
     async def versions(
         self, version_ids: Sequence[UUID], *, caller: CallerIdentity | None = None
     ) -> dict[UUID, MemoryRecord]:
-        """The given versions by id, those the caller may not read left out (no read counted)."""
+        """The given versions by id, those the caller may not read (or whose record's head it
+        may not read) left out, ``superseded_by`` pointing past hidden versions (no read
+        counted)."""
         if not version_ids:
             return {}
-        rows = await self._db.fetch(
-            SQL["versions_by_ids"], list(version_ids), readable_levels(caller)
-        )
-        return {row["id"]: store.record_from_row(row) for row in rows}
+        levels = readable_levels(caller)
+        rows = await self._db.fetch(SQL["versions_by_ids"], list(version_ids), levels)
+        records = [store.record_from_row(row) for row in rows]
+        records = await self._hide_unreadable_successors(records, levels)
+        return {record.id: record for record in records}
 
     def note_reads(self, records: Sequence[MemoryRecord]) -> None:
         """Count one read of each record for decay (recorded off the read path)."""

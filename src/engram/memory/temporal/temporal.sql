@@ -131,10 +131,15 @@ LEFT JOIN memory_access a ON a.record_id = h.record_id
 WHERE h.record_id = $1 AND h.superseded_by IS NULL
 
 -- name: versions_by_ids
--- $1 version ids, $2 the access levels the reader may see.
+-- $1 version ids, $2 the access levels the reader may see; a version of a record whose head
+-- the reader may not see is left out (the head_readable rule, with $2 for the levels).
 SELECT {{record_columns}}
-FROM memories
-WHERE id = ANY($1::uuid[]) AND access_level = ANY($2::text[])
+FROM memories v
+WHERE v.id = ANY($1::uuid[]) AND v.access_level = ANY($2::text[])
+  AND (v.superseded_by IS NULL OR 'sensitive' = ANY($2::text[]) OR (
+      SELECT h.access_level FROM memories h
+      WHERE h.record_id = v.record_id AND h.superseded_by IS NULL
+  ) = ANY($2::text[]))
 
 -- name: next_readable_versions
 -- For each version $1, the next version of its record at one of the levels $2 (what its

@@ -18,6 +18,11 @@ AND ($7::text[] IS NULL OR metadata->'tags' ?& $7::text[])
 AND ($8::timestamptz IS NULL
      OR (ingestion_time <= $8 AND (ingestion_time_end IS NULL OR ingestion_time_end > $8)))
 AND ($9::timestamptz IS NULL OR event_time <= $9)
+-- a record whose head the caller may not read is absent at every instant (temporal.sql)
+AND (superseded_by IS NULL OR 'sensitive' = ANY($4::text[]) OR (
+    SELECT h.access_level FROM memories h
+    WHERE h.record_id = m.record_id AND h.superseded_by IS NULL
+) = ANY($4::text[]))
 
 -- fragment: terms
 -- The query's distinctive terms ($1, chosen by engram.retrieval.terms from the query text
@@ -51,9 +56,9 @@ ORDER BY ts_rank_cd(t.content_tsv, q) DESC, t.ingestion_time DESC
 LIMIT $6
 
 -- name: vector_versions
-SELECT id, record_id, embedding <=> $1::vector AS distance FROM memories
-WHERE embedding IS NOT NULL AND {{versions}}
-ORDER BY embedding <=> $1::vector
+SELECT m.id, m.record_id, m.embedding <=> $1::vector AS distance FROM memories m
+WHERE m.embedding IS NOT NULL AND {{versions}}
+ORDER BY m.embedding <=> $1::vector
 LIMIT $6
 
 -- name: text_versions
