@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -437,3 +438,70 @@ async def test_history_search_hides_records_and_versions_a_reader_may_not_see(
     first = found[(chain.record_id, 1)]
     third = found[(chain.record_id, 3)]
     assert third.id == first.superseded_by  # not the sensitive version 2
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "it's E4012 & 'orders-v2' | !kafka",
+        "retention:* (orders-v2) <-> replays",
+        "back\\slash \\\\ double and ''' quotes \" ",
+        "the of and a",  # stop words only: no word to weigh
+        "?!... --- ;;;",  # punctuation only
+        "ümlaut café naïve 東京 kafka",
+        "x" * 1999,
+    ],
+)
+async def test_tsquery_syntax_and_odd_words_in_a_query_are_plain_words(
+    kernel: Kernel, query: str
+) -> None:
+    """Quotes, backslashes, tsquery operators, stop words alone, punctuation alone, other
+    scripts and a 1,999-letter word reach the lexical lookup as words, never as syntax: the
+    search answers (no error), from readable records only."""
+    ids = await _seed(kernel)
+    result = await kernel.retrieval.search(READER, query, limit=5)
+    assert not result.degraded
+    assert {hit.record.record_id for hit in result.hits} <= set(ids.values())
+    assert all(0.0 <= (hit.similarity or 0.0) <= 1.0 for hit in result.hits)
+
+
+async def test_searches_racing_updates_and_forgets_answer_from_readable_versions(
+    kernel: Kernel,
+) -> None:
+    """Searches run while the records they find are updated and forgotten: every search
+    answers, and every hit is a version the reader may read, of the current chain or one
+    that moved on during the search, never a sensitive one."""
+    ids = await _seed(kernel)
+    writer = replace(TRUSTED, writes_per_minute=100_000)
+    target = ids[FACTS[4]]
+
+    async def churn() -> None:
+        for version in range(1, 7):
+            level = AccessLevel.SENSITIVE if version % 2 else AccessLevel.AGENT
+            content = f"Kafka topic orders-v2 keeps {version + 7} days of retention for replays."
+            moved = await kernel.gate.evaluate(
+                update(target, content, version, writer, access_level=level)
+            )
+            assert moved.approved, moved.reason
+        head = await kernel.temporal.current(target, count_read=False)
+        assert head is not None
+        forgot = await kernel.gate.evaluate(
+            GateRequest.forget(head, writer, EXTERNAL, expected_version=head.version)
+        )
+        assert forgot.approved, forgot.reason
+
+    async def search() -> list[SearchResult]:
+        return [
+            await kernel.retrieval.search(READER, "Kafka orders-v2 retention", limit=5)
+            for _ in range(25)
+        ]
+
+    _, *found = await asyncio.gather(churn(), search(), search())
+    for results in found:
+        for result in results:
+            assert not result.degraded
+            for hit in result.hits:
+                assert hit.record.access_level is not AccessLevel.SENSITIVE
+                assert hit.record.record_id in set(ids.values())
+    final = await kernel.retrieval.search(READER, "Kafka orders-v2 retention", limit=5)
+    assert target not in {hit.record.record_id for hit in final.hits}

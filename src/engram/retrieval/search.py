@@ -241,11 +241,14 @@ class Retrieval:
         scope = "versions" if versioned else "heads"
         rankings = await self._legs(scope, text, vector, args)
         fused = fuse({leg: [row["id"] for row in rows] for leg, rows in rankings.items()})
-        similarity, lexical = await self._evidence(vector, text, fused, levels)
         # Current heads only: the candidates of a versioned search include versions that do
         # not resolve for the caller (a record forgotten or hidden since), which must not
         # weigh the words; those searches keep the vector leg's order.
-        if vector is not None and self._tuning.lexical_weight > 0 and not versioned:
+        weighed = vector is not None and self._tuning.lexical_weight > 0 and not versioned
+        similarity, lexical = await self._evidence(
+            vector, text if weighed else None, rankings, fused, levels
+        )
+        if weighed:
             fused = rerank(fused, similarity, lexical, weight=self._tuning.lexical_weight)
         fused = [
             candidate for candidate in fused if similarity.get(candidate[0], min_score) >= min_score
@@ -317,20 +320,34 @@ class Retrieval:
         return found
 
     async def _evidence(
-        self, vector: list[float] | None, text: str, fused: list[Candidate], levels: list[str]
+        self,
+        vector: list[float] | None,
+        words: str | None,
+        rankings: dict[str, list[Row]],
+        fused: list[Candidate],
+        levels: list[str],
     ) -> tuple[dict[UUID, float], dict[UUID, float]]:
-        """Each candidate's similarity to the query and lexical share of its words, in one
-        query (nothing without a query embedding)."""
-        if vector is None or not fused:
+        """Each candidate's similarity to the query and, when the query's ``words`` are given,
+        its lexical share of them (nothing without a query embedding). The vector leg's rows
+        bring their distance; one lookup adds what is missing: every candidate's words, or
+        only the distances of candidates the text leg alone found."""
+        if vector is None:
             return {}, {}
-        rows = await self._db.fetch(SQL["evidence"], vector, [c[0] for c in fused], levels, text)
+        distance = {row["id"]: row["distance"] for row in rankings.get(VECTOR, [])}
+        wanted = [c[0] for c in fused if words is not None or c[0] not in distance]
+        rows = []
+        if wanted:
+            rows = await self._db.fetch(SQL["evidence"], vector, wanted, levels, words or "")
+            distance.update({row["id"]: row["distance"] for row in rows})
         similarity = {
-            row["id"]: min(1.0, max(0.0, 1.0 - float(row["distance"])))
-            for row in rows
-            if row["distance"] is not None
+            item: min(1.0, max(0.0, 1.0 - float(d)))
+            for item, d in distance.items()
+            if d is not None
         }
-        words = list(rows[0]["words"]) if rows else []
-        lexical = lexical_shares(words, {row["id"]: list(row["matched"]) for row in rows})
+        if words is None:
+            return similarity, {}
+        query_words = list(rows[0]["words"]) if rows else []
+        lexical = lexical_shares(query_words, {row["id"]: list(row["matched"]) for row in rows})
         return similarity, lexical
 
     async def _resolve_as_of(
