@@ -78,14 +78,19 @@ async def test_embedded_default_starts_migrates_stops_and_keeps_data(
     tmp_path: Path, embedder: FastembedEmbedder
 ) -> None:
     """No URL: a private server in the data dir, stopped on exit; a second start reuses it."""
-    settings = EngramSettings(database_url=None, data_dir=tmp_path / "data")
+    # No reuse of a check's outcome, so that asking again probes again.
+    settings = EngramSettings(
+        database_url=None, data_dir=tmp_path / "data", readiness_cache_seconds=0
+    )
     pgdata = settings.pgdata_dir
     agent = uuid.uuid4()
     async with open_kernel(settings=settings, embeddings=embedder) as kernel:
         assert kernel.embedded
         assert _postgres_serving(pgdata)
         checks = _by_name(await kernel.health.run())
-        if not checks["gate"]:  # its 200 ms budget can pass on a loaded 2-core machine
+        for _ in range(3):  # the Gate probe's 200 ms budget can pass on a loaded 2-core machine
+            if checks["gate"]:
+                break
             checks = _by_name(await kernel.health.run())
         assert all(checks.values()), checks
         await kernel.db.execute(
