@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.engram-installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install model run test test-ops lint format fmt-check ruff typecheck arch bench bench-smoke clean
+.PHONY: help install model run test test-ops lint format fmt-check ruff typecheck arch bench bench-smoke bench-peers clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -59,7 +59,8 @@ format: $(STAMP)  ## rewrite files with ruff format and safe fixes
 	$(BIN)/ruff format src tests benchmarks tools
 	$(BIN)/ruff check --fix src tests benchmarks tools
 
-# Every script in benchmarks/ (agent_text, harness, seed_versions and stats are their helpers).
+# Every script in benchmarks/ but peer_mem0 (agent_text, harness, seed_versions and stats are
+# their helpers; peers/ holds peer_mem0's drivers).
 BENCHMARKS := cold_start pii_eval conflict_eval gate_bench write_cpu_budget temporal_bench \
 	search_bench http_write_bench audit_append_bench consolidation_eval consolidation_bench \
 	scheduler_bench advisor_eval advisor_rl cli_startup recall_floor_eval retrieval_eval
@@ -70,5 +71,9 @@ bench: model  ## run the benchmarks (each prints one JSON object; several minute
 bench-smoke: model  ## run each benchmark once at a tiny size; each must print one JSON object
 	$(BIN)/python -m benchmarks.smoke $(BENCHMARKS)
 
+# Mem0 goes into its own virtualenv (.peers/, from PyPI on first use), never into $(VENV).
+bench-peers: model  ## engram beside Mem0 in one run: writes, updates, search, RSS (~15 min)
+	$(BIN)/python -m benchmarks.peer_mem0
+
 clean:  ## remove the virtualenv and caches (keeps the data dir .engram)
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .peers .pytest_cache .mypy_cache .ruff_cache

@@ -61,6 +61,24 @@ from engram.memory.types import (
 CALLER = replace(caller_for_tier("bench-writer", TrustLevel.TRUSTED), writes_per_minute=10_000_000)
 
 
+async def seed_corpus(
+    kernel_embed: Any, *, records: int, pool: int, rng: random.Random
+) -> tuple[list[str], np.ndarray]:
+    """``records`` generated texts and their vectors: real model embeddings of the first
+    ``pool`` texts, reused with a small perturbation (unit length)."""
+    seed_texts = texts(records, seed=11)
+    pooled: list[list[float]] = []
+    for start in range(0, pool, 32):
+        pooled.extend(await kernel_embed.embed_batch(seed_texts[start : start + 32]))
+    pool_vectors = np.array(pooled, dtype=np.float32)
+    noise = np.random.default_rng(rng.randint(0, 2**31)).normal(
+        0.0, 0.015, size=(records, pool_vectors.shape[1])
+    )
+    vectors = pool_vectors[np.arange(records) % pool] + noise.astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return seed_texts, vectors
+
+
 async def seed(
     server: EmbeddedPostgres,
     *,
@@ -69,20 +87,16 @@ async def seed(
     pool: int,
     rng: random.Random,
     ef_construction: int = 64,
+    corpus: tuple[list[str], np.ndarray] | None = None,
+    database: str = DATABASE,
 ) -> dict[str, float]:
-    """Bulk-load ``records`` versions and their audit rows; return timings in seconds."""
+    """Bulk-load ``records`` versions and their audit rows (``corpus``: texts and vectors
+    made by :func:`seed_corpus`, made here when not given); return timings in seconds."""
     started = time.perf_counter()
-    seed_texts = texts(records, seed=11)
-    pooled: list[list[float]] = []
-    for start in range(0, pool, 32):
-        pooled.extend(await kernel_embed.embed_batch(seed_texts[start : start + 32]))
-    pool_vectors = np.array(pooled, dtype=np.float32)
+    if corpus is None:
+        corpus = await seed_corpus(kernel_embed, records=records, pool=pool, rng=rng)
+    seed_texts, vectors = corpus
     embedded = time.perf_counter()
-    noise = np.random.default_rng(rng.randint(0, 2**31)).normal(
-        0.0, 0.015, size=(records, pool_vectors.shape[1])
-    )
-    vectors = pool_vectors[np.arange(records) % pool] + noise.astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
 
     heads = {lane: genesis_hash(lane) for lane in range(LANES)}
     audit_rows, memory_rows = [], []
@@ -121,7 +135,7 @@ async def seed(
              now, now, "agent", decision_id, "external", "default", 0.5,
              content_hash(text), vectors[index], "sentence-transformers/all-MiniLM-L6-v2-int8")
         )  # fmt: skip
-    conn = await asyncpg.connect(server.admin_url(DATABASE))
+    conn = await asyncpg.connect(server.admin_url(database))
     try:
         await register_vector(conn)
         await conn.execute("SET ROLE engram_owner")

@@ -53,7 +53,12 @@ class EngramSettings(BaseSettings):
     )
     embedding_model_name: str = Field(default="sentence-transformers/all-MiniLM-L6-v2-int8")
     embedding_pooling: Literal["mean", "cls"] = "mean"
-    embedding_workers: int = Field(default=1, ge=1, le=16)
+    embedding_workers: int = Field(
+        default=0,
+        ge=0,
+        le=16,
+        description="Model worker processes; 0 runs the model on a thread of the kernel's process.",
+    )
     embedding_threads: int = Field(default=2, ge=1, le=16)
     embedding_spin: bool = Field(
         default=False, description="Let the model's idle threads spin (lower latency, more CPU)."

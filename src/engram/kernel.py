@@ -13,6 +13,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -27,6 +28,7 @@ from engram.infra.embedded_server import make_private
 from engram.infra.embedding_batcher import BatchingEmbedder
 from engram.infra.embeddings import EmbeddingAdapter, NoModel
 from engram.infra.fastembed_embedder import FastembedEmbedder
+from engram.infra.inprocess_embedder import InProcessEmbedder
 from engram.infra.llm import OpenAICompatibleGenerator
 from engram.infra.model_files import ensure_default_model
 from engram.infra.outbox import OutboxEventBus
@@ -245,7 +247,7 @@ def _assemble(
     batched = BatchingEmbedder(
         embedder,
         max_batch=settings.embedding_batch_size,
-        max_in_flight=settings.embedding_workers,
+        max_in_flight=max(1, settings.embedding_workers),
     )
     stack.push_async_callback(batched.close)
     metrics.watch(pool=db, breaker=db.breaker, embeddings=batched)  # read on each scrape
@@ -430,20 +432,25 @@ async def _schema_current(kernel: Kernel) -> bool:
     return True
 
 
-async def _start_embedder(settings: EngramSettings) -> FastembedEmbedder:
+async def _start_embedder(settings: EngramSettings) -> FastembedEmbedder | InProcessEmbedder:
     if settings.embedding_model_path is None:
         make_private(settings.data_dir)
         await asyncio.to_thread(ensure_default_model, settings.model_dir)
-    embedder = FastembedEmbedder(
-        settings.model_dir,
-        model_name=settings.embedding_model_name,
-        pooling=settings.embedding_pooling,
-        dimension=EMBEDDING_DIMENSION,
-        workers=settings.embedding_workers,
-        threads=settings.embedding_threads,
-        spin=settings.embedding_spin,
-        timeout_seconds=settings.embedding_timeout_seconds,
-    )
+    common: dict[str, Any] = {
+        "model_name": settings.embedding_model_name,
+        "pooling": settings.embedding_pooling,
+        "dimension": EMBEDDING_DIMENSION,
+        "threads": settings.embedding_threads,
+        "spin": settings.embedding_spin,
+        "timeout_seconds": settings.embedding_timeout_seconds,
+    }
+    embedder: FastembedEmbedder | InProcessEmbedder
+    if settings.embedding_workers == 0:
+        embedder = InProcessEmbedder(settings.model_dir, **common)
+    else:
+        embedder = FastembedEmbedder(
+            settings.model_dir, workers=settings.embedding_workers, **common
+        )
     try:
         await embedder.start()
     except BaseException:

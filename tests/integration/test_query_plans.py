@@ -150,3 +150,30 @@ async def test_a_standard_readers_listings_check_heads_through_the_one_head_inde
         plan = json.loads(rows[0][0])
         assert "memories_one_head_idx" in _indexes(plan), name
         assert "Seq Scan" not in json.dumps(plan), name
+
+
+async def test_embeddings_are_stored_in_the_row(database: ScratchDatabase) -> None:
+    """A record with a vector and a few hundred characters of content keeps its vector in
+    the row (migration 0014): a distance scan reads no TOAST table. (With pgvector's default
+    storage these rows' vectors go out of line: checked by hand when this was written.)"""
+    conn = await _connect(database)
+    try:
+        storage = await conn.fetchval(
+            "SELECT attstorage FROM pg_attribute "
+            "WHERE attrelid = 'engram.memories'::regclass AND attname = 'embedding'"
+        )
+        assert b"p" == storage
+        await seed_versions(conn, records=50, versions_per_record=1, with_vectors=True)
+        await conn.execute(
+            "UPDATE memories m SET content = x.text FROM "
+            "(SELECT id, string_agg(md5(g::text || id::text), ' ') AS text "
+            " FROM memories, generate_series(1, 12) AS g GROUP BY id) x WHERE x.id = m.id"
+        )
+        out_of_line = await conn.fetchval(
+            "SELECT count(*) FROM memories WHERE pg_column_toast_chunk_id(embedding) IS NOT NULL"
+        )
+        assert 0 == out_of_line
+        wide = await conn.fetchval("SELECT min(pg_column_size(memories.*)) FROM memories")
+        assert wide > 2032  # past the TOAST threshold: the vector stayed by its setting
+    finally:
+        await conn.close()

@@ -1,8 +1,10 @@
 """fastembed implementation of the embedding port, bulkheaded in a process pool.
 
-The ONNX model runs in worker processes so a slow or stuck embedding can never block the
-event loop; each call has a timeout, and a worker that overruns it is replaced. The model is
-loaded from a local directory only (no hub access), see :mod:`engram.infra.model_files`.
+With ``ENGRAM_EMBEDDING_WORKERS`` of 1 or more the ONNX model runs in worker processes, so a
+slow or stuck embedding can never block the event loop; each call has a timeout, and a worker
+that overruns it is replaced (:mod:`engram.infra.inprocess_embedder` is the default, which runs
+the model on a thread instead). The model is loaded from a local directory only (no hub
+access), see :mod:`engram.infra.model_files`.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ log = structlog.get_logger("engram.infra.embeddings")
 _model: Any = None
 
 
-def _load_model(
+def load_model(
     model_dir: str,
     model_name: str,
     pooling: str,
@@ -41,8 +43,9 @@ def _load_model(
     *,
     spin: bool = False,
 ) -> Any:
-    """Register the local model with fastembed and load it (runs inside a worker)."""
-    from fastembed import TextEmbedding  # noqa: PLC0415 - loaded in the worker only
+    """Register the local model with fastembed and load it (in a worker, or on the in-process
+    model's thread)."""
+    from fastembed import TextEmbedding  # noqa: PLC0415 - loaded where the model runs
     from fastembed.common.model_description import ModelSource, PoolingType  # noqa: PLC0415
 
     known = {entry["model"] for entry in TextEmbedding.list_supported_models()}
@@ -77,7 +80,7 @@ def _without_spinning(embedding: Any, threads: int) -> None:
     does not expose the setting, so the session it opened is replaced by one with the same
     model file and providers.
     """
-    import onnxruntime as ort  # noqa: PLC0415 - loaded in the worker only
+    import onnxruntime as ort  # noqa: PLC0415 - loaded where the model runs
 
     inner: Any = getattr(embedding, "model", None)
     session: Any = getattr(inner, "model", None)
@@ -103,7 +106,7 @@ def _init_worker(  # noqa: PLR0917 - the pool passes initargs positionally
     # Ctrl-C reaches the whole process group; the parent shuts workers down in order.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _watch_parent(os.getppid())
-    _model = _load_model(model_dir, model_name, pooling, dimension, threads, spin=spin)
+    _model = load_model(model_dir, model_name, pooling, dimension, threads, spin=spin)
 
 
 _MAIN_SWAP = threading.Lock()
@@ -173,15 +176,20 @@ def length_groups(texts: Sequence[str], spread: float = LENGTH_SPREAD) -> list[l
     return groups
 
 
-def _embed_in_worker(texts: list[str]) -> list[list[float]]:
-    if _model is None:  # pragma: no cover - the initializer always ran
-        raise RuntimeError("embedding worker has no model")
+def embed_texts(model: Any, texts: list[str]) -> list[list[float]]:
+    """Vectors of ``texts`` in their order, computed in groups of similar length."""
     vectors: list[list[float]] = [[] for _ in texts]
     for group in length_groups(texts):
         batch = [texts[i] for i in group]
-        for index, vector in zip(group, _model.embed(batch, batch_size=len(batch)), strict=True):
+        for index, vector in zip(group, model.embed(batch, batch_size=len(batch)), strict=True):
             vectors[index] = vector.tolist()
     return vectors
+
+
+def _embed_in_worker(texts: list[str]) -> list[list[float]]:
+    if _model is None:  # pragma: no cover - the initializer always ran
+        raise RuntimeError("embedding worker has no model")
+    return embed_texts(_model, texts)
 
 
 class FastembedEmbedder:

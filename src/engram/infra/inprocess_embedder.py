@@ -1,0 +1,133 @@
+"""The embedding model run inside the kernel's own process (``ENGRAM_EMBEDDING_WORKERS=0``).
+
+The model runs on one dedicated thread; ONNX Runtime releases the GIL while it computes, so
+the event loop goes on meanwhile, as it does with a worker process. What this saves is the
+hand-off to another process (pickling the text and the vector, waking the worker) and that
+process's copy of the interpreter and libraries (ADR-016 has the measured effect). What it
+gives up is the process bulkhead: a call that overruns its time limit fails with
+:class:`~engram.errors.EmbeddingTimeout` as before, but the computation cannot be killed; the
+calls behind it wait for it, and fail by their own time limits while it runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from engram.errors import EmbeddingError, EmbeddingTimeout, ModelFilesError
+from engram.infra.fastembed_embedder import embed_texts, load_model
+from engram.infra.model_files import missing_files
+
+log = structlog.get_logger("engram.infra.embeddings")
+
+
+class InProcessEmbedder:
+    """Embeds text with a local ONNX model on a thread of this process."""
+
+    def __init__(
+        self,
+        model_dir: Path,
+        *,
+        model_name: str,
+        pooling: str = "mean",
+        dimension: int = 384,
+        threads: int = 2,
+        spin: bool = False,
+        timeout_seconds: float = 10.0,
+    ) -> None:
+        self._model_dir = model_dir
+        self._model_name = model_name
+        self._pooling = pooling
+        self._dimension = dimension
+        self._threads = threads
+        self._spin = spin
+        self._timeout = timeout_seconds
+        self._model: Any = None
+        self._executor: ThreadPoolExecutor | None = None
+        self.first_embedding_ms: float | None = None
+
+    @property
+    def dimension(self) -> int:
+        return self._dimension
+
+    @property
+    def model_name(self) -> str:
+        return self._model_name
+
+    def _ensure_executor(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            absent = missing_files(self._model_dir)
+            if absent:
+                raise ModelFilesError(
+                    f"model directory {self._model_dir} lacks {', '.join(absent)}; "
+                    "run `engram prepare-model` or set ENGRAM_EMBEDDING_MODEL_PATH"
+                )
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engram-model")
+        return self._executor
+
+    def _run(self, texts: list[str]) -> list[list[float]]:
+        """On the model's thread: load the model once, then embed."""
+        if self._model is None:
+            self._model = load_model(
+                str(self._model_dir),
+                self._model_name,
+                self._pooling,
+                self._dimension,
+                self._threads,
+                spin=self._spin,
+            )
+        return embed_texts(self._model, texts)
+
+    async def start(self) -> None:
+        """Load the model and embed one text, so the model is ready before it is needed."""
+        started = time.perf_counter()
+        vector = await self.embed_one("engram warm-up")
+        self.first_embedding_ms = (time.perf_counter() - started) * 1000
+        if len(vector) != self._dimension:
+            raise EmbeddingError(
+                f"model produces {len(vector)} values, the schema stores {self._dimension}"
+            )
+        log.info(
+            "embeddings.ready",
+            model=self._model_name,
+            warmup_ms=round(self.first_embedding_ms),
+            in_process=True,
+        )
+
+    async def embed_one(self, text: str) -> list[float]:
+        return (await self.embed_batch([text]))[0]
+
+    async def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        executor = self._ensure_executor()
+        loop = asyncio.get_running_loop()
+        try:
+            future = loop.run_in_executor(executor, self._run, list(texts))
+            return await asyncio.wait_for(future, self._timeout)
+        except TimeoutError as exc:
+            log.warning("embeddings.overrun", timeout_seconds=self._timeout, in_process=True)
+            raise EmbeddingTimeout(timeout_seconds=self._timeout) from exc
+        except (EmbeddingError, ModelFilesError):
+            raise
+        except Exception as exc:
+            raise EmbeddingError(f"embedding failed: {type(exc).__name__}") from exc
+
+    def worker_pids(self) -> list[int]:
+        """No worker processes: the model runs in this one."""
+        return []
+
+    async def ping(self) -> None:
+        await self.embed_one("ping")
+
+    async def close(self) -> None:
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            await asyncio.to_thread(executor.shutdown, wait=True, cancel_futures=True)
+        self._model = None

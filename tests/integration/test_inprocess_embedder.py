@@ -1,0 +1,101 @@
+"""The model on a thread of the kernel's own process (``ENGRAM_EMBEDDING_WORKERS=0``)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engram import open_kernel
+from engram.config import EngramSettings
+from engram.errors import EmbeddingTimeout, ModelFilesError
+from engram.infra.fastembed_embedder import FastembedEmbedder
+from engram.infra.inprocess_embedder import InProcessEmbedder
+from engram.memory.gate.access import caller_for_tier
+from engram.memory.types import GateDecision, TrustLevel
+from engram.protocols.inprocess import AgentSession
+from tests.conftest import ScratchDatabase
+
+MODEL = "sentence-transformers/all-MiniLM-L6-v2-int8"
+TEXTS = [
+    "The ledger service runs on PostgreSQL 16.",
+    "Deploys to production need two approvals.",
+    "x",
+    "The nightly backup of the billing database finishes by 03:00 UTC and is kept 35 days.",
+]
+
+
+async def test_vectors_equal_the_worker_processes(
+    model_dir: Path, embedder: FastembedEmbedder
+) -> None:
+    """The same model file gives the same vectors in this process as in a worker."""
+    local = InProcessEmbedder(model_dir, model_name=MODEL, timeout_seconds=30)
+    try:
+        await local.start()
+        here = np.array(await local.embed_batch(TEXTS))
+        there = np.array(await embedder.embed_batch(TEXTS))
+        assert here.shape == (len(TEXTS), 384)
+        assert np.abs(here - there).max() < 1e-5
+        assert [] == await local.embed_batch([])
+        assert [] == local.worker_pids()
+    finally:
+        await local.close()
+
+
+async def test_concurrent_calls_keep_their_order_and_their_texts(model_dir: Path) -> None:
+    """Calls made at once are run one after another on the model's thread, each answered
+    with its own text's vector."""
+    local = InProcessEmbedder(model_dir, model_name=MODEL, timeout_seconds=30)
+    try:
+        alone = [await local.embed_one(text) for text in TEXTS]
+        together = await asyncio.gather(*(local.embed_one(text) for text in TEXTS))
+        assert np.abs(np.array(alone) - np.array(together)).max() < 1e-5
+    finally:
+        await local.close()
+
+
+async def test_an_overrun_fails_typed_and_later_calls_recover(model_dir: Path) -> None:
+    """A call beyond its time limit raises EmbeddingTimeout; the computation it started
+    finishes on its thread, and the next call with a sane limit answers."""
+    local = InProcessEmbedder(model_dir, model_name=MODEL, timeout_seconds=0.001)
+    try:
+        with pytest.raises(EmbeddingTimeout):
+            await local.embed_one("the first call also loads the model, far beyond 1 ms")
+        local._timeout = 30.0
+        assert 384 == len(await local.embed_one("recovered"))
+    finally:
+        await local.close()
+    assert not [t for t in threading.enumerate() if t.name.startswith("engram-model")]
+
+
+async def test_missing_model_files_are_reported(tmp_path: Path) -> None:
+    """A directory without the model's files fails with a message saying what to run."""
+    local = InProcessEmbedder(tmp_path, model_name="local/none", timeout_seconds=5)
+    with pytest.raises(ModelFilesError, match="prepare-model"):
+        await local.embed_one("x")
+
+
+async def test_a_kernel_with_no_workers_writes_and_finds(
+    database: ScratchDatabase, model_dir: Path
+) -> None:
+    """``embedding_workers=0``: the kernel starts no model process, and a governed write and
+    a search work as with one."""
+    settings = EngramSettings(
+        database_url=database.runtime_url,
+        migrate_on_start=False,
+        embedding_model_path=model_dir,
+        embedding_workers=0,
+    )
+    async with open_kernel(settings=settings) as kernel:
+        agent = caller_for_tier("planner", TrustLevel.STANDARD)
+        result = await AgentSession(kernel, agent).remember(
+            {"type": "belief", "content": "The ledger service runs on PostgreSQL 16."}
+        )
+        assert GateDecision.APPROVED is result.decision
+        found = await kernel.retrieval.search(agent, "which database does the ledger use")
+        assert [result.record_id] == [hit.record.record_id for hit in found.hits]
+        inner = kernel.embeddings
+        assert isinstance(getattr(inner, "_inner", inner), InProcessEmbedder)

@@ -1,0 +1,106 @@
+"""The peer comparison's pure parts (benchmarks/peer_mem0.py, benchmarks/peers/workload.py)."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+
+from benchmarks.peer_mem0 import FIGURES, goals, job_for, medians, peer_requirements
+from benchmarks.peers.workload import percentiles, tree_rss_mb
+
+
+def _result(single_p50: float, per_second: float) -> dict[str, object]:
+    ms = {"p50": single_p50, "p95": single_p50 * 2}
+    return {
+        "single": {"ms": ms, "per_second": per_second},
+        "update": {"ms": ms},
+        "search": {"ms": ms},
+        "concurrent": {"ms": ms, "per_second": per_second * 2},
+        "rss_mb": 100.0,
+    }
+
+
+def test_medians_are_taken_per_figure_over_the_rounds() -> None:
+    """Each figure's median comes from its own values, not from one round's."""
+    rounds = [_result(10, 50), _result(30, 40), _result(20, 60)]
+    figures = medians(rounds)
+    assert set(FIGURES) == set(figures)
+    assert 20 == figures["single_p50_ms"]
+    assert 50 == figures["single_per_second"]
+    assert 100 == figures["concurrent_per_second"]
+
+
+def test_goals_compare_latency_down_and_throughput_up() -> None:
+    """Lower latency and higher throughput meet a goal; concurrency needs twice the peer's."""
+    slow, fast = medians([_result(30, 40)]), medians([_result(10, 90)])
+    met = goals(fast, slow)
+    assert met["single_p50<=mem0"]
+    assert met["single_throughput>=mem0"]
+    assert met["concurrent_throughput>=2x_mem0"]
+    missed = goals(slow, fast)
+    assert not missed["single_p50<=mem0"]
+    assert not missed["concurrent_throughput>=2x_mem0"]
+    assert not goals(medians([_result(10, 60)]), medians([_result(10, 40)]))[
+        "concurrent_throughput>=2x_mem0"
+    ]
+
+
+def test_the_job_gives_each_phase_its_own_texts(tmp_path: Path) -> None:
+    """No text is written twice across phases, so neither system sees an exact duplicate
+    the other did not; queries are the opening words of texts never stored."""
+    args = argparse.Namespace(
+        warmup=3,
+        texts=20,
+        updates=5,
+        queries=4,
+        concurrent=8,
+        writers=4,
+        seed=1,
+        engram_setting=["embedding_workers=0"],
+    )
+    job = job_for(args, tmp_path)
+    phases = ("warmup_texts", "texts", "update_texts", "concurrent_texts", "concurrent_texts_alt")
+    written = [text for phase in phases for text in job[phase]]
+    assert len(written) == len(set(written)) == 3 + 20 + 5 + 8 + 8
+    assert 4 == len(job["queries"])
+    assert all(len(q.split()) <= 8 for q in job["queries"])
+    assert {"embedding_workers": "0"} == job["engram_settings"]
+
+
+def test_the_peer_gets_the_embedding_code_engram_runs() -> None:
+    """Mem0's environment is pinned to engram's fastembed and ONNX Runtime versions."""
+    wanted = peer_requirements()
+    assert "mem0ai==2.2.1" in wanted
+    for name in ("fastembed", "onnxruntime"):
+        assert f"{name}=={metadata.version(name)}" in wanted
+
+
+def test_resident_memory_counts_child_processes() -> None:
+    """A child holding memory raises the tree's figure (the model workers are children)."""
+    alone = tree_rss_mb()
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; b = b'x' * (200 << 20); time.sleep(30)"],
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and tree_rss_mb() < alone + 150:
+            time.sleep(0.1)
+        assert tree_rss_mb() >= alone + 150
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_percentiles_use_the_nearest_rank() -> None:
+    """p50 of 1..100 is 51 (nearest rank), p99 is 100, and n is counted."""
+    figures = percentiles([float(v) for v in range(100, 0, -1)])
+    assert (51.0, 96.0, 100.0, 100) == (
+        figures["p50"],
+        figures["p95"],
+        figures["p99"],
+        figures["n"],
+    )
