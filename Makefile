@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.engram-installed
 .PHONY: help install model run test test-ops lint format fmt-check ruff typecheck arch bench bench-smoke bench-peers clean
 
 help:  ## list the targets
-	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)

@@ -272,7 +272,9 @@ def rss_mb() -> float:
 async def measure(args: argparse.Namespace) -> dict[str, Any]:
     rng = random.Random(args.seed)
     async with scratch_server("engram-gate-bench-") as server:
-        settings = runtime_settings(server, db_pool_max_size=args.writers + 8)
+        # The model in a worker process (not the default), so that the CPU split below can
+        # tell the model's CPU from the kernel's; docs/peers.md compares the default.
+        settings = runtime_settings(server, db_pool_max_size=args.writers + 8, embedding_workers=1)
         async with open_kernel(settings=settings) as kernel:
             seeding = await seed(
                 server,

@@ -72,6 +72,20 @@ def peer_requirements() -> list[str]:
     return [f"mem0ai=={MEM0_VERSION}", *shared, "psycopg[binary,pool]>=3.2"]
 
 
+def peer_versions(python: Path) -> dict[str, str]:
+    """Versions of the packages that matter in Mem0's environment, for the report."""
+    names = ["mem0ai", "psycopg", "psycopg-pool", *SHARED_PACKAGES]
+    code = (
+        "import json, importlib.metadata as m; "
+        f"print(json.dumps({{n: m.version(n) for n in {names!r}}}))"
+    )
+    done = subprocess.run(  # noqa: S603 - the peer's own interpreter
+        [str(python), "-c", code], capture_output=True, text=True, check=True
+    )
+    versions: dict[str, str] = json.loads(done.stdout)
+    return versions
+
+
 def ensure_venv(venv: Path) -> Path:
     """Mem0's virtual environment, created or brought up to date; its Python."""
     python = venv / "bin" / "python"
@@ -147,8 +161,11 @@ async def large_search(
     go in through its own vector store's ``insert`` with the payload ``add`` writes. Both
     databases are analysed, then each system answers the same queries, rounds alternating.
     """
-    embedder = InProcessEmbedder(Path(base["model_dir"]), model_name=base["model_name"])
+    embedder = InProcessEmbedder(
+        Path(base["model_dir"]), model_name=base["model_name"], timeout_seconds=120
+    )
     try:
+        await embedder.start()
         corpus = await seed_corpus(
             embedder, records=args.large, pool=min(2000, args.large), rng=random.Random(args.seed)
         )
@@ -169,7 +186,10 @@ async def large_search(
     )
     mem0_url = await prepare(server, "mem0", MEM0_LARGE_DB)
     job = {
-        **{key: base[key] for key in ("model_dir", "model_name", "dimension", "writers")},
+        **{
+            key: base[key] for key in ("model_dir", "model_name", "dimension", "writers", "threads")
+        },
+        "engram_settings": base["engram_settings"],
         "texts_path": str(texts_path),
         "vectors_path": str(vectors_path),
     }
@@ -292,6 +312,7 @@ def job_for(args: argparse.Namespace, model_dir: Path) -> dict[str, Any]:
         "model_dir": str(model_dir),
         "model_name": EngramSettings().embedding_model_name,
         "dimension": 384,
+        "threads": EngramSettings().embedding_threads,
         "warmup_texts": take(args.warmup),
         "texts": take(args.texts),
         "update_texts": take(args.updates),
@@ -343,6 +364,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "benchmark": "peer_mem0",
         "peer": f"mem0ai=={MEM0_VERSION}",
+        "peer_versions": peer_versions(python),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
         "parameters": {
             name: getattr(args, name)

@@ -67,7 +67,8 @@ def backend_cpu(backend: psutil.Process) -> float:
 async def measure(args: argparse.Namespace) -> dict[str, Any]:
     n = args.texts
     async with scratch_server("engram-cpu-budget-") as server:
-        settings = runtime_settings(server)
+        # The model in a worker process: its CPU is read as the worker's (not the default).
+        settings = runtime_settings(server, embedding_workers=1)
         async with open_kernel(settings=settings) as kernel:
             await seed(
                 server,

@@ -3,7 +3,8 @@
 A trusted agent writes through :class:`~engram.protocols.inprocess.AgentSession` (every write
 passes the Gate: screening, duplicate and conflict search, a version row, an audit row and an
 outbox event) and searches with ``kernel.retrieval.search``, as an application embedding the
-kernel would. Its write rate limit is raised, as a benchmark's writer's would be. Each of the
+kernel would. Its write rate limit is raised, as a benchmark's writer's would be, and its
+connection pool holds as many connections for the writers as Mem0's. Each of the
 ``writers`` concurrent writers is a task with its own session.
 """
 
@@ -44,6 +45,8 @@ async def _main() -> None:
         database_url=job["database_url"],
         migrate_on_start=False,
         embedding_model_path=Path(job["model_dir"]),
+        # as many connections for the writers as Mem0's pool gets, and the kernel's own
+        db_pool_max_size=job["writers"] + 8,
         **job.get("engram_settings", {}),
     )
     caller = caller_for_tier("bench-writer", TrustLevel.TRUSTED, writes_per_minute=1e9)
@@ -63,8 +66,8 @@ async def _main() -> None:
         async def add(text: str) -> str:
             result = await session.remember({"type": "belief", "content": text})
             decisions[result.decision.value] = decisions.get(result.decision.value, 0) + 1
-            if result.decision is GateDecision.REJECTED:
-                raise RuntimeError(f"write rejected: {result.reason}")
+            if result.decision is GateDecision.REJECTED or result.record_id is None:
+                raise RuntimeError(f"write not stored ({result.decision}): {result.reason}")
             versions[str(result.record_id)] = result.version or 1
             return str(result.record_id)
 

@@ -3,10 +3,11 @@
 Mem0 is used as its documentation shows: ``Memory.from_config`` with the pgvector store and
 the FastEmbed embedder, ``add(text, user_id=..., infer=False)`` (the text stored as given, no
 LLM), ``update(memory_id, data)`` and ``search(query, filters={"user_id": ...}, top_k=10)``.
-Two things are set for the comparison and nothing else: the embedder loads the same local
+Three things are set for the comparison and nothing else: the embedder loads the same local
 model directory engram uses (Mem0's FastEmbed embedder only takes a hub name, so the
-``TextEmbedding`` it constructs is given the directory), and the store's pool may hold as
-many connections as there are concurrent writers. The LLM is configured but never called
+``TextEmbedding`` it constructs is given the directory) with as many ONNX threads as
+engram's model, and the store's pool may hold as many connections as there are concurrent
+writers. The LLM is configured but never called
 (``infer=False``); telemetry is off.
 
 Concurrent writers are run both ways Mem0 offers, threads over ``Memory`` and tasks over
@@ -62,6 +63,7 @@ def _local_model(job: dict[str, Any]) -> None:
             model_name=model_name,
             specific_model_path=job["model_dir"],
             local_files_only=True,
+            threads=job["threads"],
             **kwargs,
         )
 

@@ -11,7 +11,8 @@ and :func:`run` times them in one fixed order on the job's texts:
 
 Latencies are wall-clock milliseconds around the one call; throughput is operations over the
 phase's wall-clock seconds. The resident memory is that of the driver's process and every
-process it started (the model workers), read at the end; the shared PostgreSQL is not counted.
+process it started (model workers), read after the search phase (and again at the end);
+the shared PostgreSQL is not counted.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from typing import Any
 
 
 def percentiles(values: Sequence[float]) -> dict[str, float]:
-    """p50/p95/p99/mean of a sample (nearest rank), in the sample's unit, and n."""
+    """p50/p95/p99/mean of a sample, in the sample's unit, and n; a quantile q is the value
+    at index ``int(q * n)`` of the sorted sample (as ``benchmarks/stats.py`` takes it)."""
     ordered = sorted(values)
 
     def pick(q: float) -> float:
@@ -137,6 +139,9 @@ async def run(job: dict[str, Any], ops: Operations) -> dict[str, Any]:
         hits += found
     search = phase(latencies, time.perf_counter() - started)
     search["hits_per_query"] = round(hits / max(1, len(job["queries"])), 2)
+    # Read before the concurrent phase: a driver may open a second instance there (Mem0's
+    # AsyncMemory, with a model of its own), which is not the work being compared.
+    rss_mb = tree_rss_mb()
 
     concurrent = await ops.concurrent_adds(job["concurrent_texts"], job["writers"])
     return {
@@ -144,7 +149,8 @@ async def run(job: dict[str, Any], ops: Operations) -> dict[str, Any]:
         "update": update,
         "search": search,
         "concurrent": concurrent,
-        "rss_mb": tree_rss_mb(),
+        "rss_mb": rss_mb,
+        "rss_mb_at_end": tree_rss_mb(),
     }
 
 

@@ -20,7 +20,7 @@ import psutil
 import pytest
 
 from tests.e2e.conftest import TOKEN, Served, close, start_serve, stop
-from tests.e2e.test_serve import _postgres_for
+from tests.e2e.test_serve import _env, _free_port, _postgres_for
 
 CLIENTS = 4
 ACKED_BEFORE_CRASH = 30
@@ -103,6 +103,25 @@ def pgdata(first_serve: Served) -> Iterator[Path]:
         process.kill()
 
 
+@pytest.fixture
+def serve_with_workers(tmp_path: Path, model_dir: Path) -> Iterator[Served]:
+    """`engram serve` with its model in a worker process (``ENGRAM_EMBEDDING_WORKERS=1``);
+    its cluster is killed afterwards if a failed test left it running."""
+    env = _env(
+        tmp_path / "engram-data",
+        model_dir,
+        ENGRAM_PORT=str(_free_port()),
+        ENGRAM_EMBEDDING_WORKERS="1",
+    )
+    server = start_serve(env)
+    try:
+        yield server
+    finally:
+        close(server)
+        for process in _cluster_processes(tmp_path / "engram-data" / "pg"):
+            process.kill()
+
+
 def _crash_restart_and_check(first_serve: Served, pgdata: Path, *, kill_postgres: bool) -> None:
     found = TOKEN.search(first_serve.output())
     assert found is not None, first_serve.output()
@@ -115,6 +134,8 @@ def _crash_restart_and_check(first_serve: Served, pgdata: Path, *, kill_postgres
         # session of its own and survives unless killed above; the model workers must notice
         # that their parent is gone and exit by themselves.
         workers = [p.pid for p in psutil.Process(first_serve.process.pid).children(recursive=True)]
+        if first_serve.env.get("ENGRAM_EMBEDDING_WORKERS", "0") != "0":
+            assert workers, "serve started no model worker"
         os.kill(first_serve.process.pid, signal.SIGKILL)
         first_serve.process.wait(10)
     acked = list(load.acked)
@@ -146,10 +167,12 @@ def _crash_restart_and_check(first_serve: Served, pgdata: Path, *, kill_postgres
 
 @pytest.mark.slow
 def test_after_serve_is_killed_under_load_a_restart_keeps_acked_writes_and_ctrl_c_stops_postgres(
-    first_serve: Served, pgdata: Path
+    serve_with_workers: Served,
 ) -> None:
-    """SIGKILL of serve mid-load, restart: every 201 is readable and Ctrl-C leaves no PostgreSQL."""
-    _crash_restart_and_check(first_serve, pgdata, kill_postgres=False)
+    """SIGKILL of serve mid-load, restart: every 201 is readable, the model worker exits by
+    itself, and Ctrl-C leaves no PostgreSQL."""
+    pgdata = Path(serve_with_workers.env["ENGRAM_DATA_DIR"]) / "pg"
+    _crash_restart_and_check(serve_with_workers, pgdata, kill_postgres=False)
 
 
 @pytest.mark.slow

@@ -1,9 +1,10 @@
 """The kernel embedded from Python the ways people run Python: the README's example as a
 script, the same code piped to ``python -``, and a script with no ``__main__`` guard.
 
-The model workers are spawned processes; they used to re-import the caller's main module,
-which killed them ("embedding worker died") for code read from standard input and for a
-script without a guard."""
+Run with the model in a worker process (``ENGRAM_EMBEDDING_WORKERS=1``): the workers are
+spawned processes, and they used to re-import the caller's main module, which killed them
+("embedding worker died") for code read from standard input and for a script without a
+guard. The default, the model on a thread, spawns nothing; the e2e serve tests run it."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def _run(
     return subprocess.run(  # noqa: S603 - our own example code
         args,
         input=stdin,
-        env=_env(data_dir, model_dir),
+        env=_env(data_dir, model_dir, ENGRAM_EMBEDDING_WORKERS="1"),
         cwd=data_dir.parent,
         capture_output=True,
         text=True,

@@ -11,7 +11,7 @@ import pytest
 
 from engram import open_kernel
 from engram.config import EngramSettings
-from engram.errors import EmbeddingTimeout, ModelFilesError
+from engram.errors import EmbeddingError, EmbeddingTimeout, ModelFilesError
 from engram.infra.fastembed_embedder import FastembedEmbedder
 from engram.infra.inprocess_embedder import InProcessEmbedder
 from engram.memory.gate.access import caller_for_tier
@@ -69,6 +69,20 @@ async def test_an_overrun_fails_typed_and_later_calls_recover(model_dir: Path) -
     finally:
         await local.close()
     assert not [t for t in threading.enumerate() if t.name.startswith("engram-model")]
+
+
+async def test_closing_fails_the_calls_still_waiting_typed(model_dir: Path) -> None:
+    """close() lets the running computation finish and fails the calls queued behind it with
+    EmbeddingError (not a CancelledError their callers never asked for)."""
+    local = InProcessEmbedder(model_dir, model_name=MODEL, timeout_seconds=30)
+    await local.start()
+    calls = [asyncio.ensure_future(local.embed_batch(TEXTS * 8)) for _ in range(4)]
+    await asyncio.sleep(0.02)  # the first batch is on the model's thread now
+    await local.close()
+    outcomes = await asyncio.gather(*calls, return_exceptions=True)
+    assert isinstance(outcomes[0], list)
+    assert len(outcomes[0]) == len(TEXTS) * 8
+    assert all(isinstance(outcome, EmbeddingError) for outcome in outcomes[1:]), outcomes
 
 
 async def test_missing_model_files_are_reported(tmp_path: Path) -> None:

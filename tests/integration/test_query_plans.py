@@ -124,79 +124,16 @@ async def test_temporal_reads_and_head_lookups_use_their_indexes(
     assert "memories_one_head_idx" in await _plan(seeded, SQL["head"], record_id)
 
 
-async def _nearest_heads_body(conn: asyncpg.Connection) -> tuple[str, list[str]]:
-    """The query ``engram.nearest_heads`` runs (its parameters as ``$1``-``$5``) and the
-    settings it runs with."""
-    body, settings = await conn.fetchrow(
-        "SELECT prosrc, proconfig FROM pg_proc WHERE proname = 'nearest_heads'"
-    )
-    for name, param in (
-        ("how_many", "$5"),
-        ("in_namespace", "$2"),
-        ("in_type", "$3"),
-        ("levels", "$4"),
-        ("query", "$1"),
-    ):
-        body = body.replace(name, param)
-    return body, settings
-
-
-async def _nearest_heads_plan(conn: asyncpg.Connection, *args: object) -> set[str]:
-    """The indexes the body of ``engram.nearest_heads`` uses, planned with the settings the
-    function runs with (EXPLAIN of a call shows only a function scan)."""
-    body, settings = await _nearest_heads_body(conn)
-    async with conn.transaction():
-        for setting in settings:
-            name, value = setting.split("=", 1)
-            if name != "search_path":
-                await conn.execute(f"SET LOCAL {name} = {value}")
-        return await _plan(conn, body, *args)
-
-
 async def test_duplicate_and_neighbour_lookup_use_hash_and_hnsw(
     seeded_vectors: asyncpg.Connection,
 ) -> None:
     """The Gate's candidates query, filtered by the writer's readable levels, uses the head
-    hash index, and its neighbours come from ``nearest_heads``, which uses the HNSW index."""
+    hash index and the HNSW index."""
     vector = np.random.default_rng(1).normal(size=384).astype(np.float32).tolist()
     levels = ["public", "agent", "user"]
     args = (vector, "default", "belief", content_hash("x"), 8, levels)
-    rows = await seeded_vectors.fetch(f"EXPLAIN (FORMAT JSON) {SQL['candidates']}", *args)
-    plan = json.dumps(json.loads(rows[0][0]))
-    assert "memories_head_hash_idx" in plan
-    assert "nearest_heads" in plan
-    used = await _nearest_heads_plan(seeded_vectors, vector, "default", "belief", levels, 16)
-    assert "memories_embedding_hnsw_idx" in used, used
-
-
-async def test_a_small_store_finds_neighbours_through_the_index_too(
-    database: ScratchDatabase,
-) -> None:
-    """On 500 records the planner on its own scans and sorts (cheaper by its estimate, and a
-    cost on every write that grows with the store); ``nearest_heads`` still uses HNSW."""
-    conn = await _connect(database)
-    try:
-        await seed_versions(
-            conn, records=500, versions_per_record=1, with_vectors=True, types=["belief"]
-        )
-        vector = np.random.default_rng(2).normal(size=384).astype(np.float32).tolist()
-        levels = ["public", "agent", "user", "system", "sensitive"]
-        args = (vector, "default", "belief", levels, 16)
-        used = await _nearest_heads_plan(conn, *args)
-        assert "memories_embedding_hnsw_idx" in used, used
-        body, _ = await _nearest_heads_body(conn)
-        assert "memories_embedding_hnsw_idx" not in await _plan(conn, body, *args)
-        found = await conn.fetch(
-            "SELECT namespace, type, embedding <=> $1 AS distance "
-            "FROM nearest_heads($1, $2, $3, $4, $5)",
-            *args,
-        )
-        assert 16 == len(found)
-        assert {("default", "belief")} == {(r["namespace"], r["type"]) for r in found}
-        distances = [r["distance"] for r in found]
-        assert distances == sorted(distances)
-    finally:
-        await conn.close()
+    used = await _plan(seeded_vectors, SQL["candidates"], *args)
+    assert {"memories_head_hash_idx", "memories_embedding_hnsw_idx"} <= used, used
 
 
 async def test_a_standard_readers_listings_check_heads_through_the_one_head_index(

@@ -32,9 +32,20 @@ QUERIES: dict[str, str] = {
     """,
     "functions": """
         SELECT p.proname, pg_get_function_identity_arguments(p.oid) AS args,
-               pg_get_userbyid(p.proowner) AS owner
+               pg_get_userbyid(p.proowner) AS owner,
+               coalesce(array_to_string(p.proconfig, ' '), '') AS settings,
+               p.prosecdef AS security_definer,
+               coalesce(array_to_string(p.proacl, ' '), '') AS grants
         FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
         WHERE n.nspname = 'engram' ORDER BY 1, 2
+    """,
+    "storage": """
+        SELECT c.relname, a.attname, a.attstorage::text
+        FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+        JOIN pg_namespace n ON n.oid = c.relnamespace JOIN pg_type t ON t.oid = a.atttypid
+        WHERE n.nspname = 'engram' AND c.relkind = 'r' AND a.attnum > 0
+          AND NOT a.attisdropped AND a.attstorage <> t.typstorage
+        ORDER BY 1, 2
     """,
     "types": """
         SELECT t.typname, e.enumlabel FROM pg_type t

@@ -33,7 +33,15 @@ async def test_upgrade_downgrade_upgrade_matches_the_snapshot(
 
     await asyncio.to_thread(migrate.downgrade, url, "base")
     emptied = await read_catalog(url)
-    for section in ("columns", "constraints", "indexes", "triggers", "functions", "types"):
+    for section in (
+        "columns",
+        "constraints",
+        "indexes",
+        "triggers",
+        "functions",
+        "types",
+        "storage",
+    ):
         assert [] == emptied[section], section
     assert [] == emptied["schema"]
     assert "base" == (await asyncio.to_thread(migrate.current_revision_sync, url) or "base")

@@ -2,8 +2,8 @@
 
 Concurrent writers each ask for one embedding. Requests wait in a queue and are sent to the
 model in batches of at most ``max_batch`` texts, with at most ``max_in_flight`` batches running
-at once (one per model worker): under load batches grow by themselves and every worker stays
-busy; an idle kernel adds no delay.
+at once (one per model worker, one when the model runs in the kernel's process): under load
+batches grow by themselves and the model stays busy; an idle kernel adds no delay.
 """
 
 from __future__ import annotations

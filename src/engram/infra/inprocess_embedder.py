@@ -114,6 +114,12 @@ class InProcessEmbedder:
         except TimeoutError as exc:
             log.warning("embeddings.overrun", timeout_seconds=self._timeout, in_process=True)
             raise EmbeddingTimeout(timeout_seconds=self._timeout) from exc
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # the caller was cancelled
+            # close() dropped this call before the model reached it
+            raise EmbeddingError("the embedding model was closed") from None
         except (EmbeddingError, ModelFilesError):
             raise
         except Exception as exc:
@@ -127,7 +133,15 @@ class InProcessEmbedder:
         await self.embed_one("ping")
 
     async def close(self) -> None:
+        """Drop the calls still waiting (they fail with EmbeddingError) and wait for the one
+        running, at most one time limit; a computation still running after that ends on its
+        own, and the process waits for it only when it exits."""
         executor, self._executor = self._executor, None
-        if executor is not None:
-            await asyncio.to_thread(executor.shutdown, wait=True, cancel_futures=True)
+        if executor is None:
+            return
+        executor.shutdown(wait=False, cancel_futures=True)
+        try:
+            await asyncio.wait_for(asyncio.to_thread(executor.shutdown, wait=True), self._timeout)
+        except TimeoutError:
+            log.warning("embeddings.close_overran", timeout_seconds=self._timeout)
         self._model = None

@@ -33,10 +33,9 @@ LIMIT 1
 -- name: candidates
 -- The exact duplicate (same normalised content) and the nearest active heads, in one trip,
 -- among the records the writer may read ($6, its access levels). The index finds a few more
--- than $5 nearest (engram.nearest_heads, which makes the planner take the HNSW index on a
--- small store too: migration 0015); equal similarities (records of one content) are then
--- ordered by id, as audit replay orders them, so which of several equal records are the
--- neighbours does not depend on the index's traversal unless more than $5 + 8 records tie.
+-- than $5 nearest; equal similarities (records of one content) are then ordered by id, as
+-- audit replay orders them, so which of several equal records are the neighbours does not
+-- depend on the index's traversal unless more than $5 + 8 records tie.
 (SELECT {{record_columns}}, true AS exact,
         coalesce((1 - (embedding <=> $1))::float8, 1.0) AS similarity
  FROM memories
@@ -47,7 +46,11 @@ LIMIT 1
 UNION ALL
 (SELECT nearest.*
  FROM (SELECT {{record_columns}}, false AS exact, (1 - (embedding <=> $1))::float8 AS similarity
-       FROM nearest_heads($1, $2, $3, $6::text[], $5 + 8)) nearest
+       FROM memories
+       WHERE namespace = $2 AND type = $3 AND superseded_by IS NULL AND status = 'active'
+         AND embedding IS NOT NULL AND access_level = ANY($6::text[])
+       ORDER BY embedding <=> $1
+       LIMIT $5 + 8) nearest
  ORDER BY nearest.similarity DESC, nearest.id
  LIMIT $5)
 

@@ -1,10 +1,11 @@
 """MCP over stdin/stdout for one agent: what `engram mcp` runs.
 
 In this mode stdout carries the protocol and nothing else. Before anything starts (the
-embedded PostgreSQL, the model workers, logging), file descriptor 1 is pointed at stderr and
-the protocol writes to a private duplicate of the original stdout, which child processes do
-not inherit. A stray ``print`` or a child's output therefore lands in stderr, never inside
-the JSON-RPC stream. Logging already goes to stderr (``configure_logging``).
+embedded PostgreSQL, the model and its workers if any, logging), file descriptor 1 is
+pointed at stderr and the protocol writes to a private duplicate of the original stdout,
+which child processes do not inherit. A stray ``print`` or a child's output therefore lands
+in stderr, never inside the JSON-RPC stream. Logging already goes to stderr
+(``configure_logging``).
 """
 
 from __future__ import annotations

@@ -9,8 +9,11 @@ query, on every write) instead of 2 ms with the vectors in the row (ADR-016, 202
 ``PLAIN`` keeps them in the row; content, metadata and the text-search vector stay
 ``EXTENDED`` and are moved out first, so a row still fits in a page.
 
-The setting applies to rows written from now on; rows already stored keep their out-of-line
-vectors until they are rewritten (``VACUUM FULL engram.memories`` rewrites them all).
+``PLAIN`` never compresses or moves the vector, so a row must hold it whole: fine for 384
+dimensions (1,544 bytes) and up to about 1,500; a model of 2,000 dimensions or more would
+need ``MAIN`` instead. The setting applies to rows written from now on; rows already stored
+keep their out-of-line vectors until they are rewritten (``VACUUM FULL engram.memories``
+rewrites them all).
 
 Revision ID: 0014
 Revises: 0013
