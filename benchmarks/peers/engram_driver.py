@@ -23,12 +23,12 @@ from benchmarks.peers.workload import (
     Operations,
     concurrent_figures,
     emit,
-    percentiles,
     read_job,
     run,
     searches,
     timed,
 )
+from benchmarks.stats import percentiles
 from engram import open_kernel
 from engram.config import EngramSettings
 from engram.infra.embeddings import EmbeddingAdapter

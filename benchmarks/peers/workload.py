@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -27,22 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-
-def percentiles(values: Sequence[float]) -> dict[str, float]:
-    """p50/p95/p99/mean of a sample, in the sample's unit, and n; a quantile q is the value
-    at index ``int(q * n)`` of the sorted sample (as ``benchmarks/stats.py`` takes it)."""
-    ordered = sorted(values)
-
-    def pick(q: float) -> float:
-        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-    return {
-        "p50": round(pick(0.50), 3),
-        "p95": round(pick(0.95), 3),
-        "p99": round(pick(0.99), 3),
-        "mean": round(statistics.fmean(ordered), 3),
-        "n": len(ordered),
-    }
+from benchmarks.stats import percentiles
 
 
 def tree_rss_mb(pid: int | None = None) -> float:

@@ -26,8 +26,8 @@ from typing import Any
 
 import structlog
 
-from engram.errors import EmbeddingError, EmbeddingTimeout, ModelFilesError
-from engram.infra.model_files import missing_files
+from engram.errors import EmbeddingError, EmbeddingTimeout
+from engram.infra.local_model import LocalModel
 
 log = structlog.get_logger("engram.infra.embeddings")
 
@@ -192,7 +192,7 @@ def _embed_in_worker(texts: list[str]) -> list[list[float]]:
     return embed_texts(_model, texts)
 
 
-class FastembedEmbedder:
+class FastembedEmbedder(LocalModel):
     """Embeds text with a local ONNX model in ``workers`` processes."""
 
     def __init__(
@@ -207,33 +207,21 @@ class FastembedEmbedder:
         spin: bool = False,
         timeout_seconds: float = 10.0,
     ) -> None:
-        self._model_dir = model_dir
-        self._model_name = model_name
-        self._pooling = pooling
-        self._dimension = dimension
+        super().__init__(
+            model_dir,
+            model_name=model_name,
+            pooling=pooling,
+            dimension=dimension,
+            threads=threads,
+            spin=spin,
+            timeout_seconds=timeout_seconds,
+        )
         self._workers = workers
-        self._threads = threads
-        self._spin = spin
-        self._timeout = timeout_seconds
         self._pool: ProcessPoolExecutor | None = None
-        self.first_embedding_ms: float | None = None
-
-    @property
-    def dimension(self) -> int:
-        return self._dimension
-
-    @property
-    def model_name(self) -> str:
-        return self._model_name
 
     def _ensure_pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
-            absent = missing_files(self._model_dir)
-            if absent:
-                raise ModelFilesError(
-                    f"model directory {self._model_dir} lacks {', '.join(absent)}; "
-                    "run `engram prepare-model` or set ENGRAM_EMBEDDING_MODEL_PATH"
-                )
+            self._check_files()
             pool = ProcessPoolExecutor(
                 max_workers=self._workers,
                 mp_context=multiprocessing.get_context("spawn"),
@@ -254,22 +242,6 @@ class FastembedEmbedder:
                     pool.submit(_ready)
             self._pool = pool
         return self._pool
-
-    async def start(self) -> None:
-        """Start the workers and embed one text, so the model is loaded before it is needed."""
-        started = time.perf_counter()
-        vector = await self.embed_one("engram warm-up")
-        self.first_embedding_ms = (time.perf_counter() - started) * 1000
-        if len(vector) != self._dimension:
-            raise EmbeddingError(
-                f"model produces {len(vector)} values, the schema stores {self._dimension}"
-            )
-        log.info(
-            "embeddings.ready", model=self._model_name, warmup_ms=round(self.first_embedding_ms)
-        )
-
-    async def embed_one(self, text: str) -> list[float]:
-        return (await self.embed_batch([text]))[0]
 
     async def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
@@ -303,9 +275,6 @@ class FastembedEmbedder:
         pool = self._pool
         processes = [] if pool is None else list(getattr(pool, "_processes", {}).values())
         return [process.pid for process in processes if process.pid is not None]
-
-    async def ping(self) -> None:
-        await self.embed_one("ping")
 
     async def close(self) -> None:
         pool, self._pool = self._pool, None

@@ -12,7 +12,6 @@ calls behind it wait for it, and fail by their own time limits while it runs.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -22,12 +21,12 @@ import structlog
 
 from engram.errors import EmbeddingError, EmbeddingTimeout, ModelFilesError
 from engram.infra.fastembed_embedder import embed_texts, load_model
-from engram.infra.model_files import missing_files
+from engram.infra.local_model import LocalModel
 
 log = structlog.get_logger("engram.infra.embeddings")
 
 
-class InProcessEmbedder:
+class InProcessEmbedder(LocalModel):
     """Embeds text with a local ONNX model on a thread of this process."""
 
     def __init__(
@@ -41,33 +40,21 @@ class InProcessEmbedder:
         spin: bool = False,
         timeout_seconds: float = 10.0,
     ) -> None:
-        self._model_dir = model_dir
-        self._model_name = model_name
-        self._pooling = pooling
-        self._dimension = dimension
-        self._threads = threads
-        self._spin = spin
-        self._timeout = timeout_seconds
+        super().__init__(
+            model_dir,
+            model_name=model_name,
+            pooling=pooling,
+            dimension=dimension,
+            threads=threads,
+            spin=spin,
+            timeout_seconds=timeout_seconds,
+        )
         self._model: Any = None
         self._executor: ThreadPoolExecutor | None = None
-        self.first_embedding_ms: float | None = None
-
-    @property
-    def dimension(self) -> int:
-        return self._dimension
-
-    @property
-    def model_name(self) -> str:
-        return self._model_name
 
     def _ensure_executor(self) -> ThreadPoolExecutor:
         if self._executor is None:
-            absent = missing_files(self._model_dir)
-            if absent:
-                raise ModelFilesError(
-                    f"model directory {self._model_dir} lacks {', '.join(absent)}; "
-                    "run `engram prepare-model` or set ENGRAM_EMBEDDING_MODEL_PATH"
-                )
+            self._check_files()
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engram-model")
         return self._executor
 
@@ -83,25 +70,6 @@ class InProcessEmbedder:
                 spin=self._spin,
             )
         return embed_texts(self._model, texts)
-
-    async def start(self) -> None:
-        """Load the model and embed one text, so the model is ready before it is needed."""
-        started = time.perf_counter()
-        vector = await self.embed_one("engram warm-up")
-        self.first_embedding_ms = (time.perf_counter() - started) * 1000
-        if len(vector) != self._dimension:
-            raise EmbeddingError(
-                f"model produces {len(vector)} values, the schema stores {self._dimension}"
-            )
-        log.info(
-            "embeddings.ready",
-            model=self._model_name,
-            warmup_ms=round(self.first_embedding_ms),
-            in_process=True,
-        )
-
-    async def embed_one(self, text: str) -> list[float]:
-        return (await self.embed_batch([text]))[0]
 
     async def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
@@ -128,9 +96,6 @@ class InProcessEmbedder:
     def worker_pids(self) -> list[int]:
         """No worker processes: the model runs in this one."""
         return []
-
-    async def ping(self) -> None:
-        await self.embed_one("ping")
 
     async def close(self) -> None:
         """Drop the calls still waiting (they fail with EmbeddingError) and wait for the one
