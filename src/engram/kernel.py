@@ -30,6 +30,7 @@ from engram.infra.embeddings import EmbeddingAdapter, NoModel
 from engram.infra.fastembed_embedder import FastembedEmbedder
 from engram.infra.inprocess_embedder import InProcessEmbedder
 from engram.infra.llm import OpenAICompatibleGenerator
+from engram.infra.local_model import LocalModel
 from engram.infra.model_files import ensure_default_model
 from engram.infra.outbox import OutboxEventBus
 from engram.infra.postgres import PostgresDatabase
@@ -432,7 +433,7 @@ async def _schema_current(kernel: Kernel) -> bool:
     return True
 
 
-async def _start_embedder(settings: EngramSettings) -> FastembedEmbedder | InProcessEmbedder:
+async def _start_embedder(settings: EngramSettings) -> LocalModel:
     if settings.embedding_model_path is None:
         make_private(settings.data_dir)
         await asyncio.to_thread(ensure_default_model, settings.model_dir)
@@ -444,7 +445,7 @@ async def _start_embedder(settings: EngramSettings) -> FastembedEmbedder | InPro
         "spin": settings.embedding_spin,
         "timeout_seconds": settings.embedding_timeout_seconds,
     }
-    embedder: FastembedEmbedder | InProcessEmbedder
+    embedder: LocalModel
     if settings.embedding_workers == 0:
         embedder = InProcessEmbedder(settings.model_dir, **common)
     else:

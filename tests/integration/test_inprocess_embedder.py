@@ -85,6 +85,23 @@ async def test_closing_fails_the_calls_still_waiting_typed(model_dir: Path) -> N
     assert all(isinstance(outcome, EmbeddingError) for outcome in outcomes[1:]), outcomes
 
 
+async def test_odd_text_embeds_or_fails_typed_and_the_model_goes_on(model_dir: Path) -> None:
+    """Empty, blank, 200,000-character, other-script, NUL and emoji text get unit vectors; a
+    lone surrogate (which the adapters refuse before it gets here) fails with EmbeddingError,
+    not another exception, and the next call still answers."""
+    local = InProcessEmbedder(model_dir, model_name=MODEL, timeout_seconds=30)
+    try:
+        for text in ["", "   ", "x" * 200_000, "日本語のテキスト", "a\x00b", "🙂" * 1000]:
+            vector = np.array(await local.embed_one(text))
+            assert vector.shape == (384,)
+            assert abs(1.0 - float(np.linalg.norm(vector))) < 1e-3, text[:10]
+        with pytest.raises(EmbeddingError):
+            await local.embed_one("\ud800")
+        assert 384 == len(await local.embed_one("still answering"))
+    finally:
+        await local.close()
+
+
 async def test_missing_model_files_are_reported(tmp_path: Path) -> None:
     """A directory without the model's files fails with a message saying what to run."""
     local = InProcessEmbedder(tmp_path, model_name="local/none", timeout_seconds=5)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import structlog
@@ -29,28 +28,9 @@ log = structlog.get_logger("engram.infra.embeddings")
 class InProcessEmbedder(LocalModel):
     """Embeds text with a local ONNX model on a thread of this process."""
 
-    def __init__(
-        self,
-        model_dir: Path,
-        *,
-        model_name: str,
-        pooling: str = "mean",
-        dimension: int = 384,
-        threads: int = 2,
-        spin: bool = False,
-        timeout_seconds: float = 10.0,
-    ) -> None:
-        super().__init__(
-            model_dir,
-            model_name=model_name,
-            pooling=pooling,
-            dimension=dimension,
-            threads=threads,
-            spin=spin,
-            timeout_seconds=timeout_seconds,
-        )
-        self._model: Any = None
-        self._executor: ThreadPoolExecutor | None = None
+    # Set on first use (the settings are the base class's).
+    _model: Any = None
+    _executor: ThreadPoolExecutor | None = None
 
     def _ensure_executor(self) -> ThreadPoolExecutor:
         if self._executor is None:

@@ -58,6 +58,9 @@ class LocalModel:
     async def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
         raise NotImplementedError
 
+    async def close(self) -> None:
+        raise NotImplementedError
+
     async def embed_one(self, text: str) -> list[float]:
         return (await self.embed_batch([text]))[0]
 
