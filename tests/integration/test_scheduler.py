@@ -153,9 +153,12 @@ async def test_a_run_whose_holder_vanished_is_abandoned_and_taken_over(kernel: K
     assert state is not None
     assert state.running
     assert state.holder == second.holder
+    # Hold the new run's task before releasing the body: once released, the run may end
+    # (and leave the running set) while the old holder is still stopping.
+    new_run = second._running["long"]
     body.gate.set()
     await first.stop()  # its run ends; what it records must not touch the new run
-    outcome = (await second.wait_idle())[0]
+    outcome = await new_run
     assert ("succeeded", 2) == (outcome.outcome, outcome.attempt)
     runs = {run.attempt: run for run in await second.book.runs("long")}
     assert ("abandoned", first.holder) == (runs[1].outcome, runs[1].holder)
