@@ -12,6 +12,11 @@ writers. The LLM is configured but never called
 
 Concurrent writers are run both ways Mem0 offers, threads over ``Memory`` and tasks over
 ``AsyncMemory``, each on its own texts; the faster of the two is Mem0's figure.
+
+A job's ``mode`` may ask for one part instead of the workload: ``load`` and ``search``
+(``peer_mem0 --large``), or ``relevance`` (``benchmarks.peer_relevance``: the labelled
+retrieval set stored with ``add`` and ``update``, each query answered by ``search`` with
+its defaults but ``top_k=10``).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from benchmarks.peers.workload import (
     concurrent_figures,
     emit,
     read_job,
+    relevance,
     run,
     searches,
 )
@@ -118,6 +124,14 @@ async def _main() -> None:
 
         async def search(query: str) -> int:
             return await _search(memory, query)
+
+        async def ranked(query: str) -> list[str]:
+            found = memory.search(query, filters={"user_id": USER}, top_k=10)["results"]
+            return [str(hit["id"]) for hit in found]
+
+        if job.get("mode") == "relevance":
+            emit(await relevance(job, add, update, ranked))
+            return
 
         async def concurrent_adds(texts: Sequence[str], writers: int) -> dict[str, Any]:
             threads = _with_threads(memory, texts, writers)

@@ -169,3 +169,44 @@ def emit(result: dict[str, Any]) -> None:
     """The driver's one line of output."""
     sys.stdout.write(json.dumps(result) + "\n")
     sys.stdout.flush()
+
+
+def read_rows(path: str) -> list[dict[str, Any]]:
+    """The objects of a JSON-lines file."""
+    with open(path, encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+async def relevance(
+    job: dict[str, Any],
+    add: Callable[[str], Awaitable[str]],
+    update: Callable[[str, str], Awaitable[None]],
+    ranked: Callable[[str], Awaitable[list[str]]],
+) -> dict[str, Any]:
+    """Store the labelled retrieval set (``memories_path``: a memory with ``replaces`` updates
+    the record the memory it names became) and answer each query of ``queries_path``.
+
+    Returns each query's hits as the keys of the memories their records hold now (best
+    first), which memory keys are heads, and the search latency (embedding included)."""
+    record_of: dict[str, str] = {}
+    head_of: dict[str, str] = {}
+    for row in read_rows(job["memories_path"]):
+        if row.get("replaces"):
+            record_id = record_of[row["replaces"]]
+            await update(record_id, row["content"])
+        else:
+            record_id = await add(row["content"])
+        record_of[row["key"]] = record_id
+        head_of[record_id] = row["key"]
+    answers: dict[str, list[str | None]] = {}
+    latencies: list[float] = []
+    for query in read_rows(job["queries_path"]):
+        elapsed, found = await timed(ranked(query["query"]))
+        latencies.append(elapsed)
+        answers[query["id"]] = [head_of.get(record_id) for record_id in found]
+    return {
+        "ranked": answers,
+        "heads": sorted(head_of.values()),
+        "stored": len(head_of),
+        "search_ms": percentiles(latencies),
+    }

@@ -17,6 +17,7 @@ from engram.memory.fingerprint import content_hash
 from engram.memory.store import SQL
 from engram.memory.temporal import readable_levels
 from engram.memory.temporal.engine import SQL as TEMPORAL_SQL
+from engram.retrieval.search import SQL as SEARCH_SQL
 from tests.conftest import ScratchDatabase
 
 T = datetime(2026, 6, 1, tzinfo=UTC)
@@ -134,6 +135,17 @@ async def test_duplicate_and_neighbour_lookup_use_hash_and_hnsw(
     args = (vector, "default", "belief", content_hash("x"), 8, levels)
     used = await _plan(seeded_vectors, SQL["candidates"], *args)
     assert {"memories_head_hash_idx", "memories_embedding_hnsw_idx"} <= used, used
+
+
+async def test_search_vector_legs_use_hnsw(seeded_vectors: asyncpg.Connection) -> None:
+    """The search's vector leg uses the HNSW index, also when it brings the query's words
+    along (the default search's one statement)."""
+    vector = np.random.default_rng(2).normal(size=384).astype(np.float32).tolist()
+    args = (vector, "default", None, ["public", "agent"], ENDING, 40, None)
+    await seeded_vectors.execute("ANALYZE memories")
+    for name, extra in (("vector_heads", ()), ("vector_heads_words", ("pool size limits",))):
+        used = await _plan(seeded_vectors, SEARCH_SQL[name], *args, *extra)
+        assert "memories_embedding_hnsw_idx" in used, (name, used)
 
 
 async def test_a_standard_readers_listings_check_heads_through_the_one_head_index(

@@ -1,8 +1,8 @@
 """Search: nearest neighbours by embedding, ordered with the lexical evidence of the query.
 
-The vector leg returns up to ``depth`` versions the caller may read, nearest first. One lookup
-then brings each candidate's cosine similarity and which of the query's words it holds, and
-the candidates are ordered by similarity + ``lexical_weight`` * their rarity-weighted share of
+The vector leg returns up to ``depth`` versions the caller may read, nearest first, each with
+its cosine similarity and which of the query's words it holds (one statement), and the
+candidates are ordered by similarity + ``lexical_weight`` * their rarity-weighted share of
 those words (:mod:`engram.retrieval.ranking`). A full-text leg on the query's rare terms
 (:mod:`engram.retrieval.terms`) can run beside it and be fused by reciprocal rank
 (``SearchTuning.text_leg``); it is off by default, because on the labelled set it found
@@ -239,12 +239,12 @@ class Retrieval:
         if versioned:
             args += [as_of_ingestion, as_of_event]
         scope = "versions" if versioned else "heads"
-        rankings = await self._legs(scope, text, vector, args)
-        fused = fuse({leg: [row["id"] for row in rows] for leg, rows in rankings.items()})
         # Current heads only: the candidates of a versioned search include versions that do
         # not resolve for the caller (a record forgotten or hidden since), which must not
         # weigh the words; those searches keep the vector leg's order.
         weighed = vector is not None and self._tuning.lexical_weight > 0 and not versioned
+        rankings = await self._legs(scope, text, vector, args, words=weighed)
+        fused = fuse({leg: [row["id"] for row in rows] for leg, rows in rankings.items()})
         similarity, lexical = await self._evidence(
             vector, text if weighed else None, rankings, fused, levels
         )
@@ -298,10 +298,18 @@ class Retrieval:
         return result
 
     async def _legs(
-        self, scope: str, text: str, vector: list[float] | None, args: list[Any]
+        self,
+        scope: str,
+        text: str,
+        vector: list[float] | None,
+        args: list[Any],
+        *,
+        words: bool = False,
     ) -> dict[str, list[Row]]:
         """Run the legs side by side (each on its own pooled connection): the text leg on the
-        query's distinctive terms, or on all its words when there is no embedding."""
+        query's distinctive terms, or on all its words when there is no embedding. With
+        ``words`` (current heads only) the vector leg's rows also bring the query's words and
+        those each version holds."""
         legs: dict[str, Awaitable[list[Row]]] = {}
         terms = ""
         if vector is None:
@@ -310,7 +318,9 @@ class Retrieval:
             terms = " ".join(distinctive_terms(text, min_pieces=self._tuning.min_pieces))
         if terms:
             legs[TEXT] = self._db.fetch(SQL[f"text_{scope}"], terms, *args)
-        if vector is not None:
+        if vector is not None and words:
+            legs[VECTOR] = self._db.fetch(SQL["vector_heads_words"], vector, *args, text)
+        elif vector is not None:
             legs[VECTOR] = self._db.fetch(SQL[f"vector_{scope}"], vector, *args)
         names = list(legs)
         found = dict(zip(names, await asyncio.gather(*legs.values()), strict=True))
@@ -329,16 +339,28 @@ class Retrieval:
     ) -> tuple[dict[UUID, float], dict[UUID, float]]:
         """Each candidate's similarity to the query and, when the query's ``words`` are given,
         its lexical share of them (nothing without a query embedding). The vector leg's rows
-        bring their distance; one lookup adds what is missing: every candidate's words, or
-        only the distances of candidates the text leg alone found."""
+        bring their distance, and their words when the leg was asked for them; one lookup adds
+        what is missing for the candidates the text leg alone found."""
         if vector is None:
             return {}, {}
-        distance = {row["id"]: row["distance"] for row in rankings.get(VECTOR, [])}
-        wanted = [c[0] for c in fused if words is not None or c[0] not in distance]
-        rows = []
+        found = rankings.get(VECTOR, [])
+        distance = {row["id"]: row["distance"] for row in found}
+        matched: dict[UUID, list[str]] = {}
+        query_words: list[str] = []
+        if words is not None and found:  # asked with the words (vector_heads_words)
+            matched = {row["id"]: list(row["matched"]) for row in found}
+            query_words = list(found[0]["words"])
+        wanted = [
+            c[0]
+            for c in fused
+            if c[0] not in distance or (words is not None and c[0] not in matched)
+        ]
         if wanted:
             rows = await self._db.fetch(SQL["evidence"], vector, wanted, levels, words or "")
             distance.update({row["id"]: row["distance"] for row in rows})
+            matched.update({row["id"]: list(row["matched"]) for row in rows})
+            if rows:
+                query_words = list(rows[0]["words"])
         similarity = {
             item: min(1.0, max(0.0, 1.0 - float(d)))
             for item, d in distance.items()
@@ -346,9 +368,7 @@ class Retrieval:
         }
         if words is None:
             return similarity, {}
-        query_words = list(rows[0]["words"]) if rows else []
-        lexical = lexical_shares(query_words, {row["id"]: list(row["matched"]) for row in rows})
-        return similarity, lexical
+        return similarity, lexical_shares(query_words, matched)
 
     async def _resolve_as_of(
         self,
