@@ -59,11 +59,12 @@ format: $(STAMP)  ## rewrite files with ruff format and safe fixes
 	$(BIN)/ruff format src tests benchmarks tools
 	$(BIN)/ruff check --fix src tests benchmarks tools
 
-# Every script in benchmarks/ but peer_mem0 (agent_text, harness, seed_versions and stats are
-# their helpers; peers/ holds peer_mem0's drivers).
+# Every script in benchmarks/ but the peer comparisons (agent_text, harness, seed_versions and
+# stats are their helpers; peers/ holds the peer comparisons' drivers).
 BENCHMARKS := cold_start pii_eval conflict_eval gate_bench write_cpu_budget temporal_bench \
 	search_bench http_write_bench audit_append_bench consolidation_eval consolidation_bench \
-	scheduler_bench advisor_eval advisor_rl cli_startup recall_floor_eval retrieval_eval
+	scheduler_bench advisor_eval advisor_rl cli_startup recall_floor_eval retrieval_eval \
+	relevance_calibration
 
 bench: model  ## run the benchmarks (each prints one JSON object; several minutes)
 	@set -e; for b in $(BENCHMARKS); do $(BIN)/python -m benchmarks.$$b; done
@@ -72,8 +73,9 @@ bench-smoke: model  ## run each benchmark once at a tiny size; each must print o
 	$(BIN)/python -m benchmarks.smoke $(BENCHMARKS)
 
 # Mem0 goes into its own virtualenv (.peers/, from PyPI on first use), never into $(VENV).
-bench-peers: model  ## engram beside Mem0 in one run: writes, updates, search, RSS (~15 min)
+bench-peers: model  ## engram beside Mem0 in one run: speed and RSS, then relevance (~17 min)
 	$(BIN)/python -m benchmarks.peer_mem0
+	$(BIN)/python -m benchmarks.peer_relevance
 
 clean:  ## remove the virtualenv and caches (keeps the data dir .engram)
 	rm -rf $(VENV) .peers .pytest_cache .mypy_cache .ruff_cache

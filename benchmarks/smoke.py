@@ -20,6 +20,7 @@ TINY: dict[str, list[str]] = {
     "cli_startup": ["--runs", "1"],
     "recall_floor_eval": ["--half", "dev"],
     "retrieval_eval": ["--half", "dev", "--limit-queries", "5", "--limit-memories", "60"],
+    "relevance_calibration": ["--half", "dev", "--limit-queries", "5", "--limit-memories", "60"],
     "pii_eval": ["--repeat", "1"],
     "conflict_eval": [],
     "advisor_eval": ["--half", "dev"],

@@ -6,6 +6,7 @@ import asyncio
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 from uuid import UUID, uuid4
 
 import asyncpg
@@ -250,7 +251,7 @@ async def test_records_a_caller_may_not_read_do_not_change_its_ranking(
     """Nothing a caller may not read decides which of its words the text leg matches: 150
     sensitive records holding a query's rare terms, with the table's statistics fresh (the
     earlier rule left out words the statistics called common), leave a standard reader's hits,
-    their ranks and their fused values exactly as they were."""
+    their ranks, fused values, similarities and relevance exactly as they were."""
     await _seed(kernel)
     query = "Kafka topic orders-v2"
     hybrid = Retrieval(kernel.db, kernel.embeddings, kernel.temporal, tuning=WITH_TEXT)
@@ -278,8 +279,10 @@ async def test_records_a_caller_may_not_read_do_not_change_its_ranking(
     after = await hybrid.search(READER, query, limit=10)
     default_after = await kernel.retrieval.search(READER, query, limit=10)
 
-    def seen(result: SearchResult) -> list[tuple[UUID, dict[str, int], float, float | None]]:
-        return [(h.record.record_id, h.ranks, h.fused, h.similarity) for h in result.hits]
+    def seen(result: SearchResult) -> list[tuple[UUID, dict[str, int], float, Any, Any]]:
+        return [
+            (h.record.record_id, h.ranks, h.fused, h.similarity, h.relevance) for h in result.hits
+        ]
 
     assert seen(before) == seen(after)
     assert before.legs == after.legs

@@ -1,4 +1,4 @@
-"""The peer comparison's pure parts (benchmarks/peer_mem0.py, benchmarks/peers/workload.py)."""
+"""The peer comparisons' pure parts (peer_mem0.py, peer_relevance.py, peers/workload.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 
 from benchmarks import stats
 from benchmarks.peer_mem0 import FIGURES, goals, job_for, medians, peer_requirements
+from benchmarks.peer_relevance import goals as relevance_goals
 from benchmarks.peers import workload
 from benchmarks.peers.workload import tree_rss_mb
 from benchmarks.stats import percentiles
@@ -132,3 +133,48 @@ def test_the_shared_workload_needs_only_the_standard_library() -> None:
     outside = {name for name in ours - {"benchmarks.stats"} if name.split(".")[0] not in allowed}
     assert set() == outside
     assert set() == {n for n in _top_level_imports(stats) if n.split(".")[0] not in allowed}
+
+
+async def test_the_relevance_workload_names_each_records_current_memory(tmp_path: Path) -> None:
+    """The peer stores the labelled set; an update moves its record to the newer memory, so a
+    hit on it counts as the newer key, and the older key is no head."""
+    memories = tmp_path / "memories.jsonl"
+    memories.write_text(
+        '{"key": "m1", "content": "the pool has four nodes"}\n'
+        '{"key": "m2", "content": "backups run nightly"}\n'
+        '{"key": "m3", "content": "the pool has six nodes", "replaces": "m1"}\n'
+    )
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text('{"id": "q1", "query": "pool size"}\n')
+    texts: dict[str, str] = {}
+
+    async def add(text: str) -> str:
+        texts[f"id{len(texts)}"] = text
+        return f"id{len(texts) - 1}"
+
+    async def update(record_id: str, text: str) -> None:
+        texts[record_id] = text
+
+    async def ranked(query: str) -> list[str]:
+        return ["id0", "id1", "unknown"]
+
+    job = {"memories_path": str(memories), "queries_path": str(queries)}
+    result = await workload.relevance(job, add, update, ranked)
+    assert {"q1": ["m3", "m2", None]} == result["ranked"]
+    assert ["m2", "m3"] == result["heads"]
+    assert "the pool has six nodes" == texts["id0"]
+    assert 1 == result["search_ms"]["n"]
+
+
+def test_relevance_goals_ask_five_percent_over_both_and_recall_at_5_not_lower() -> None:
+    """The relevance goals: MRR@10 and recall@1 at least 1.05x vector search and Mem0,
+    recall@5 not below either."""
+    base = {"mrr@10": 0.70, "recall@1": 0.60, "recall@5": 0.90}
+    better = {"mrr@10": 0.74, "recall@1": 0.63, "recall@5": 0.90}
+    found = relevance_goals(better, base, base)
+    assert found["mrr@10>=1.05x_vector"]
+    assert found["recall@1>=1.05x_mem0"]
+    assert found["recall@5>=mem0"]
+    short = relevance_goals({**better, "mrr@10": 0.73, "recall@5": 0.89}, base, base)
+    assert not short["mrr@10>=1.05x_vector"]
+    assert not short["recall@5>=vector"]

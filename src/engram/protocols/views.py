@@ -74,7 +74,8 @@ class VersionsView(BaseModel):
 
 
 class HitView(BaseModel):
-    """One search hit: the record, how similar it is to the query, each leg's rank (1 = best)."""
+    """One search hit: the record, how similar it is to the query, how likely it answers it,
+    each leg's rank (1 = best)."""
 
     record: MemoryRecord
     score: float | None = Field(
@@ -82,16 +83,31 @@ class HitView(BaseModel):
         le=1.0,
         description=(
             "Cosine similarity of the query to the record's text, 0 (unrelated) to 1 (the "
-            "same meaning); null when it could not be computed (a degraded search)."
+            "same meaning); what min_score compares with; null when it could not be computed "
+            "(a degraded search)."
+        ),
+    )
+    relevance: float | None = Field(
+        ge=0.0,
+        le=1.0,
+        description=(
+            "How likely the hit answers the query, 0-1, calibrated on labelled queries: of "
+            "hits given about 0.7, about seven in ten answered (docs/retrieval.md); null in a "
+            "degraded search."
         ),
     )
     ranks: dict[str, int]
 
 
 def hit_view(hit: SearchHit) -> dict[str, Any]:
-    """One search hit: the record, its similarity to the query as ``score``, each leg's rank."""
-    score = None if hit.similarity is None else round(hit.similarity, 4)
-    return {"record": record_view(hit.record), "score": score, "ranks": dict(hit.ranks)}
+    """One search hit: the record, its similarity to the query as ``score``, its relevance,
+    each leg's rank."""
+    return {
+        "record": record_view(hit.record),
+        "score": None if hit.similarity is None else round(hit.similarity, 4),
+        "relevance": None if hit.relevance is None else round(hit.relevance, 4),
+        "ranks": dict(hit.ranks),
+    }
 
 
 class SearchView(BaseModel):

@@ -13,12 +13,15 @@ If the query cannot be embedded the text leg answers alone, on every word of the
 The order says where a hit stands among the others, not how well it matches. Each hit
 therefore also carries its *similarity*, the cosine similarity of the query's embedding to the
 version's (clamped to [0, 1]), which is what clients see as a hit's ``score`` and what
-``min_score`` compares with. The floor is applied to the candidates, which hold only versions
-the caller may read, before ``limit`` is taken, so a caller's hits, their number, their order
-and their scores depend on nothing it may not read. As-of and ``include_superseded``
-searches keep the vector leg's order: their candidates include versions that may not
-resolve for the caller, which must not weigh the words. A hit whose similarity is unknown (the
-query could not be embedded, or the version has no embedding) is kept, with no similarity.
+``min_score`` compares with, and its *relevance*, the chance that a hit like it answers the
+query (calibrated on labelled queries, :mod:`engram.retrieval.relevance`). The floor is applied
+to the candidates, which hold only versions the caller may read, before ``limit`` is taken,
+so a caller's hits, their number, their order and their scores depend on nothing it may not
+read. As-of and
+``include_superseded`` searches keep the vector leg's order: their candidates include versions
+that may not resolve for the caller, which must not weigh the words. A hit whose similarity is
+unknown (the query could not be embedded, or the version has no embedding) is kept, with no
+similarity and no relevance.
 
 Current heads are searched by default: the versions a record read answers now (forgotten and,
 unless asked for, consolidated heads left out; validity not filtered, as in every read without
@@ -34,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -49,6 +52,7 @@ from engram.memory.temporal import TemporalEngine, readable_levels
 from engram.memory.types import CallerIdentity, MemoryRecord, MemoryStatus, MemoryType
 from engram.observability.metrics import EngramMetrics
 from engram.retrieval.ranking import Candidate, fuse, lexical_shares, rerank
+from engram.retrieval.relevance import SIMILARITY_ONLY, WITH_WORDS
 from engram.retrieval.terms import MIN_PIECES, distinctive_terms
 
 log = structlog.get_logger("engram.retrieval")
@@ -94,12 +98,14 @@ class SearchTuning:
 class SearchHit:
     """One record found: the value hits are ordered by (``fused``: similarity + λ * lexical
     share for current records, else the legs' reciprocal-rank value), the rank each leg gave
-    it (1 = best) and its similarity to the query (cosine, 0-1; None when unknown)."""
+    it (1 = best), its similarity to the query (cosine, 0-1) and its calibrated relevance
+    (0-1, :mod:`engram.retrieval.relevance`); both None when unknown."""
 
     record: MemoryRecord
     fused: float
     ranks: dict[str, int]
     similarity: float | None = None
+    relevance: float | None = None
 
     @property
     def legs(self) -> tuple[str, ...]:
@@ -130,6 +136,22 @@ class FeedbackReceipt:
     created_at: datetime
 
 
+def _query_problems(text: str, namespace: str, limit: int) -> list[str]:
+    """What is wrong with a search's (stripped) query text, namespace and limit."""
+    problems = []
+    if not text:
+        problems.append("query: must not be empty")
+    if len(text) > MAX_QUERY_CHARS:
+        problems.append(f"query: at most {MAX_QUERY_CHARS} characters")
+    if not 1 <= limit <= MAX_LIMIT:
+        problems.append(f"limit: between 1 and {MAX_LIMIT}")
+    if "\x00" in text or "\x00" in namespace:
+        problems.append("query, namespace: must not contain NUL characters")
+    elif not _encodes(text + namespace):
+        problems.append("query, namespace: must not contain lone surrogates")
+    return problems
+
+
 def _filter_problems(tags: Sequence[str] | None, min_score: float) -> list[str]:
     """What is wrong with a search's tag filter and relevance floor (nothing: ``[]``)."""
     problems = []
@@ -157,6 +179,29 @@ def _encodes(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def _relevance(
+    candidates: Sequence[Candidate], similarity: dict[UUID, float], *, weighed: bool
+) -> dict[UUID, float]:
+    """Each candidate's calibrated relevance (none for a candidate of unknown similarity):
+    from the value it is ordered by when the words were weighed, else from its similarity,
+    each beside the best such value among the candidates (which the caller may all read)."""
+    if weighed:
+        values = {item: value for item, value, _ in candidates if item in similarity}
+        curve = WITH_WORDS
+    else:
+        values, curve = similarity, SIMILARITY_ONLY
+    best = max(values.values(), default=0.0)
+    return {item: curve(value, best) for item, value in values.items()}
+
+
+def _with_relevance(hits: list[SearchHit]) -> list[SearchHit]:
+    """The hits of an as-of search with their relevance, by similarity beside the best hit's
+    (none for a hit of unknown similarity)."""
+    similarity = {hit.record.id: hit.similarity for hit in hits if hit.similarity is not None}
+    relevance = _relevance([], similarity, weighed=False)
+    return [replace(hit, relevance=relevance.get(hit.record.id)) for hit in hits]
 
 
 def _excluded(include_consolidated: bool) -> list[str]:
@@ -202,17 +247,7 @@ class Retrieval:
         """The ``limit`` best records for ``query`` that ``caller`` may read, carrying every
         one of ``tags`` and at least ``min_score`` similar to the query (see the module)."""
         text = query.strip()
-        problems = _filter_problems(tags, min_score)
-        if not text:
-            problems.append("query: must not be empty")
-        if len(text) > MAX_QUERY_CHARS:
-            problems.append(f"query: at most {MAX_QUERY_CHARS} characters")
-        if not 1 <= limit <= MAX_LIMIT:
-            problems.append(f"limit: between 1 and {MAX_LIMIT}")
-        if "\x00" in text or "\x00" in namespace:
-            problems.append("query, namespace: must not contain NUL characters")
-        elif not _encodes(text + namespace):
-            problems.append("query, namespace: must not contain lone surrogates")
+        problems = _query_problems(text, namespace, limit) + _filter_problems(tags, min_score)
         if problems:
             raise ValidationFailed(errors=problems)
 
@@ -250,11 +285,12 @@ class Retrieval:
         )
         if weighed:
             fused = rerank(fused, similarity, lexical, weight=self._tuning.lexical_weight)
-        fused = [
-            candidate for candidate in fused if similarity.get(candidate[0], min_score) >= min_score
-        ]
-
-        if versioned and not include_superseded:
+        as_of = versioned and not include_superseded
+        # Candidates of an as-of search that do not resolve for the caller must not set the
+        # best value the relevance is measured against: there it is the best hit's.
+        relevance = {} if as_of else _relevance(fused, similarity, weighed=weighed)
+        fused = [c for c in fused if similarity.get(c[0], min_score) >= min_score]
+        if as_of:
             hits = await self._resolve_as_of(
                 caller,
                 rankings,
@@ -265,10 +301,11 @@ class Retrieval:
                 as_of_ingestion=as_of_ingestion,
                 include_consolidated=include_consolidated,
             )
+            hits = _with_relevance(hits)
         else:
             records = await self._temporal.versions([i for i, _, _ in fused[:limit]], caller=caller)
             hits = [
-                SearchHit(records[i], score, ranks, similarity.get(i))
+                SearchHit(records[i], score, ranks, similarity.get(i), relevance.get(i))
                 for i, score, ranks in fused[:limit]
                 if i in records
             ]
@@ -291,7 +328,7 @@ class Retrieval:
             vector_rows=result.legs.get(VECTOR, 0),
             text_rows=result.legs.get(TEXT, 0),
             degraded=result.degraded,
-            as_of=versioned and not include_superseded,
+            as_of=as_of,
             embed_ms=round(result.embed_ms, 2),
             query_ms=round(result.query_ms, 2),
         )

@@ -291,10 +291,11 @@ _RECALL = """\
 Search memory by meaning and keywords (hybrid search) and return the best matching records, \
 best first. Use it before answering questions that may depend on what was learned before, \
 and to find the `record_id` and current `version` of a memory you want to update, forget or \
-rate. Each hit has the `record`, a `score` (how close in meaning to your query, 0 to 1) and \
-each search leg's rank. Hits below `min_score` are left out, so an empty result means \
+rate. Each hit has the `record`, a `score` (how close in meaning to your query, 0 to 1), a \
+`relevance` (0 to 1: how likely it answers your query; 0.5 is as likely as not) and each \
+search leg's rank. Hits below `min_score` are left out, so an empty result means \
 nothing relevant is stored; lower it to see weaker matches. `degraded` is true when only \
-keyword search answered (scores are then null). Only records your agent may read are \
+keyword search answered (scores and relevance are then null). Only records your agent may read are \
 returned. With as_of_event / as_of_ingestion it searches the past state of memory."""
 
 _LIST = """\
