@@ -86,6 +86,15 @@ def peer_versions(python: Path) -> dict[str, str]:
     return versions
 
 
+def add_venv_option(parser: argparse.ArgumentParser) -> None:
+    """``--venv``: where Mem0's virtual environment is (or is to be made)."""
+    parser.add_argument(
+        "--venv",
+        default=os.environ.get("ENGRAM_PEER_VENV", str(ROOT / ".peers" / f"mem0-{MEM0_VERSION}")),
+        help="Mem0's virtual environment (created if absent; ENGRAM_PEER_VENV)",
+    )
+
+
 def ensure_venv(venv: Path) -> Path:
     """Mem0's virtual environment, created or brought up to date; its Python."""
     python = venv / "bin" / "python"
@@ -425,11 +434,7 @@ def main() -> None:
         metavar="NAME=VALUE",
         help="an engram setting for this run (e.g. embedding_workers=0); repeatable",
     )
-    parser.add_argument(
-        "--venv",
-        default=os.environ.get("ENGRAM_PEER_VENV", str(ROOT / ".peers" / f"mem0-{MEM0_VERSION}")),
-        help="Mem0's virtual environment (created if absent; ENGRAM_PEER_VENV)",
-    )
+    add_venv_option(parser)
     report(measure(parser.parse_args()))
 
 

@@ -26,14 +26,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 from benchmarks import retrieval_eval
 from benchmarks.harness import report, runtime_settings, scratch_server
-from benchmarks.peer_mem0 import MEM0_VERSION, ROOT, ensure_venv, peer_versions, prepare, run_driver
+from benchmarks.peer_mem0 import (
+    MEM0_VERSION,
+    add_venv_option,
+    ensure_venv,
+    peer_versions,
+    prepare,
+    run_driver,
+)
 from benchmarks.recall_floor_eval import read_jsonl
 from engram import open_kernel
 from engram.config import EngramSettings
@@ -134,11 +140,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--half", choices=("dev", "test"), default="test")
-    parser.add_argument(
-        "--venv",
-        default=os.environ.get("ENGRAM_PEER_VENV", str(ROOT / ".peers" / f"mem0-{MEM0_VERSION}")),
-        help="Mem0's virtual environment (created if absent; ENGRAM_PEER_VENV)",
-    )
+    add_venv_option(parser)
     report(measure(parser.parse_args()))
 
 

@@ -1,4 +1,4 @@
-"""The relevance floor of ``recall`` on the labelled query set (issue 17).
+"""The similarity floor of ``recall`` (``min_score``) on the labelled query set (issue 17).
 
 Prints one JSON object. ``tests/data/mcp_recall/memories.jsonl`` holds the stored memories
 (``key``, ``type``, ``content``, ``metadata``, optionally ``event_time``); ``dev.jsonl`` and

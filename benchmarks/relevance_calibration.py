@@ -1,4 +1,4 @@
-"""How well a hit's relevance (its ``score``) predicts that it answers the query (issue 19).
+"""How well a hit's ``relevance`` predicts that it answers the query (issue 19).
 
 Prints one JSON object. The relevance is a logistic function of the value a search orders its
 candidates by and of that value's distance below the best candidate's
@@ -28,6 +28,7 @@ asked for (``--half test`` to report).
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +44,7 @@ LIMIT = 10
 BINS = 10
 #: Each curve: the search tuning whose hits it is fitted on.
 CURVES = {"with_words": SearchTuning(), "similarity_only": retrieval_eval.VECTOR_ONLY}
+KERNEL = {"with_words": WITH_WORDS, "similarity_only": SIMILARITY_ONLY}
 SETS = ("retrieval", "mcp_recall")
 
 #: One labelled hit: its value, the best value of its search, 1.0 when it answers.
@@ -59,13 +61,17 @@ class Limits:
 
 def labelled(curve: str, hits: list[SearchHit], answers: set[str], key_of: Any) -> list[Row]:
     """The hits of one search as rows of ``curve``: the ordering value of a weighed search,
-    else the similarity."""
+    else the similarity. Each hit's relevance must be the kernel's curve of that row (the
+    rows are what the kernel computed, not a re-derivation of it)."""
     values = []
     for hit in hits:
-        if hit.similarity is None:
+        if hit.similarity is None or hit.relevance is None:
             raise RuntimeError("the embedding model did not answer")
         values.append(hit.fused if curve == "with_words" else hit.similarity)
     best = max(values, default=0.0)
+    for value, hit in zip(values, hits, strict=True):
+        if not math.isclose(hit.relevance or 0.0, KERNEL[curve](value, best), abs_tol=1e-12):
+            raise RuntimeError(f"{curve}: the kernel's relevance is not its curve of the row")
     return [
         (value, best, float(key_of(hit) in answers))
         for value, hit in zip(values, hits, strict=True)

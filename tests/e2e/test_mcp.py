@@ -90,6 +90,7 @@ async def _scenario(client: Client, agent: str, topic: str) -> None:
     assert record_id in [hit["record"]["record_id"] for hit in found["hits"]]
     assert changed == found["hits"][0]["record"]["content"]
     assert 0.0 < found["hits"][0]["score"] <= 1.0
+    assert 0.0 < found["hits"][0]["relevance"] <= 1.0
     unrelated = _body(await client.call_tool("recall", {"query": "recipe for lemon drizzle cake"}))
     assert [] == unrelated["hits"]
 

@@ -397,6 +397,9 @@ async def test_search_and_feedback(api: Api) -> None:
     assert created["record_id"] == body["hits"][0]["record"]["record_id"]
     assert {"vector", "text"} >= set(body["hits"][0]["ranks"])
     assert body["degraded"] is False
+    relevance = [hit["relevance"] for hit in body["hits"]]
+    assert all(0.0 <= r <= 1.0 for r in relevance), relevance
+    assert relevance == sorted(relevance, reverse=True)
 
     typed = await api.client.post(
         "/v1/search", json={"query": "ledger", "types": ["skill"]}, headers=api.admin

@@ -40,10 +40,11 @@ def _body(result: CallToolResult) -> dict[str, Any]:
 
 
 def _seen(body: dict[str, Any]) -> Any:
-    """All a recall or list answer shows: ids, versions, scores, ranks, counts, cursor."""
+    """All a recall or list answer shows: ids, versions, scores, relevance, ranks, counts,
+    cursor."""
     if "hits" in body:
         return (
-            [(h["record"]["id"], h["score"], h["ranks"]) for h in body["hits"]],
+            [(h["record"]["id"], h["score"], h["relevance"], h["ranks"]) for h in body["hits"]],
             body["legs"],
             body["degraded"],
         )
@@ -71,8 +72,8 @@ async def _answers(tools: EngramTools, reader: Principal) -> list[Any]:
 
 async def test_a_restricted_agent_is_not_swayed_by_records_it_cannot_read(kernel: Kernel) -> None:
     """With and without a nearer record above its read level (and newer, and tagged alike),
-    a restricted agent's recalls and listings show the same ids, scores, ranks, leg counts
-    and cursors; the hidden record never appears."""
+    a restricted agent's recalls and listings show the same ids, scores, relevance, ranks, leg
+    counts and cursors; the hidden record never appears."""
     tools = EngramTools(kernel)
     reader = await _principal(kernel, "restricted-reader", TrustLevel.RESTRICTED)
     writer = await _principal(kernel, "standard-writer", TrustLevel.STANDARD)
@@ -99,7 +100,7 @@ async def test_a_restricted_agent_is_not_swayed_by_records_it_cannot_read(kernel
     assert written["record_id"] not in str(after)
     top = before[0][0]
     assert top
-    assert all(score >= DEFAULT_MIN_SCORE for _, score, _ in top)
+    assert all(score >= DEFAULT_MIN_SCORE for _, score, _, _ in top)
 
 
 async def test_health_shows_readiness_and_the_caller_only(kernel: Kernel) -> None:

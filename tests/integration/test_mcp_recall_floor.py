@@ -1,4 +1,4 @@
-"""The default relevance floor of recall, on the labelled query set with the real model
+"""The default similarity floor of recall, on the labelled query set with the real model
 (issue 17): chosen on the dev half, reported on the test half."""
 
 from __future__ import annotations

@@ -139,13 +139,16 @@ async def test_duplicate_and_neighbour_lookup_use_hash_and_hnsw(
 
 async def test_search_vector_legs_use_hnsw(seeded_vectors: asyncpg.Connection) -> None:
     """The search's vector leg uses the HNSW index, also when it brings the query's words
-    along (the default search's one statement)."""
+    along (the default search's one statement), with a custom plan and a generic one (what a
+    prepared statement gets after five runs)."""
     vector = np.random.default_rng(2).normal(size=384).astype(np.float32).tolist()
     args = (vector, "default", None, ["public", "agent"], ENDING, 40, None)
     await seeded_vectors.execute("ANALYZE memories")
-    for name, extra in (("vector_heads", ()), ("vector_heads_words", ("pool size limits",))):
-        used = await _plan(seeded_vectors, SEARCH_SQL[name], *args, *extra)
-        assert "memories_embedding_hnsw_idx" in used, (name, used)
+    for mode in ("force_custom_plan", "force_generic_plan"):
+        await seeded_vectors.execute(f"SET plan_cache_mode = {mode}")
+        for name, extra in (("vector_heads", ()), ("vector_heads_words", ("pool size",))):
+            used = await _plan(seeded_vectors, SEARCH_SQL[name], *args, *extra)
+            assert "memories_embedding_hnsw_idx" in used, (mode, name, used)
 
 
 async def test_a_standard_readers_listings_check_heads_through_the_one_head_index(

@@ -2,39 +2,21 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import timedelta
-from uuid import UUID, uuid4
+from uuid import uuid4
 
 from engram import Kernel
-from engram.memory.gate.access import caller_for_tier
 from engram.memory.gate.requests import GateRequest
 from engram.memory.types import (
     GateAction,
     GateDecisionType,
     MemoryStatus,
-    TrustLevel,
     utc_now,
 )
 from engram.retrieval.relevance import SIMILARITY_ONLY, WITH_WORDS
-from tests.integration.gate_helpers import STANDARD, SYSTEM, belief, create
-
-WRITER = replace(STANDARD, writes_per_minute=100_000)
-READER = caller_for_tier("reader", TrustLevel.STANDARD)
-FACTS = [
-    "The billing service stores invoices in PostgreSQL 16 on the eu-west cluster.",
-    "Deployments to production happen every Tuesday after the change review meeting.",
-    "The on-call rotation hands over each Monday at nine in the morning.",
-    "Grafana dashboards for the checkout flow live in the payments folder.",
-    "Kafka topic orders-v2 keeps seven days of retention for replays.",
-]
-
-
-async def _write(kernel: Kernel, content: str) -> UUID:
-    result = await kernel.gate.evaluate(create(belief(content), WRITER))
-    assert result.approved, result.reason
-    assert result.record_id is not None
-    return result.record_id
+from engram.retrieval.search import Retrieval, SearchTuning
+from tests.integration.gate_helpers import SYSTEM
+from tests.integration.retrieval_helpers import FACTS, READER, seed, write
 
 
 async def test_relevance_is_the_calibrated_curve_of_the_order_and_falls_along_it(
@@ -43,7 +25,7 @@ async def test_relevance_is_the_calibrated_curve_of_the_order_and_falls_along_it
     """Each hit's relevance is WITH_WORDS of its ordering value beside the best one: in [0, 1],
     never rising down the list, highest for the record that answers; a question about
     nothing stored gets a lower top relevance than one that is answered."""
-    ids = {fact: await _write(kernel, fact) for fact in FACTS}
+    ids = {fact: await write(kernel, fact) for fact in FACTS}
     result = await kernel.retrieval.search(READER, "where are customer invoices kept", limit=5)
     assert ids[FACTS[0]] == result.hits[0].record.record_id
     relevance = [hit.relevance for hit in result.hits]
@@ -68,8 +50,8 @@ async def test_a_record_that_does_not_resolve_does_not_set_the_relevance_of_an_a
     candidate that does not resolve: a record nearer the query whose version at that instant
     is consolidated (not returned unless asked for) changes neither the hits nor their
     relevance."""
-    near = await _write(kernel, "The staging database runs PostgreSQL 16 on two replicas.")
-    other = await _write(kernel, "Grafana dashboards for the checkout flow live in payments.")
+    near = await write(kernel, "The staging database runs PostgreSQL 16 on two replicas.")
+    other = await write(kernel, "Grafana dashboards for the checkout flow live in payments.")
     head = await kernel.temporal.current(near)
     assert head is not None
     consolidated = await kernel.gate.evaluate(
@@ -94,3 +76,22 @@ async def test_a_record_that_does_not_resolve_does_not_set_the_relevance_of_an_a
     hit = found.hits[0]
     assert hit.similarity is not None
     assert hit.relevance == SIMILARITY_ONLY(hit.similarity, hit.similarity)
+
+
+async def test_history_and_unweighed_searches_measure_the_similarity(kernel: Kernel) -> None:
+    """A search with include_superseded, and one that does not weigh the words, give each hit
+    SIMILARITY_ONLY of its similarity beside the best similarity found."""
+    await seed(kernel)
+    query = "Kafka topic orders-v2 retention"
+    plain = Retrieval(
+        kernel.db, kernel.embeddings, kernel.temporal, tuning=SearchTuning(lexical_weight=0.0)
+    )
+    for result in (
+        await kernel.retrieval.search(READER, query, include_superseded=True),
+        await plain.search(READER, query),
+    ):
+        similarity = [hit.similarity for hit in result.hits]
+        assert all(s is not None for s in similarity)
+        best = max(s for s in similarity if s is not None)
+        expected = [SIMILARITY_ONLY(s, best) for s in similarity if s is not None]
+        assert expected == [hit.relevance for hit in result.hits]

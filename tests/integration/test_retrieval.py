@@ -33,7 +33,6 @@ from engram.retrieval.search import Retrieval, SearchResult, SearchTuning
 from tests.conftest import ScratchDatabase
 from tests.integration.gate_helpers import (
     EXTERNAL,
-    STANDARD,
     SYSTEM,
     TRUSTED,
     WHEN,
@@ -41,34 +40,14 @@ from tests.integration.gate_helpers import (
     create,
     update,
 )
+from tests.integration.retrieval_helpers import FACTS, READER, WRITER, seed, write
 
-WRITER = replace(STANDARD, writes_per_minute=100_000)
-READER = caller_for_tier("reader", TrustLevel.STANDARD)
 WITH_TEXT = SearchTuning(text_leg=True)
-
-FACTS = [
-    "The billing service stores invoices in PostgreSQL 16 on the eu-west cluster.",
-    "Deployments to production happen every Tuesday after the change review meeting.",
-    "The on-call rotation hands over each Monday at nine in the morning.",
-    "Grafana dashboards for the checkout flow live in the payments folder.",
-    "Kafka topic orders-v2 keeps seven days of retention for replays.",
-]
-
-
-async def _write(kernel: Kernel, content: str, caller: CallerIdentity = WRITER) -> UUID:
-    result = await kernel.gate.evaluate(create(belief(content), caller))
-    assert result.approved, result.reason
-    assert result.record_id is not None
-    return result.record_id
-
-
-async def _seed(kernel: Kernel) -> dict[str, UUID]:
-    return {fact: await _write(kernel, fact) for fact in FACTS}
 
 
 async def test_a_paraphrase_finds_the_record_through_the_vector_leg(kernel: Kernel) -> None:
     """A paraphrase ranks its record first through the vector leg, without degrading."""
-    ids = await _seed(kernel)
+    ids = await seed(kernel)
     result = await kernel.retrieval.search(READER, "where are customer bills kept", limit=3)
     assert ids[FACTS[0]] == result.hits[0].record.record_id
     assert "vector" in result.hits[0].legs
@@ -81,7 +60,7 @@ async def test_an_exact_rare_word_brings_in_the_text_leg_and_both_legs_rank_firs
 ) -> None:
     """With the text leg on, an exact rare term brings it in, and the record found by both
     legs ranks first."""
-    ids = await _seed(kernel)
+    ids = await seed(kernel)
     hybrid = Retrieval(kernel.db, kernel.embeddings, kernel.temporal, tuning=WITH_TEXT)
     result = await hybrid.search(READER, "orders-v2 retention", limit=5)
     top = result.hits[0]
@@ -94,8 +73,8 @@ async def test_an_exact_rare_word_brings_in_the_text_leg_and_both_legs_rank_firs
 async def test_a_shared_rare_code_lifts_the_record_that_holds_it(kernel: Kernel) -> None:
     """By default the vector leg alone finds the candidates, and the one holding the query's
     code is lifted above a neighbour that is as close in meaning but holds another code."""
-    holder = await _write(kernel, "Error E4021 on the billing API means the invoice was locked.")
-    other = await _write(kernel, "Error E4012 on the billing API means the invoice is missing.")
+    holder = await write(kernel, "Error E4021 on the billing API means the invoice was locked.")
+    other = await write(kernel, "Error E4012 on the billing API means the invoice is missing.")
     query = "what does billing error E4012 mean"
     plain = Retrieval(
         kernel.db, kernel.embeddings, kernel.temporal, tuning=SearchTuning(lexical_weight=0.0)
@@ -144,7 +123,7 @@ async def test_results_are_current_unless_history_is_asked_for(kernel: Kernel) -
 
 async def test_forgotten_records_and_other_namespaces_are_left_out(kernel: Kernel) -> None:
     """Search leaves out forgotten records and records of other namespaces."""
-    ids = await _seed(kernel)
+    ids = await seed(kernel)
     head = await kernel.temporal.current(ids[FACTS[3]])
     assert head is not None
     forgotten = await kernel.gate.evaluate(GateRequest.forget(head, WRITER, EXTERNAL))
@@ -159,7 +138,7 @@ async def test_searches_follow_the_read_rule_of_temporal_listings(kernel: Kernel
     """Searching now or as of just after the last write finds what the listing lists (ended and
     future validity included, a consolidated record not); as of event time now, neither."""
     jan, feb = datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 2, 1, tzinfo=UTC)
-    plain = await _write(kernel, FACTS[0])
+    plain = await write(kernel, FACTS[0])
     ended = await kernel.gate.evaluate(
         create(
             belief("The change freeze held through January.", event_time=jan).model_copy(
@@ -220,8 +199,8 @@ async def test_searches_follow_the_read_rule_of_temporal_listings(kernel: Kernel
 
 async def test_callers_see_only_the_levels_they_may_read(kernel: Kernel) -> None:
     """Search returns only records at access levels the caller may read."""
-    await _seed(kernel)
-    quarantined = await _write(
+    await seed(kernel)
+    quarantined = await write(
         kernel, "Escalations about invoices go to dana.fischer@example.com directly."
     )
     assert AccessLevel.SENSITIVE is (await kernel.temporal.current(quarantined)).access_level  # type: ignore[union-attr]
@@ -252,7 +231,7 @@ async def test_records_a_caller_may_not_read_do_not_change_its_ranking(
     sensitive records holding a query's rare terms, with the table's statistics fresh (the
     earlier rule left out words the statistics called common), leave a standard reader's hits,
     their ranks, fused values, similarities and relevance exactly as they were."""
-    await _seed(kernel)
+    await seed(kernel)
     query = "Kafka topic orders-v2"
     hybrid = Retrieval(kernel.db, kernel.embeddings, kernel.temporal, tuning=WITH_TEXT)
     before = await hybrid.search(READER, query, limit=10)
@@ -291,7 +270,7 @@ async def test_records_a_caller_may_not_read_do_not_change_its_ranking(
 
 async def test_type_filter_limit_and_read_counting(kernel: Kernel) -> None:
     """Search honours the type filter and the limit, counts reads, and writes no audit entries."""
-    ids = await _seed(kernel)
+    ids = await seed(kernel)
     episode = MemoryRecord.draft(
         MemoryType.EPISODE,
         "On Tuesday the production deployment was delayed by the change review.",
@@ -330,7 +309,7 @@ async def test_feedback_is_stored_and_a_useful_rating_counts_as_a_read(kernel: K
     """Feedback is stored per reader and signal, and a useful rating counts as a read of that
     version.
     """
-    ids = await _seed(kernel)
+    ids = await seed(kernel)
     receipt = await kernel.retrieval.feedback(READER, ids[FACTS[2]], useful=True)
     await kernel.retrieval.feedback(READER, ids[FACTS[2]], useful=False, signal="ignored")
     rows = await kernel.db.fetch(
@@ -350,22 +329,23 @@ async def test_feedback_rejections(kernel: Kernel) -> None:
     """Feedback on an unknown or unreadable record, or with a bad signal, is rejected and stores
     nothing.
     """
-    ids = await _seed(kernel)
+    ids = await seed(kernel)
     with pytest.raises(NotFound):
         await kernel.retrieval.feedback(READER, uuid4(), useful=True)
     with pytest.raises(ValidationFailed, match="signal"):
         await kernel.retrieval.feedback(READER, ids[FACTS[0]], useful=True, signal="Bad Signal!")
     with pytest.raises(Forbidden):
         await kernel.retrieval.feedback(CallerIdentity.system("x"), ids[FACTS[0]], useful=True)
-    secret = await _write(kernel, "The vault root token sits with ops.lead@example.com today.")
+    secret = await write(kernel, "The vault root token sits with ops.lead@example.com today.")
     with pytest.raises(NotFound):
         await kernel.retrieval.feedback(READER, secret, useful=True)
     assert 0 == await kernel.db.fetchval("SELECT count(*) FROM memory_feedback")
 
 
 async def test_without_the_model_the_text_leg_answers_alone(kernel: Kernel, tmp_path: Path) -> None:
-    """An embedding adapter whose model files are gone (a real failure) degrades the search."""
-    ids = await _seed(kernel)
+    """An embedding adapter whose model files are gone (a real failure) degrades the search:
+    its hits have neither a similarity nor a relevance."""
+    ids = await seed(kernel)
     broken = FastembedEmbedder(
         tmp_path,
         model_name=EngramSettings().embedding_model_name,
@@ -378,13 +358,14 @@ async def test_without_the_model_the_text_leg_answers_alone(kernel: Kernel, tmp_
     assert result.degraded
     assert [ids[FACTS[4]]] == [hit.record.record_id for hit in result.hits]
     assert ("text",) == result.hits[0].legs
+    assert (None, None) == (result.hits[0].similarity, result.hits[0].relevance)
 
 
 async def test_versioned_searches_keep_the_vector_order(kernel: Kernel) -> None:
     """As-of and include_superseded searches are not reordered by word weights: their
     candidates may include versions that do not resolve for the caller (forgotten or hidden
     since), which must not weigh the words. Their hits keep the vector leg's order."""
-    await _seed(kernel)
+    await seed(kernel)
     query = "Kafka topic orders-v2 retention"
     for options in ({"as_of_event": utc_now()}, {"include_superseded": True}):
         result = await kernel.retrieval.search(READER, query, limit=5, **options)  # type: ignore[arg-type]
@@ -461,7 +442,7 @@ async def test_tsquery_syntax_and_odd_words_in_a_query_are_plain_words(
     """Quotes, backslashes, tsquery operators, stop words alone, punctuation alone, other
     scripts and a 1,999-letter word reach the lexical lookup as words, never as syntax: the
     search answers (no error), from readable records only."""
-    ids = await _seed(kernel)
+    ids = await seed(kernel)
     result = await kernel.retrieval.search(READER, query, limit=5)
     assert not result.degraded
     assert {hit.record.record_id for hit in result.hits} <= set(ids.values())
@@ -474,7 +455,7 @@ async def test_searches_racing_updates_and_forgets_answer_from_readable_versions
     """Searches run while the records they find are updated and forgotten: every search
     answers, and every hit is a version the reader may read, of the current chain or one
     that moved on during the search, never a sensitive one."""
-    ids = await _seed(kernel)
+    ids = await seed(kernel)
     writer = replace(TRUSTED, writes_per_minute=100_000)
     target = ids[FACTS[4]]
 

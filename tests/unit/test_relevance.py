@@ -4,10 +4,12 @@ shape."""
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 
-from engram.retrieval.relevance import SIMILARITY_ONLY, WITH_WORDS, Calibration
+from benchmarks.relevance_calibration import fit
+from engram.retrieval.relevance import SIMILARITY_ONLY, WITH_WORDS, Calibration, beside_best
 
 CURVES = [WITH_WORDS, SIMILARITY_ONLY]
 
@@ -42,3 +44,26 @@ def test_extreme_inputs_saturate_instead_of_overflowing() -> None:
     assert 1.0 == curve(10.0, 10.0)
     assert 0.0 == curve(-10.0, -10.0)
     assert math.isclose(0.5, Calibration(1.0, 1.0, 0.0)(0.0, 0.0))
+
+
+def test_beside_best_measures_every_value_against_the_largest() -> None:
+    """Each value is mapped beside the best of its search; an empty search maps nothing."""
+    curve = Calibration(slope=5.0, gap_slope=10.0, intercept=-3.0)
+    found = beside_best({"a": 0.8, "b": 0.5, "c": 0.7}, curve)
+    assert found == {"a": curve(0.8, 0.8), "b": curve(0.5, 0.8), "c": curve(0.7, 0.8)}
+    assert {} == beside_best({}, curve)
+
+
+def test_the_calibration_fit_recovers_a_known_curve() -> None:
+    """Labels drawn from a known curve give back its parameters (the benchmark's fit)."""
+    truth = Calibration(slope=6.0, gap_slope=9.0, intercept=-4.0)
+    rng = random.Random(7)  # noqa: S311 - synthetic labels, not secrets
+    rows = []
+    for _ in range(20_000):
+        best = rng.uniform(0.3, 1.2)
+        value = best - rng.uniform(0.0, 0.4)
+        rows.append((value, best, float(rng.random() < truth(value, best))))
+    found = fit(rows)
+    assert abs(found.slope - truth.slope) < 1.0, found
+    assert abs(found.gap_slope - truth.gap_slope) < 1.5, found
+    assert abs(found.intercept - truth.intercept) < 0.7, found

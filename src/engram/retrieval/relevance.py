@@ -16,15 +16,22 @@ about 0.6, about six in ten answered the question.
 
 ``benchmarks/relevance_calibration.py --half dev --fit`` fits the two curves (one per kind of
 value) and the same script checks them on the test halves. Within one search the relevance
-falls as the value does, so hits stay in their order and a floor on the relevance
-(``min_score``) keeps a prefix of them. The curves hold for the product's ``λ`` (0.3); other
-tunings are ordered by their own value and get a relevance that is only approximate.
+falls as the value does, so it never rises down the list of hits, and a client that keeps
+only hits above some relevance keeps a prefix of them. (``min_score`` is a floor on the
+similarity, not on this: ADR-015.) The curves hold for the product's ``λ`` (0.3); other
+tunings are ordered by their own value and get a relevance that is only approximate. This is
+not the *relevance* of decay (``TemporalEngine.compute_decay``), which weighs a record's age
+and use.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TypeVar
+
+K = TypeVar("K")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,3 +59,9 @@ class Calibration:
 WITH_WORDS = Calibration(slope=6.485, gap_slope=9.696, intercept=-4.185)
 #: For the similarity alone (versioned searches, or no lexical weight).
 SIMILARITY_ONLY = Calibration(slope=8.171, gap_slope=14.479, intercept=-4.46)
+
+
+def beside_best(values: Mapping[K, float], curve: Calibration) -> dict[K, float]:
+    """The relevance of each of one search's values, beside the best of them."""
+    best = max(values.values(), default=0.0)
+    return {item: curve(value, best) for item, value in values.items()}

@@ -16,10 +16,11 @@ version's (clamped to [0, 1]), which is what clients see as a hit's ``score`` an
 ``min_score`` compares with, and its *relevance*, the chance that a hit like it answers the
 query (calibrated on labelled queries, :mod:`engram.retrieval.relevance`). The floor is applied
 to the candidates, which hold only versions the caller may read, before ``limit`` is taken,
-so a caller's hits, their number, their order and their scores depend on nothing it may not
-read. As-of and
-``include_superseded`` searches keep the vector leg's order: their candidates include versions
-that may not resolve for the caller, which must not weigh the words. A hit whose similarity is
+so a caller's hits, their number, their order, their scores and their relevance depend on
+nothing it may not read. As-of and ``include_superseded`` searches keep the vector leg's
+order: their candidates include versions that may not resolve for the caller, which must not
+weigh the words (nor, in an as-of search, set the best value the relevance is measured
+against). A hit whose similarity is
 unknown (the query could not be embedded, or the version has no embedding) is kept, with no
 similarity and no relevance.
 
@@ -52,7 +53,7 @@ from engram.memory.temporal import TemporalEngine, readable_levels
 from engram.memory.types import CallerIdentity, MemoryRecord, MemoryStatus, MemoryType
 from engram.observability.metrics import EngramMetrics
 from engram.retrieval.ranking import Candidate, fuse, lexical_shares, rerank
-from engram.retrieval.relevance import SIMILARITY_ONLY, WITH_WORDS
+from engram.retrieval.relevance import SIMILARITY_ONLY, WITH_WORDS, beside_best
 from engram.retrieval.terms import MIN_PIECES, distinctive_terms
 
 log = structlog.get_logger("engram.retrieval")
@@ -63,7 +64,7 @@ MAX_QUERY_CHARS = 2000
 #: Most tags one search (or listing) may filter on, and the longest tag: what a record may carry.
 MAX_TAG_FILTERS = 32
 MAX_TAG_CHARS = 64
-#: The relevance floor adapters apply unless the client sends another ``min_score``: chosen on
+#: The similarity floor adapters apply unless the client sends another ``min_score``: chosen on
 #: the dev half of ``tests/data/mcp_recall`` (the best balance of answering the queries that
 #: have an answer and returning nothing for those that have none; docs/mcp.md has both halves).
 DEFAULT_MIN_SCORE = 0.38
@@ -153,7 +154,7 @@ def _query_problems(text: str, namespace: str, limit: int) -> list[str]:
 
 
 def _filter_problems(tags: Sequence[str] | None, min_score: float) -> list[str]:
-    """What is wrong with a search's tag filter and relevance floor (nothing: ``[]``)."""
+    """What is wrong with a search's tag filter and similarity floor (nothing: ``[]``)."""
     problems = []
     if not 0.0 <= min_score <= 1.0:  # NaN fails both comparisons
         problems.append("min_score: a number from 0 to 1")
@@ -189,18 +190,15 @@ def _relevance(
     each beside the best such value among the candidates (which the caller may all read)."""
     if weighed:
         values = {item: value for item, value, _ in candidates if item in similarity}
-        curve = WITH_WORDS
-    else:
-        values, curve = similarity, SIMILARITY_ONLY
-    best = max(values.values(), default=0.0)
-    return {item: curve(value, best) for item, value in values.items()}
+        return beside_best(values, WITH_WORDS)
+    return beside_best(similarity, SIMILARITY_ONLY)
 
 
 def _with_relevance(hits: list[SearchHit]) -> list[SearchHit]:
     """The hits of an as-of search with their relevance, by similarity beside the best hit's
     (none for a hit of unknown similarity)."""
     similarity = {hit.record.id: hit.similarity for hit in hits if hit.similarity is not None}
-    relevance = _relevance([], similarity, weighed=False)
+    relevance = beside_best(similarity, SIMILARITY_ONLY)
     return [replace(hit, relevance=relevance.get(hit.record.id)) for hit in hits]
 
 
@@ -384,7 +382,9 @@ class Retrieval:
         distance = {row["id"]: row["distance"] for row in found}
         matched: dict[UUID, list[str]] = {}
         query_words: list[str] = []
-        if words is not None and found:  # asked with the words (vector_heads_words)
+        # ``search`` asks the vector leg for the words (vector_heads_words) exactly when it
+        # passes them here.
+        if words is not None and found:
             matched = {row["id"]: list(row["matched"]) for row in found}
             query_words = list(found[0]["words"])
         wanted = [

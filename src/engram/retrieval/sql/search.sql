@@ -45,8 +45,8 @@ LIMIT $6
 -- name: vector_heads_words
 -- vector_heads and, for each version, what the evidence lookup below brings: the query's
 -- words ($8, stemmed as the content is) and those of them the version holds. One round trip
--- for the default search (current heads, an embedding, no text leg); the inner query is
--- vector_heads as it is, so the planner keeps its index scan.
+-- for a search of current heads that weighs the words (the default); the inner query is
+-- vector_heads's (it also selects content_tsv), so the planner keeps its index scan.
 SELECT n.id, n.record_id, n.distance, q.words,
        ARRAY(SELECT w.word FROM unnest(q.words, q.queries) AS w(word, query)
              WHERE n.content_tsv @@ w.query) AS matched
@@ -56,7 +56,7 @@ FROM (SELECT id, record_id, content_tsv, embedding <=> $1::vector AS distance FR
       LIMIT $6) AS n,
      (SELECT s.words, ARRAY(SELECT quote_literal(x)::tsquery FROM unnest(s.words) AS x) AS queries
       FROM (SELECT tsvector_to_array(to_tsvector('english', $8)) AS words) AS s) AS q
-ORDER BY n.distance
+ORDER BY n.distance, n.id
 
 -- name: text_heads
 -- $1 the query's distinctive terms; versions holding any of them, by cover density, each with
