@@ -20,9 +20,8 @@ so a caller's hits, their number, their order, their scores and their relevance 
 nothing it may not read. As-of and ``include_superseded`` searches keep the vector leg's
 order: their candidates include versions that may not resolve for the caller, which must not
 weigh the words (nor, in an as-of search, set the best value the relevance is measured
-against). A hit whose similarity is
-unknown (the query could not be embedded, or the version has no embedding) is kept, with no
-similarity and no relevance.
+against). A hit whose similarity is unknown (the query could not be embedded, or the version
+has no embedding) is kept, with no similarity and no relevance.
 
 Current heads are searched by default: the versions a record read answers now (forgotten and,
 unless asked for, consolidated heads left out; validity not filtered, as in every read without
@@ -245,7 +244,7 @@ class Retrieval:
         """The ``limit`` best records for ``query`` that ``caller`` may read, carrying every
         one of ``tags`` and at least ``min_score`` similar to the query (see the module)."""
         text = query.strip()
-        problems = _query_problems(text, namespace, limit) + _filter_problems(tags, min_score)
+        problems = _filter_problems(tags, min_score) + _query_problems(text, namespace, limit)
         if problems:
             raise ValidationFailed(errors=problems)
 
