@@ -45,33 +45,6 @@ from engram import open_kernel
 from engram.config import EngramSettings
 from engram.infra.model_files import ensure_default_model
 
-HEADLINE = ("mrr@10", "recall@1", "recall@5", "recall@10", "ndcg@10")
-
-
-def figures_of(
-    ranked: dict[str, list[str | None]], heads: set[str], queries: list[dict[str, Any]]
-) -> dict[str, Any]:
-    """The relevance figures of one system's ranked hits (memory keys, best first)."""
-    per_style: dict[str, list[dict[str, float]]] = {}
-    for query in queries:
-        found = retrieval_eval.measure(ranked[query["id"]], query["relevant"], heads)
-        per_style.setdefault(query["style"], []).append(found)
-        per_style.setdefault("all", []).append(found)
-    overall = retrieval_eval.summary(per_style.pop("all"))
-    return {
-        **overall,
-        "by_style": {
-            style: retrieval_eval.summary(rows) for style, rows in sorted(per_style.items())
-        },
-    }
-
-
-def ratios(candidate: dict[str, Any], baseline: dict[str, Any]) -> dict[str, float | None]:
-    return {
-        name: round(candidate[name] / baseline[name], 4) if baseline[name] else None
-        for name in HEADLINE
-    }
-
 
 def goals(engram: dict[str, Any], vector: dict[str, Any], mem0: dict[str, Any]) -> dict[str, bool]:
     """Issue 19's relevance goals: MRR@10 and recall@1 at least 5 % above vector search alone
@@ -109,7 +82,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         }
         theirs = await asyncio.to_thread(run_driver, python, "mem0", job)
     mem0 = {
-        **figures_of(theirs["ranked"], set(theirs["heads"]), queries),
+        **retrieval_eval.figures(theirs["ranked"], queries, set(theirs["heads"])),
         "search_ms": theirs["search_ms"],
         "stored": theirs["stored"],
     }
@@ -125,8 +98,8 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         "engram": engram,
         "vector": vector,
         "mem0": mem0,
-        "engram_over_vector": ratios(engram, vector),
-        "engram_over_mem0": ratios(engram, mem0),
+        "engram_over_vector": retrieval_eval.ratios(engram, vector),
+        "engram_over_mem0": retrieval_eval.ratios(engram, mem0),
         "search_p50_ms": {
             name: figures["search_ms"]["p50"]
             for name, figures in (("engram", engram), ("vector", vector), ("mem0", mem0))

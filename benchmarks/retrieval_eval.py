@@ -163,13 +163,30 @@ def summary(rows: list[dict[str, float]]) -> dict[str, float]:
     return {name: round(statistics.fmean(row[name] for row in rows), 4) for name in rows[0]}
 
 
+def figures(
+    ranked: dict[str, list[str | None]], queries: list[dict[str, Any]], heads: set[str]
+) -> dict[str, Any]:
+    """The figures of a half from each query's hits (memory keys, best first, by query id):
+    means overall and per style."""
+    per_style: dict[str, list[dict[str, float]]] = {}
+    for query in queries:
+        found = measure(ranked[query["id"]], query["relevant"], heads)
+        per_style.setdefault(query["style"], []).append(found)
+        per_style.setdefault("all", []).append(found)
+    overall = summary(per_style.pop("all"))
+    return {
+        **overall,
+        "by_style": {style: summary(rows) for style, rows in sorted(per_style.items())},
+    }
+
+
 async def run_variant(
     kernel: Kernel, stored: Stored, queries: list[dict[str, Any]], tuning: SearchTuning
 ) -> dict[str, Any]:
     """Every query through one search configuration."""
     retrieval = Retrieval(kernel.db, kernel.embeddings, kernel.temporal, tuning=tuning)
     caller = bulk_writer(CALLER)
-    per_style: dict[str, list[dict[str, float]]] = {}
+    ranked: dict[str, list[str | None]] = {}
     timings: list[float] = []
     totals: list[float] = []
     text_leg = 0
@@ -180,14 +197,9 @@ async def run_variant(
         timings.append(result.query_ms)
         totals.append(result.embed_ms + result.query_ms)
         text_leg += "text" in result.legs
-        ranked = [stored.head_key.get(hit.record.record_id) for hit in result.hits]
-        figures = measure(ranked, query["relevant"], set(stored.head_key.values()))
-        per_style.setdefault(query["style"], []).append(figures)
-        per_style.setdefault("all", []).append(figures)
-    overall = summary(per_style.pop("all"))
+        ranked[query["id"]] = [stored.head_key.get(hit.record.record_id) for hit in result.hits]
     return {
-        **overall,
-        "by_style": {style: summary(rows) for style, rows in sorted(per_style.items())},
+        **figures(ranked, queries, set(stored.head_key.values())),
         "queries_with_text_leg": text_leg,
         "query_ms": percentiles(timings),
         "search_ms": percentiles(totals),
@@ -196,7 +208,7 @@ async def run_variant(
 
 def ratios(candidate: dict[str, Any], baseline: dict[str, Any]) -> dict[str, float | None]:
     """Candidate over baseline for the headline figures."""
-    names = ("mrr@10", "recall@1", "recall@5", "ndcg@10")
+    names = ("mrr@10", "recall@1", "recall@5", "recall@10", "ndcg@10")
     return {
         name: round(candidate[name] / baseline[name], 4) if baseline[name] else None
         for name in names
@@ -225,15 +237,15 @@ async def evaluate(
     if grid:
         result["grid"] = []
         for tuning in GRID:
-            figures = await run_variant(kernel, stored, queries, tuning)
+            found = await run_variant(kernel, stored, queries, tuning)
             result["grid"].append(
                 {
                     "text_leg": tuning.text_leg,
                     "min_pieces": tuning.min_pieces,
                     "lexical_weight": tuning.lexical_weight,
-                    **{name: figures[name] for name in ("mrr@10", "recall@1", "recall@5")},
-                    "ndcg@10": figures["ndcg@10"],
-                    "over_vector": ratios(figures, baseline),
+                    **{name: found[name] for name in ("mrr@10", "recall@1", "recall@5")},
+                    "ndcg@10": found["ndcg@10"],
+                    "over_vector": ratios(found, baseline),
                 }
             )
     return result

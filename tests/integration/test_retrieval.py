@@ -447,6 +447,7 @@ async def test_tsquery_syntax_and_odd_words_in_a_query_are_plain_words(
     assert not result.degraded
     assert {hit.record.record_id for hit in result.hits} <= set(ids.values())
     assert all(0.0 <= (hit.similarity or 0.0) <= 1.0 for hit in result.hits)
+    assert all(0.0 <= (hit.relevance or 0.0) <= 1.0 for hit in result.hits)
 
 
 async def test_searches_racing_updates_and_forgets_answer_from_readable_versions(
@@ -487,5 +488,7 @@ async def test_searches_racing_updates_and_forgets_answer_from_readable_versions
             for hit in result.hits:
                 assert hit.record.access_level is not AccessLevel.SENSITIVE
                 assert hit.record.record_id in set(ids.values())
+                assert hit.relevance is not None
+                assert 0.0 <= hit.relevance <= 1.0
     final = await kernel.retrieval.search(READER, "Kafka orders-v2 retention", limit=5)
     assert target not in {hit.record.record_id for hit in final.hits}
