@@ -134,7 +134,34 @@ async def test_duplicate_and_neighbour_lookup_use_hash_and_hnsw(
     levels = ["public", "agent", "user"]
     args = (vector, "default", "belief", content_hash("x"), 8, levels)
     used = await _plan(seeded_vectors, SQL["candidates"], *args)
-    assert {"memories_head_hash_idx", "memories_embedding_hnsw_idx"} <= used, used
+    assert {"memories_head_hash_time_idx", "memories_embedding_hnsw_idx"} <= used, used
+
+
+async def test_duplicate_lookup_uses_the_hash_index_on_a_store_without_statistics(
+    database: ScratchDatabase,
+) -> None:
+    """A new store has no statistics until autovacuum's first ANALYZE. There the duplicate
+    half of the candidates query must still read the hash index (migration 0015), not walk
+    every head of the type in time order and filter by hash (what the planner chose before,
+    at 1,000 records)."""
+    conn = await _connect(database)
+    try:
+        await seed_versions(
+            conn, records=1_000, versions_per_record=1, with_vectors=True, types=["belief"]
+        )
+        # Back to "never analysed" (reltuples -1), as a store is before autovacuum gets to it.
+        await conn.execute(
+            "DELETE FROM pg_statistic WHERE starelid = 'engram.memories'::regclass;"
+            "UPDATE pg_class SET reltuples = -1, relpages = 0 "
+            "WHERE oid = 'engram.memories'::regclass"
+        )
+        vector = np.random.default_rng(3).normal(size=384).astype(np.float32).tolist()
+        args = (vector, "default", "belief", content_hash("x"), 8, ["public", "agent"])
+        rows = await conn.fetch(f"EXPLAIN (FORMAT JSON) {SQL['candidates']}", *args)
+        duplicate, _nearest = json.loads(rows[0][0])[0]["Plan"]["Plans"]
+        assert _indexes(duplicate) == {"memories_head_hash_time_idx"}, duplicate
+    finally:
+        await conn.close()
 
 
 async def test_search_vector_legs_use_hnsw(seeded_vectors: asyncpg.Connection) -> None:

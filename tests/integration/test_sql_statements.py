@@ -27,6 +27,7 @@ OWNERS = (
     "engram.memory.consolidation.candidates",
     "engram.memory.consolidation.reversal",
     "engram.memory.consolidation.watch",
+    "engram.memory.gate.at_once",
     "engram.memory.gate.rate_limit",
     "engram.memory.rl.models",
     "engram.memory.store.versions",

@@ -83,6 +83,13 @@ class DatabaseAdapter(Connection, Protocol):
         repeat: a retry may follow a COMMIT whose acknowledgement was lost."""
         ...
 
+    async def run(self, fn: Callable[[Connection], Awaitable[T]]) -> T:
+        """Run ``fn`` on one pooled connection in autocommit mode, retried as
+        :meth:`run_in_transaction` is. For work done in one statement (its own implicit
+        transaction): ``fn`` must be safe to repeat, as a retry may follow a statement that
+        committed before its answer was lost."""
+        ...
+
     async def ping(self) -> None:
         """Raise :class:`engram.errors.DatabaseError` unless the database answers ``SELECT 1``."""
         ...

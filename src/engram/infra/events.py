@@ -25,7 +25,12 @@ Subscriber = Callable[[Event], Awaitable[object]]
 
 
 class EventBus(Protocol):
-    """Transactional outbox plus in-process delivery."""
+    """Transactional outbox plus in-process delivery.
+
+    An event is a row of the schema's ``outbox`` table (``event_type``, ``aggregate_id``,
+    ``payload``, ``decision_id``) written in the change's own transaction; the Gate's
+    one-statement write inserts that row itself (``engram/memory/gate/write.sql``).
+    """
 
     async def publish(self, conn: Connection, event: Event) -> None:
         """Write the event to the outbox within the caller's open transaction."""

@@ -270,6 +270,9 @@ class PostgresDatabase:
     async def run_in_transaction(self, fn: Callable[[Connection], Awaitable[T]]) -> T:
         return await self._call(fn, in_transaction=True)
 
+    async def run(self, fn: Callable[[Connection], Awaitable[T]]) -> T:
+        return await self._call(fn)
+
     def transaction(self) -> AbstractAsyncContextManager[Connection]:
         """One connection inside one transaction; not retried (the caller decides)."""
         return self._session(in_transaction=True)

@@ -70,11 +70,8 @@ class AuditEntry:
         """The chain lane this entry belongs to."""
         return self.decision_id.int % LANES
 
-    def payload(self, version: int = HASH_VERSION) -> bytes:
-        """Every field, each length-prefixed: what the row hash covers after the previous
-        row's hash (and, from format 2, its ``seq``). Format 2 starts with the format's
-        number."""
-        fields = (
+    def _fields(self) -> tuple[str, ...]:
+        return (
             str(self.decision_id),
             self.request_id or "",
             self.occurred_at.astimezone(UTC).isoformat(),
@@ -94,9 +91,22 @@ class AuditEntry:
             repr(float(self.duration_ms)),
             str(self.lane),
         )
+
+    def payload(self, version: int = HASH_VERSION) -> bytes:
+        """Every field, each length-prefixed: what the row hash covers after the previous
+        row's hash (and, from format 2, its ``seq``). Format 2 starts with the format's
+        number."""
+        fields = self._fields()
         if version == 1:
             return length_prefixed(fields)
         return length_prefixed((str(version), *fields))
+
+    def payload_around_occurred_at(self) -> tuple[bytes, bytes]:
+        """The current format's :meth:`payload` before and after the ``occurred_at`` field,
+        for a statement that stamps the time itself (the Gate's one-statement write, which
+        writes the middle field as :meth:`datetime.isoformat` does, in UTC)."""
+        fields = (str(HASH_VERSION), *self._fields())
+        return length_prefixed(fields[:3]), length_prefixed(fields[4:])
 
     def digest(self, prev_hash: bytes, *, seq: int, version: int = HASH_VERSION) -> bytes:
         """The row hash: format 2 is SHA-256 over the previous hash, ``seq`` (8 bytes,

@@ -102,6 +102,14 @@ class VerifyReport:
     anchors_checked: int = 0
 
 
+def duplicate_request(exc: UniqueViolation, entry: AuditEntry) -> DuplicateRequest | None:
+    """The :class:`~engram.errors.DuplicateRequest` a unique violation of an append means
+    (the agent used the request id before), or None when it means something else."""
+    if exc.constraint == "librarian_audit_agent_request_key" and entry.request_id:
+        return DuplicateRequest(agent_id=entry.agent_id, request_id=entry.request_id)
+    return None
+
+
 class AuditLog:
     """Appends chained entries, seals checkpoints and verifies both.
 
@@ -151,16 +159,20 @@ class AuditLog:
                 entry.payload(),
             )
         except UniqueViolation as exc:
-            if exc.constraint == "librarian_audit_agent_request_key" and entry.request_id:
-                raise DuplicateRequest(
-                    agent_id=entry.agent_id, request_id=entry.request_id
-                ) from exc
+            duplicate = duplicate_request(exc, entry)
+            if duplicate is not None:
+                raise duplicate from exc
             raise
         seq = int(value)
+        self.appended(seq)
+        return seq
+
+    def appended(self, seq: int) -> None:
+        """Note that row ``seq`` was appended (by :meth:`append`, or by a statement that
+        appends it together with the change it records): a seal may be due."""
         if self._seal_due(seq):
             self._last_seal = time.monotonic()
             self._sealing = asyncio.get_running_loop().create_task(self._seal_quietly())
-        return seq
 
     def _seal_due(self, seq: int) -> bool:
         if self._sealing is not None and not self._sealing.done():

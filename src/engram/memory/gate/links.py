@@ -23,6 +23,32 @@ from engram.memory.gate.resolution import link_conflicts
 from engram.memory.types import EdgeKind, GateDecisionType, MemoryRecord
 
 
+def new_edges(
+    *,
+    request: GateRequest,
+    advice: AdvisorDecision | None,
+    new_id: UUID,
+    evidence: Mapping[UUID, UUID],
+    related: Sequence[tuple[UUID, float]],
+) -> list[store.NewEdge]:
+    """The ``derived_from`` and ``relates_to`` edges of a new version (see the module
+    docstring); the conflicts' edges are :func:`link_conflicts`' own."""
+    edges = [
+        store.NewEdge(target, EdgeKind.DERIVED_FROM, provenance={"reason": "evidence_links"})
+        for target in sorted(set(evidence.values()))
+        if target != new_id
+    ]
+    if related and request.decision_type is GateDecisionType.EXTERNAL:
+        # A neighbour it conflicts with gets the conflict's edge, which says more.
+        conflicting = {c.existing_version_id for c in advice.conflicts} if advice else set()
+        edges += [
+            store.NewEdge(target, EdgeKind.RELATES_TO, weight, {"reason": "similar"})
+            for target, weight in related
+            if target != new_id and target not in conflicting
+        ]
+    return edges
+
+
 async def link_version(
     conn: Connection,
     events: EventBus,
@@ -35,25 +61,10 @@ async def link_version(
     decision_id: UUID,
 ) -> None:
     """Every edge of ``new`` (see the module docstring)."""
-    for target in sorted(set(evidence.values())):
-        if target != new.id:
-            await store.add_edge(
-                conn,
-                source=new.id,
-                target=target,
-                kind=EdgeKind.DERIVED_FROM,
-                decision_id=decision_id,
-                provenance={"reason": "evidence_links"},
-            )
-    if related and request.decision_type is GateDecisionType.EXTERNAL:
-        # A neighbour it conflicts with gets the conflict's edge, which says more.
-        conflicting = {c.existing_version_id for c in advice.conflicts} if advice else set()
-        await store.add_related(
-            conn,
-            source=new.id,
-            targets=[(t, w) for t, w in related if t != new.id and t not in conflicting],
-            decision_id=decision_id,
-        )
+    edges = new_edges(
+        request=request, advice=advice, new_id=new.id, evidence=evidence, related=related
+    )
+    await store.add_edges(conn, source=new.id, edges=edges, decision_id=decision_id)
     await link_conflicts(
         conn, events, request=request, advice=advice, new=new, decision_id=decision_id
     )

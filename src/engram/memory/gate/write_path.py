@@ -1,6 +1,7 @@
 """The Gate's transactions: one per evaluation, with the audit row appended last.
 
-An approved write commits its version rows, edges, outbox event and audit row together. A
+An approved write commits its version rows, edges, outbox event and audit row together (a
+new record admitted as it stands in one statement: :mod:`~engram.memory.gate.at_once`). A
 rejected or conflicting evaluation commits its audit row alone. Each transaction may run more
 than once (the database adapter retries after a lost connection); an attempt first looks for
 its own decision in the audit log, so a retry after a COMMIT whose acknowledgement was lost
@@ -11,10 +12,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
@@ -22,22 +19,26 @@ from engram.errors import VersionConflict
 from engram.infra.db import Connection, DatabaseAdapter
 from engram.infra.events import Event, EventBus
 from engram.memory import store
-from engram.memory.audit.log import AuditEntry, AuditLog, canonical_json
-from engram.memory.gate.advisor import AdvisorAction, AdvisorDecision
-from engram.memory.gate.checks import CheckResult, Layer1Outcome
+from engram.memory.audit.log import AuditEntry, AuditLog
+from engram.memory.gate.advisor import AdvisorAction
+from engram.memory.gate.at_once import AlreadyWritten, create_at_once, writes_at_once
 from engram.memory.gate.links import link_version
+from engram.memory.gate.plan import (
+    Plan,
+    Timing,
+    approval_reason,
+    approved_result,
+    audit_entry,
+    created_version,
+    stamped,
+)
 from engram.memory.gate.requests import (
-    GateRequest,
     GateResult,
-    Proposal,
     WriteOutcome,
     advisor_decision_from_json,
-    caller_json,
     checks_from_json,
 )
-from engram.memory.storable import MAX_AUDITED_INPUT_BYTES, audited_input
 from engram.memory.types import (
-    ConsolidationPath,
     EdgeKind,
     GateAction,
     GateDecision,
@@ -47,16 +48,15 @@ from engram.memory.types import (
     can_read,
 )
 
-
-@dataclass(frozen=True, slots=True)
-class Timing:
-    """When an evaluation started, how long it waited for the embedding after its checks
-    (``waited_for_embedding_seconds``) and how long computing the embedding took
-    (``embedding_run_seconds``; it starts before the checks and overlaps them)."""
-
-    started: float
-    waited_for_embedding_seconds: float = 0.0
-    embedding_run_seconds: float = 0.0
+#: Re-exported for the Gate's other modules, which import them from here.
+__all__ = [
+    "Plan",
+    "StaleTarget",
+    "Timing",
+    "WritePath",
+    "audit_entry",
+    "result_from_audit",
+]
 
 
 class StaleTarget(Exception):
@@ -70,80 +70,6 @@ class StaleTarget(Exception):
 
 class _AlreadyCommitted(Exception):
     pass
-
-
-@dataclass(frozen=True, slots=True)
-class Plan:
-    """Everything decided before the transaction starts."""
-
-    request: GateRequest
-    layer1: Layer1Outcome
-    record: MemoryRecord
-    head: MemoryRecord | None
-    advice: AdvisorDecision | None
-    target: MemoryRecord | None
-    embedding: tuple[float, ...]
-    evidence: Mapping[UUID, UUID]
-    fingerprint: bytes = b""
-    embedding_model: str | None = None
-    new_version_id: UUID = field(default_factory=uuid.uuid4)
-    #: Close neighbours (version id, similarity) that get ``relates_to`` edges (gate.links).
-    related: tuple[tuple[UUID, float], ...] = ()
-
-    @property
-    def vector(self) -> list[float] | None:
-        """The embedding, or None in degraded mode."""
-        return list(self.embedding) if self.embedding else None
-
-
-def audit_entry(
-    request: Proposal,
-    *,
-    decision_id: UUID,
-    decision: GateDecision,
-    outcome: WriteOutcome,
-    reason: str,
-    checks: list[CheckResult],
-    advice: AdvisorDecision | None,
-    record_id: UUID | None,
-    version_id: UUID | None,
-    duration_ms: float,
-    occurred_at: datetime | None = None,
-) -> AuditEntry:
-    """The audit row of one evaluation (JSON fields as canonical text); ``occurred_at``
-    defaults to now (writes pass the database time they stamped on the version)."""
-    return AuditEntry(
-        decision_id=decision_id,
-        request_id=request.request_id or str(decision_id),
-        occurred_at=occurred_at or datetime.now(UTC),
-        action=request.action.value,
-        decision=decision.value,
-        outcome=outcome.value,
-        decision_type=request.decision_type.value,
-        reason=reason,
-        agent_id=request.caller_identity.agent_id,
-        caller=canonical_json(caller_json(request.caller_identity)),
-        record_id=record_id,
-        version_id=version_id,
-        input_snapshot=_snapshot(request, decision),
-        layer1_checks=canonical_json([check.to_json() for check in checks]),
-        layer2_decision=None if advice is None else canonical_json(advice.to_json(audit=True)),
-        decision_source=advice.source if advice is not None else "layer1",
-        duration_ms=round(duration_ms, 3),
-    )
-
-
-def _snapshot(request: Proposal, decision: GateDecision) -> str:
-    """The audited input: whole, except a rejected one beyond ``MAX_AUDITED_INPUT_BYTES``,
-    which is kept as an excerpt with its size and SHA-256 (the log is append-only: a refused
-    10 MB record must not stay in it forever). Approved input is whole, for replay."""
-    snapshot = request.snapshot()
-    text = canonical_json(snapshot)
-    if not isinstance(request, GateRequest):
-        return text  # refused input is bounded already (audited_input)
-    if decision is GateDecision.REJECTED and len(text.encode()) > MAX_AUDITED_INPUT_BYTES:
-        text = canonical_json({"action": request.action.value, **audited_input(snapshot)})
-    return text
 
 
 class WritePath:
@@ -166,7 +92,15 @@ class WritePath:
 
     async def commit(self, plan: Plan, *, decision_id: UUID, timing: Timing) -> GateResult:
         """Persist an approved plan; raises :class:`~engram.errors.VersionConflict` when the
-        head moved (or another writer won the race for the next version)."""
+        head moved (or another writer won the race for the next version). A new record
+        admitted as it stands is written in one statement (:mod:`~engram.memory.gate.at_once`)."""
+        if writes_at_once(plan):
+            try:
+                return await create_at_once(
+                    self._db, self._audit, plan, decision_id=decision_id, timing=timing
+                )
+            except AlreadyWritten:
+                return await self._already_committed(plan, decision_id)
         attempts = 0
 
         async def body(conn: Connection) -> GateResult:
@@ -179,12 +113,14 @@ class WritePath:
         try:
             return await self._db.run_in_transaction(body)
         except _AlreadyCommitted:
-            entry = await self._audit.by_decision(decision_id)
-            if entry is None:  # pragma: no cover - only raised after the row was seen
-                raise RuntimeError("audited decision vanished") from None
-            return await result_from_audit(
-                self._db, entry, replayed=False, degraded=not plan.embedding
-            )
+            return await self._already_committed(plan, decision_id)
+
+    async def _already_committed(self, plan: Plan, decision_id: UUID) -> GateResult:
+        """The result of a write whose first attempt committed (its acknowledgement lost)."""
+        entry = await self._audit.by_decision(decision_id)
+        if entry is None:  # pragma: no cover - only called after the row was seen
+            raise RuntimeError("audited decision vanished")
+        return await result_from_audit(self._db, entry, replayed=False, degraded=not plan.embedding)
 
     async def apply(
         self, conn: Connection, plan: Plan, decision_id: UUID, timing: Timing
@@ -202,8 +138,7 @@ class WritePath:
     async def _create(
         self, conn: Connection, plan: Plan, decision_id: UUID, timing: Timing
     ) -> GateResult:
-        new = self._stamped(plan, decision_id, version=1, record_id=plan.record.record_id)
-        new = new.model_copy(update={"id": plan.record.id})
+        new = created_version(plan, decision_id)
         ingested = await self._insert(conn, plan, new, decision_id)
         await self._links(conn, plan, ingested, decision_id)
         await self._publish(conn, "memory.created", new, decision_id, plan)
@@ -236,7 +171,7 @@ class WritePath:
     ) -> GateResult:
         expected = plan.request.expected_version
         locked = await self._lock_head(conn, plan)
-        new = self._stamped(
+        new = stamped(
             plan,
             decision_id,
             version=locked.version + 1,
@@ -318,34 +253,6 @@ class WritePath:
             record=target,
         )
 
-    def _stamped(
-        self,
-        plan: Plan,
-        decision_id: UUID,
-        *,
-        version: int,
-        record_id: UUID,
-        path: ConsolidationPath | None = None,
-    ) -> MemoryRecord:
-        """The new version as stored. A consolidation CREATE starts on the slow path; a new
-        version stays on its record's path (``path``); anything else starts on the fast one."""
-        if path is None:
-            consolidating = plan.request.decision_type is GateDecisionType.CONSOLIDATION
-            path = ConsolidationPath.SLOW if consolidating else ConsolidationPath.FAST
-        return plan.record.model_copy(
-            update={
-                "record_id": record_id,
-                "version": version,
-                "superseded_by": None,
-                "gate_decision_id": decision_id,
-                "gate_decision_type": plan.request.decision_type,
-                "expected_version": plan.request.expected_version,
-                "status": plan.request.status or MemoryStatus.ACTIVE,
-                "consolidation_path": path,
-                "ingestion_time_end": None,
-            }
-        )
-
     async def _insert(
         self,
         conn: Connection,
@@ -410,16 +317,7 @@ class WritePath:
         outcome: WriteOutcome,
         record: MemoryRecord,
     ) -> GateResult:
-        reason = {
-            WriteOutcome.CREATED: "stored as a new record",
-            WriteOutcome.UPDATED: f"stored as version {record.version}",
-            WriteOutcome.FORGOTTEN: "forgotten; its history stays readable",
-            WriteOutcome.REINFORCED: "already known; the existing record was reinforced",
-        }[outcome]
-        if plan.advice is not None:
-            reason = f"{reason} ({plan.advice.rationale})"
-        if plan.layer1.pii_kinds:
-            reason += f"; quarantined as sensitive ({', '.join(plan.layer1.pii_kinds)})"
+        reason = approval_reason(plan, outcome, record)
         entry = audit_entry(
             plan.request,
             decision_id=decision_id,
@@ -442,17 +340,8 @@ class WritePath:
             ),
         )
         await self._audit.append(conn, entry)
-        return GateResult(
-            decision=GateDecision.APPROVED,
-            decision_id=decision_id,
-            reason=reason,
-            layer1_checks=plan.layer1.checks,
-            layer2_decision=plan.advice,
-            modified_record=record,
-            outcome=outcome,
-            record_id=record.record_id,
-            version=record.version,
-            degraded=(outcome is not WriteOutcome.FORGOTTEN and not plan.embedding),
+        return approved_result(
+            plan, decision_id=decision_id, reason=reason, outcome=outcome, record=record
         )
 
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from engram.errors import AlreadyExists, UniqueViolation, VersionConflict
+from engram.errors import AlreadyExists, EngramError, UniqueViolation, VersionConflict
 from engram.infra.db import Connection, Row
 from engram.infra.sql import load_fragments, load_queries
 from engram.memory.types import (
@@ -176,6 +177,60 @@ async def resolve_evidence(
     return {row["ref"]: row["version_id"] for row in rows}
 
 
+def version_row(
+    record: MemoryRecord,
+    *,
+    decision_id: UUID,
+    decision_type: GateDecisionType,
+    content_hash: bytes,
+    importance: float,
+    embedding: Sequence[float] | None,
+    embedding_model: str | None,
+    not_before: datetime | None = None,
+    screened_with: str | None = None,
+) -> tuple[Any, ...]:
+    """The parameters ``$1``-``$25`` of ``insert_version`` (which the Gate's one-statement
+    write, ``create_at_once``, takes in the same places)."""
+    return (
+        record.id,
+        record.record_id,
+        record.version,
+        record.type.value,
+        record.content,
+        record.metadata,
+        record.source_agent,
+        record.source_confidence,
+        list(record.evidence_links),
+        record.event_time,
+        not_before,
+        record.access_level.value,
+        record.classification,
+        decision_id,
+        decision_type.value,
+        record.expected_version,
+        record.namespace,
+        record.consolidation_path.value,
+        importance,
+        content_hash,
+        None if embedding is None else list(embedding),
+        embedding_model if embedding is not None else None,
+        record.status.value,
+        record.event_time_end,
+        screened_with,
+    )
+
+
+def insert_refused(exc: UniqueViolation, record: MemoryRecord) -> EngramError | None:
+    """What a unique violation of a version insert means: another writer took this version
+    number (or the head) first, or a version with this id exists; None when the violated
+    constraint is not the version row's."""
+    if exc.constraint in _NEXT_VERSION_TAKEN:
+        return VersionConflict(expected=record.expected_version, actual=None)
+    if exc.constraint == "memories_pkey":
+        return AlreadyExists(f"record {record.id} already exists")
+    return None
+
+
 async def insert_version(
     conn: Connection,
     record: MemoryRecord,
@@ -195,40 +250,23 @@ async def insert_version(
     Raises :class:`~engram.errors.VersionConflict` when another writer took this version
     number (or the head) first, and :class:`~engram.errors.AlreadyExists` when a version with
     this id exists."""
+    args = version_row(
+        record,
+        decision_id=decision_id,
+        decision_type=decision_type,
+        content_hash=content_hash,
+        importance=importance,
+        embedding=embedding,
+        embedding_model=embedding_model,
+        not_before=not_before,
+        screened_with=screened_with,
+    )
     try:
-        row = await conn.fetchrow(
-            SQL["insert_version"],
-            record.id,
-            record.record_id,
-            record.version,
-            record.type.value,
-            record.content,
-            record.metadata,
-            record.source_agent,
-            record.source_confidence,
-            list(record.evidence_links),
-            record.event_time,
-            not_before,
-            record.access_level.value,
-            record.classification,
-            decision_id,
-            decision_type.value,
-            record.expected_version,
-            record.namespace,
-            record.consolidation_path.value,
-            importance,
-            content_hash,
-            None if embedding is None else list(embedding),
-            embedding_model if embedding is not None else None,
-            record.status.value,
-            record.event_time_end,
-            screened_with,
-        )
+        row = await conn.fetchrow(SQL["insert_version"], *args)
     except UniqueViolation as exc:
-        if exc.constraint in _NEXT_VERSION_TAKEN:
-            raise VersionConflict(expected=record.expected_version, actual=None) from exc
-        if exc.constraint == "memories_pkey":
-            raise AlreadyExists(f"record {record.id} already exists") from exc
+        refused = insert_refused(exc, record)
+        if refused is not None:
+            raise refused from exc
         raise
     if row is None:  # pragma: no cover - INSERT ... RETURNING always returns the row
         raise RuntimeError("insert_version returned no row")
@@ -291,23 +329,34 @@ async def add_edge(
     )
 
 
-async def add_related(
-    conn: Connection,
-    *,
-    source: UUID,
-    targets: Sequence[tuple[UUID, float]],
-    decision_id: UUID,
+@dataclass(frozen=True, slots=True)
+class NewEdge:
+    """An edge a new version gets (from it to ``target``)."""
+
+    target: UUID
+    kind: EdgeKind
+    weight: float = 1.0
+    provenance: Mapping[str, Any] = field(default_factory=dict)
+
+
+def edge_arrays(edges: Sequence[NewEdge]) -> tuple[list[UUID], list[str], list[float], list[str]]:
+    """Targets, kinds, weights (clamped to [0, 1]) and provenance (JSON text) of ``edges``:
+    the array parameters of ``insert_edges`` (and of the Gate's one-statement write)."""
+    return (
+        [edge.target for edge in edges],
+        [edge.kind.value for edge in edges],
+        [min(1.0, max(0.0, edge.weight)) for edge in edges],
+        [json.dumps(dict(edge.provenance), sort_keys=True) for edge in edges],
+    )
+
+
+async def add_edges(
+    conn: Connection, *, source: UUID, edges: Sequence[NewEdge], decision_id: UUID
 ) -> None:
-    """``relates_to`` edges from ``source`` to each target, weighted by similarity, in one
-    statement (idempotent)."""
-    if targets:
-        await conn.execute(
-            SQL["insert_related"],
-            source,
-            [target for target, _ in targets],
-            [min(1.0, max(0.0, weight)) for _, weight in targets],
-            decision_id,
-        )
+    """Link ``source`` to each edge's target in one statement (idempotent; an edge to
+    ``source`` itself is skipped)."""
+    if edges:
+        await conn.execute(SQL["insert_edges"], source, *edge_arrays(edges), decision_id)
 
 
 async def standing(conn: Connection, record_id: UUID) -> TrustLevel:

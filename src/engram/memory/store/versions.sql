@@ -125,11 +125,14 @@ INSERT INTO memory_edges (source_id, target_id, kind, weight, provenance, decisi
 VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (source_id, target_id, kind) DO NOTHING
 
--- name: insert_related
+-- name: insert_edges
+-- Edges from $1 in one statement: $2 targets, $3 kinds, $4 weights, $5 provenance (JSON
+-- text), $6 the decision. An edge to itself is skipped.
 INSERT INTO memory_edges (source_id, target_id, kind, weight, provenance, decision_id)
-SELECT $1, t.target, 'relates_to', t.weight, '{"reason": "similar"}'::jsonb, $4
-FROM unnest($2::uuid[], $3::float8[]) AS t(target, weight)
-WHERE t.target <> $1
+SELECT $1, e.target, e.kind, e.weight, e.provenance::jsonb, $6
+FROM unnest($2::uuid[], $3::text[], $4::float8[], $5::text[])
+    AS e(target, kind, weight, provenance)
+WHERE e.target <> $1
 ON CONFLICT (source_id, target_id, kind) DO NOTHING
 
 -- name: record_standing

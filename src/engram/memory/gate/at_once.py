@@ -1,0 +1,163 @@
+"""The Gate's one-statement write: a new record in one round trip (ADR-016).
+
+A CREATE that Layer 2 admitted as it stands (ADD) and that conflicts with nothing needs no
+read inside its transaction: its version row, its edges, its ``memory.created`` event and
+its audit row are known before it starts. They go to PostgreSQL as one statement
+(``write.sql``), which is its own transaction, instead of BEGIN, four or five statements and
+COMMIT, each a round trip. What is stored is what the transactional path
+(:mod:`~engram.memory.gate.write_path`) stores; the audit row's hash is computed by the
+statement over the version's own ingestion time, as the transactional path's is over the
+time its insert returned.
+
+Every other plan (an UPDATE, a FORGET, a NOOP, any conflict, a group) takes the
+transactional path. A retry after a lost connection first looks for its decision in the
+log, as the transactional path does: a statement whose answer was lost is not run twice.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from uuid import UUID
+
+from engram.errors import UniqueViolation
+from engram.infra.db import Connection, DatabaseAdapter
+from engram.infra.sql import load_fragments, load_queries
+from engram.memory import store
+from engram.memory.audit.log import AuditLog, duplicate_request
+from engram.memory.gate.advisor import AdvisorAction
+from engram.memory.gate.links import new_edges
+from engram.memory.gate.plan import (
+    Plan,
+    Timing,
+    approval_reason,
+    approved_result,
+    audit_entry,
+    created_version,
+)
+from engram.memory.gate.requests import GateResult, WriteOutcome
+from engram.memory.types import GateAction, GateDecision, MemoryRecord
+
+SQL = load_queries("engram.memory.gate", "write.sql", shared=store.FRAGMENTS)
+FRAGMENTS = load_fragments("engram.memory.gate", "write.sql")
+
+#: The event a new record publishes (the transactional path's name for it).
+CREATED = "memory.created"
+
+
+class AlreadyWritten(Exception):
+    """A retried statement found its decision in the log: the first attempt committed."""
+
+
+def writes_at_once(plan: Plan) -> bool:
+    """Whether ``plan`` can be written in one statement: a CREATE admitted as it stands
+    (ADD) with no conflict found (a conflict's edges and events need reads in the write)."""
+    advice = plan.advice
+    return (
+        plan.request.action is GateAction.CREATE
+        and advice is not None
+        and advice.action is AdvisorAction.ADD
+        and not advice.conflicts
+    )
+
+
+def created_event(new: MemoryRecord, plan: Plan, decision_id: UUID) -> dict[str, object]:
+    """The payload of ``memory.created``: identifiers, never content."""
+    return {
+        "record_id": str(new.record_id),
+        "version_id": str(new.id),
+        "version": new.version,
+        "type": new.type.value,
+        "namespace": new.namespace,
+        "access_level": new.access_level.value,
+        "decision_id": str(decision_id),
+        "decision_type": plan.request.decision_type.value,
+        "agent_id": plan.request.caller_identity.agent_id,
+    }
+
+
+async def create_at_once(
+    db: DatabaseAdapter, audit: AuditLog, plan: Plan, *, decision_id: UUID, timing: Timing
+) -> GateResult:
+    """Write an admitted CREATE (:func:`writes_at_once`) in one statement; raises
+    :class:`AlreadyWritten` when a retry finds the first attempt committed, and the version
+    store's or the log's typed errors (:class:`~engram.errors.AlreadyExists`,
+    :class:`~engram.errors.DuplicateRequest`) as the transactional path does."""
+    if plan.advice is None:  # pragma: no cover - writes_at_once checked it
+        raise RuntimeError("a write without Layer 2 advice")
+    new = created_version(plan, decision_id)
+    outcome = WriteOutcome.CREATED
+    reason = approval_reason(plan, outcome, new)
+    entry = audit_entry(
+        plan.request,
+        decision_id=decision_id,
+        decision=GateDecision.APPROVED,
+        outcome=outcome,
+        reason=reason,
+        checks=plan.layer1.checks,
+        advice=plan.advice,
+        record_id=new.record_id,
+        version_id=new.id,
+        duration_ms=(time.perf_counter() - timing.started) * 1000,
+    )
+    before, after = entry.payload_around_occurred_at()
+    edges = new_edges(
+        request=plan.request,
+        advice=plan.advice,
+        new_id=new.id,
+        evidence=plan.evidence,
+        related=plan.related,
+    )
+    args = (
+        *store.version_row(
+            new,
+            decision_id=decision_id,
+            decision_type=plan.request.decision_type,
+            content_hash=plan.fingerprint,
+            importance=plan.advice.importance,
+            embedding=plan.vector,
+            embedding_model=plan.embedding_model,
+            screened_with=plan.layer1.screened_with,
+        ),
+        *store.edge_arrays(edges),
+        [CREATED],
+        [json.dumps(created_event(new, plan, decision_id), sort_keys=True)],
+        entry.request_id,
+        entry.action,
+        entry.decision,
+        entry.outcome,
+        entry.reason,
+        entry.agent_id,
+        entry.caller,
+        entry.input_snapshot,
+        entry.layer1_checks,
+        entry.layer2_decision,
+        entry.decision_source,
+        entry.duration_ms,
+        entry.lane,
+        before,
+        after,
+    )
+    attempts = 0
+
+    async def body(conn: Connection) -> MemoryRecord:
+        nonlocal attempts
+        attempts += 1
+        if attempts > 1 and await audit.audited(conn, decision_id):
+            raise AlreadyWritten
+        try:
+            row = await conn.fetchrow(SQL["create_at_once"], *args)
+        except UniqueViolation as exc:
+            refused = store.insert_refused(exc, new) or duplicate_request(exc, entry)
+            if refused is not None:
+                raise refused from exc
+            raise
+        if row is None:  # pragma: no cover - INSERT ... RETURNING always returns the row
+            raise RuntimeError("create_at_once returned no row")
+        audit.appended(int(row["audit_seq"]))
+        return store.record_from_row(row)
+
+    stored = await db.run(body)
+    return approved_result(
+        plan, decision_id=decision_id, reason=reason, outcome=outcome, record=stored
+    )

@@ -1,0 +1,185 @@
+"""What the Gate decided before it writes (:class:`Plan`), and what an approval records.
+
+The transactional write path (:mod:`~engram.memory.gate.write_path`) and the one-statement
+write (:mod:`~engram.memory.gate.at_once`) both take a :class:`Plan`, stamp the new version
+with :func:`stamped` and say the same in the audit row and the result
+(:func:`approval_reason`, :func:`audit_entry`, :func:`approved_result`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from uuid import UUID
+
+from engram.memory.audit.log import AuditEntry, canonical_json
+from engram.memory.gate.advisor import AdvisorDecision
+from engram.memory.gate.checks import CheckResult, Layer1Outcome
+from engram.memory.gate.requests import GateRequest, GateResult, Proposal, WriteOutcome, caller_json
+from engram.memory.storable import MAX_AUDITED_INPUT_BYTES, audited_input
+from engram.memory.types import (
+    ConsolidationPath,
+    GateDecision,
+    GateDecisionType,
+    MemoryRecord,
+    MemoryStatus,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """When an evaluation started, how long it waited for the embedding after its checks
+    (``waited_for_embedding_seconds``) and how long computing the embedding took
+    (``embedding_run_seconds``; it starts before the checks and overlaps them)."""
+
+    started: float
+    waited_for_embedding_seconds: float = 0.0
+    embedding_run_seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Everything decided before the transaction starts."""
+
+    request: GateRequest
+    layer1: Layer1Outcome
+    record: MemoryRecord
+    head: MemoryRecord | None
+    advice: AdvisorDecision | None
+    target: MemoryRecord | None
+    embedding: tuple[float, ...]
+    evidence: Mapping[UUID, UUID]
+    fingerprint: bytes = b""
+    embedding_model: str | None = None
+    new_version_id: UUID = field(default_factory=uuid.uuid4)
+    #: Close neighbours (version id, similarity) that get ``relates_to`` edges (gate.links).
+    related: tuple[tuple[UUID, float], ...] = ()
+
+    @property
+    def vector(self) -> list[float] | None:
+        """The embedding, or None in degraded mode."""
+        return list(self.embedding) if self.embedding else None
+
+
+def audit_entry(
+    request: Proposal,
+    *,
+    decision_id: UUID,
+    decision: GateDecision,
+    outcome: WriteOutcome,
+    reason: str,
+    checks: list[CheckResult],
+    advice: AdvisorDecision | None,
+    record_id: UUID | None,
+    version_id: UUID | None,
+    duration_ms: float,
+    occurred_at: datetime | None = None,
+) -> AuditEntry:
+    """The audit row of one evaluation (JSON fields as canonical text); ``occurred_at``
+    defaults to now (writes pass the database time they stamped on the version)."""
+    return AuditEntry(
+        decision_id=decision_id,
+        request_id=request.request_id or str(decision_id),
+        occurred_at=occurred_at or datetime.now(UTC),
+        action=request.action.value,
+        decision=decision.value,
+        outcome=outcome.value,
+        decision_type=request.decision_type.value,
+        reason=reason,
+        agent_id=request.caller_identity.agent_id,
+        caller=canonical_json(caller_json(request.caller_identity)),
+        record_id=record_id,
+        version_id=version_id,
+        input_snapshot=_snapshot(request, decision),
+        layer1_checks=canonical_json([check.to_json() for check in checks]),
+        layer2_decision=None if advice is None else canonical_json(advice.to_json(audit=True)),
+        decision_source=advice.source if advice is not None else "layer1",
+        duration_ms=round(duration_ms, 3),
+    )
+
+
+def _snapshot(request: Proposal, decision: GateDecision) -> str:
+    """The audited input: whole, except a rejected one beyond ``MAX_AUDITED_INPUT_BYTES``,
+    which is kept as an excerpt with its size and SHA-256 (the log is append-only: a refused
+    10 MB record must not stay in it forever). Approved input is whole, for replay."""
+    snapshot = request.snapshot()
+    text = canonical_json(snapshot)
+    if not isinstance(request, GateRequest):
+        return text  # refused input is bounded already (audited_input)
+    if decision is GateDecision.REJECTED and len(text.encode()) > MAX_AUDITED_INPUT_BYTES:
+        text = canonical_json({"action": request.action.value, **audited_input(snapshot)})
+    return text
+
+
+def stamped(
+    plan: Plan,
+    decision_id: UUID,
+    *,
+    version: int,
+    record_id: UUID,
+    path: ConsolidationPath | None = None,
+) -> MemoryRecord:
+    """The new version as stored. A consolidation CREATE starts on the slow path; a new
+    version stays on its record's path (``path``); anything else starts on the fast one."""
+    if path is None:
+        consolidating = plan.request.decision_type is GateDecisionType.CONSOLIDATION
+        path = ConsolidationPath.SLOW if consolidating else ConsolidationPath.FAST
+    return plan.record.model_copy(
+        update={
+            "record_id": record_id,
+            "version": version,
+            "superseded_by": None,
+            "gate_decision_id": decision_id,
+            "gate_decision_type": plan.request.decision_type,
+            "expected_version": plan.request.expected_version,
+            "status": plan.request.status or MemoryStatus.ACTIVE,
+            "consolidation_path": path,
+            "ingestion_time_end": None,
+        }
+    )
+
+
+def approval_reason(plan: Plan, outcome: WriteOutcome, record: MemoryRecord) -> str:
+    """The reason an approved write gives (audit row and result alike)."""
+    reason = {
+        WriteOutcome.CREATED: "stored as a new record",
+        WriteOutcome.UPDATED: f"stored as version {record.version}",
+        WriteOutcome.FORGOTTEN: "forgotten; its history stays readable",
+        WriteOutcome.REINFORCED: "already known; the existing record was reinforced",
+    }[outcome]
+    if plan.advice is not None:
+        reason = f"{reason} ({plan.advice.rationale})"
+    if plan.layer1.pii_kinds:
+        reason += f"; quarantined as sensitive ({', '.join(plan.layer1.pii_kinds)})"
+    return reason
+
+
+def approved_result(
+    plan: Plan,
+    *,
+    decision_id: UUID,
+    reason: str,
+    outcome: WriteOutcome,
+    record: MemoryRecord,
+) -> GateResult:
+    """What the caller of an approved write gets back."""
+    return GateResult(
+        decision=GateDecision.APPROVED,
+        decision_id=decision_id,
+        reason=reason,
+        layer1_checks=plan.layer1.checks,
+        layer2_decision=plan.advice,
+        modified_record=record,
+        outcome=outcome,
+        record_id=record.record_id,
+        version=record.version,
+        degraded=(outcome is not WriteOutcome.FORGOTTEN and not plan.embedding),
+    )
+
+
+def created_version(plan: Plan, decision_id: UUID) -> MemoryRecord:
+    """A CREATE's first version (a record's first version has the record's id)."""
+    first = stamped(plan, decision_id, version=1, record_id=plan.record.record_id)
+    return first.model_copy(update={"id": plan.record.id})

@@ -1,0 +1,80 @@
+-- SQL of the Gate's one-statement write (engram.memory.gate.write_path): a new record's
+-- version row, its edges, its outbox events and its audit row, in one round trip and one
+-- implicit transaction. Each part is the statement its owner runs on the transactional path:
+-- store's insert_version and insert_edge, the outbox's insert_event, audit's append_entry.
+
+-- fragment: isoformat_utc
+-- v.ingestion_time as Python's datetime.isoformat() writes it in UTC: microseconds only when
+-- they are not zero (tests/integration/test_at_once.py compares the two).
+to_char(v.ingestion_time AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS')
+|| CASE WHEN extract(microseconds FROM v.ingestion_time) % 1000000 = 0 THEN ''
+        ELSE to_char(v.ingestion_time AT TIME ZONE 'UTC', '.US') END
+|| '+00:00'
+
+-- name: create_at_once
+-- $1-$25 as store's insert_version. Edges from the new version: $26 targets, $27 kinds,
+-- $28 weights, $29 provenance (JSON text). Outbox events of the record ($2): $30 names,
+-- $31 payloads (JSON text). The audit row: $32 request id, $33 action, $34 decision,
+-- $35 outcome, $36 reason, $37 agent, $38 caller, $39 input, $40 checks, $41 advice,
+-- $42 decision source, $43 duration, $44 lane; its row hash covers $45 || the occurred_at
+-- field || $46, where $45 and $46 are AuditEntry.payload's fields before and after
+-- occurred_at and the middle one is the version's ingestion time written as Python's
+-- isoformat() writes it (with microseconds unless they are zero), length-prefixed.
+WITH version AS (
+    INSERT INTO memories (
+        id, record_id, version, type, content, metadata, source_agent, source_confidence,
+        evidence_links, event_time, ingestion_time, access_level, classification,
+        gate_decision_id, gate_decision_type, expected_version, namespace, status,
+        consolidation_path, importance, content_hash, embedding, embedding_model,
+        created_at, updated_at, event_time_end, screened_with
+    ) VALUES (
+        $1, $2, $3, $4, $5, $6, $7, $8, $9, coalesce($10, now()),
+        greatest(now(), coalesce($11, now())), $12, $13, $14, $15, $16, $17,
+        $23::engram.memory_status, $18, $19, $20, $21, $22, now(), now(), $24, $25
+    )
+    RETURNING {{record_columns}}
+), edges AS (
+    INSERT INTO memory_edges (source_id, target_id, kind, weight, provenance, decision_id)
+    SELECT v.id, e.target, e.kind, e.weight, e.provenance::jsonb, $14
+    FROM version AS v,
+         unnest($26::uuid[], $27::text[], $28::float8[], $29::text[])
+             AS e(target, kind, weight, provenance)
+    WHERE e.target <> v.id
+    ON CONFLICT (source_id, target_id, kind) DO NOTHING
+), events AS (
+    INSERT INTO outbox (event_type, aggregate_id, payload, decision_id)
+    SELECT e.name, v.record_id, e.payload::jsonb, $14
+    FROM version AS v, unnest($30::text[], $31::text[]) WITH ORDINALITY AS e(name, payload, n)
+    ORDER BY e.n
+), stamped AS (
+    SELECT v.ingestion_time, {{isoformat_utc}} AS occurred
+    FROM version AS v
+), head AS (
+    SELECT lane, last_hash FROM audit_chain_heads WHERE lane = $44 FOR UPDATE
+), numbered AS (
+    SELECT lane, last_hash, nextval('librarian_audit_seq_seq') AS seq FROM head
+), entry AS (
+    INSERT INTO librarian_audit (
+        seq, decision_id, request_id, occurred_at, action, decision, outcome, decision_type,
+        reason, agent_id, caller, record_id, version_id, input_snapshot, layer1_checks,
+        layer2_decision, decision_source, duration_ms, lane, prev_hash, row_hash, hash_version
+    )
+    OVERRIDING SYSTEM VALUE
+    SELECT n.seq, $14, $32, s.ingestion_time, $33, $34, $35, $15, $36, $37, $38::json, $2, $1,
+           $39::json, $40::json, $41::json, $42, $43, n.lane, n.last_hash,
+           sha256(
+               n.last_hash || int8send(n.seq) || $45::bytea
+               || int8send(octet_length(s.occurred)::int8) || convert_to(s.occurred, 'UTF8')
+               || $46::bytea
+           ),
+           2
+    FROM numbered AS n, stamped AS s
+    RETURNING seq, lane, row_hash
+), moved AS (
+    UPDATE audit_chain_heads AS h
+    SET last_seq = entry.seq, last_hash = entry.row_hash
+    FROM entry
+    WHERE h.lane = entry.lane
+    RETURNING entry.seq
+)
+SELECT v.*, (SELECT seq FROM moved) AS audit_seq FROM version AS v
