@@ -168,3 +168,37 @@ async def test_one_request_id_sent_twice_at_once_is_written_once(
     assert 1 == await kernel.db.fetchval("SELECT count(*) FROM librarian_audit")
     assert at_once_calls  # at least the winner was written at once
     assert (await kernel.audit.verify()).ok
+
+
+async def test_an_unresolvable_conflict_is_linked_and_escalated_in_the_one_statement(
+    kernel: Kernel, at_once_calls: list[bool]
+) -> None:
+    """Two claims with nothing to prefer one: no record changes state, so the write needs no
+    read and goes at once, with the conflict's edge and ``memory.conflict_detected`` before
+    ``memory.created`` in the outbox, as the transactional path publishes them."""
+    first = MemoryRecord.draft(
+        MemoryType.BELIEF, "The staging database runs PostgreSQL 15.", source_agent="agent-standard"
+    )
+    await kernel.gate.evaluate(create(first, WRITER))
+    second = MemoryRecord.draft(
+        MemoryType.BELIEF, "The staging database runs PostgreSQL 16.", source_agent="agent-standard"
+    )
+    result = await kernel.gate.evaluate(create(second, WRITER))
+    assert result.layer2_decision is not None
+    classes = {c.classification.value for c in result.layer2_decision.conflicts}
+    assert classes == {"unresolvable"}
+    assert len(at_once_calls) == 2
+    edge = await kernel.db.fetchrow(
+        "SELECT kind, weight, provenance FROM memory_edges WHERE source_id = $1 AND target_id = $2",
+        second.id,
+        first.id,
+    )
+    assert edge is not None
+    assert edge["kind"] == "relates_to"
+    assert edge["provenance"]["classification"] == "unresolvable"
+    assert 0 < edge["weight"] <= 1
+    events = await kernel.db.fetch(
+        "SELECT event_type FROM outbox WHERE decision_id = $1 ORDER BY id", result.decision_id
+    )
+    assert [e["event_type"] for e in events] == ["memory.conflict_detected", "memory.created"]
+    assert (await kernel.audit.verify()).ok

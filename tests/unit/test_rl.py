@@ -3,8 +3,12 @@ advisors (engram.memory.rl, engram.memory.gate.learned)."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engram.errors import ValidationFailed
 from engram.memory.conflict.detection import ConflictDetector
@@ -21,6 +25,7 @@ from engram.memory.rl.features import (
     FEATURE_NAMES,
     features_from_json,
     features_json,
+    mentions,
 )
 from engram.memory.rl.grpo import GRPOConfig, train_grpo
 from engram.memory.rl.policy import ACTIONS, AdvisorPolicy, allowed_actions
@@ -349,3 +354,15 @@ async def test_a_failing_shadow_never_touches_the_write() -> None:
     assert AdvisorAction.ADD == decision.action
     assert {"source": "rl@bad", "error": "RuntimeError"} == decision.shadow
     assert ["error"] == errors
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    text=st.text(alphabet="ab_ -.é1٣\u00a0", max_size=30),
+    mark=st.text(alphabet="ab_ -.é1٣", min_size=1, max_size=4),
+)
+def test_mentions_finds_a_whole_word_as_the_pattern_does(text: str, mark: str) -> None:
+    """The advisor's mark look-up agrees with ``(?<!\\w)mark(?!\\w)`` on any text (word
+    characters of several scripts, digits, underscores, separators)."""
+    pattern = re.compile(rf"(?<!\w){re.escape(mark)}(?!\w)")
+    assert mentions(text, mark) == (pattern.search(text) is not None)

@@ -1,15 +1,17 @@
 """The Gate's one-statement write: a new record in one round trip (ADR-016).
 
-A CREATE that Layer 2 admitted as it stands (ADD) and that conflicts with nothing needs no
-read inside its transaction: its version row, its edges, its ``memory.created`` event and
-its audit row are known before it starts. They go to PostgreSQL as one statement
-(``write.sql``), which is its own transaction, instead of BEGIN, four or five statements and
-COMMIT, each a round trip. What is stored is what the transactional path
-(:mod:`~engram.memory.gate.write_path`) stores; the audit row's hash is computed by the
-statement over the version's own ingestion time, as the transactional path's is over the
-time its insert returned.
+A CREATE that Layer 2 admitted as it stands (ADD) needs no read inside its transaction
+unless a conflict it found may change another record (supersession, contradiction: their
+resolution is planned against the older record as it is then). Otherwise its version row,
+its edges (evidence, neighbours, conflicts), its events (``memory.conflict_detected`` for an
+unresolvable conflict, then ``memory.created``) and its audit row are known before it
+starts. They go to PostgreSQL as one statement (``write.sql``), which is its own
+transaction, instead of BEGIN, four to six statements and COMMIT, each a round trip. What
+is stored is what the transactional path (:mod:`~engram.memory.gate.write_path`) stores;
+the audit row's hash is computed by the statement over the version's own ingestion time, as
+the transactional path's is over the time its insert returned.
 
-Every other plan (an UPDATE, a FORGET, a NOOP, any conflict, a group) takes the
+Every other plan (an UPDATE, a FORGET, a NOOP, a state-changing conflict, a group) takes the
 transactional path. A retry after a lost connection first looks for its decision in the
 log, as the transactional path does: a statement whose answer was lost is not run twice.
 """
@@ -36,6 +38,12 @@ from engram.memory.gate.plan import (
     created_version,
 )
 from engram.memory.gate.requests import GateResult, WriteOutcome
+from engram.memory.gate.resolution import (
+    Resolution,
+    conflict_links,
+    needs_reads,
+    recorded_conflicts,
+)
 from engram.memory.types import GateAction, GateDecision, MemoryRecord
 
 SQL = load_queries("engram.memory.gate", "write.sql", shared=store.FRAGMENTS)
@@ -51,13 +59,13 @@ class AlreadyWritten(Exception):
 
 def writes_at_once(plan: Plan) -> bool:
     """Whether ``plan`` can be written in one statement: a CREATE admitted as it stands
-    (ADD) with no conflict found (a conflict's edges and events need reads in the write)."""
+    (ADD) none of whose conflicts needs a read to plan its resolution."""
     advice = plan.advice
     return (
         plan.request.action is GateAction.CREATE
         and advice is not None
         and advice.action is AdvisorAction.ADD
-        and not advice.conflicts
+        and not needs_reads(advice)
     )
 
 
@@ -108,6 +116,17 @@ async def create_at_once(
         evidence=plan.evidence,
         related=plan.related,
     )
+    events: list[tuple[str, dict[str, object]]] = []
+    if recorded_conflicts(plan.request, plan.advice):
+        links = conflict_links(
+            [(c, Resolution(())) for c in plan.advice.conflicts],
+            advice=plan.advice,
+            new=new,
+            decision_id=decision_id,
+        )
+        edges += links.edges
+        events += links.events
+    events.append((CREATED, created_event(new, plan, decision_id)))
     args = (
         *store.version_row(
             new,
@@ -120,8 +139,8 @@ async def create_at_once(
             screened_with=plan.layer1.screened_with,
         ),
         *store.edge_arrays(edges),
-        [CREATED],
-        [json.dumps(created_event(new, plan, decision_id), sort_keys=True)],
+        [name for name, _ in events],
+        [json.dumps(payload, sort_keys=True) for _, payload in events],
         entry.request_id,
         entry.action,
         entry.decision,

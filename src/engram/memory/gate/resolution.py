@@ -127,43 +127,36 @@ def plan_resolution(
     return Resolution((Step.CHALLENGE_NEWER,) if may_change_newer else (), escalated=denial)
 
 
-async def link_conflicts(
-    conn: Connection,
-    events: EventBus,
+@dataclass(frozen=True, slots=True)
+class ConflictLinks:
+    """What a write records of its conflicts: edges from the new version, and outbox events
+    (name, payload) in the order they are published."""
+
+    edges: list[store.NewEdge]
+    events: list[tuple[str, dict[str, Any]]]
+
+
+def needs_reads(advice: AdvisorDecision | None) -> bool:
+    """Whether linking the conflicts of ``advice`` reads records inside the write (a
+    state-changing class needs the older record and its standing to plan its resolution)."""
+    return advice is not None and any(c.classification in STATE_CHANGING for c in advice.conflicts)
+
+
+def conflict_links(
+    resolved: Sequence[tuple[ConflictResult, Resolution]],
     *,
-    request: GateRequest,
-    advice: AdvisorDecision | None,
+    advice: AdvisorDecision,
     new: MemoryRecord,
     decision_id: uuid.UUID,
-) -> None:
-    """Record each conflict Layer 2 found as an edge from the new version, inside the write's
-    transaction; put the state changes the writer may make in ``memory.conflicts_found`` and
-    an unresolvable or escalated conflict in ``memory.conflict_detected`` (ADR-010).
-
-    Self-healing writes (among them the resolutions themselves) record none: they restate
-    records whose conflicts were already recorded.
-    """
-    if advice is None or request.decision_type is GateDecisionType.SELF_HEALING:
-        return
+) -> ConflictLinks:
+    """The edges and events of a write's conflicts, each with its planned resolution."""
+    edges: list[store.NewEdge] = []
+    events: list[tuple[str, dict[str, Any]]] = []
     found: list[dict[str, Any]] = []
-    for conflict in advice.conflicts:
-        resolution = Resolution(())
-        if conflict.classification in STATE_CHANGING:
-            older = await store.version_by_id(conn, conflict.existing_version_id)
-            standing = await store.standing(conn, conflict.existing_record_id)
-            resolution = plan_resolution(
-                conflict,
-                writer=request.caller_identity,
-                decision_type=request.decision_type,
-                older=older,
-                standing=standing,
-                newer=new,
-            )
-            if resolution.steps:
-                found.append(
-                    {**_identifiers(conflict), "steps": [s.value for s in resolution.steps]}
-                )
-        provenance = {
+    for conflict, resolution in resolved:
+        if resolution.steps:
+            found.append({**_identifiers(conflict), "steps": [s.value for s in resolution.steps]})
+        provenance: dict[str, Any] = {
             "classification": conflict.classification.value,
             "reason": conflict.reason,
             "rule": advice.source,
@@ -172,14 +165,8 @@ async def link_conflicts(
         if resolution.escalated is not None:
             kind = EdgeKind.CONTRADICTS
             provenance |= {"resolution": "escalated", "escalated": resolution.escalated}
-        await store.add_edge(
-            conn,
-            source=new.id,
-            target=conflict.existing_version_id,
-            kind=kind,
-            decision_id=decision_id,
-            weight=min(1.0, max(0.0, conflict.similarity)),
-            provenance=provenance,
+        edges.append(
+            store.NewEdge(conflict.existing_version_id, kind, conflict.similarity, provenance)
         )
         if (
             conflict.classification is ConflictClassification.UNRESOLVABLE
@@ -195,7 +182,7 @@ async def link_conflicts(
             }
             if resolution.escalated is not None:
                 payload["escalated"] = resolution.escalated
-            await events.publish(conn, Event(CONFLICT_DETECTED, new.record_id, payload))
+            events.append((CONFLICT_DETECTED, payload))
     if found:
         body = {
             "record_id": str(new.record_id),
@@ -203,7 +190,54 @@ async def link_conflicts(
             "decision_id": str(decision_id),
             "conflicts": found,
         }
-        await events.publish(conn, Event(CONFLICTS_FOUND, new.record_id, body))
+        events.append((CONFLICTS_FOUND, body))
+    return ConflictLinks(edges, events)
+
+
+def recorded_conflicts(request: GateRequest, advice: AdvisorDecision | None) -> bool:
+    """Whether a write records its conflicts at all: self-healing writes (among them the
+    resolutions themselves) record none, as they restate records whose conflicts were
+    recorded already."""
+    return (
+        advice is not None
+        and bool(advice.conflicts)
+        and request.decision_type is not GateDecisionType.SELF_HEALING
+    )
+
+
+async def link_conflicts(
+    conn: Connection,
+    events: EventBus,
+    *,
+    request: GateRequest,
+    advice: AdvisorDecision | None,
+    new: MemoryRecord,
+    decision_id: uuid.UUID,
+) -> None:
+    """Record each conflict Layer 2 found as an edge from the new version, inside the write's
+    transaction; put the state changes the writer may make in ``memory.conflicts_found`` and
+    an unresolvable or escalated conflict in ``memory.conflict_detected`` (ADR-010)."""
+    if advice is None or not recorded_conflicts(request, advice):
+        return
+    resolved: list[tuple[ConflictResult, Resolution]] = []
+    for conflict in advice.conflicts:
+        resolution = Resolution(())
+        if conflict.classification in STATE_CHANGING:
+            older = await store.version_by_id(conn, conflict.existing_version_id)
+            standing = await store.standing(conn, conflict.existing_record_id)
+            resolution = plan_resolution(
+                conflict,
+                writer=request.caller_identity,
+                decision_type=request.decision_type,
+                older=older,
+                standing=standing,
+                newer=new,
+            )
+        resolved.append((conflict, resolution))
+    links = conflict_links(resolved, advice=advice, new=new, decision_id=decision_id)
+    await store.add_edges(conn, source=new.id, edges=links.edges, decision_id=decision_id)
+    for name, payload in links.events:
+        await events.publish(conn, Event(name, new.record_id, payload))
 
 
 def _identifiers(conflict: ConflictResult) -> dict[str, Any]:

@@ -128,8 +128,24 @@ def _marked(text: str) -> frozenset[str]:
     return marks(text) | {t for t in statement_tokens(text) if is_value(t)} | locators
 
 
-def _mentions(text: str, mark: str) -> bool:
-    return re.search(rf"(?<!\w){re.escape(mark)}(?!\w)", text) is not None
+def _word_character(ch: str) -> bool:
+    """What ``\\w`` matches in a ``str`` pattern."""
+    return ch.isalnum() or ch == "_"
+
+
+def mentions(text: str, mark: str) -> bool:
+    """Whether ``mark`` occurs in ``text`` as a whole word (no word character on either
+    side), as ``(?<!\\w)mark(?!\\w)`` would find it, without compiling a pattern per mark
+    (every write looks for a dozen marks, and patterns made per call defeat ``re``'s cache)."""
+    start = text.find(mark)
+    while start >= 0:
+        end = start + len(mark)
+        if (start == 0 or not _word_character(text[start - 1])) and (
+            end == len(text) or not _word_character(text[end])
+        ):
+            return True
+        start = text.find(mark, start + 1)
+    return False
 
 
 def _marks(record: MemoryRecord, nearest: MemoryRecord | None) -> tuple[float, float, float]:
@@ -140,8 +156,8 @@ def _marks(record: MemoryRecord, nearest: MemoryRecord | None) -> tuple[float, f
         return (float(bool(mine)), 0.0, 0.0)
     theirs = _marked(nearest.content)
     there, here = nearest.content.casefold(), record.content.casefold()
-    new = any(not _mentions(there, mark) for mark in mine)
-    kept = sum(_mentions(here, mark) for mark in theirs) / len(theirs) if theirs else 0.0
+    new = any(not mentions(there, mark) for mark in mine)
+    kept = sum(mentions(here, mark) for mark in theirs) / len(theirs) if theirs else 0.0
     return (float(new), kept, float(change_language(nearest, record)))
 
 
