@@ -2,9 +2,10 @@
 
 The figures mean nothing at these sizes; the run only proves that every script still works
 (CI runs it through ``make bench-smoke``). Prints one line per benchmark with its wall time and
-exits non-zero if any failed.
+exits non-zero if any failed. ``--jobs`` benchmarks run at once (default 2: each is mostly
+start-up, and CI's time is bounded).
 
-    python -m benchmarks.smoke [NAME ...]   # default: every benchmark
+    python -m benchmarks.smoke [--jobs N] [NAME ...]   # default: every benchmark
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 TINY: dict[str, list[str]] = {
     "cold_start": ["--runs", "1"],
@@ -70,20 +72,26 @@ def run(name: str) -> str | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", metavar="NAME")
+    parser.add_argument("--jobs", type=int, default=2, help="benchmarks run at once")
     args = parser.parse_args()
     unknown = sorted(set(args.names) - set(TINY))
     if unknown:
         parser.error(f"unknown benchmarks: {', '.join(unknown)}")
     failed: list[str] = []
     started = time.perf_counter()
-    for name in args.names or list(TINY):
+
+    def timed(name: str) -> tuple[str, str | None, float]:
         step = time.perf_counter()
         problem = run(name)
-        status = "ok" if problem is None else "FAILED"
-        print(f"{name:20} {status:6} {time.perf_counter() - step:6.1f} s", flush=True)
-        if problem is not None:
-            print(problem, flush=True)
-            failed.append(name)
+        return name, problem, time.perf_counter() - step
+
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        for name, problem, seconds in pool.map(timed, args.names or list(TINY)):
+            status = "ok" if problem is None else "FAILED"
+            print(f"{name:20} {status:6} {seconds:6.1f} s", flush=True)
+            if problem is not None:
+                print(problem, flush=True)
+                failed.append(name)
     print(f"{'total':20} {'':6} {time.perf_counter() - started:6.1f} s")
     if failed:
         raise SystemExit(f"benchmarks failed at a tiny size: {', '.join(failed)}")
