@@ -43,6 +43,7 @@ def _plan(
 
 
 def test_a_new_record_admitted_as_it_stands_is_written_at_once() -> None:
+    """A CREATE with ADD advice and no conflict needs no read inside its write."""
     assert writes_at_once(_plan())
 
 
@@ -52,6 +53,7 @@ def test_a_new_record_admitted_as_it_stands_is_written_at_once() -> None:
 def test_conflicts_that_change_no_record_are_written_at_once(
     kinds: tuple[ConflictClassification, ...],
 ) -> None:
+    """An unresolvable conflict or a refinement is a link (and an escalation), no change."""
     assert writes_at_once(_plan(GateAction.CREATE, AdvisorAction.ADD, *kinds))
 
 
@@ -74,6 +76,7 @@ def test_a_state_changing_conflict_keeps_the_transaction(kind: ConflictClassific
     ],
 )
 def test_other_writes_keep_the_transaction(action: GateAction, advised: AdvisorAction) -> None:
+    """A NOOP, an UPDATE advice, an UPDATE or a FORGET read or lock records as they write."""
     assert not writes_at_once(_plan(action, advised))
 
 
