@@ -35,9 +35,10 @@ from engram.memory import store
 from engram.memory.audit.entry import BATCH_LANE, decision_id_in_lane
 from engram.memory.audit.log import AuditLog
 from engram.memory.gate.checks import Layer1Outcome
+from engram.memory.gate.plan import Plan, Timing
 from engram.memory.gate.requests import GateRequest, GateResult
 from engram.memory.gate.signals import GateSignals
-from engram.memory.gate.write_path import Plan, Timing, WritePath, result_from_audit
+from engram.memory.gate.write_path import WritePath, result_from_audit
 from engram.memory.types import GateAction, GateDecision, MemoryRecord, MemoryStatus
 
 #: Requests planned at once (each waits for the database and, for a CREATE, the model).

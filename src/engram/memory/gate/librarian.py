@@ -28,6 +28,7 @@ from engram.memory.gate.advisor import RELATED, AdvisorAction, AdvisorDecision, 
 from engram.memory.gate.checks import SCHEMA, CheckResult, Layer1Outcome
 from engram.memory.gate.decision import advise, rejection_reason, screen, stale_reason
 from engram.memory.gate.groups import GroupOutcome, GroupsFinish, commit_groups, evaluate_groups
+from engram.memory.gate.plan import Plan, Timing, audit_entry
 from engram.memory.gate.rate_limit import RateLimiter, SharedRateLimiter, settle
 from engram.memory.gate.requests import (
     GateRequest,
@@ -38,14 +39,7 @@ from engram.memory.gate.requests import (
 )
 from engram.memory.gate.resolution import carry_out
 from engram.memory.gate.signals import GateSignals
-from engram.memory.gate.write_path import (
-    Plan,
-    StaleTarget,
-    Timing,
-    WritePath,
-    audit_entry,
-    result_from_audit,
-)
+from engram.memory.gate.write_path import StaleTarget, WritePath, result_from_audit
 from engram.memory.storable import escape_text
 from engram.memory.types import (
     CallerIdentity,

@@ -19,9 +19,9 @@ from engram.memory.audit.log import AuditLog
 from engram.memory.fingerprint import content_hash
 from engram.memory.gate.advisor import GateAdvisor
 from engram.memory.gate.decision import advise, screen
+from engram.memory.gate.plan import audit_entry
 from engram.memory.gate.rate_limit import Decided, RateDecision, SharedRateLimiter
 from engram.memory.gate.requests import GateRequest
-from engram.memory.gate.write_path import audit_entry
 from engram.memory.types import (
     CallerIdentity,
     GateAction,

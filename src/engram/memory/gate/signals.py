@@ -14,6 +14,7 @@ import structlog
 
 from engram.memory.gate.advisor import AdvisorDecision
 from engram.memory.gate.checks import CheckResult, Layer1Outcome
+from engram.memory.gate.plan import Plan, Timing
 from engram.memory.gate.requests import (
     GateRequest,
     GateResult,
@@ -21,7 +22,6 @@ from engram.memory.gate.requests import (
     Proposal,
     WriteOutcome,
 )
-from engram.memory.gate.write_path import Plan, Timing
 from engram.memory.types import AccessLevel, GateDecisionType
 from engram.observability.metrics import CONSOLIDATION_PATHS, MEMORY_TYPES, EngramMetrics
 

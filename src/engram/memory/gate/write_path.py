@@ -48,16 +48,6 @@ from engram.memory.types import (
     can_read,
 )
 
-#: Re-exported for the Gate's other modules, which import them from here.
-__all__ = [
-    "Plan",
-    "StaleTarget",
-    "Timing",
-    "WritePath",
-    "audit_entry",
-    "result_from_audit",
-]
-
 
 class StaleTarget(Exception):
     """The record a NOOP advice was about moved on before the write locked it; ``current``
