@@ -2,9 +2,10 @@
 
 A new record admitted as it stands goes to PostgreSQL as one statement. These tests check
 that it stores what the transactional path stores (version, edges, outbox event, an audit row
-whose hash verifies and whose time is the version's), that it answers a reused request id and
-a lost answer as that path does, and that the statement writes the audit row's time exactly
-as Python does when it verifies the chain.
+whose hash verifies and whose time is the version's), that it answers a reused request id as
+that path does, and that the statement writes the audit row's time exactly as Python does
+when it verifies the chain. (Retries after killed connections are in
+test_gate_origins_and_faults.py, whose writes take both paths.)
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ the audit payload it splits around the time the statement stamps."""
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -108,3 +109,14 @@ def test_the_payload_around_the_time_joins_into_the_whole_payload() -> None:
         before, after = entry.payload_around_occurred_at()
         text = moment.isoformat().encode()
         assert before + len(text).to_bytes(8, "big") + text + after == entry.payload()
+
+
+def test_a_self_healing_create_records_no_conflict_and_goes_at_once() -> None:
+    """A repair restates records whose conflicts were recorded already: nothing to read."""
+    plan = _plan(GateAction.CREATE, AdvisorAction.ADD, ConflictClassification.SUPERSESSION)
+    healing = replace(
+        plan,
+        request=replace(plan.request, decision_type=GateDecisionType.SELF_HEALING),
+    )
+    assert not writes_at_once(plan)
+    assert writes_at_once(healing)

@@ -13,7 +13,10 @@ the transactional path's is over the time its insert returned.
 
 Every other plan (an UPDATE, a FORGET, a NOOP, a state-changing conflict, a group) takes the
 transactional path. A retry after a lost connection first looks for its decision in the
-log, as the transactional path does: a statement whose answer was lost is not run twice.
+log, as the transactional path does: a statement whose answer was lost is not run twice, and
+a retry that meets the keys of a first attempt still running looks again once it has
+committed. The audit row's ``duration_ms`` is taken just before the statement (on the
+transactional path, before the audit append: after the version insert and its edges).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from engram.memory.gate.plan import (
     approved_result,
     audit_entry,
     created_version,
+    record_event,
 )
 from engram.memory.gate.requests import GateResult, WriteOutcome
 from engram.memory.gate.resolution import (
@@ -59,29 +63,14 @@ class AlreadyWritten(Exception):
 
 def writes_at_once(plan: Plan) -> bool:
     """Whether ``plan`` can be written in one statement: a CREATE admitted as it stands
-    (ADD) none of whose conflicts needs a read to plan its resolution."""
+    (ADD) none of whose recorded conflicts needs a read to plan its resolution."""
     advice = plan.advice
     return (
         plan.request.action is GateAction.CREATE
         and advice is not None
         and advice.action is AdvisorAction.ADD
-        and not needs_reads(advice)
+        and not (recorded_conflicts(plan.request, advice) and needs_reads(advice))
     )
-
-
-def created_event(new: MemoryRecord, plan: Plan, decision_id: UUID) -> dict[str, object]:
-    """The payload of ``memory.created``: identifiers, never content."""
-    return {
-        "record_id": str(new.record_id),
-        "version_id": str(new.id),
-        "version": new.version,
-        "type": new.type.value,
-        "namespace": new.namespace,
-        "access_level": new.access_level.value,
-        "decision_id": str(decision_id),
-        "decision_type": plan.request.decision_type.value,
-        "agent_id": plan.request.caller_identity.agent_id,
-    }
 
 
 async def create_at_once(
@@ -126,7 +115,7 @@ async def create_at_once(
         )
         edges += links.edges
         events += links.events
-    events.append((CREATED, created_event(new, plan, decision_id)))
+    events.append((CREATED, record_event(new, plan, decision_id)))
     args = (
         *store.version_row(
             new,
@@ -167,6 +156,10 @@ async def create_at_once(
         try:
             row = await conn.fetchrow(SQL["create_at_once"], *args)
         except UniqueViolation as exc:
+            # A retry can meet its own first attempt: one whose answer timed out while it
+            # still ran, and which committed while the retry waited on its keys.
+            if attempts > 1 and await audit.audited(conn, decision_id):
+                raise AlreadyWritten from exc
             refused = store.insert_refused(exc, new) or duplicate_request(exc, entry)
             if refused is not None:
                 raise refused from exc

@@ -183,3 +183,19 @@ def created_version(plan: Plan, decision_id: UUID) -> MemoryRecord:
     """A CREATE's first version (a record's first version has the record's id)."""
     first = stamped(plan, decision_id, version=1, record_id=plan.record.record_id)
     return first.model_copy(update={"id": plan.record.id})
+
+
+def record_event(record: MemoryRecord, plan: Plan, decision_id: UUID) -> dict[str, object]:
+    """The payload of ``memory.created``, ``memory.updated`` and ``memory.forgotten``:
+    identifiers, never content."""
+    return {
+        "record_id": str(record.record_id),
+        "version_id": str(record.id),
+        "version": record.version,
+        "type": record.type.value,
+        "namespace": record.namespace,
+        "access_level": record.access_level.value,
+        "decision_id": str(decision_id),
+        "decision_type": plan.request.decision_type.value,
+        "agent_id": plan.request.caller_identity.agent_id,
+    }

@@ -1,7 +1,10 @@
--- SQL of the Gate's one-statement write (engram.memory.gate.write_path): a new record's
+-- SQL of the Gate's one-statement write (engram.memory.gate.at_once): a new record's
 -- version row, its edges, its outbox events and its audit row, in one round trip and one
 -- implicit transaction. Each part is the statement its owner runs on the transactional path:
--- store's insert_version and insert_edge, the outbox's insert_event, audit's append_entry.
+-- store's insert_version and insert_edges, the outbox's insert_event, audit's append_entry.
+-- The primary query reads the version CTE first, so the version (and its HNSW entry) is
+-- inserted before the audit lane is locked, as on the transactional path; the lane is then
+-- held for the audit row, the edges, the events and the commit.
 
 -- fragment: isoformat_utc
 -- v.ingestion_time as Python's datetime.isoformat() writes it in UTC: microseconds only when
@@ -77,4 +80,7 @@ WITH version AS (
     WHERE h.lane = entry.lane
     RETURNING entry.seq
 )
-SELECT v.*, (SELECT seq FROM moved) AS audit_seq FROM version AS v
+-- A lane head that did not move would fork the chain: the division fails the statement.
+SELECT v.*, (SELECT seq FROM moved) AS audit_seq,
+       1 / (SELECT count(*) FROM moved)::int AS lane_moved
+FROM version AS v

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
 from uuid import UUID
 
 from engram.errors import VersionConflict
@@ -30,6 +29,7 @@ from engram.memory.gate.plan import (
     approved_result,
     audit_entry,
     created_version,
+    record_event,
     stamped,
 )
 from engram.memory.gate.requests import (
@@ -284,17 +284,7 @@ class WritePath:
     async def _publish(
         self, conn: Connection, name: str, record: MemoryRecord, decision_id: UUID, plan: Plan
     ) -> None:
-        payload: dict[str, Any] = {
-            "record_id": str(record.record_id),
-            "version_id": str(record.id),
-            "version": record.version,
-            "type": record.type.value,
-            "namespace": record.namespace,
-            "access_level": record.access_level.value,
-            "decision_id": str(decision_id),
-            "decision_type": plan.request.decision_type.value,
-            "agent_id": plan.request.caller_identity.agent_id,
-        }
+        payload = record_event(record, plan, decision_id)
         await self._events.publish(conn, Event(name, record.record_id, payload))
 
     async def _approve(

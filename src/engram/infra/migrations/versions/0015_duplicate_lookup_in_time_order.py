@@ -5,9 +5,9 @@ new record's content hash. The hash index (0003) had no ingestion time, so the l
 ``ORDER BY ingestion_time`` could also be served by ``memories_heads_by_type_idx`` (0005),
 read backwards and filtered row by row. On a table without statistics (a new store, until
 autovacuum's first ANALYZE) the planner took that index: 0.9 ms at 1,000 records, growing
-with the store, on every write (ADR-016, 2026-11-26 amendment). With the ingestion time
-appended to the hash index, its three equality columns also give the order, and the lookup
-reads one entry (0.01 ms) with or without statistics.
+with the store, on every write (ADR-016, amendment "a new record in one statement"). With
+the ingestion time appended to the hash index, its three equality columns also give the
+order, and the lookup reads one entry (0.01 ms) with or without statistics.
 
 Revision ID: 0015
 Revises: 0014
