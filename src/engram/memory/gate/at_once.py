@@ -22,7 +22,6 @@ transactional path, before the audit append: after the version insert and its ed
 from __future__ import annotations
 
 import json
-import time
 from uuid import UUID
 
 from engram.errors import UniqueViolation
@@ -35,9 +34,9 @@ from engram.memory.gate.links import new_edges
 from engram.memory.gate.plan import (
     Plan,
     Timing,
+    approval_entry,
     approval_reason,
     approved_result,
-    audit_entry,
     created_version,
     record_event,
 )
@@ -48,7 +47,7 @@ from engram.memory.gate.resolution import (
     needs_reads,
     recorded_conflicts,
 )
-from engram.memory.types import GateAction, GateDecision, MemoryRecord
+from engram.memory.types import GateAction, MemoryRecord
 
 SQL = load_queries("engram.memory.gate", "write.sql", shared=store.FRAGMENTS)
 FRAGMENTS = load_fragments("engram.memory.gate", "write.sql")
@@ -85,17 +84,8 @@ async def create_at_once(
     new = created_version(plan, decision_id)
     outcome = WriteOutcome.CREATED
     reason = approval_reason(plan, outcome, new)
-    entry = audit_entry(
-        plan.request,
-        decision_id=decision_id,
-        decision=GateDecision.APPROVED,
-        outcome=outcome,
-        reason=reason,
-        checks=plan.layer1.checks,
-        advice=plan.advice,
-        record_id=new.record_id,
-        version_id=new.id,
-        duration_ms=(time.perf_counter() - timing.started) * 1000,
+    entry = approval_entry(
+        plan, decision_id=decision_id, timing=timing, outcome=outcome, reason=reason, record=new
     )
     before, after = entry.payload_around_occurred_at()
     edges = new_edges(

@@ -8,6 +8,7 @@ with :func:`stamped` and say the same in the audit row and the result
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -199,3 +200,29 @@ def record_event(record: MemoryRecord, plan: Plan, decision_id: UUID) -> dict[st
         "decision_type": plan.request.decision_type.value,
         "agent_id": plan.request.caller_identity.agent_id,
     }
+
+
+def approval_entry(
+    plan: Plan,
+    *,
+    decision_id: UUID,
+    timing: Timing,
+    outcome: WriteOutcome,
+    reason: str,
+    record: MemoryRecord,
+    occurred_at: datetime | None = None,
+) -> AuditEntry:
+    """The audit row of an approved write of ``record``; its duration runs until now."""
+    return audit_entry(
+        plan.request,
+        decision_id=decision_id,
+        decision=GateDecision.APPROVED,
+        outcome=outcome,
+        reason=reason,
+        checks=plan.layer1.checks,
+        advice=plan.advice,
+        record_id=record.record_id,
+        version_id=record.id,
+        duration_ms=(time.perf_counter() - timing.started) * 1000,
+        occurred_at=occurred_at,
+    )

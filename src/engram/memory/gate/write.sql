@@ -15,26 +15,17 @@ to_char(v.ingestion_time AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS')
 || '+00:00'
 
 -- name: create_at_once
--- $1-$25 as store's insert_version. Edges from the new version: $26 targets, $27 kinds,
--- $28 weights, $29 provenance (JSON text). Outbox events of the record ($2): $30 names,
--- $31 payloads (JSON text). The audit row: $32 request id, $33 action, $34 decision,
--- $35 outcome, $36 reason, $37 agent, $38 caller, $39 input, $40 checks, $41 advice,
--- $42 decision source, $43 duration, $44 lane; its row hash covers $45 || the occurred_at
--- field || $46, where $45 and $46 are AuditEntry.payload's fields before and after
--- occurred_at and the middle one is the version's ingestion time written as Python's
--- isoformat() writes it (with microseconds unless they are zero), length-prefixed.
+-- $1-$25 as store's insert_version (its insert_version_row fragment). Edges from the new
+-- version: $26 targets, $27 kinds, $28 weights, $29 provenance (JSON text). Outbox events
+-- of the record ($2): $30 names, $31 payloads (JSON text). The audit row: $32 request id,
+-- $33 action, $34 decision, $35 outcome, $36 reason, $37 agent, $38 caller, $39 input,
+-- $40 checks, $41 advice, $42 decision source, $43 duration, $44 lane; its row hash covers
+-- $45 || the occurred_at field || $46, where $45 and $46 are AuditEntry.payload's fields
+-- before and after occurred_at and the middle one is the version's ingestion time written
+-- as Python's isoformat() writes it (with microseconds unless they are zero),
+-- length-prefixed.
 WITH version AS (
-    INSERT INTO memories (
-        id, record_id, version, type, content, metadata, source_agent, source_confidence,
-        evidence_links, event_time, ingestion_time, access_level, classification,
-        gate_decision_id, gate_decision_type, expected_version, namespace, status,
-        consolidation_path, importance, content_hash, embedding, embedding_model,
-        created_at, updated_at, event_time_end, screened_with
-    ) VALUES (
-        $1, $2, $3, $4, $5, $6, $7, $8, $9, coalesce($10, now()),
-        greatest(now(), coalesce($11, now())), $12, $13, $14, $15, $16, $17,
-        $23::engram.memory_status, $18, $19, $20, $21, $22, now(), now(), $24, $25
-    )
+    {{insert_version_row}}
     RETURNING {{record_columns}}
 ), edges AS (
     INSERT INTO memory_edges (source_id, target_id, kind, weight, provenance, decision_id)

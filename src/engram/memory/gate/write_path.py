@@ -11,7 +11,6 @@ changes nothing.
 from __future__ import annotations
 
 import json
-import time
 from uuid import UUID
 
 from engram.errors import VersionConflict
@@ -25,9 +24,9 @@ from engram.memory.gate.links import link_version
 from engram.memory.gate.plan import (
     Plan,
     Timing,
+    approval_entry,
     approval_reason,
     approved_result,
-    audit_entry,
     created_version,
     record_event,
     stamped,
@@ -298,17 +297,13 @@ class WritePath:
         record: MemoryRecord,
     ) -> GateResult:
         reason = approval_reason(plan, outcome, record)
-        entry = audit_entry(
-            plan.request,
+        entry = approval_entry(
+            plan,
             decision_id=decision_id,
-            decision=GateDecision.APPROVED,
+            timing=timing,
             outcome=outcome,
             reason=reason,
-            checks=plan.layer1.checks,
-            advice=plan.advice,
-            record_id=record.record_id,
-            version_id=record.id,
-            duration_ms=(time.perf_counter() - timing.started) * 1000,
+            record=record,
             # The version's own ingestion instant (its end, for FORGET), as the insert or
             # update returned it: the log and the versions then share one clock (ADR-014).
             occurred_at=(

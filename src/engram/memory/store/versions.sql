@@ -66,7 +66,9 @@ LEFT JOIN memories vh ON vh.record_id = v.record_id AND vh.superseded_by IS NULL
 WHERE (h.id IS NOT NULL AND h.access_level = ANY($2::text[]))
    OR (h.id IS NULL AND v.access_level = ANY($2::text[]) AND vh.access_level = ANY($2::text[]))
 
--- name: insert_version
+-- fragment: insert_version_row
+-- One version row from $1-$25 (versions.version_row gives them); the Gate's one-statement
+-- write (gate/write.sql) inserts its version with the same fragment and parameters.
 INSERT INTO memories (
     id, record_id, version, type, content, metadata, source_agent, source_confidence,
     evidence_links, event_time, ingestion_time, access_level, classification,
@@ -78,6 +80,9 @@ INSERT INTO memories (
     greatest(now(), coalesce($11, now())), $12, $13, $14, $15, $16, $17, $23::engram.memory_status,
     $18, $19, $20, $21, $22, now(), now(), $24, $25
 )
+
+-- name: insert_version
+{{insert_version_row}}
 RETURNING {{record_columns}}
 
 -- name: close_head
