@@ -2,8 +2,9 @@
 
 The transactional write path (:mod:`~engram.memory.gate.write_path`) and the one-statement
 write (:mod:`~engram.memory.gate.at_once`) both take a :class:`Plan`, stamp the new version
-with :func:`stamped` and say the same in the audit row and the result
-(:func:`approval_reason`, :func:`audit_entry`, :func:`approved_result`).
+with :func:`stamped` and say the same in the audit row, the event and the result
+(:func:`approval_reason`, :func:`approval_entry`, :func:`record_event`,
+:func:`approved_result`).
 """
 
 from __future__ import annotations
