@@ -20,9 +20,15 @@ import pytest
 
 from engram.kernel import Kernel
 from engram.memory.gate import at_once, write_path
-from engram.memory.types import GateDecision, MemoryRecord, MemoryType, WriteOutcome
+from engram.memory.types import (
+    AccessLevel,
+    GateDecision,
+    MemoryRecord,
+    MemoryType,
+    WriteOutcome,
+)
 from tests.conftest import ScratchDatabase
-from tests.integration.gate_helpers import WHEN, WRITER, create
+from tests.integration.gate_helpers import BOSS, WHEN, WRITER, create
 
 
 @pytest.fixture
@@ -203,3 +209,31 @@ async def test_an_unresolvable_conflict_is_linked_and_escalated_in_the_one_state
     )
     assert [e["event_type"] for e in events] == ["memory.conflict_detected", "memory.created"]
     assert (await kernel.audit.verify()).ok
+
+
+async def test_a_lower_tier_write_at_once_links_nothing_it_may_not_read(
+    kernel: Kernel, at_once_calls: list[bool]
+) -> None:
+    """A sensitive record and a standard agent's near copy of it: the copy is written at
+    once, and neither its edges, its events nor its answer name the record it cannot read."""
+    text = "The payroll export runs at 02:00 and writes to the finance-restricted bucket."
+    hidden = MemoryRecord.draft(
+        MemoryType.BELIEF, text, source_agent=BOSS.agent_id, access_level=AccessLevel.SENSITIVE
+    )
+    await kernel.gate.evaluate(create(hidden, BOSS))
+    mine = MemoryRecord.draft(MemoryType.BELIEF, text + " Noted.", source_agent="agent-standard")
+    result = await kernel.gate.evaluate(create(mine, WRITER))
+    assert result.outcome is WriteOutcome.CREATED
+    assert len(at_once_calls) == 2
+    assert result.layer2_decision is not None
+    assert not result.layer2_decision.conflicts
+    assert str(hidden.id) not in json.dumps(result.layer2_decision.to_json(), default=str)
+    targets = await kernel.db.fetch(
+        "SELECT target_id FROM memory_edges WHERE source_id = $1", mine.id
+    )
+    assert hidden.id not in {row["target_id"] for row in targets}
+    payloads = await kernel.db.fetch(
+        "SELECT payload::text AS payload FROM outbox WHERE decision_id = $1", result.decision_id
+    )
+    assert payloads
+    assert all(str(hidden.id) not in row["payload"] for row in payloads)

@@ -57,7 +57,8 @@ CREATED = "memory.created"
 
 
 class AlreadyWritten(Exception):
-    """A retried statement found its decision in the log: the first attempt committed."""
+    """A retried write found its decision in the log: the first attempt committed (for the
+    one-statement write and the transactional path alike)."""
 
 
 def writes_at_once(plan: Plan) -> bool:

@@ -57,10 +57,6 @@ class StaleTarget(Exception):
         super().__init__("the advised record moved on")
 
 
-class _AlreadyCommitted(Exception):
-    pass
-
-
 class WritePath:
     """Runs the Gate's transactions."""
 
@@ -96,12 +92,12 @@ class WritePath:
             nonlocal attempts
             attempts += 1
             if attempts > 1 and await self._audit.audited(conn, decision_id):
-                raise _AlreadyCommitted
+                raise AlreadyWritten
             return await self.apply(conn, plan, decision_id, timing)
 
         try:
             return await self._db.run_in_transaction(body)
-        except _AlreadyCommitted:
+        except AlreadyWritten:
             return await self._already_committed(plan, decision_id)
 
     async def _already_committed(self, plan: Plan, decision_id: UUID) -> GateResult:
