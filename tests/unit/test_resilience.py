@@ -151,3 +151,39 @@ def test_default_waits_grow_one_two_four_seconds() -> None:
         waits.append(wait(state))
     for got, base in zip(waits, (1.0, 2.0, 4.0), strict=True):
         assert base <= got <= base + 0.25
+
+
+class Timed(Flaky):
+    """A :class:`Flaky` call that notes when each attempt started."""
+
+    def __init__(self, failures: int, error: Exception) -> None:
+        super().__init__(failures, error)
+        self.started: list[float] = []
+
+    async def __call__(self) -> str:
+        self.started.append(asyncio.get_running_loop().time())
+        return await super().__call__()
+
+
+async def test_waits_between_attempts_double_from_the_first() -> None:
+    """The first attempt runs outside the retry loop; the waits before the second, third
+    and fourth attempts are still 1, 2 and 4 times the initial wait (plus jitter)."""
+    initial = 0.05
+    policy = Resilience(CircuitBreaker("db", fail_max=10), retries=3, initial_wait_seconds=initial)
+    timed = Timed(10, DatabaseUnavailable())
+    with pytest.raises(DatabaseUnavailable):
+        await policy.call(timed)
+    gaps = [b - a for a, b in zip(timed.started, timed.started[1:], strict=False)]
+    assert 3 == len(gaps)
+    for gap, factor in zip(gaps, (1, 2, 4), strict=True):
+        assert initial * factor <= gap + 0.002  # the loop's clock is coarse by a millisecond
+        assert gap <= initial * factor + initial / 4 + 0.1
+
+
+async def test_no_retries_means_one_attempt() -> None:
+    """With ``retries=0`` a retryable error is raised after the only attempt."""
+    policy = Resilience(CircuitBreaker("db"), retries=0, initial_wait_seconds=0.001)
+    flaky = Flaky(1, DatabaseUnavailable())
+    with pytest.raises(DatabaseUnavailable):
+        await policy.call(flaky)
+    assert 1 == flaky.calls
