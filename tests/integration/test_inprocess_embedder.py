@@ -130,3 +130,46 @@ async def test_a_kernel_with_no_workers_writes_and_finds(
         assert [result.record_id] == [hit.record.record_id for hit in found.hits]
         inner = kernel.embeddings
         assert isinstance(getattr(inner, "_inner", inner), InProcessEmbedder)
+
+
+@pytest.mark.parametrize("spin", [False, True])
+def test_the_model_session_is_opened_with_the_spinning_setting(model_dir: Path, spin: bool) -> None:
+    """``load_model`` opens the ONNX session itself: its idle threads sleep unless ``spin``,
+    and the vectors do not depend on the setting (fastembed's own load, without the setting,
+    is the reference)."""
+    from fastembed import TextEmbedding  # noqa: PLC0415 - the reference of this test only
+
+    from engram.infra.fastembed_embedder import embed_texts, load_model  # noqa: PLC0415
+
+    model = load_model(str(model_dir), MODEL, "mean", 384, 2, spin=spin)
+    options = model.model.model.get_session_options()
+    entry = "session.intra_op.allow_spinning"
+    if spin:  # ONNX Runtime's default, which spins
+        with pytest.raises(RuntimeError, match="does not have configuration"):
+            options.get_session_config_entry(entry)
+    else:
+        assert "0" == options.get_session_config_entry(entry)
+    reference = TextEmbedding(
+        model_name=MODEL, specific_model_path=str(model_dir), local_files_only=True, threads=2
+    )
+    expected = np.array(list(reference.embed(TEXTS)))
+    assert np.allclose(np.array(embed_texts(model, TEXTS)), expected, atol=1e-6)
+
+
+def test_the_model_session_is_opened_once(model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """fastembed does not open a session of its own that ``load_model`` then replaces (the
+    replaced one's memory stayed with the process: about 60 MB, ADR-016)."""
+    import onnxruntime as ort  # noqa: PLC0415 - observed by this test only
+
+    from engram.infra.fastembed_embedder import load_model  # noqa: PLC0415
+
+    opened: list[str] = []
+    real = ort.InferenceSession
+
+    def counting(path: str, *args: object, **kwargs: object) -> object:
+        opened.append(str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(ort, "InferenceSession", counting)
+    load_model(str(model_dir), MODEL, "mean", 384, 2)
+    assert 1 == len(opened)

@@ -10,6 +10,8 @@ access), see :mod:`engram.infra.model_files`.
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import ctypes.util
 import multiprocessing
 import os
 import signal
@@ -28,6 +30,7 @@ import structlog
 
 from engram.errors import EmbeddingError, EmbeddingTimeout
 from engram.infra.local_model import LocalModel
+from engram.infra.model_files import ONNX_FILE
 
 log = structlog.get_logger("engram.infra.embeddings")
 
@@ -44,7 +47,14 @@ def load_model(
     spin: bool = False,
 ) -> Any:
     """Register the local model with fastembed and load it (in a worker, or on the in-process
-    model's thread)."""
+    model's thread).
+
+    fastembed is asked not to open the ONNX session itself (``lazy_load``): it exposes no
+    setting for the threads' spinning, and a session opened and then replaced left about
+    60 MB of the process's memory behind (ADR-016). The session is opened here once, with
+    fastembed's optimisation level, then the model runs once and the memory freed while
+    loading is handed back to the system.
+    """
     from fastembed import TextEmbedding  # noqa: PLC0415 - loaded where the model runs
     from fastembed.common.model_description import ModelSource, PoolingType  # noqa: PLC0415
 
@@ -56,47 +66,62 @@ def load_model(
             normalization=True,
             sources=ModelSource(hf=model_name),
             dim=dimension,
-            model_file="model.onnx",
+            model_file=ONNX_FILE,
         )
     embedding = TextEmbedding(
         model_name=model_name,
         specific_model_path=model_dir,
         local_files_only=True,
         threads=threads,
+        lazy_load=True,
     )
-    if not spin:
-        _without_spinning(embedding, threads)
+    _open_session(embedding, Path(model_dir) / ONNX_FILE, threads, spin=spin)
+    list(embedding.embed(["warm-up"]))
+    release_freed_memory()
     return embedding
 
 
-def _without_spinning(embedding: Any, threads: int) -> None:
-    """Re-open the model's ONNX session with idle threads that sleep instead of spinning.
+def _open_session(embedding: Any, path: Path, threads: int, *, spin: bool) -> None:
+    """Open the model's ONNX session for fastembed's text model, with idle threads that sleep
+    unless ``spin``.
 
     By default ONNX Runtime's worker threads spin for a while after each inference, waiting
     for the next one. Between the single texts of governed writes that burnt about a quarter
     of the model's CPU time (27.5 against 20.3 ms per text, measured) - CPU the event loop and
     PostgreSQL need on a small machine - at the price of a slower wake-up (a single text's p95
-    rose from about 15 to 19 ms). ``ENGRAM_EMBEDDING_SPIN=true`` keeps the spinning. fastembed
-    does not expose the setting, so the session it opened is replaced by one with the same
-    model file and providers.
+    rose from about 15 to 19 ms). ``ENGRAM_EMBEDDING_SPIN=true`` keeps the spinning. A
+    fastembed whose text model is laid out otherwise opens its own session (spinning kept).
     """
     import onnxruntime as ort  # noqa: PLC0415 - loaded where the model runs
 
     inner: Any = getattr(embedding, "model", None)
-    session: Any = getattr(inner, "model", None)
-    path = getattr(session, "_model_path", None)
-    if session is None or path is None:  # another fastembed layout: keep its session
-        log.warning("embeddings.spinning_kept", reason="unknown fastembed session layout")
+    if inner is None or not hasattr(inner, "_ensure_tokenizer"):
+        log.warning("embeddings.spinning_kept", reason="unknown fastembed model layout")
         return
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    if not spin:
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
     inner.model = ort.InferenceSession(
-        path, sess_options=options, providers=session.get_providers()
+        str(path), sess_options=options, providers=["CPUExecutionProvider"]
     )
+    inner._ensure_tokenizer()  # what fastembed's own load does after opening its session
+
+
+def release_freed_memory() -> None:
+    """Hand memory the allocator holds but no longer uses back to the system (glibc's
+    ``malloc_trim``; nothing elsewhere). Loading the model frees much of what it allocated
+    (graph optimisation, the first inference's buffers), and glibc keeps freed memory in the
+    process: trimming after the load took 100 MB or more off the resident size (ADR-016)."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):
+        return
+    trim(0)
 
 
 def _init_worker(  # noqa: PLR0917 - the pool passes initargs positionally
