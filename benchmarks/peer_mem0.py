@@ -368,6 +368,20 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         "embedding_batched_per_second": statistics.median(
             r["engram"]["model_alone"]["batched_per_second"] for r in rounds
         ),
+        "mem0_embedding_single_p50_ms": statistics.median(
+            r["mem0"]["model_alone"]["single_ms"]["p50"] for r in rounds
+        ),
+    }
+    # What each system's single write spends besides its own embedding call, per round.
+    after_model = {
+        system: round(
+            statistics.median(
+                r[system]["single"]["ms"]["p50"] - r[system]["model_alone"]["single_ms"]["p50"]
+                for r in rounds
+            ),
+            3,
+        )
+        for system in ("engram", "mem0")
     }
     ratios = {name: round(engram[name] / mem0[name], 3) for name in FIGURES if mem0[name]}
     return {
@@ -405,6 +419,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         },
         "search_large": large,
         "model_alone": floors,
+        "single_p50_after_model_ms": after_model,
         "rounds": rounds,
         "seconds": round(time.perf_counter() - started, 1),
     }

@@ -43,6 +43,7 @@ from benchmarks.peers.workload import (
     run,
     searches,
 )
+from benchmarks.stats import percentiles
 
 USER = "bench-user"
 
@@ -139,7 +140,20 @@ async def _main() -> None:
             best = max((threads, tasks), key=lambda figures: figures["per_second"])
             return {**best, "threads": threads, "async_memory": tasks}
 
-        emit(await run(job, Operations(add, update, search, concurrent_adds)))
+        result = await run(job, Operations(add, update, search, concurrent_adds))
+        result["model_alone"] = _model_alone(memory, job)
+        emit(result)
+
+
+def _model_alone(memory: Any, job: dict[str, Any]) -> dict[str, Any]:
+    """The floor Mem0's own embedding call sets in this process: one text at a time through
+    the embedder ``add`` uses, on the texts engram's driver times the same way."""
+    latencies = []
+    for text in job["texts"][:200]:
+        started = time.perf_counter()
+        memory.embedding_model.embed(text, "add")
+        latencies.append((time.perf_counter() - started) * 1000)
+    return {"single_ms": percentiles(latencies)}
 
 
 async def _search(memory: Any, query: str) -> int:
