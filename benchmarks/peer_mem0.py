@@ -372,6 +372,13 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
             r["mem0"]["model_alone"]["single_ms"]["p50"] for r in rounds
         ),
     }
+    # What a governed write does after its embedding that Mem0's add does not, step by step.
+    governance = {
+        f"{step}_p50_ms": statistics.median(
+            r["engram"]["governance_alone"][f"{step}_ms"]["p50"] for r in rounds
+        )
+        for step in ("neighbour_query", "conflict_judgement", "both")
+    }
     # What each system's single write spends besides its own embedding call, per round.
     after_model = {
         system: round(
@@ -420,6 +427,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         "search_large": large,
         "model_alone": floors,
         "single_p50_after_model_ms": after_model,
+        "governance_alone": governance,
         "rounds": rounds,
         "seconds": round(time.perf_counter() - started, 1),
     }

@@ -32,8 +32,19 @@ from benchmarks.stats import percentiles
 from engram import open_kernel
 from engram.config import EngramSettings
 from engram.infra.embeddings import EmbeddingAdapter
+from engram.kernel import Kernel
+from engram.memory import store
+from engram.memory.fingerprint import content_hash
 from engram.memory.gate.access import caller_for_tier
-from engram.memory.types import GateDecision, TrustLevel
+from engram.memory.gate.librarian import NEIGHBOURS
+from engram.memory.types import (
+    CallerIdentity,
+    GateDecision,
+    MemoryRecord,
+    MemoryType,
+    TrustLevel,
+    readable_levels,
+)
 from engram.observability.logging import configure_logging
 from engram.protocols.inprocess import AgentSession
 
@@ -103,7 +114,52 @@ async def _main() -> None:
         result = await run(job, Operations(add, update, search, concurrent_adds))
         result["decisions"] = decisions
         result["model_alone"] = await model_alone(kernel.embeddings, job)
+        result["governance_alone"] = await governance_alone(kernel, caller, job)
         emit(result)
+
+
+async def governance_alone(
+    kernel: Kernel, caller: CallerIdentity, job: dict[str, Any]
+) -> dict[str, Any]:
+    """What a governed write must do after its embedding that Mem0's ``add`` does not, each
+    step alone on the store the run left: the duplicate and neighbour query, and the conflict
+    judgement against those neighbours. Texts this store has never seen (the second
+    concurrent set, which only Mem0 writes), so no cached judgement is reused; nothing is
+    written."""
+    texts = job["concurrent_texts_alt"][:100]
+    levels = readable_levels(caller)
+    query_ms: list[float] = []
+    judgement_ms: list[float] = []
+    for text in texts:
+        vector = await kernel.embeddings.embed_one(text)
+        record = MemoryRecord.draft(MemoryType.BELIEF, text, source_agent=caller.agent_id)
+        elapsed, found = await timed(
+            store.candidates(
+                kernel.db,
+                embedding=vector,
+                namespace=record.namespace,
+                memory_type=record.type,
+                content_hash=content_hash(text),
+                levels=levels,
+                limit=NEIGHBOURS,
+            )
+        )
+        query_ms.append(elapsed)
+        neighbours = found[1]
+        elapsed, _ = await timed(
+            kernel.conflicts.detect(
+                record,
+                [n.record for n in neighbours],
+                similarities={n.record.id: n.similarity for n in neighbours},
+            )
+        )
+        judgement_ms.append(elapsed)
+    both = [q + j for q, j in zip(query_ms, judgement_ms, strict=True)]
+    return {
+        "neighbour_query_ms": percentiles(query_ms),
+        "conflict_judgement_ms": percentiles(judgement_ms),
+        "both_ms": percentiles(both),
+    }
 
 
 async def model_alone(embeddings: EmbeddingAdapter, job: dict[str, Any]) -> dict[str, Any]:
