@@ -61,8 +61,7 @@ class EngramSettings(BaseSettings):
     )
     embedding_threads: int = Field(default=2, ge=1, le=16)
     embedding_spin: bool = Field(
-        default=False,
-        description="Let the model's threads go on spinning after each inference (more CPU).",
+        default=False, description="Let the model's idle threads spin (lower latency, more CPU)."
     )
     embedding_batch_size: int = Field(default=16, ge=1, le=256)
     embedding_timeout_seconds: float = Field(default=10.0, gt=0)

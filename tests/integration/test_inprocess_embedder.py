@@ -134,21 +134,21 @@ async def test_a_kernel_with_no_workers_writes_and_finds(
 
 @pytest.mark.parametrize("spin", [False, True])
 def test_the_model_session_is_opened_with_the_spinning_setting(model_dir: Path, spin: bool) -> None:
-    """``load_model`` opens the ONNX session itself: its threads stop spinning when an
-    inference ends unless ``spin``, and the vectors do not depend on the setting
-    (fastembed's own load, without the setting, is the reference)."""
+    """``load_model`` opens the ONNX session itself: its idle threads sleep unless ``spin``,
+    and the vectors do not depend on the setting (fastembed's own load, without the setting,
+    is the reference)."""
     from fastembed import TextEmbedding  # noqa: PLC0415 - the reference of this test only
 
     from engram.infra.fastembed_embedder import embed_texts, load_model  # noqa: PLC0415
 
     model = load_model(str(model_dir), MODEL, "mean", 384, 2, spin=spin)
     options = model.model.model.get_session_options()
-    entry = "session.force_spinning_stop"
+    entry = "session.intra_op.allow_spinning"
     if spin:  # ONNX Runtime's default, which spins
         with pytest.raises(RuntimeError, match="does not have configuration"):
             options.get_session_config_entry(entry)
     else:
-        assert "1" == options.get_session_config_entry(entry)
+        assert "0" == options.get_session_config_entry(entry)
     reference = TextEmbedding(
         model_name=MODEL, specific_model_path=str(model_dir), local_files_only=True, threads=2
     )

@@ -82,19 +82,15 @@ def load_model(
 
 
 def _open_session(embedding: Any, path: Path, threads: int, *, spin: bool) -> None:
-    """Open the model's ONNX session for fastembed's text model; its threads stop spinning
-    when an inference ends, unless ``spin``.
+    """Open the model's ONNX session for fastembed's text model, with idle threads that sleep
+    unless ``spin``.
 
-    ONNX Runtime's worker threads spin (busy-wait) between the many small parallel steps of
-    one inference, and by default also for a while after it, waiting for the next. Between
-    the single texts of governed writes the spinning after an inference burnt about a
-    quarter of the model's CPU (27.5 against 20.3 ms per text, measured), CPU the event loop
-    and PostgreSQL need on a small machine. Turning spinning off altogether made each
-    inference wait for its threads to wake at every step (a single text about 0.9 ms slower
-    than with spinning that stops when the inference returns, ADR-016). So spinning is kept
-    inside an inference and stopped at its end (``session.force_spinning_stop``);
-    ``ENGRAM_EMBEDDING_SPIN=true`` keeps ONNX Runtime's default. A fastembed whose text model
-    is laid out otherwise opens its own session (the default kept).
+    By default ONNX Runtime's worker threads spin for a while after each inference, waiting
+    for the next one. Between the single texts of governed writes that burnt about a quarter
+    of the model's CPU time (27.5 against 20.3 ms per text, measured) - CPU the event loop and
+    PostgreSQL need on a small machine - at the price of a slower wake-up (a single text's p95
+    rose from about 15 to 19 ms). ``ENGRAM_EMBEDDING_SPIN=true`` keeps the spinning. A
+    fastembed whose text model is laid out otherwise opens its own session (spinning kept).
     """
     import onnxruntime as ort  # noqa: PLC0415 - loaded where the model runs
 
@@ -107,7 +103,8 @@ def _open_session(embedding: Any, path: Path, threads: int, *, spin: bool) -> No
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     if not spin:
-        options.add_session_config_entry("session.force_spinning_stop", "1")
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
     inner.model = ort.InferenceSession(
         str(path), sess_options=options, providers=["CPUExecutionProvider"]
     )
