@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
-import ctypes.util
 import multiprocessing
 import os
 import signal
@@ -75,13 +74,13 @@ def load_model(
         threads=threads,
         lazy_load=True,
     )
-    _open_session(embedding, Path(model_dir) / ONNX_FILE, threads, spin=spin)
+    _open_session(embedding, threads, spin=spin)
     list(embedding.embed(["warm-up"]))
     release_freed_memory()
     return embedding
 
 
-def _open_session(embedding: Any, path: Path, threads: int, *, spin: bool) -> None:
+def _open_session(embedding: Any, threads: int, *, spin: bool) -> None:
     """Open the model's ONNX session for fastembed's text model, with idle threads that sleep
     unless ``spin``.
 
@@ -89,14 +88,19 @@ def _open_session(embedding: Any, path: Path, threads: int, *, spin: bool) -> No
     for the next one. Between the single texts of governed writes that burnt about a quarter
     of the model's CPU time (27.5 against 20.3 ms per text, measured) - CPU the event loop and
     PostgreSQL need on a small machine - at the price of a slower wake-up (a single text's p95
-    rose from about 15 to 19 ms). ``ENGRAM_EMBEDDING_SPIN=true`` keeps the spinning. A
-    fastembed whose text model is laid out otherwise opens its own session (spinning kept).
+    rose from about 15 to 19 ms). ``ENGRAM_EMBEDDING_SPIN=true`` keeps the spinning. The
+    session is opened from the file fastembed would open, on the CPU, sequentially (the
+    inter-op thread count, which fastembed sets to ``threads``, is unused then). A fastembed
+    whose text model is laid out otherwise opens its own session (spinning kept).
     """
     import onnxruntime as ort  # noqa: PLC0415 - loaded where the model runs
 
     inner: Any = getattr(embedding, "model", None)
-    if inner is None or not hasattr(inner, "_ensure_tokenizer"):
-        log.warning("embeddings.spinning_kept", reason="unknown fastembed model layout")
+    description: Any = getattr(inner, "model_description", None)
+    model_dir = getattr(inner, "_model_dir", None)
+    if description is None or model_dir is None or not hasattr(inner, "_ensure_tokenizer"):
+        if not spin:
+            log.warning("embeddings.spinning_kept", reason="unknown fastembed model layout")
         return
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -106,20 +110,25 @@ def _open_session(embedding: Any, path: Path, threads: int, *, spin: bool) -> No
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.add_session_config_entry("session.inter_op.allow_spinning", "0")
     inner.model = ort.InferenceSession(
-        str(path), sess_options=options, providers=["CPUExecutionProvider"]
+        str(Path(model_dir) / description.model_file),
+        sess_options=options,
+        providers=["CPUExecutionProvider"],
     )
     inner._ensure_tokenizer()  # what fastembed's own load does after opening its session
 
 
 def release_freed_memory() -> None:
     """Hand memory the allocator holds but no longer uses back to the system (glibc's
-    ``malloc_trim``; nothing elsewhere). Loading the model frees much of what it allocated
-    (graph optimisation, the first inference's buffers), and glibc keeps freed memory in the
-    process: trimming after the load took 100 MB or more off the resident size (ADR-016)."""
+    ``malloc_trim``, on Linux; nothing elsewhere). Loading the model frees much of what it
+    allocated (graph optimisation, the first inference's buffers), and glibc keeps freed
+    memory in the process; with the single session, the trim took about 100 MB off the
+    kernel's resident size (ADR-016). It runs once, at load: trimming walks every allocator
+    arena under its lock, so other threads' allocations wait for it meanwhile."""
+    if not sys.platform.startswith("linux"):
+        return
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        trim = libc.malloc_trim
-    except (OSError, AttributeError):
+        trim = ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # not glibc (musl has no malloc_trim)
         return
     trim(0)
 
