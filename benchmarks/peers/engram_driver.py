@@ -124,8 +124,7 @@ async def governance_alone(
     """What a governed write must do after its embedding that Mem0's ``add`` does not, each
     step alone on the store the run left: the duplicate and neighbour query, and the conflict
     judgement against those neighbours. Texts this store has never seen (the second
-    concurrent set, which only Mem0 writes), so no cached judgement is reused; nothing is
-    written."""
+    concurrent set, which only Mem0 writes), as a new write's are; nothing is written."""
     texts = job["concurrent_texts_alt"][:100]
     levels = readable_levels(caller)
     query_ms: list[float] = []
