@@ -13,7 +13,9 @@ this process opens a kernel of its own to write. Then:
 - **trigger to start**: ``--triggers`` times, a new topic of five closely related records is
   written; the time from the commit of the fifth to the start of the ``consolidation_event``
   run that consolidates it (``engram.job_runs.started_at``), p50/p95. It is bounded by the
-  watch interval (``--watch-seconds``) plus the poll interval (``--poll-seconds``);
+  watch interval (``--watch-seconds``) plus the poll interval (``--poll-seconds``). The
+  scheduled light and deep passes are kept from falling due meanwhile (a pass on the hour
+  would consolidate the topic before the event trigger saw it);
 - **writes beside jobs**: ``--probe`` sequential governed writes (a trusted agent, in this
   process) while no scheduler runs, then the same number while the workers run jobs back to back
   (restarted polling every 0.5 s with ``decay_refresh``, ``pii_rescan`` and ``reembed`` due
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import platform
 import random
@@ -105,6 +108,21 @@ BUSY = {
     "ENGRAM_REEMBED_MINUTES": "0.05",
     "ENGRAM_CONSOLIDATION_LIGHT_MINUTES": "0.1",
 }
+
+
+def _no_scheduled_passes() -> dict[str, str]:
+    """Settings that keep the scheduled consolidation passes from falling due while triggers
+    are measured. A light pass due on the hour (the default) that runs beside a topic's writes
+    consolidates the topic itself, and the event pass it should have started never comes.
+    An interval twice the time since the epoch puts the light pass's last due instant at the
+    epoch and its next decades away; the deep pass moves to the hour opposite the current one
+    (the caller marks both as run now, so neither is due at start)."""
+    now = datetime.now(UTC)
+    since_epoch = now.timestamp() / 60
+    return {
+        "ENGRAM_CONSOLIDATION_LIGHT_MINUTES": f"{2 * since_epoch:.0f}",
+        "ENGRAM_CONSOLIDATION_HOUR": str((now.hour + 12) % 24),
+    }
 
 
 async def _start_workers(
@@ -196,8 +214,12 @@ async def _idle(admin: asyncpg.Connection, workers: list[Any], seconds: float) -
 
 async def _triggers(kernel: Kernel, admin: asyncpg.Connection, n: int) -> dict[str, Any]:
     delays: list[float] = []
+    early = 0
     for round_no in range(n):
         namespace = f"trigger-{round_no}"
+        # A run counts from the first write of its topic on: a watch check may see the topic
+        # complete before this process reads the clock after the fifth write returns.
+        began = datetime.now(UTC)
         for template in TOPIC:
             await _write(kernel, template.format(n=round_no), namespace=namespace)
         written = datetime.now(UTC)
@@ -207,14 +229,39 @@ async def _triggers(kernel: Kernel, admin: asyncpg.Connection, n: int) -> dict[s
             started = await admin.fetchval(
                 "SELECT min(started_at) FROM engram.job_runs "
                 "WHERE job = 'consolidation_event' AND started_at >= $1",
-                written,
+                began,
             )
             await asyncio.sleep(0.05)
         if started is None:
-            raise RuntimeError("no consolidation_event run within 120 s of a topic")
-        delays.append((started - written).total_seconds() * 1000)
+            raise RuntimeError(
+                "no consolidation_event run within 120 s of a topic; event checks since: "
+                + json.dumps(await _event_checks(admin, began))
+            )
+        early += started < written
+        delays.append(max(0.0, (started - written).total_seconds() * 1000))
         await _wait_finished(admin)
-    return {"trigger_to_start_ms": percentiles(delays)}
+    return {
+        "trigger_to_start_ms": percentiles(delays),
+        # runs whose start came before this process saw the fifth write return (counted as 0)
+        "started_before_the_write_returned": early,
+    }
+
+
+async def _event_checks(admin: asyncpg.Connection, since: datetime) -> dict[str, Any]:
+    """What the event trigger's job row and the runs since ``since`` say (for a failure)."""
+    job = await admin.fetchrow(
+        "SELECT last_due, cursor, running, outcome FROM engram.jobs "
+        "WHERE name = 'consolidation_event'"
+    )
+    runs = await admin.fetch(
+        "SELECT job, outcome, started_at, detail->>'because' AS because FROM engram.job_runs "
+        "WHERE started_at >= $1 ORDER BY started_at",
+        since,
+    )
+    return {
+        "job": {k: str(v) for k, v in dict(job or {}).items()},
+        "runs": [{k: str(v) for k, v in dict(row).items()} for row in runs],
+    }
 
 
 async def _wait_finished(admin: asyncpg.Connection) -> None:
@@ -259,7 +306,12 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
             await kernel.events.settled(timeout_seconds=900)  # resolutions the seeding queued
             # Writes without background jobs: no scheduler runs anywhere.
             alone = await _probe(kernel, args.probe, rng, corpus)
-            workers = await _start_workers(server, args)
+            # Nothing of the passes' is due now either (a new hour would make the deep one due).
+            await admin.execute(
+                "UPDATE engram.jobs SET last_due = now() "
+                "WHERE name IN ('consolidation_light', 'consolidation_deep')"
+            )
+            workers = await _start_workers(server, args, extra=_no_scheduled_passes())
             try:
                 await _wait_registered(admin, len(kernel.scheduler.jobs))
                 await _settle(admin)

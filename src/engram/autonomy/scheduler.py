@@ -349,8 +349,11 @@ class Scheduler:
                 self._seen[job.name] = due
                 return None
         attempt = await self._book.last_attempt(job.name, due) + 1
+        # The run starts now, not when the tick began: the ready check and the jobs claimed
+        # before this one in the same tick take time, and a start recorded before the check
+        # that caused it would read as a run started before its reason existed.
         run_id = await self._book.start(
-            job.name, due=due, attempt=attempt, manual=manual, holder=self.holder, now=now
+            job.name, due=due, attempt=attempt, manual=manual, holder=self.holder, now=self._clock()
         )
         return Claim(job, due, attempt, manual, run_id, state.cursor, reason)
 
