@@ -377,6 +377,34 @@ async def test_versioned_searches_keep_the_vector_order(kernel: Kernel) -> None:
     assert current.hits[0].fused > 0.5  # similarity + lexical share: reordered
 
 
+async def test_an_as_of_search_looks_past_a_window_one_record_fills(kernel: Kernel) -> None:
+    """An as-of search's candidates are versions: a record with more versions near the query
+    than the first window holds (40) must not crowd the other records out of the answer."""
+    await seed(kernel)
+    first = await kernel.gate.evaluate(
+        create(belief("The monorepo build cache lives on host cache-00."), WRITER)
+    )
+    assert first.record_id is not None
+    for version in range(1, 45):
+        moved = await kernel.gate.evaluate(
+            update(
+                first.record_id,
+                f"The monorepo build cache lives on host cache-{version:02d}.",
+                version,
+                WRITER,
+            )
+        )
+        assert moved.approved, moved.reason
+    result = await kernel.retrieval.search(
+        READER, "where is the monorepo build cache", limit=3, as_of_event=utc_now()
+    )
+    found = [hit.record.record_id for hit in result.hits]
+    assert 3 == len(set(found)) == len(found)
+    assert first.record_id == found[0]
+    assert "cache-44" in result.hits[0].record.content
+    assert result.legs["vector"] > 40  # it looked deeper than the first window
+
+
 async def test_history_search_hides_records_and_versions_a_reader_may_not_see(
     kernel: Kernel,
 ) -> None:

@@ -76,6 +76,10 @@ MAX_TEXT_MATCHES = 200
 #: How much a full lexical share adds to a similarity (chosen on the dev half of
 #: tests/data/retrieval with benchmarks/retrieval_eval.py --grid).
 LEXICAL_WEIGHT = 0.3
+#: The deepest window an as-of search widens to (from ``limit * 4``, at least 40, four times
+#: at a time) while it finds fewer than ``limit`` records: its candidates are versions, and
+#: many may belong to a few records or resolve to nothing at the instant asked.
+AS_OF_MAX_DEPTH = 3200
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,6 +262,7 @@ class Retrieval:
         embedded = time.perf_counter()
 
         versioned = include_superseded or as_of_ingestion is not None or as_of_event is not None
+        as_of = versioned and not include_superseded
         depth = min(max(limit * 4, 40), 200)
         levels = readable_levels(caller)
         args: list[Any] = [
@@ -275,37 +280,47 @@ class Retrieval:
         # not resolve for the caller (a record forgotten or hidden since), which must not
         # weigh the words; those searches keep the vector leg's order.
         weighed = vector is not None and self._tuning.lexical_weight > 0 and not versioned
-        rankings = await self._legs(scope, text, vector, args, words=weighed)
-        fused = fuse({leg: [row["id"] for row in rows] for leg, rows in rankings.items()})
-        similarity, lexical = await self._evidence(
-            vector, text if weighed else None, rankings, fused, levels
-        )
-        if weighed:
-            fused = rerank(fused, similarity, lexical, weight=self._tuning.lexical_weight)
-        as_of = versioned and not include_superseded
-        # Candidates of an as-of search that do not resolve for the caller must not set the
-        # best value the relevance is measured against: there it is the best hit's.
-        relevance = {} if as_of else _relevance(fused, similarity, weighed=weighed)
-        fused = [c for c in fused if similarity.get(c[0], min_score) >= min_score]
-        if as_of:
+        resolved: dict[UUID, MemoryRecord | None] = {}
+        while True:
+            rankings = await self._legs(scope, text, vector, args, words=weighed)
+            fused = fuse({leg: [row["id"] for row in rows] for leg, rows in rankings.items()})
+            similarity, lexical = await self._evidence(
+                vector, text if weighed else None, rankings, fused, levels
+            )
+            if weighed:
+                fused = rerank(fused, similarity, lexical, weight=self._tuning.lexical_weight)
+            # Candidates of an as-of search that do not resolve for the caller must not set
+            # the best value the relevance is measured against: there it is the best hit's.
+            relevance = {} if as_of else _relevance(fused, similarity, weighed=weighed)
+            fused = [c for c in fused if similarity.get(c[0], min_score) >= min_score]
+            if not as_of:
+                records = await self._temporal.versions(
+                    [i for i, _, _ in fused[:limit]], caller=caller
+                )
+                hits = [
+                    SearchHit(records[i], score, ranks, similarity.get(i), relevance.get(i))
+                    for i, score, ranks in fused[:limit]
+                    if i in records
+                ]
+                break
             hits = await self._resolve_as_of(
                 caller,
                 rankings,
                 fused,
                 similarity,
+                resolved,
                 limit=limit,
                 as_of_event=as_of_event,
                 as_of_ingestion=as_of_ingestion,
                 include_consolidated=include_consolidated,
             )
-            hits = _with_relevance(hits)
-        else:
-            records = await self._temporal.versions([i for i, _, _ in fused[:limit]], caller=caller)
-            hits = [
-                SearchHit(records[i], score, ranks, similarity.get(i), relevance.get(i))
-                for i, score, ranks in fused[:limit]
-                if i in records
-            ]
+            # An as-of window holds versions, several of one record and some that resolve to
+            # nothing: while a leg filled it and hits are missing, look deeper.
+            full = any(len(rows) >= args[4] for rows in rankings.values())
+            if len(hits) >= limit or not full or args[4] >= AS_OF_MAX_DEPTH:
+                hits = _with_relevance(hits)
+                break
+            args[4] = min(args[4] * 4, AS_OF_MAX_DEPTH)
         self._temporal.note_reads([hit.record for hit in hits])
         done = time.perf_counter()
         result = SearchResult(
@@ -412,6 +427,7 @@ class Retrieval:
         rankings: dict[str, list[Row]],
         fused: list[Candidate],
         similarity: dict[UUID, float],
+        resolved: dict[UUID, MemoryRecord | None],
         *,
         limit: int,
         as_of_event: datetime | None,
@@ -419,7 +435,8 @@ class Retrieval:
         include_consolidated: bool,
     ) -> list[SearchHit]:
         """One hit per record: the version answering (T, E), in fused order, scored by the
-        version that matched."""
+        version that matched. ``resolved`` keeps each record's answer (None: nothing for the
+        caller) across the windows of one search."""
         record_of = {row["id"]: row["record_id"] for rows in rankings.values() for row in rows}
         hits: list[SearchHit] = []
         seen: set[UUID] = set()
@@ -428,16 +445,19 @@ class Retrieval:
             if record_id in seen:
                 continue
             seen.add(record_id)
-            found = await self._temporal.query(
-                record_id=record_id,
-                as_of_event=as_of_event,
-                as_of_ingestion=as_of_ingestion,
-                include_consolidated=include_consolidated,
-                caller=caller,
-                count_read=False,
-            )
-            if found:
-                hits.append(SearchHit(found[0], score, ranks, similarity.get(version_id)))
+            if record_id not in resolved:
+                found = await self._temporal.query(
+                    record_id=record_id,
+                    as_of_event=as_of_event,
+                    as_of_ingestion=as_of_ingestion,
+                    include_consolidated=include_consolidated,
+                    caller=caller,
+                    count_read=False,
+                )
+                resolved[record_id] = found[0] if found else None
+            answer = resolved[record_id]
+            if answer is not None:
+                hits.append(SearchHit(answer, score, ranks, similarity.get(version_id)))
             if len(hits) == limit:
                 break
         return hits
