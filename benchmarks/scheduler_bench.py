@@ -306,10 +306,11 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
             await kernel.events.settled(timeout_seconds=900)  # resolutions the seeding queued
             # Writes without background jobs: no scheduler runs anywhere.
             alone = await _probe(kernel, args.probe, rng, corpus)
-            # Nothing of the passes' is due now either (a new hour would make the deep one due).
+            # None of them is due at start either: a new hour would make the deep pass due, and
+            # the advisor's training, which runs at half past that hour.
             await admin.execute(
                 "UPDATE engram.jobs SET last_due = now() "
-                "WHERE name IN ('consolidation_light', 'consolidation_deep')"
+                "WHERE name IN ('consolidation_light', 'consolidation_deep', 'advisor_train')"
             )
             workers = await _start_workers(server, args, extra=_no_scheduled_passes())
             try:

@@ -403,6 +403,17 @@ async def test_an_as_of_search_looks_past_a_window_one_record_fills(kernel: Kern
     assert first.record_id == found[0]
     assert "cache-44" in result.hits[0].record.content
     assert result.legs["vector"] > 40  # it looked deeper than the first window
+    # Past a full window whose last version is already below the floor, nothing deeper can
+    # pass it: the search does not widen.
+    floored = await kernel.retrieval.search(
+        READER,
+        "Kafka topic orders-v2 retention",
+        limit=3,
+        as_of_event=utc_now(),
+        min_score=0.6,
+    )
+    assert len(floored.hits) < 3
+    assert 40 == floored.legs["vector"]
 
 
 async def test_history_search_hides_records_and_versions_a_reader_may_not_see(

@@ -76,10 +76,11 @@ MAX_TEXT_MATCHES = 200
 #: How much a full lexical share adds to a similarity (chosen on the dev half of
 #: tests/data/retrieval with benchmarks/retrieval_eval.py --grid).
 LEXICAL_WEIGHT = 0.3
-#: The deepest window an as-of search widens to (from ``limit * 4``, at least 40, four times
-#: at a time) while it finds fewer than ``limit`` records: its candidates are versions, and
-#: many may belong to a few records or resolve to nothing at the instant asked.
-AS_OF_MAX_DEPTH = 3200
+#: The deepest window an as-of search widens to (from ``limit * 4``, at least 40 and at most
+#: 200, four times at a time) while it finds fewer than ``limit`` records: its candidates are
+#: versions, and many may belong to a few records or resolve to nothing at the instant asked.
+#: Each record in the window is resolved with one query, so this also bounds those queries.
+AS_OF_MAX_DEPTH = 800
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,8 +316,13 @@ class Retrieval:
                 include_consolidated=include_consolidated,
             )
             # An as-of window holds versions, several of one record and some that resolve to
-            # nothing: while a leg filled it and hits are missing, look deeper.
-            full = any(len(rows) >= args[4] for rows in rankings.values())
+            # nothing: while hits are missing and a leg filled the window with versions that
+            # may still pass the floor (the vector leg is nearest first), look deeper.
+            full = any(
+                len(rows) >= args[4]
+                and (leg != VECTOR or 1.0 - float(rows[-1]["distance"]) >= min_score)
+                for leg, rows in rankings.items()
+            )
             if len(hits) >= limit or not full or args[4] >= AS_OF_MAX_DEPTH:
                 hits = _with_relevance(hits)
                 break
