@@ -416,6 +416,46 @@ async def test_an_as_of_search_looks_past_a_window_one_record_fills(kernel: Kern
     assert 40 == floored.legs["vector"]
 
 
+async def test_hidden_versions_do_not_change_an_as_of_answer_or_its_window(
+    kernel: Kernel,
+) -> None:
+    """A record above the reader's level with many versions near the query changes neither
+    the reader's as-of hits nor how deep its search looked (``legs``) nor anything else it
+    gets back: the windows hold only versions the reader may read."""
+    await seed(kernel)
+    query = "where is the monorepo build cache"
+
+    async def answer() -> tuple[list[tuple[UUID, int, float | None]], dict[str, int]]:
+        result = await kernel.retrieval.search(READER, query, limit=3, as_of_event=utc_now())
+        hits = [(h.record.id, h.ranks["vector"], h.similarity) for h in result.hits]
+        return hits, result.legs
+
+    before = await answer()
+    writer = replace(TRUSTED, writes_per_minute=100_000)
+    hidden = await kernel.gate.evaluate(
+        create(
+            belief(
+                "The monorepo build cache lives on host cache-00.", access_level=AccessLevel.SYSTEM
+            ),
+            writer,
+        )
+    )
+    assert hidden.record_id is not None
+    assert hidden.approved, hidden.reason
+    for version in range(1, 45):
+        moved = await kernel.gate.evaluate(
+            update(
+                hidden.record_id,
+                f"The monorepo build cache lives on host cache-{version:02d}.",
+                version,
+                writer,
+                access_level=AccessLevel.SYSTEM,
+            )
+        )
+        assert moved.approved, moved.reason
+    assert before == await answer()
+
+
 async def test_history_search_hides_records_and_versions_a_reader_may_not_see(
     kernel: Kernel,
 ) -> None:

@@ -63,6 +63,29 @@ async def test_a_daily_job_runs_once_per_due_time_and_waits_for_the_first(kernel
     await runner.stop()
 
 
+async def test_a_run_starts_when_it_is_claimed_not_when_its_tick_began(kernel: Kernel) -> None:
+    """A watched job's run is recorded as started after the ready check that caused it, even
+    when the check took a while (here the clock moves on inside it)."""
+    body = Recorder()
+    clock = Clock(START)
+
+    async def slow_ready(context: JobContext) -> str | None:
+        del context
+        clock.advance(seconds=7)  # the check outlasts the tick's start
+        return "something to do"
+
+    job = Job("watched", Every(timedelta(seconds=30)), body, "test", ready=slow_ready)
+    runner = scheduler(kernel, [job], clock)
+    assert [] == await runner.tick()  # first sighting: marked, not run
+    clock.advance(seconds=30)
+    tick_began = clock.now
+    assert ["watched"] == await runner.tick()
+    await runner.wait_idle()
+    (run,) = await runner.book.runs("watched")
+    assert tick_began + timedelta(seconds=7) == run.started_at
+    await runner.stop()
+
+
 async def test_two_schedulers_on_one_database_run_each_due_time_once(kernel: Kernel) -> None:
     """Three schedulers (three kernels' worth of locks) polling the same due times: one run
     per due time in all."""

@@ -81,6 +81,8 @@ LEXICAL_WEIGHT = 0.3
 #: versions, and many may belong to a few records or resolve to nothing at the instant asked.
 #: Each record in the window is resolved with one query, so this also bounds those queries.
 AS_OF_MAX_DEPTH = 800
+#: Where the window's size sits among a leg's arguments (``$6``, its ``LIMIT``, search.sql).
+DEPTH_ARG = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,14 +321,14 @@ class Retrieval:
             # nothing: while hits are missing and a leg filled the window with versions that
             # may still pass the floor (the vector leg is nearest first), look deeper.
             full = any(
-                len(rows) >= args[4]
+                len(rows) >= args[DEPTH_ARG]
                 and (leg != VECTOR or 1.0 - float(rows[-1]["distance"]) >= min_score)
                 for leg, rows in rankings.items()
             )
-            if len(hits) >= limit or not full or args[4] >= AS_OF_MAX_DEPTH:
+            if len(hits) >= limit or not full or args[DEPTH_ARG] >= AS_OF_MAX_DEPTH:
                 hits = _with_relevance(hits)
                 break
-            args[4] = min(args[4] * 4, AS_OF_MAX_DEPTH)
+            args[DEPTH_ARG] = min(args[DEPTH_ARG] * 4, AS_OF_MAX_DEPTH)
         self._temporal.note_reads([hit.record for hit in hits])
         done = time.perf_counter()
         result = SearchResult(
