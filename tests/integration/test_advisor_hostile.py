@@ -68,7 +68,7 @@ async def test_a_damaged_active_model_row_means_the_heuristic_not_an_error(
         reload_seconds=3600,
         metrics=kernel.metrics,
     )
-    good = AdvisorPolicy("rl@1", np.zeros((2, FEATURE_COUNT)), np.zeros(2)).to_json()
+    good = AdvisorPolicy("rl@1", np.zeros((3, FEATURE_COUNT)), np.zeros(3)).to_json()
     damaged = [
         {**good, "weights": [[1.0, 2.0]]},
         {**good, "bias": ["NaN", 0.0]},
@@ -94,7 +94,7 @@ async def test_a_damaged_active_model_row_means_the_heuristic_not_an_error(
 async def test_two_promotions_at_once_leave_exactly_one_active_model(kernel: Kernel) -> None:
     """Promotions race under one lock: whichever commits last is active, the other retired,
     and never two active rows."""
-    good = AdvisorPolicy("rl@1", np.zeros((2, FEATURE_COUNT)), np.zeros(2)).to_json()
+    good = AdvisorPolicy("rl@1", np.zeros((3, FEATURE_COUNT)), np.zeros(3)).to_json()
     for version in ("rl@1", "rl@2"):
         await _insert(kernel, version, {**good, "version": version})
         await kernel.advisor_models.record_evaluation(version, {"wins": True})

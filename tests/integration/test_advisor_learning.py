@@ -151,8 +151,8 @@ async def test_a_serving_kernel_follows_the_model_rows_and_records_shadow_advice
         fallbacks = serving.metrics.advisor_fallbacks.labels(reason="no_model")._value.get()
         assert fallbacks >= 1
         # a model that always keeps, promoted; a candidate that would always reinforce
-        keep = AdvisorPolicy("rl@1", np.zeros((2, FEATURE_COUNT)), np.asarray([5.0, 0.0]))
-        noop = AdvisorPolicy("rl@2", np.zeros((2, FEATURE_COUNT)), np.asarray([0.0, 5.0]))
+        keep = AdvisorPolicy("rl@1", np.zeros((3, FEATURE_COUNT)), np.asarray([5.0, 0.0, 0.0]))
+        noop = AdvisorPolicy("rl@2", np.zeros((3, FEATURE_COUNT)), np.asarray([0.0, 5.0, 0.0]))
         for policy in (keep, noop):
             await kernel.db.execute(
                 "INSERT INTO engram.advisor_models (version, feature_schema, policy, digest, "

@@ -58,8 +58,9 @@ def test_replay_scores_the_candidate_in_the_logged_states() -> None:
     row[F["closest"]], row[F["restates"]], row[F["type_belief"]] = 0.9, 1.0, 1.0
     useful = TrainingExample(tuple(row), "ADD", "ADD", Outcome(useful=2))
     idle = TrainingExample(tuple(row), "ADD", "ADD", Outcome())
-    noop = AdvisorPolicy("rl@t", np.zeros((2, FEATURE_COUNT)), np.asarray([0.0, 3.0]))
+    noop = AdvisorPolicy("rl@t", np.zeros((3, FEATURE_COUNT)), np.asarray([0.0, 3.0, 0.0]))
     report = replay_logged([useful, idle], noop)
     assert 2 == report["changed"]
     assert 1 == report["dropped_useful_records"]
+    assert 0 == report["candidate_merges"]
     assert {"decisions": 0} == replay_logged([], noop)

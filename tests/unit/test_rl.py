@@ -28,9 +28,16 @@ from engram.memory.rl.features import (
     mentions,
 )
 from engram.memory.rl.grpo import GRPOConfig, train_grpo
-from engram.memory.rl.policy import ACTIONS, AdvisorPolicy, allowed_actions
+from engram.memory.rl.policy import (
+    ACTIONS,
+    MERGE_FLOOR,
+    MERGE_MIN_INCOMPATIBLE,
+    AdvisorPolicy,
+    allowed_actions,
+)
 from engram.memory.rl.reward import (
     LOSS_WEIGHT,
+    NOT_USEFUL_COST,
     STORE_COST,
     Outcome,
     RewardModel,
@@ -39,6 +46,7 @@ from engram.memory.rl.reward import (
 )
 from engram.memory.rl.training import train_policy
 from engram.memory.types import (
+    AccessLevel,
     GateAction,
     GateDecisionType,
     MemoryRecord,
@@ -136,14 +144,33 @@ def test_features_of_another_schema_are_not_read() -> None:
 def test_policy_round_trips_and_pins_its_digest() -> None:
     """A stored policy scores as before, and any change of weight changes its digest."""
     rng = np.random.default_rng(1)
-    policy = AdvisorPolicy("rl@1", rng.normal(size=(2, FEATURE_COUNT)), rng.normal(size=2))
+    policy = AdvisorPolicy("rl@1", rng.normal(size=(3, FEATURE_COUNT)), rng.normal(size=3))
     again = AdvisorPolicy.from_json(policy.to_json())
     assert policy.digest() == again.digest()
     x = np.asarray([state(closest=0.9)])
     assert np.allclose(policy.probabilities(x), again.probabilities(x), atol=1e-6)
     changed = policy.to_json()
-    changed["bias"] = [0.0, 0.0]
+    changed["bias"] = [0.0, 0.0, 0.0]
     assert AdvisorPolicy.from_json(changed).digest() != policy.digest()
+
+
+def test_a_policy_trained_before_update_existed_loads_and_never_merges() -> None:
+    """A stored two-action model (ADD, NOOP) keeps its digest and gives UPDATE no chance,
+    however the mask reads."""
+    rng = np.random.default_rng(2)
+    old = AdvisorPolicy(
+        "rl@1", rng.normal(size=(2, FEATURE_COUNT)), rng.normal(size=2), ("ADD", "NOOP")
+    )
+    data = old.to_json()
+    assert ["ADD", "NOOP"] == data["actions"]
+    loaded = AdvisorPolicy.from_json(data)
+    assert old.digest() == loaded.digest()
+    x = np.asarray([state(closest=0.9)] * 2)
+    p = loaded.probabilities(x, np.ones((2, 3)))
+    assert np.all(p[:, ACTIONS.index("UPDATE")] == 0)
+    assert np.allclose(p.sum(axis=1), 1.0)
+    with pytest.raises(ValidationFailed):
+        AdvisorPolicy.from_json({**data, "actions": ["NOOP", "ADD"]})
 
 
 def test_policy_of_another_schema_or_shape_is_refused() -> None:
@@ -152,26 +179,52 @@ def test_policy_of_another_schema_or_shape_is_refused() -> None:
     with pytest.raises(ValidationFailed):
         AdvisorPolicy.from_json({**data, "schema": "advisor-features@0"})
     with pytest.raises(ValidationFailed):
-        AdvisorPolicy("rl@1", np.zeros((3, FEATURE_COUNT)), np.zeros(3))
+        AdvisorPolicy("rl@1", np.zeros((2, FEATURE_COUNT)), np.zeros(2))
     with pytest.raises(ValidationFailed):
-        AdvisorPolicy("rl@1", np.full((2, FEATURE_COUNT), np.nan), np.zeros(2))
+        AdvisorPolicy("rl@1", np.full((3, FEATURE_COUNT), np.nan), np.zeros(3))
 
 
 def test_allowed_actions_keep_duplicates_out_and_noops_in_scope() -> None:
     """Exact duplicates only reinforce; a NOOP needs a close, same-scope, compatible record."""
-    assert (0.0, 1.0) == allowed_actions(state(exact_duplicate=1, closest=1))
-    assert (1.0, 0.0) == allowed_actions(state(closest=0.5))
-    assert (1.0, 0.0) == allowed_actions(state(closest=0.9, other_scope=1))
-    assert (1.0, 0.0) == allowed_actions(state(closest=0.9, incompatible=0.8))
-    assert (1.0, 1.0) == allowed_actions(state(closest=0.9, incompatible=0.8, restates=1))
-    assert (1.0, 1.0) == allowed_actions(state(closest=0.9, incompatible=0.2))
-    assert (1.0, 0.0) == allowed_actions(state(closest=0.9, incompatible=0.2, new_marks=1))
+    assert (0.0, 1.0, 0.0) == allowed_actions(state(exact_duplicate=1, closest=1))
+    assert (1.0, 0.0, 0.0) == allowed_actions(state(closest=0.5))
+    assert (1.0, 0.0, 0.0) == allowed_actions(state(closest=0.9, other_scope=1))
+    assert (1.0, 0.0, 0.0) == allowed_actions(state(closest=0.9, incompatible=0.8))
+    assert (1.0, 1.0, 0.0) == allowed_actions(state(closest=0.9, incompatible=0.8, restates=1))
+    assert (1.0, 1.0, 0.0) == allowed_actions(state(closest=0.9, incompatible=0.2))
+    assert (1.0, 0.0, 0.0) == allowed_actions(state(closest=0.9, incompatible=0.2, new_marks=1))
     same = {"closest": 0.9, "incompatible": 0.8, "kept_marks": 1.0}
-    assert (1.0, 1.0) == allowed_actions(state(**same))
-    assert (1.0, 0.0) == allowed_actions(state(**same, in_conflict=1))
-    assert (1.0, 0.0) == allowed_actions(state(**same, new_marks=1))
-    assert (1.0, 0.0) == allowed_actions(state(**same, change_words=1))
-    assert (1.0, 0.0) == allowed_actions(state(**{**same, "kept_marks": 0.5}))
+    assert (1.0, 1.0, 0.0) == allowed_actions(state(**same))
+    assert (1.0, 0.0, 0.0) == allowed_actions(state(**same, in_conflict=1))
+    assert (1.0, 0.0, 0.0) == allowed_actions(state(**same, new_marks=1))
+    assert (1.0, 0.0, 0.0) == allowed_actions(state(**same, change_words=1))
+    assert (1.0, 0.0, 0.0) == allowed_actions(state(**{**same, "kept_marks": 0.5}))
+
+
+def test_a_merge_needs_a_stated_change_with_a_new_value_of_a_close_same_scope_record() -> None:
+    """UPDATE is allowed only for a change in the proposal's own words that brings a new value
+    and repeats one of the nearest record's (same scope, >= MERGE_FLOOR), with no dispute."""
+    change = {
+        "closest": 0.8,
+        "incompatible": MERGE_MIN_INCOMPATIBLE,
+        "new_marks": 1.0,
+        "kept_marks": 0.5,
+        "change_words": 1.0,
+    }
+    assert (1.0, 0.0, 1.0) == allowed_actions(state(**change))
+    assert (1.0, 0.0, 1.0) == allowed_actions(state(**{**change, "closest": MERGE_FLOOR}))
+    for refused in (
+        {"closest": MERGE_FLOOR - 0.01},
+        {"incompatible": MERGE_MIN_INCOMPATIBLE - 0.01},
+        {"other_scope": 1.0},
+        {"new_marks": 0.0},
+        {"kept_marks": 0.0},
+        {"change_words": 0.0},
+        {"change_words": 0.0, "supersedes": 1.0},
+        {"contested": 1.0},
+    ):
+        assert 0.0 == allowed_actions(state(**{**change, **refused}))[ACTIONS.index("UPDATE")]
+    assert (0.0, 1.0, 0.0) == allowed_actions(state(**change, exact_duplicate=1))
 
 
 # --- reward --------------------------------------------------------------------------------
@@ -189,6 +242,25 @@ def test_reward_is_observed_for_adds_and_estimated_for_noops() -> None:
     assert 0 == table[1, ACTIONS.index("NOOP")]
 
 
+def test_a_merge_earns_only_what_the_stale_nearest_record_cost() -> None:
+    """R(UPDATE) is R(ADD) plus the nearest record's later stale ratings saved, minus its
+    later unique useful answers lost (weighed as a lost fact); a logged merge's own ratings
+    are its observed UPDATE reward."""
+    change = state(closest=0.8, incompatible=0.9, new_marks=1, kept_marks=0.5, change_words=1)
+    stale = TrainingExample(change, "ADD", "ADD", Outcome(useful=2, nearest_stale=3))
+    still_true = TrainingExample(change, "ADD", "ADD", Outcome(useful=2, nearest_lost=1))
+    idle = TrainingExample(change, "ADD", "ADD", Outcome(useful=2))
+    merged = TrainingExample(change, "UPDATE", "ADD", Outcome(useful=1, not_useful=1))
+    batch = [stale, still_true, idle, merged]
+    table = reward_table(batch, RewardModel.fit(batch))
+    add, update = ACTIONS.index("ADD"), ACTIONS.index("UPDATE")
+    assert pytest.approx(2 - STORE_COST + NOT_USEFUL_COST * 3) == table[0, update]
+    assert pytest.approx(2 - STORE_COST) == table[0, add]
+    assert pytest.approx(2 - STORE_COST - LOSS_WEIGHT) == table[1, update]
+    assert table[2, update] == table[2, add]  # merging is worth nothing by itself
+    assert pytest.approx(1 - NOT_USEFUL_COST - STORE_COST) == table[3, update]
+
+
 # --- GRPO ----------------------------------------------------------------------------------
 
 
@@ -203,8 +275,8 @@ def _bandit(n: int, seed: int = 0) -> tuple[np.ndarray, ...]:
     ]
     states = np.asarray(rows)
     allowed = np.asarray([allowed_actions(row) for row in rows])
-    reward = np.where(restates[:, None], [[-0.2, 0.0]], [[1.0, -1.5]])
-    reference = np.tile([[1.0, 0.0]], (n, 1))
+    reward = np.where(restates[:, None], [[-0.2, 0.0, -0.2]], [[1.0, -1.5, 1.0]])
+    reference = np.tile([[1.0, 0.0, 0.0]], (n, 1))
     return states, allowed, reward, reference, restates
 
 
@@ -259,8 +331,8 @@ def test_training_on_nothing_returns_the_untrained_policy() -> None:
 
 
 def _noop_policy(strength: float) -> AdvisorPolicy:
-    weights = np.zeros((2, FEATURE_COUNT))
-    bias = np.asarray([0.0, strength])
+    weights = np.zeros((3, FEATURE_COUNT))
+    bias = np.asarray([0.0, strength, 0.0])
     return AdvisorPolicy("rl@noop", weights, bias)
 
 
@@ -290,6 +362,46 @@ async def test_rl_advisor_never_noops_where_the_gate_does_not_allow_it() -> None
     assert AdvisorAction.ADD == decision.action
 
 
+def _merge_policy() -> AdvisorPolicy:
+    return AdvisorPolicy("rl@merge", np.zeros((3, FEATURE_COUNT)), np.asarray([0.0, 0.0, 9.0]))
+
+
+async def test_rl_advisor_merges_a_stated_change_into_the_callers_own_nearest_record() -> None:
+    """A change of value of the agent's own record becomes that record's next version; the
+    conflicts with it are not resolved a second time."""
+    heuristic = HeuristicAdvisor(ConflictDetector())
+    existing = Neighbour(belief("The data team's standup is at 09:30 every weekday."), 0.85)
+    context = AdvisorContext(GateAction.CREATE, EXTERNAL, STANDARD, neighbours=(existing,))
+    proposal = belief("The data team moved its standup from 09:30 to 10:15.")
+    decision = await RLAdvisor(heuristic, _merge_policy()).advise(proposal, context)
+    assert decision.features is not None
+    assert 1.0 == allowed_actions(decision.features)[ACTIONS.index("UPDATE")]
+    assert AdvisorAction.UPDATE == decision.action
+    assert existing.record.record_id == decision.target_record_id
+    assert all(c.existing_record_id != existing.record.record_id for c in decision.conflicts)
+    assert decision.rationale.startswith("the policy merges it into the nearest record")
+
+
+async def test_rl_advisor_never_merges_into_a_record_the_caller_does_not_own() -> None:
+    """Another agent's record, or one of another access level, is never rewritten by a
+    merge, whatever the policy prefers: the write is the heuristic's (an ADD)."""
+    heuristic = HeuristicAdvisor(ConflictDetector())
+    proposal = belief("The data team moved its standup from 09:30 to 10:15.")
+    theirs = MemoryRecord.draft(
+        MemoryType.BELIEF, "The data team's standup is at 09:30 every weekday.", source_agent="b"
+    )
+    hidden = belief("The data team's standup is at 09:30 every weekday.").model_copy(
+        update={"access_level": AccessLevel.USER}
+    )
+    for existing in (theirs, hidden):
+        context = AdvisorContext(
+            GateAction.CREATE, EXTERNAL, STANDARD, neighbours=(Neighbour(existing, 0.85),)
+        )
+        decision = await RLAdvisor(heuristic, _merge_policy()).advise(proposal, context)
+        assert AdvisorAction.ADD == decision.action
+        assert decision.target_record_id is None
+
+
 async def test_rl_advisor_falls_back_to_the_heuristic_and_counts_it() -> None:
     """A failing or missing policy leaves the heuristic's decision, marked and counted."""
     heuristic = HeuristicAdvisor(ConflictDetector())
@@ -301,7 +413,7 @@ async def test_rl_advisor_falls_back_to_the_heuristic_and_counts_it() -> None:
         ) -> np.ndarray:
             raise FloatingPointError("boom")
 
-    broken = Broken("rl@broken", np.zeros((2, FEATURE_COUNT)), np.zeros(2))
+    broken = Broken("rl@broken", np.zeros((3, FEATURE_COUNT)), np.zeros(3))
     rl = RLAdvisor(heuristic, broken, on_fallback=fallbacks.append)
     context = AdvisorContext(GateAction.CREATE, EXTERNAL, STANDARD)
     decision = await rl.advise(belief("The build uses Bazel."), context)

@@ -20,6 +20,12 @@ gave it its current content; trusted for an internal origin) is not above the ca
 tier, and the newer record is visible to everyone who may read the older one: a lower tier
 may challenge a higher tier's record and escalate the dispute, never supersede it, and
 nothing hidden from a reader changes what that reader sees (ADR-010).
+
+A learned advisor may *merge* an outside CREATE into its nearest record (write it as that
+record's next version) only where :func:`merge_denial` finds nothing: the nearest record is the
+caller's own, of the same type, namespace and access level, and the caller may change it
+(ADR-020). Nobody else's record, and nothing any reader's view depends on beyond that record,
+is ever rewritten by an advisor's choice.
 """
 
 from __future__ import annotations
@@ -117,3 +123,17 @@ def resolution_denial(
             f"a {standing.value} agent wrote"
         )
     return None
+
+
+def merge_denial(
+    caller: CallerIdentity, proposal: MemoryRecord, nearest: MemoryRecord
+) -> str | None:
+    """Why an advisor may not write ``proposal`` as the next version of ``nearest`` on
+    ``caller``'s behalf, or None if it may (see the module docstring)."""
+    if nearest.source_agent != caller.agent_id:
+        return "the nearest record was written by another agent"
+    if nearest.type is not proposal.type or nearest.namespace != proposal.namespace:
+        return "the nearest record is of another type or namespace"
+    if nearest.access_level is not proposal.access_level:
+        return "the nearest record has another access level"
+    return write_denial(caller, proposal, existing=nearest)

@@ -2,10 +2,13 @@
 
 :class:`RLAdvisor` asks the heuristic first (conflicts, routing, confidence and importance
 stay the heuristic's) and lets the trained :class:`~engram.memory.rl.policy.AdvisorPolicy`
-choose between ADD and NOOP where a choice is safe: an exact duplicate is always a NOOP, and
-a NOOP needs a nearest record in the same scope, close enough and not found incompatible
-(:func:`~engram.memory.rl.policy.allowed_actions`). Anything else (an UPDATE, an internal
-write, no model, any error) is the heuristic's decision, marked as a fallback and counted.
+choose between ADD, NOOP and UPDATE (merge into the nearest record) where a choice is safe:
+an exact duplicate is always a NOOP, a NOOP needs a nearest record in the same scope, close
+enough and not found incompatible, and an UPDATE a stated change of the caller's own nearest
+record (:func:`~engram.memory.rl.policy.allowed_actions`,
+:func:`~engram.memory.gate.access.merge_denial`). Anything else (an UPDATE request, an
+internal write, no model, any error) is the heuristic's decision, marked as a fallback and
+counted.
 :meth:`RLAdvisor.train` fits a new policy by GRPO (:mod:`engram.memory.rl.grpo`).
 
 :class:`ShadowAdvisor` runs a candidate beside the active advisor and records the candidate's
@@ -23,6 +26,7 @@ from typing import Any
 import numpy as np
 import structlog
 
+from engram.memory.gate.access import merge_denial
 from engram.memory.gate.advisor import (
     AdvisorAction,
     AdvisorContext,
@@ -37,10 +41,12 @@ from engram.memory.rl.training import train_policy
 from engram.memory.types import GateAction, GateDecisionType, MemoryRecord
 
 log = structlog.get_logger("engram.memory.gate.advisor")
+_UPDATE = ACTIONS.index("UPDATE")
 
 
 class RLAdvisor:
-    """The trained policy's choice between ADD and NOOP, the heuristic's for all else."""
+    """The trained policy's choice between ADD, NOOP and UPDATE, the heuristic's for all
+    else."""
 
     def __init__(
         self,
@@ -106,8 +112,12 @@ class RLAdvisor:
         if decision.features is None:
             raise LookupError("the heuristic recorded no features")
         state = np.asarray([decision.features], dtype=np.float64)
-        allowed = np.asarray([allowed_actions(decision.features)])
-        p = policy.probabilities(state, allowed)[0]
+        others = [n for n in context.neighbours if n.record.record_id != record.record_id]
+        nearest = max(others, key=lambda n: n.similarity, default=None)
+        mask = list(allowed_actions(decision.features))
+        if nearest is None or merge_denial(context.caller, record, nearest.record) is not None:
+            mask[_UPDATE] = 0.0
+        p = policy.probabilities(state, np.asarray([mask]))[0]
         if not np.isfinite(p).all():
             raise ArithmeticError("policy probabilities are not finite")
         action = AdvisorAction(ACTIONS[int(np.argmax(p))])
@@ -115,8 +125,20 @@ class RLAdvisor:
         share = f"p={float(p.max()):.3f}"
         if action is decision.action:
             return replace(decision, source=source, rationale=f"{decision.rationale}; {share}")
-        others = [n for n in context.neighbours if n.record.record_id != record.record_id]
-        nearest = max(others, key=lambda n: n.similarity)
+        if nearest is None:  # pragma: no cover - the mask allows only ADD without one
+            raise LookupError("the policy chose a neighbour's action with no neighbour")
+        if action is AdvisorAction.UPDATE:
+            target = nearest.record.record_id
+            return replace(
+                decision,
+                action=AdvisorAction.UPDATE,
+                rationale=f"the policy merges it into the nearest record as its next version "
+                f"(similarity {nearest.similarity:.3f}, {share}); heuristic: {decision.rationale}",
+                source=source,
+                target_record_id=target,
+                update_candidate_of=None,
+                conflicts=tuple(c for c in decision.conflicts if c.existing_record_id != target),
+            )
         if action is AdvisorAction.NOOP:
             target = nearest.record.record_id
             return replace(

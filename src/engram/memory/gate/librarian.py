@@ -370,7 +370,10 @@ class LibrarianGate:
             exact = None  # the advice was not about duplicates: no NOOP target among them
         record = record.model_copy(update={"source_confidence": advice.confidence})
         target = None
-        if advice.action is AdvisorAction.NOOP:
+        if advice.action is AdvisorAction.NOOP or (
+            advice.action is AdvisorAction.UPDATE and request.action is GateAction.CREATE
+        ):
+            # the record a NOOP reinforces, or that a CREATE is merged into (ADR-020)
             pool = [n.record for n in nearest] + ([exact.record] if exact else [])
             pool += [head] if head is not None else []
             target = next((r for r in pool if r.record_id == advice.target_record_id), None)
@@ -388,7 +391,9 @@ class LibrarianGate:
             related=tuple(
                 (n.record.id, n.similarity)
                 for n in nearest
-                if n.similarity >= RELATED and n.record.record_id != record.record_id
+                if n.similarity >= RELATED
+                and n.record.record_id != record.record_id
+                and (target is None or n.record.record_id != target.record_id)
             ),
         )
         return plan, timing

@@ -117,7 +117,10 @@ class WritePath:
         if plan.advice is not None and plan.advice.action is AdvisorAction.NOOP:
             return await self._reinforce(conn, plan, decision_id, timing)
         if action is GateAction.UPDATE:
-            return await self._update(conn, plan, decision_id, timing)
+            locked = await self._lock_head(conn, plan)
+            return await self._new_version(conn, plan, locked, decision_id, timing)
+        if plan.advice is not None and plan.advice.action is AdvisorAction.UPDATE:
+            return await self._merge(conn, plan, decision_id, timing)
         return await self._create(conn, plan, decision_id, timing)
 
     async def _create(
@@ -151,11 +154,31 @@ class WritePath:
             raise VersionConflict(expected=expected, actual=locked.version)
         return locked
 
-    async def _update(
+    async def _merge(
         self, conn: Connection, plan: Plan, decision_id: UUID, timing: Timing
     ) -> GateResult:
+        """A CREATE the advisor merged into its nearest record (ADR-020): stored as that
+        record's next version, provided the version the advice saw is still its live head."""
+        target = plan.target
+        if target is None:  # the advisor named a record the Gate did not offer it
+            raise RuntimeError("UPDATE advice on a CREATE without a known target")
+        locked = await store.head(conn, target.record_id, lock=True)
+        if locked is None or locked.status is not MemoryStatus.ACTIVE or locked.id != target.id:
+            raise StaleTarget(locked)
+        return await self._new_version(conn, plan, locked, decision_id, timing, reason="merge")
+
+    async def _new_version(
+        self,
+        conn: Connection,
+        plan: Plan,
+        locked: MemoryRecord,
+        decision_id: UUID,
+        timing: Timing,
+        *,
+        reason: str = "update",
+    ) -> GateResult:
+        """Store the plan's record as the next version of ``locked`` (its head, locked)."""
         expected = plan.request.expected_version
-        locked = await self._lock_head(conn, plan)
         new = stamped(
             plan,
             decision_id,
@@ -172,7 +195,7 @@ class WritePath:
             target=locked.id,
             kind=EdgeKind.SUPERSEDES,
             decision_id=decision_id,
-            provenance={"reason": "update", "agent": plan.request.caller_identity.agent_id},
+            provenance={"reason": reason, "agent": plan.request.caller_identity.agent_id},
         )
         await self._links(conn, plan, ingested, decision_id)
         await self._publish(conn, "memory.updated", new, decision_id, plan)

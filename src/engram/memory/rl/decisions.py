@@ -1,8 +1,9 @@
 """The advisor's training data, read from the database and nothing else (ADR-020).
 
 Each outside CREATE that Layer 2 approved recorded the state it saw in its audit row
-(:mod:`engram.memory.rl.features`); the outcome of an ADD is read from ``memory_feedback``
-within ``horizon`` after the decision (:class:`~engram.memory.rl.reward.Outcome`). The action
+(:mod:`engram.memory.rl.features`); the outcome of an ADD or a merge (UPDATE) is read from
+``memory_feedback`` within ``horizon`` after the decision, with, for an ADD, the ratings its
+nearest record got in that time (:class:`~engram.memory.rl.reward.Outcome`). The action
 taken is whatever advisor decided (heuristic or a policy); the reference action is the
 heuristic's answer recorded in the state, so decisions of a learned advisor train the next
 one as well.
@@ -70,9 +71,12 @@ async def training_data(
         if state is None:
             skipped += 1
             continue
-        action = "NOOP" if advice.get("action") == "NOOP" else "ADD"
-        parsed.append((state, action, row["record_id"], _nearest(features), row["occurred_at"]))
-    added = [(rec, near, at) for _s, action, rec, near, at in parsed if action == "ADD" and rec]
+        action = str(advice.get("action"))
+        action = action if action in ("NOOP", "UPDATE") else "ADD"
+        # a merged record is its own nearest: nothing of it is redundant with itself
+        nearest = None if action == "UPDATE" else _nearest(features)
+        parsed.append((state, action, row["record_id"], nearest, row["occurred_at"]))
+    added = [(rec, near, at) for _s, action, rec, near, at in parsed if action != "NOOP" and rec]
     outcomes: dict[UUID, Outcome] = {}
     if added:
         found = await db.fetch(
@@ -84,7 +88,13 @@ async def training_data(
             SAME_ANSWER,
         )
         outcomes = {
-            r["record_id"]: Outcome(int(r["useful"]), int(r["redundant"]), int(r["not_useful"]))
+            r["record_id"]: Outcome(
+                int(r["useful"]),
+                int(r["redundant"]),
+                int(r["not_useful"]),
+                int(r["nearest_stale"]),
+                int(r["nearest_lost"]),
+            )
             for r in found
         }
     examples = tuple(
@@ -92,7 +102,7 @@ async def training_data(
             state,
             action,
             "NOOP" if state[_HEURISTIC_NOOP] >= 1.0 else "ADD",
-            outcomes.get(record_id, Outcome()) if action == "ADD" and record_id else Outcome(),
+            outcomes.get(record_id, Outcome()) if action != "NOOP" and record_id else Outcome(),
         )
         for state, action, record_id, _near, _at in parsed
     )

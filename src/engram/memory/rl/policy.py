@@ -1,8 +1,9 @@
 """The advisor's policy: a linear softmax over what Layer 2 saw (ADR-020).
 
 :class:`AdvisorPolicy` maps the state vector of :mod:`engram.memory.rl.features` to a
-distribution over the actions an outside CREATE can take: store it (``ADD``), or reinforce
-the nearest record instead (``NOOP``). A few hundred multiplications, well under the 1 ms a
+distribution over the actions an outside CREATE can take: store it (``ADD``), reinforce
+the nearest record instead (``NOOP``), or merge it into the nearest record as that record's
+next version (``UPDATE``). A few hundred multiplications, well under the 1 ms a
 decision may cost, and every weight can be read. Scored by the Gate's
 :class:`~engram.memory.gate.learned.RLAdvisor`, trained by :mod:`engram.memory.rl.grpo`.
 """
@@ -22,13 +23,20 @@ import numpy.typing as npt
 from engram.errors import ValidationFailed
 from engram.memory.rl.features import FEATURE_COUNT, FEATURE_NAMES, FEATURE_SCHEMA
 
-#: The actions the policy chooses between, in the order of its rows.
-ACTIONS: tuple[str, ...] = ("ADD", "NOOP")
+#: The actions the policy chooses between, in the order of its rows. Models trained before
+#: UPDATE existed chose between the first two; they load and never merge.
+ACTIONS: tuple[str, ...] = ("ADD", "NOOP", "UPDATE")
 #: A NOOP reinforces the nearest record only from this similarity up.
 NOOP_FLOOR = 0.75
 #: … and only when the proposal restates it, or the classifier finds them less likely
 #: incompatible than this.
 NOOP_MAX_INCOMPATIBLE = 0.5
+#: An UPDATE merges into the nearest record only from this similarity up (the heuristic's
+#: update-candidate threshold) …
+MERGE_FLOOR = 0.65
+#: … and only when the classifier finds the two at least this likely incompatible (a merge
+#: replaces the nearest record's content: both must not be true at once).
+MERGE_MIN_INCOMPATIBLE = 0.5
 _INDEX = {name: i for i, name in enumerate(FEATURE_NAMES)}
 
 Vector = npt.NDArray[np.float64]
@@ -36,14 +44,18 @@ Vector = npt.NDArray[np.float64]
 
 @dataclass(frozen=True, slots=True)
 class AdvisorPolicy:
-    """Linear softmax weights, one row per action of :data:`ACTIONS`."""
+    """Linear softmax weights, one row per action it was trained with (``actions``, the
+    first ones of :data:`ACTIONS`); the actions it never learned get probability 0."""
 
     version: str
     weights: Vector  # (actions, features)
     bias: Vector  # (actions,)
+    actions: tuple[str, ...] = ACTIONS
 
     def __post_init__(self) -> None:
-        expected = (len(ACTIONS), FEATURE_COUNT)
+        if self.actions != ACTIONS[: len(self.actions)] or len(self.actions) < 2:
+            raise ValidationFailed(errors=["policy actions differ from the Gate's"])
+        expected = (len(self.actions), FEATURE_COUNT)
         if self.weights.shape != expected or self.bias.shape != expected[:1]:
             shape = f"{self.weights.shape} + {self.bias.shape}"
             raise ValidationFailed(errors=[f"policy shape {shape}, expected {expected}"])
@@ -55,19 +67,26 @@ class AdvisorPolicy:
         return cls(version, np.zeros((len(ACTIONS), FEATURE_COUNT)), np.zeros(len(ACTIONS)))
 
     def logits(self, states: Vector) -> Vector:
-        """Action logits for a (n, features) matrix of states."""
-        return states @ self.weights.T + self.bias
+        """Action logits for a (n, features) matrix of states, one column per action of
+        :data:`ACTIONS` (0 for an action the policy was not trained with)."""
+        known = states @ self.weights.T + self.bias
+        missing = len(ACTIONS) - len(self.actions)
+        return np.pad(known, ((0, 0), (0, missing))) if missing else known
 
     def probabilities(self, states: Vector, allowed: Vector | None = None) -> Vector:
-        """π(a | s) for each row of ``states``; ``allowed`` (n, actions) masks actions out."""
-        return softmax(self.logits(states), allowed)
+        """π(a | s) for each row of ``states``; ``allowed`` (n, actions) masks actions out,
+        and so does the policy itself for the actions it was not trained with."""
+        trained = np.zeros(len(ACTIONS))
+        trained[: len(self.actions)] = 1.0
+        mask = trained if allowed is None else np.asarray(allowed) * trained
+        return softmax(self.logits(states), np.broadcast_to(mask, (len(states), len(ACTIONS))))
 
     def to_json(self) -> dict[str, Any]:
         return {
             "version": self.version,
             "schema": FEATURE_SCHEMA,
             "features": list(FEATURE_NAMES),
-            "actions": list(ACTIONS),
+            "actions": list(self.actions),
             "weights": [[round(float(w), 8) for w in row] for row in self.weights],
             "bias": [round(float(b), 8) for b in self.bias],
         }
@@ -86,12 +105,11 @@ class AdvisorPolicy:
             raise ValidationFailed(
                 errors=[f"policy fitted to {data.get('schema')!r}, the Gate has {FEATURE_SCHEMA}"]
             )
-        if [str(a) for a in data.get("actions", ())] != list(ACTIONS):
-            raise ValidationFailed(errors=["policy actions differ from the Gate's"])
         return cls(
             str(data["version"]),
             np.asarray(data["weights"], dtype=np.float64),
             np.asarray(data["bias"], dtype=np.float64),
+            tuple(str(a) for a in data.get("actions", ())),
         )
 
 
@@ -111,12 +129,34 @@ def allowed_actions(state: Sequence[float]) -> tuple[float, ...]:
     change; beyond that it needs a nearest record of the same scope, at least ``NOOP_FLOOR``
     similar, that the proposal restates in its words, or that the conflict classifier finds
     compatible, or whose every name, code and value the proposal repeats with no conflict
-    found (a flipped negation keeps every mark: the classifier's conflict stops it)."""
+    found (a flipped negation keeps every mark: the classifier's conflict stops it).
+
+    An UPDATE replaces the nearest record's content with the proposal's (the older content
+    stays in its history), so it needs a nearest record of the same scope, at least
+    ``MERGE_FLOOR`` similar, that the conflict classifier finds incompatible with the proposal
+    (at least ``MERGE_MIN_INCOMPATIBLE``: keeping both would keep one that is no longer true),
+    and a proposal that says in its own words that the world changed (a word of change the
+    nearest does not have; a supersession the classifier found is not enough), brings a name,
+    code or value the nearest lacks, and repeats at least one of the nearest's (what it
+    replaces: "from 17:00 to 15:45"), with no dispute found (a contradiction or an
+    unresolvable pair goes to a person, never merged away). The Gate adds
+    what the state cannot say: the nearest record must be the caller's own
+    (:func:`~engram.memory.gate.access.merge_denial`)."""
     if state[_INDEX["exact_duplicate"]] >= 1.0:
-        return (0.0, 1.0)
+        return (0.0, 1.0, 0.0)
+    same_scope = state[_INDEX["other_scope"]] < 1.0
+    update = (
+        same_scope
+        and state[_INDEX["closest"]] >= MERGE_FLOOR
+        and state[_INDEX["incompatible"]] >= MERGE_MIN_INCOMPATIBLE
+        and state[_INDEX["new_marks"]] >= 1.0
+        and state[_INDEX["kept_marks"]] > 0.0
+        and state[_INDEX["change_words"]] >= 1.0
+        and state[_INDEX["contested"]] < 1.0
+    )
     noop = (
         state[_INDEX["closest"]] >= NOOP_FLOOR
-        and state[_INDEX["other_scope"]] < 1.0
+        and same_scope
         and state[_INDEX["new_marks"]] < 1.0
         and state[_INDEX["change_words"]] < 1.0
         and (
@@ -125,7 +165,7 @@ def allowed_actions(state: Sequence[float]) -> tuple[float, ...]:
             or (state[_INDEX["kept_marks"]] >= 1.0 and state[_INDEX["in_conflict"]] < 1.0)
         )
     )
-    return (1.0, 1.0 if noop else 0.0)
+    return (1.0, 1.0 if noop else 0.0, 1.0 if update else 0.0)
 
 
 def entropy(p: Vector) -> float:

@@ -6,16 +6,29 @@ were *redundant*, that is, given by the same agent, within seconds, to the admit
 nearest record too (the same search found the answer twice). The reward of each action is
 then defined on quantities that are observed whichever action was logged, or estimated:
 
-* ``R(ADD)  = unique - NOT_USEFUL_COST * not_useful - STORE_COST``
-* ``R(NOOP) = - LOSS_WEIGHT * unique``
+* ``R(ADD)    = unique - NOT_USEFUL_COST * not_useful - STORE_COST``
+* ``R(NOOP)   = - LOSS_WEIGHT * unique``
+* ``R(UPDATE) = R(ADD) + NOT_USEFUL_COST * nearest_stale - LOSS_WEIGHT * nearest_lost``
 
 where ``unique = useful - redundant``: usefulness only the admitted record brought. A record
 that answers nothing costs its place in the store (and in every later result list); a NOOP
-costs whatever unique answers the record would have given. For a logged ADD both rewards are
-computed from its outcome. For a logged NOOP the record was never stored, so ``unique`` and
-``not_useful`` are estimated by :class:`RewardModel`, a ridge regression over the state
-fitted on the logged ADDs, with one structural fact: a duplicate (exact, or near with the same
-words) can bring nothing unique.
+costs whatever unique answers the record would have given. An UPDATE keeps the proposal's
+content (as the nearest record's next version) and takes the nearest record's old content
+out of every later search: it saves each later "not useful" rating of the nearest record
+(``nearest_stale``: it was stale, and crowded a result list) and loses each useful answer only
+the nearest record gave (``nearest_lost``: rated useful with the admitted record not rated
+useful in the same search). It pays the store cost like an ADD, so merging is never worth
+anything by itself: only a nearest record observed stale and never observed uniquely useful
+makes it better than an ADD.
+
+For a logged ADD every reward is computed from its outcome. For a logged NOOP the record was
+never stored, so ``unique`` and ``not_useful`` are estimated by :class:`RewardModel`, a ridge
+regression over the state fitted on the logged ADDs, with one structural fact: a duplicate
+(exact, or near with the same words) can bring nothing unique; the nearest record's ratings
+are not used (the Gate never allows an UPDATE where it allows a NOOP, but for an exact
+duplicate, where it allows only a NOOP). For a logged UPDATE the merged record's ratings are
+its outcome and the nearest record's old content is gone, so ``R(UPDATE)`` is observed with
+nothing saved or lost, and the other two are estimated.
 """
 
 from __future__ import annotations
@@ -41,6 +54,8 @@ LOSS_WEIGHT = 1.5
 #: Ridge penalty of the reward model.
 RIDGE = 1.0
 
+#: Logged actions whose record was stored, so that its ratings are observed.
+_STORED = frozenset({"ADD", "UPDATE"})
 _EXACT = FEATURE_NAMES.index("exact_duplicate")
 _NEAR = FEATURE_NAMES.index("near_duplicate")
 
@@ -52,6 +67,10 @@ class Outcome:
     useful: int = 0
     redundant: int = 0
     not_useful: int = 0
+    #: ratings of the decision's nearest record after it: "not useful" ones, and useful ones
+    #: the admitted record did not share (zeros when there is no nearest record)
+    nearest_stale: int = 0
+    nearest_lost: int = 0
 
     @property
     def unique(self) -> float:
@@ -69,9 +88,13 @@ class TrainingExample:
     outcome: Outcome = Outcome()
 
 
-def rewards(unique: float, not_useful: float) -> tuple[float, float]:
-    """``(R(ADD), R(NOOP))`` for the documented reward."""
-    return (unique - NOT_USEFUL_COST * not_useful - STORE_COST, -LOSS_WEIGHT * unique)
+def rewards(
+    unique: float, not_useful: float, nearest_stale: float = 0.0, nearest_lost: float = 0.0
+) -> tuple[float, float, float]:
+    """``(R(ADD), R(NOOP), R(UPDATE))`` for the documented reward."""
+    add = unique - NOT_USEFUL_COST * not_useful - STORE_COST
+    merged = add + NOT_USEFUL_COST * nearest_stale - LOSS_WEIGHT * nearest_lost
+    return (add, -LOSS_WEIGHT * unique, merged)
 
 
 class RewardModel:
@@ -84,7 +107,7 @@ class RewardModel:
 
     @classmethod
     def fit(cls, examples: Sequence[TrainingExample]) -> RewardModel:
-        added = [e for e in examples if e.action == "ADD"]
+        added = [e for e in examples if e.action in _STORED]
         if not added:
             zero = np.zeros(FEATURE_COUNT + 1)
             return cls(zero, zero)
@@ -116,19 +139,26 @@ def _design(states: Vector) -> Vector:
 
 
 def reward_table(examples: Sequence[TrainingExample], model: RewardModel) -> Vector:
-    """(n, actions) rewards in the order of :data:`~engram.memory.gate.learned.ACTIONS`:
-    observed for logged ADDs, estimated for the rest."""
+    """(n, actions) rewards in the order of :data:`~engram.memory.rl.policy.ACTIONS`:
+    observed for the logged action, estimated for the rest (see the module docstring)."""
     if not examples:
         return np.zeros((0, len(ACTIONS)))
     states = np.asarray([e.state for e in examples], dtype=np.float64)
     est_unique, est_not_useful = model.estimate(states)
     table = np.zeros((len(examples), len(ACTIONS)))
     for i, example in enumerate(examples):
+        outcome = example.outcome
         if example.action == "ADD":
-            unique, not_useful = example.outcome.unique, float(example.outcome.not_useful)
+            row = rewards(
+                outcome.unique,
+                float(outcome.not_useful),
+                float(outcome.nearest_stale),
+                float(outcome.nearest_lost),
+            )
         else:
-            unique, not_useful = float(est_unique[i]), float(est_not_useful[i])
-        add, noop = rewards(unique, not_useful)
-        table[i, ACTIONS.index("ADD")] = add
-        table[i, ACTIONS.index("NOOP")] = noop
+            row = rewards(float(est_unique[i]), float(est_not_useful[i]))
+            if example.action == "UPDATE":
+                observed = rewards(outcome.unique, float(outcome.not_useful))
+                row = (row[0], row[1], observed[2])
+        table[i] = row
     return table

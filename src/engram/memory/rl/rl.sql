@@ -14,7 +14,8 @@ LIMIT $3
 -- name: outcomes
 -- For each (admitted record, the decision's nearest record, decided at): its ratings within
 -- the horizon ($4), and how many of its useful ratings the same agent also gave the nearest
--- record within $5 (the same answer found twice).
+-- record within $5 (the same answer found twice); and the nearest record's ratings in that
+-- time: "not useful" ones (it was stale), and useful ones the admitted record did not share.
 WITH d AS (
     SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[]) AS d(record_id, nearest, at)
 )
@@ -27,11 +28,22 @@ SELECT d.record_id,
                WHERE g.record_id = d.nearest AND g.useful AND g.agent_id = f.agent_id
                  AND g.created_at BETWEEN f.created_at - $5::interval AND f.created_at + $5::interval
            )
-       ) AS redundant
+       ) AS redundant,
+       (SELECT count(*) FROM memory_feedback g
+        WHERE g.record_id = d.nearest AND NOT g.useful
+          AND g.created_at >= d.at AND g.created_at < d.at + $4::interval) AS nearest_stale,
+       (SELECT count(*) FROM memory_feedback g
+        WHERE g.record_id = d.nearest AND g.useful
+          AND g.created_at >= d.at AND g.created_at < d.at + $4::interval
+          AND NOT EXISTS (
+              SELECT 1 FROM memory_feedback h
+              WHERE h.record_id = d.record_id AND h.useful AND h.agent_id = g.agent_id
+                AND h.created_at BETWEEN g.created_at - $5::interval AND g.created_at + $5::interval
+          )) AS nearest_lost
 FROM d
 LEFT JOIN memory_feedback f
        ON f.record_id = d.record_id AND f.created_at >= d.at AND f.created_at < d.at + $4::interval
-GROUP BY d.record_id
+GROUP BY d.record_id, d.nearest, d.at
 
 -- name: model_count
 SELECT count(*) FROM advisor_models

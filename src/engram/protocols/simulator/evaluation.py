@@ -38,6 +38,7 @@ from engram.protocols.simulator.world import agent_life, seeds
 
 _NOOP = ACTIONS.index("NOOP")
 _ADD = ACTIONS.index("ADD")
+_UPDATE = ACTIONS.index("UPDATE")
 
 
 @dataclass
@@ -121,6 +122,7 @@ def replay_logged(examples: Sequence[TrainingExample], policy: AdvisorPolicy) ->
         "decisions": len(examples),
         "changed": int((chosen != reference).sum()),
         "candidate_noops": int((chosen == _NOOP).sum()),
+        "candidate_merges": int((chosen == _UPDATE).sum()),
         "heuristic_noops": int((reference == _NOOP).sum()),
         "candidate_reward": round(float(rewards[rows, chosen].mean()), 5),
         "heuristic_reward": round(float(rewards[rows, reference].mean()), 5),

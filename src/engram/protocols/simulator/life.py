@@ -58,6 +58,7 @@ class LifeReport:
     writes: int = 0
     created: int = 0
     reinforced: int = 0
+    merged: int = 0
     rejected: int = 0
     questions: int = 0
     answered: int = 0
@@ -79,6 +80,7 @@ class LifeReport:
             "writes": self.writes,
             "created": self.created,
             "reinforced": self.reinforced,
+            "merged": self.merged,
             "rejected": self.rejected,
             "questions": self.questions,
             "usefulness": round(self.usefulness, 4),
@@ -135,7 +137,9 @@ async def _write(
         GateRequest(GateAction.CREATE, record, agent, GateDecisionType.EXTERNAL)
     )
     report.writes += 1
-    counts = report.by_kind.setdefault(step.kind, {"created": 0, "reinforced": 0, "rejected": 0})
+    counts = report.by_kind.setdefault(
+        step.kind, {"created": 0, "reinforced": 0, "merged": 0, "rejected": 0}
+    )
     if result.decision is not GateDecision.APPROVED:
         report.rejected += 1
         counts["rejected"] += 1
@@ -149,6 +153,9 @@ async def _write(
     elif outcome == "reinforced":
         report.reinforced += 1
         counts["reinforced"] += 1
+    elif outcome == "updated":  # merged into the nearest record (a learned UPDATE)
+        report.merged += 1
+        counts["merged"] += 1
 
 
 async def _ask(

@@ -1,0 +1,137 @@
+"""A learned advisor's UPDATE: an outside CREATE merged into the caller's own nearest record
+as its next version (ADR-020), through the real Gate, store and audit log."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from uuid import UUID
+
+import numpy as np
+
+from engram import Kernel
+from engram.memory.gate.advisor import HeuristicAdvisor
+from engram.memory.gate.learned import RLAdvisor
+from engram.memory.rl.features import FEATURE_COUNT
+from engram.memory.rl.policy import AdvisorPolicy
+from engram.memory.types import AccessLevel, GateDecision
+from tests.integration.gate_helpers import OTHER, WRITER, belief, create
+
+BEFORE = "The data team's standup is at 09:30 every weekday."
+CHANGE = "The data team moved its standup from 09:30 to 10:15."
+
+
+def _merging(kernel: Kernel) -> None:
+    """Serve a policy that merges wherever the Gate allows it."""
+    policy = AdvisorPolicy("rl@merge", np.zeros((3, FEATURE_COUNT)), np.asarray([0.0, 0.0, 9.0]))
+    kernel.gate.use_advisor(RLAdvisor(HeuristicAdvisor(kernel.conflicts), policy))
+
+
+async def _chain(kernel: Kernel, record_id: UUID) -> list[dict[str, object]]:
+    rows = await kernel.db.fetch(
+        "SELECT id, version, content, superseded_by, source_agent FROM engram.memories "
+        "WHERE record_id = $1 ORDER BY version",
+        record_id,
+    )
+    return [dict(r) for r in rows]
+
+
+async def test_a_stated_change_becomes_the_next_version_of_the_agents_own_record(
+    kernel: Kernel,
+) -> None:
+    """The change is stored as version 2 of the record it changes: the caller gets that
+    record's id back, the old content stays in its history behind a `supersedes` edge, the
+    audit row says `updated` and verifies, and a search of current records no longer offers
+    the old value."""
+    first = await kernel.gate.evaluate(create(belief(BEFORE), WRITER))
+    assert "created" == first.outcome.value, first.reason
+    _merging(kernel)
+    merged = await kernel.gate.evaluate(create(belief(CHANGE), WRITER))
+    assert GateDecision.APPROVED == merged.decision, merged.reason
+    assert "updated" == merged.outcome.value, merged.reason
+    assert first.record_id == merged.record_id
+    assert 2 == merged.version
+    assert merged.layer2_decision is not None
+    assert "rl@merge" == merged.layer2_decision.source
+    assert first.record_id is not None
+    chain = await _chain(kernel, first.record_id)
+    assert [BEFORE, CHANGE] == [row["content"] for row in chain]
+    assert chain[0]["superseded_by"] == chain[1]["id"]
+    assert chain[1]["superseded_by"] is None
+    edge = await kernel.db.fetchrow(
+        "SELECT kind, provenance FROM engram.memory_edges WHERE source_id = $1 AND target_id = $2",
+        chain[1]["id"],
+        chain[0]["id"],
+    )
+    assert edge is not None
+    assert "supersedes" == edge["kind"]
+    assert "merge" == edge["provenance"]["reason"]
+    audit = await kernel.db.fetchrow(
+        "SELECT action, outcome, record_id, version_id FROM engram.librarian_audit "
+        "WHERE decision_id = $1",
+        merged.decision_id,
+    )
+    assert ("CREATE", "updated") == (audit["action"], audit["outcome"])
+    assert (first.record_id, chain[1]["id"]) == (audit["record_id"], audit["version_id"])
+    assert (await kernel.audit.verify()).ok
+    found = await kernel.retrieval.search(WRITER, "when is the data team standup", limit=5)
+    contents = [hit.record.content for hit in found.hits]
+    assert CHANGE in contents
+    assert BEFORE not in contents
+
+
+async def test_another_agents_record_is_never_merged_into(kernel: Kernel) -> None:
+    """The same change written by another agent is a new record; the first agent's record is
+    untouched."""
+    first = await kernel.gate.evaluate(create(belief(BEFORE), WRITER))
+    assert first.record_id is not None
+    _merging(kernel)
+    theirs = await kernel.gate.evaluate(create(belief(CHANGE, source_agent=OTHER.agent_id), OTHER))
+    assert "created" == theirs.outcome.value, theirs.reason
+    assert theirs.record_id != first.record_id
+    assert [BEFORE] == [row["content"] for row in await _chain(kernel, first.record_id)]
+
+
+async def test_a_change_at_another_access_level_is_never_merged(kernel: Kernel) -> None:
+    """A proposal whose level differs from the nearest record's (here: raised to `user`)
+    would change who may read the record: it is a new record."""
+    first = await kernel.gate.evaluate(create(belief(BEFORE), WRITER))
+    assert first.record_id is not None
+    _merging(kernel)
+    other_level = await kernel.gate.evaluate(
+        create(belief(CHANGE, access_level=AccessLevel.USER), WRITER)
+    )
+    assert "created" == other_level.outcome.value, other_level.reason
+    assert [BEFORE] == [row["content"] for row in await _chain(kernel, first.record_id)]
+
+
+async def test_concurrent_merges_into_one_record_keep_one_chain_and_lose_nothing(
+    kernel: Kernel,
+) -> None:
+    """Four changes at once, each aimed at the same record: every write is approved, the
+    record keeps one unbroken chain with one head, and every change is stored somewhere
+    (a version of that record, or a record of its own when its advice was re-planned)."""
+    first = await kernel.gate.evaluate(create(belief(BEFORE), WRITER))
+    assert first.record_id is not None
+    _merging(kernel)
+    changes = [
+        f"The data team moved its standup from 09:30 to {hour}:15." for hour in (10, 11, 13, 14)
+    ]
+    results = await asyncio.gather(
+        *(kernel.gate.evaluate(create(belief(text), WRITER)) for text in changes)
+    )
+    assert all(GateDecision.APPROVED == r.decision for r in results), [r.reason for r in results]
+    chain = await _chain(kernel, first.record_id)
+    assert len(chain) >= 2  # at least one change was merged
+    assert list(range(1, len(chain) + 1)) == [row["version"] for row in chain]
+    assert 1 == sum(1 for row in chain if row["superseded_by"] is None)
+    for older, newer in itertools.pairwise(chain):
+        assert older["superseded_by"] == newer["id"]
+    stored = {
+        r["content"]
+        for r in await kernel.db.fetch(
+            "SELECT content FROM engram.memories WHERE content = ANY($1::text[])", changes
+        )
+    }
+    assert set(changes) == stored
+    assert (await kernel.audit.verify()).ok
