@@ -4,6 +4,7 @@ kernel that follows the model rows, shadow advice in the audit row, rollback."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import UTC, datetime, timedelta
 
@@ -16,14 +17,14 @@ from engram.errors import NotFound, PromotionRefused
 from engram.infra.fastembed_embedder import FastembedEmbedder
 from engram.memory.gate.managed import ManagedAdvisor
 from engram.memory.gate.requests import result_json
-from engram.memory.rl.decisions import training_data
+from engram.memory.rl.decisions import SAME_ANSWER, training_data
 from engram.memory.rl.features import FEATURE_COUNT, FEATURE_NAMES
 from engram.memory.rl.grpo import GRPOConfig
 from engram.memory.rl.policy import AdvisorPolicy
 from engram.memory.rl.runs import train_candidate
 from engram.memory.types import GateDecision
 from tests.conftest import ScratchDatabase
-from tests.integration.gate_helpers import WRITER, belief, create
+from tests.integration.gate_helpers import OTHER, WRITER, belief, create
 
 FACTS = [
     "The billing API runs on db-7.internal in eu-west-1.",
@@ -81,6 +82,35 @@ async def test_decisions_carry_their_state_and_outcomes_come_from_feedback(
     assert 1 == by_record[ids[2]].outcome.not_useful
     assert ["ADD"] * 4 + ["NOOP"] == [e.action for e in data.examples]
     assert all(len(e.state) == FEATURE_COUNT for e in data.examples)
+
+
+async def test_an_outcome_counts_its_nearest_records_later_stale_and_unique_ratings(
+    kernel: Kernel,
+) -> None:
+    """The reward of a merge is read from the nearest record's ratings after the decision:
+    its "not useful" ones, and its useful ones the admitted record did not share in the same
+    search; ratings before the decision, or shared, do not count."""
+    old = await kernel.gate.evaluate(
+        create(belief("The data team's standup is at 09:30 every weekday."), WRITER)
+    )
+    await kernel.retrieval.feedback(WRITER, old.record_id, useful=True)  # before: not counted
+    new = await kernel.gate.evaluate(
+        create(belief("The data team moved its standup from 09:30 to 10:15."), WRITER)
+    )
+    assert "created" == new.outcome.value, new.reason
+    await kernel.retrieval.feedback(WRITER, old.record_id, useful=False)
+    await kernel.retrieval.feedback(WRITER, old.record_id, useful=False)
+    await kernel.retrieval.feedback(WRITER, new.record_id, useful=True)
+    await kernel.retrieval.feedback(WRITER, old.record_id, useful=True)  # shared: not lost
+    now = datetime.now(UTC)
+    data = await training_data(kernel.db, since=now - timedelta(hours=1), until=now)
+    outcome = data.examples[-1].outcome
+    assert (1, 1, 0) == (outcome.useful, outcome.redundant, outcome.not_useful)
+    assert (2, 0) == (outcome.nearest_stale, outcome.nearest_lost)
+    await asyncio.sleep(SAME_ANSWER.total_seconds() + 0.5)
+    await kernel.retrieval.feedback(OTHER, old.record_id, useful=True)  # alone: lost
+    data = await training_data(kernel.db, since=now - timedelta(hours=1), until=datetime.now(UTC))
+    assert 1 == data.examples[-1].outcome.nearest_lost
 
 
 async def test_a_candidate_is_trained_stored_and_promoted_only_when_it_won(

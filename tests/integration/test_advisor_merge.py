@@ -5,26 +5,35 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from dataclasses import replace
 from uuid import UUID
 
 import numpy as np
+import pytest
 
 from engram import Kernel
-from engram.memory.gate.advisor import HeuristicAdvisor
+from engram.memory.gate.advisor import (
+    AdvisorAction,
+    AdvisorContext,
+    AdvisorDecision,
+    HeuristicAdvisor,
+)
 from engram.memory.gate.learned import RLAdvisor
 from engram.memory.rl.features import FEATURE_COUNT
 from engram.memory.rl.policy import AdvisorPolicy
-from engram.memory.types import AccessLevel, GateDecision
+from engram.memory.types import AccessLevel, GateDecision, MemoryRecord
 from tests.integration.gate_helpers import OTHER, WRITER, belief, create
 
 BEFORE = "The data team's standup is at 09:30 every weekday."
 CHANGE = "The data team moved its standup from 09:30 to 10:15."
 
 
+MERGES = AdvisorPolicy("rl@merge", np.zeros((3, FEATURE_COUNT)), np.asarray([0.0, 0.0, 9.0]))
+
+
 def _merging(kernel: Kernel) -> None:
     """Serve a policy that merges wherever the Gate allows it."""
-    policy = AdvisorPolicy("rl@merge", np.zeros((3, FEATURE_COUNT)), np.asarray([0.0, 0.0, 9.0]))
-    kernel.gate.use_advisor(RLAdvisor(HeuristicAdvisor(kernel.conflicts), policy))
+    kernel.gate.use_advisor(RLAdvisor(HeuristicAdvisor(kernel.conflicts), MERGES))
 
 
 async def _chain(kernel: Kernel, record_id: UUID) -> list[dict[str, object]]:
@@ -78,6 +87,13 @@ async def test_a_stated_change_becomes_the_next_version_of_the_agents_own_record
     contents = [hit.record.content for hit in found.hits]
     assert CHANGE in contents
     assert BEFORE not in contents
+    # replay under the same model decides the same; under the heuristic the merge would
+    # have been a new record, and replay says so
+    same = await kernel.replay.replay(advisor="rl", model=MERGES)
+    assert [] == [d.reasons for d in same.changed]
+    heuristic = await kernel.replay.replay()
+    assert [merged.decision_id] == [UUID(d.decision_id) for d in heuristic.changed]
+    assert "created" == heuristic.changed[0].replayed.outcome
 
 
 async def test_another_agents_record_is_never_merged_into(kernel: Kernel) -> None:
@@ -134,4 +150,36 @@ async def test_concurrent_merges_into_one_record_keep_one_chain_and_lose_nothing
         )
     }
     assert set(changes) == stored
+    assert (await kernel.audit.verify()).ok
+
+
+class _RogueAdvisor:
+    """An advisor that ignores the merge rule: it merges into whatever record is nearest."""
+
+    version = "rogue@1"
+
+    def __init__(self, kernel: Kernel) -> None:
+        self._heuristic = HeuristicAdvisor(kernel.conflicts)
+
+    async def advise(self, record: MemoryRecord, context: AdvisorContext) -> AdvisorDecision:
+        decision = await self._heuristic.advise(record, context)
+        nearest = max(context.neighbours, key=lambda n: n.similarity)
+        return replace(
+            decision, action=AdvisorAction.UPDATE, target_record_id=nearest.record.record_id
+        )
+
+
+async def test_the_write_path_refuses_a_merge_the_rule_does_not_allow(kernel: Kernel) -> None:
+    """Defence in depth: whatever an advisor says, another agent's record is not rewritten;
+    the write fails whole (no version, no audit row of a merge)."""
+    first = await kernel.gate.evaluate(create(belief(BEFORE), WRITER))
+    assert first.record_id is not None
+    kernel.gate.use_advisor(_RogueAdvisor(kernel))
+    with pytest.raises(RuntimeError, match="another agent"):
+        await kernel.gate.evaluate(create(belief(CHANGE, source_agent=OTHER.agent_id), OTHER))
+    assert [BEFORE] == [row["content"] for row in await _chain(kernel, first.record_id)]
+    merged = await kernel.db.fetchval(
+        "SELECT count(*) FROM engram.librarian_audit WHERE outcome = 'updated'"
+    )
+    assert 0 == merged
     assert (await kernel.audit.verify()).ok

@@ -22,7 +22,10 @@ async def test_a_life_writes_through_the_gate_asks_and_rates_in_its_own_namespac
     the figures add up and nothing leaks into another namespace."""
     world = agent_life(1000, writes=40, questions=12)
     report = await live(kernel, world)
-    assert 40 == report.writes == report.created + report.reinforced + report.rejected
+    assert (
+        40 == report.writes == report.created + report.reinforced + report.merged + report.rejected
+    )
+    assert 0 == report.merged  # the heuristic never merges
     assert 0 == report.rejected
     assert 12 == report.questions
     assert 0.0 <= report.usefulness <= 1.0

@@ -18,6 +18,7 @@ from engram.infra.db import Connection, DatabaseAdapter
 from engram.infra.events import Event, EventBus
 from engram.memory import store
 from engram.memory.audit.log import AuditEntry, AuditLog
+from engram.memory.gate.access import merge_denial
 from engram.memory.gate.advisor import AdvisorAction
 from engram.memory.gate.at_once import AlreadyWritten, create_at_once, writes_at_once
 from engram.memory.gate.links import link_version
@@ -165,6 +166,9 @@ class WritePath:
         locked = await store.head(conn, target.record_id, lock=True)
         if locked is None or locked.status is not MemoryStatus.ACTIVE or locked.id != target.id:
             raise StaleTarget(locked)
+        denial = merge_denial(plan.request.caller_identity, plan.record, locked)
+        if denial is not None:  # an advisor that ignored the rule: never written
+            raise RuntimeError(f"merge advice the Gate does not allow: {denial}")
         return await self._new_version(conn, plan, locked, decision_id, timing, reason="merge")
 
     async def _new_version(

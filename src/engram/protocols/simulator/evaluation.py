@@ -67,6 +67,7 @@ def totals(lives: Sequence[LifeReport]) -> dict[str, Any]:
         "store_size": sum(r.store_size for r in lives),
         "duplicates_admitted": sum(r.duplicates_admitted for r in lives),
         "facts_lost": sum(r.facts_lost for r in lives),
+        "merged": sum(r.merged for r in lives),
         "questions": questions,
         "writes": sum(r.writes for r in lives),
     }
