@@ -10,7 +10,9 @@ import pytest
 from engram.errors import ConfigurationError
 from engram.memory.conflict.detection import ConflictDetector
 from engram.memory.conflict.features import FEATURES
+from engram.memory.conflict.lexicon import change_phrases
 from engram.memory.conflict.model import PairModel, packaged_model
+from engram.memory.conflict.restatement import marks, restates
 from engram.memory.conflict.sentences import facing_statements, statements
 from engram.memory.types import ConflictClassification, MemoryRecord, MemoryType
 
@@ -274,3 +276,33 @@ async def test_a_later_episode_that_says_the_world_changed_is_the_same_story() -
     )
     assert ["supersession"] == moved
     assert [] == again
+
+
+def test_a_name_opening_a_sentence_is_a_mark_but_an_opening_word_is_not() -> None:
+    """ "Tariq Okafor took over …": the new owner's first name counts, so the statement is
+    not read as a restatement of "… belongs to Lucia Okafor"; "The Payments team" adds no
+    "the"."""
+    assert {"tariq", "okafor", "lucia"} == marks(
+        "Tariq Okafor took over the reporting pipeline from Lucia Okafor as its owner."
+    )
+    assert {"payments", "grafana"} == marks("The Payments team deploys. Our Grafana is up.")
+    assert {"priya"} == marks("Priya owns the fraud scorer.") | marks("It is Priya's.")
+    old = MemoryRecord.draft(
+        MemoryType.ENTITY,
+        "The reporting pipeline belongs to Lucia Okafor, the engineer accountable for it.",
+        source_agent="a",
+        metadata={"name": "reporting pipeline", "kind": "service"},
+    )
+    new = old.model_copy(
+        update={"content": "Tariq Okafor took over the reporting pipeline from Lucia Okafor."}
+    )
+    assert not restates(old, new)
+
+
+def test_a_handover_is_a_change_only_with_whom_it_passed_between() -> None:
+    """ "took over … from", "handed … over to" say the world changed; "took over an hour"
+    does not."""
+    assert change_phrases("Ravi took over the auth gateway pager from Greta.")
+    assert change_phrases("Ines took over as the release manager.")
+    assert change_phrases("Greta handed the pager over to Ravi.")
+    assert not change_phrases("The nightly migration took over an hour.")

@@ -19,15 +19,35 @@ from engram.memory.conflict.features import change_language
 from engram.memory.conflict.quantities import same_amounts
 from engram.memory.types import MemoryRecord
 
-#: Names (capitalised words not opening a sentence, acronyms) and codes ("us-east-1", "v8").
+#: Names (capitalised words not opening a sentence, acronyms) and codes ("us-east-1", "v8");
+#: a sentence's first word is a name only as the first half of one (:data:`_OPENING_NAME`).
 _MARKS = re.compile(
     r"(?<![.!?;:]\s)(?<!^)\b[A-Z][\w&]+|\b[A-Z]{2,}\w*|\b[a-z]+(?:-[a-z0-9]+)*-?\d[\w-]*"
 )
 
 
+#: A capitalised word opening a sentence, followed by another capitalised word: the first
+#: half of a name ("Tariq Okafor took over …") unless it is a word that opens sentences.
+_OPENING_NAME = re.compile(r"(?:^|(?<=[.!?;:]\s))([A-Z][a-z]+)(?=\s+[A-Z][\w&]+)")
+_OPENERS = frozenset(
+    {
+        "the", "a", "an", "our", "this", "that", "these", "those", "each", "every", "its",
+        "his", "her", "their", "my", "your", "we", "it", "on", "in", "at", "for", "from",
+        "since", "after", "before", "when", "if", "all", "no", "some", "any", "as", "by",
+        "during", "until", "with", "per", "only", "both", "either", "neither",
+    }
+)  # fmt: skip
+
+
 def marks(text: str) -> frozenset[str]:
     """The names and codes of a statement, casefolded."""
-    return frozenset(m.group(0).casefold() for m in _MARKS.finditer(text.strip()))
+    stripped = text.strip()
+    found = {m.group(0).casefold() for m in _MARKS.finditer(stripped)}
+    for m in _OPENING_NAME.finditer(stripped):
+        word = m.group(1).casefold()
+        if word not in _OPENERS:
+            found.add(word)
+    return frozenset(found)
 
 
 def _one_sided(text: str, other: str) -> bool:
