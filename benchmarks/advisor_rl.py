@@ -41,7 +41,7 @@ from engram.memory.gate.advisor import AdvisorContext, HeuristicAdvisor
 from engram.memory.gate.learned import RLAdvisor
 from engram.memory.rl.decisions import training_data
 from engram.memory.rl.features import FEATURE_COUNT, FEATURE_NAMES
-from engram.memory.rl.policy import allowed_actions
+from engram.memory.rl.policy import ACTIONS, allowed_actions
 from engram.memory.rl.reward import Outcome, TrainingExample
 from engram.memory.rl.runs import train_candidate
 from engram.memory.rl.training import train_policy
@@ -61,7 +61,8 @@ SEED = 20261125
 _F = {name: i for i, name in enumerate(FEATURE_NAMES)}
 #: Situations Layer 2 meets, with their share of writes.
 _KINDS: tuple[tuple[str, float], ...] = (
-    ("new", 0.45),
+    ("new", 0.38),
+    ("change", 0.07),
     ("restatement", 0.25),
     ("near", 0.1),
     ("exact", 0.05),
@@ -85,6 +86,7 @@ def synthetic_decisions(count: int, seed: int) -> list[TrainingExample]:
         row[_F["specificity"]] = min(1.0, row[_F["words"]] * rng.uniform(0.6, 1.1))
         closest = {
             "new": rng.uniform(0.1, 0.75),
+            "change": rng.uniform(0.65, 0.9),
             "restatement": rng.uniform(0.75, 0.95),
             "near": rng.uniform(0.95, 1.0),
             "exact": 1.0,
@@ -93,7 +95,12 @@ def synthetic_decisions(count: int, seed: int) -> list[TrainingExample]:
         row[_F["closest"]] = closest
         row[_F["second"]] = closest * rng.uniform(0.7, 1.0)
         row[_F["restates"]] = float(kind in {"restatement", "near", "exact"} and rng.random() < 0.8)
-        row[_F["incompatible"]] = rng.uniform(0, 0.4) if kind != "new" else rng.uniform(0, 1)
+        row[_F["incompatible"]] = {"new": rng.uniform(0, 1), "change": rng.uniform(0.5, 1)}.get(
+            kind, rng.uniform(0, 0.4)
+        )
+        if kind == "change":  # a new value said to replace one the nearest record states
+            row[_F["new_marks"]], row[_F["change_words"]] = 1.0, 1.0
+            row[_F["kept_marks"]] = rng.uniform(0.3, 1.0)
         row[_F["near_duplicate"]] = float(kind == "near")
         row[_F["exact_duplicate"]] = float(kind == "exact")
         noop = kind in {"near", "exact"} or (
@@ -101,11 +108,13 @@ def synthetic_decisions(count: int, seed: int) -> list[TrainingExample]:
         )
         row[_F["heuristic_noop"]] = float(noop)
         action = "NOOP" if noop else "ADD"
-        useful = {"new": 2, "restatement": 1, "near": 1, "exact": 1, "chatter": 0}[kind]
-        hits = sum(rng.random() < 0.5 for _ in range(useful * 2))
+        useful = {"new": 2, "change": 2, "restatement": 1, "near": 1, "exact": 1, "chatter": 0}
+        hits = sum(rng.random() < 0.5 for _ in range(useful[kind] * 2))
         redundant = hits if kind in {"restatement", "near", "exact"} else 0
         missed = sum(rng.random() < 0.3 for _ in range(2)) if kind == "chatter" else 0
-        outcome = Outcome(hits, redundant, missed) if action == "ADD" else Outcome()
+        # the value a change replaced is rated stale afterwards
+        stale = sum(rng.random() < 0.5 for _ in range(3)) if kind == "change" else 0
+        outcome = Outcome(hits, redundant, missed, stale) if action == "ADD" else Outcome()
         out.append(TrainingExample(tuple(row), action, action, outcome))
     return out
 
@@ -247,7 +256,8 @@ async def measure(
             "goal_seconds_for_10k": 60,
             **trained.to_json(),
             "noop_share_heuristic": round(float(states[:, _F["heuristic_noop"]].mean()), 4),
-            "noop_share_policy": round(float((chosen == 1).mean()), 4),
+            "noop_share_policy": round(float((chosen == ACTIONS.index("NOOP")).mean()), 4),
+            "merge_share_policy": round(float((chosen == ACTIONS.index("UPDATE")).mean()), 4),
         },
         "decision_ms": {
             "heuristic": percentiles(timed["heuristic"]),

@@ -15,12 +15,15 @@ from engram import Kernel, open_kernel
 from engram.config import EngramSettings
 from engram.errors import NotFound, PromotionRefused
 from engram.infra.fastembed_embedder import FastembedEmbedder
+from engram.memory.gate.advisor import HeuristicAdvisor
+from engram.memory.gate.learned import RLAdvisor
 from engram.memory.gate.managed import ManagedAdvisor
 from engram.memory.gate.requests import result_json
 from engram.memory.rl.decisions import SAME_ANSWER, training_data
 from engram.memory.rl.features import FEATURE_COUNT, FEATURE_NAMES
 from engram.memory.rl.grpo import GRPOConfig
-from engram.memory.rl.policy import AdvisorPolicy
+from engram.memory.rl.policy import ACTIONS, AdvisorPolicy
+from engram.memory.rl.reward import allowed
 from engram.memory.rl.runs import train_candidate
 from engram.memory.types import GateDecision
 from tests.conftest import ScratchDatabase
@@ -111,6 +114,37 @@ async def test_an_outcome_counts_its_nearest_records_later_stale_and_unique_rati
     await kernel.retrieval.feedback(OTHER, old.record_id, useful=True)  # alone: lost
     data = await training_data(kernel.db, since=now - timedelta(hours=1), until=datetime.now(UTC))
     assert 1 == data.examples[-1].outcome.nearest_lost
+
+
+async def test_an_add_and_a_later_merge_into_its_record_keep_their_own_outcomes(
+    kernel: Kernel,
+) -> None:
+    """An ADD and a merge into the record it created are two decisions on one record: each
+    is credited with the ratings of the version it stored, and each state records whether
+    the access rules let it merge (another agent's write near the record may not)."""
+    first = await kernel.gate.evaluate(
+        create(belief("The data team's standup is at 09:30 every weekday."), WRITER)
+    )
+    merges = AdvisorPolicy("rl@m", np.zeros((3, FEATURE_COUNT)), np.asarray([0.0, 0.0, 9.0]))
+    kernel.gate.use_advisor(RLAdvisor(HeuristicAdvisor(kernel.conflicts), merges))
+    merged = await kernel.gate.evaluate(
+        create(belief("The data team moved its standup from 09:30 to 10:15."), WRITER)
+    )
+    assert ("updated", first.record_id) == (merged.outcome.value, merged.record_id)
+    await kernel.retrieval.feedback(WRITER, merged.record_id, useful=True)
+    theirs = await kernel.gate.evaluate(
+        create(
+            belief("The data team moved its standup from 10:15 to 11:00.", source_agent="x"),
+            OTHER,
+        )
+    )
+    assert "created" == theirs.outcome.value, theirs.reason
+    now = datetime.now(UTC)
+    data = await training_data(kernel.db, since=now - timedelta(hours=1), until=now)
+    assert ["ADD", "UPDATE", "ADD"] == [e.action for e in data.examples]
+    assert [0, 1, 0] == [e.outcome.useful for e in data.examples]
+    assert [False, True, False] == [e.merge_allowed for e in data.examples]
+    assert 0.0 == allowed(data.examples[2])[ACTIONS.index("UPDATE")]
 
 
 async def test_a_candidate_is_trained_stored_and_promoted_only_when_it_won(

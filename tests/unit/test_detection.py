@@ -286,6 +286,9 @@ def test_a_name_opening_a_sentence_is_a_mark_but_an_opening_word_is_not() -> Non
         "Tariq Okafor took over the reporting pipeline from Lucia Okafor as its owner."
     )
     assert {"payments", "grafana"} == marks("The Payments team deploys. Our Grafana is up.")
+    assert {"émile", "zola"} == marks("Émile Zola took over the archive.")
+    assert {"grafana"} == marks("Currently Grafana is down. Please Restart it.") - {"restart"}
+    assert "they" not in marks("They Moved the job.")
     assert {"priya"} == marks("Priya owns the fraud scorer.") | marks("It is Priya's.")
     old = MemoryRecord.draft(
         MemoryType.ENTITY,
@@ -303,6 +306,14 @@ def test_a_handover_is_a_change_only_with_whom_it_passed_between() -> None:
     """ "took over … from", "handed … over to" say the world changed; "took over an hour"
     does not."""
     assert change_phrases("Ravi took over the auth gateway pager from Greta.")
-    assert change_phrases("Ines took over as the release manager.")
+    assert change_phrases("Ines has taken over as the release manager.")
     assert change_phrases("Greta handed the pager over to Ravi.")
-    assert not change_phrases("The nightly migration took over an hour.")
+    for habitual_or_duration in (
+        "The nightly migration took over an hour.",
+        "The nightly migration took over an hour from start to finish.",
+        "The restore took over 40 minutes from the snapshot.",
+        "The standby node takes over from the primary when it fails.",
+        "Bob takes over as on-call lead on weekends.",
+        "Alice hands off to Bob at 18:00 every day.",
+    ):
+        assert not change_phrases(habitual_or_duration), habitual_or_duration

@@ -42,15 +42,16 @@ _VERB_OF_CHANGE = (
 #: Phrases by which a statement says the world changed. Words alone mislead ("takes longer",
 #: "the changed paths", "after changing the URL"), so a verb of change counts only with the
 #: direction it changed in ("moved to", "raised from"), "longer" only after "no", and a
-#: handover only with whom it passed from or to ("took over … from", "handed … over to";
-#: not "took over an hour").
+#: handover only in the past, with whom it passed from or to ("took over … from", "has taken
+#: over as", "handed … over to"; not "took over an hour", nor the habitual "takes over from
+#: the primary when it fails").
 CHANGE_PHRASES = re.compile(
     r"\b(?:no longer|not \w+ (?:any ?more)|anymore|from now on|going forward|henceforth|"
     r"nowadays|these days|now|instead|since|as of|effective|starting (?:on|in|from|with|"
     r"next|this|today|\d)|(?:" + _VERB_OF_CHANGE + r")(?: \S+){0,5}? (?:to|from|into|onto|off|"
     r"over)|(?:replaced|superseded)(?: \S+){0,4}? (?:by|with)|replac(?:es|ing)|superseding|"
-    r"(?:took|takes|taken|taking) over(?: \S+){0,5}? (?:from|as)|"
-    r"hand(?:ed|s|ing)(?: \S+){0,4}? (?:over|off) to|"
+    r"(?:took|taken) over (?!an? |\d|(?:half|most|all|part) )(?:\S+ ){0,5}?(?:from|as)|"
+    r"handed(?: \S+){0,4}? (?:over|off) to|"
     r"renamed|resumed|rescheduled|postponed|retired|"
     r"deprecated|withdrawn|discontinued|decommissioned|sunset|reimaged|reverted|"
     r"rolled back)\b"

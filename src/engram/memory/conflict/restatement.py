@@ -28,13 +28,15 @@ _MARKS = re.compile(
 
 #: A capitalised word opening a sentence, followed by another capitalised word: the first
 #: half of a name ("Tariq Okafor took over …") unless it is a word that opens sentences.
-_OPENING_NAME = re.compile(r"(?:^|(?<=[.!?;:]\s))([A-Z][a-z]+)(?=\s+[A-Z][\w&]+)")
+_OPENING_NAME = re.compile(r"(?:^|(?<=[.!?;:]\s))([^\W\d_]+)(?=\s+([^\W\d_][\w&]*))")
 _OPENERS = frozenset(
     {
         "the", "a", "an", "our", "this", "that", "these", "those", "each", "every", "its",
         "his", "her", "their", "my", "your", "we", "it", "on", "in", "at", "for", "from",
         "since", "after", "before", "when", "if", "all", "no", "some", "any", "as", "by",
-        "during", "until", "with", "per", "only", "both", "either", "neither",
+        "during", "until", "with", "per", "only", "both", "either", "neither", "they", "he",
+        "she", "you", "i", "then", "next", "now", "currently", "today", "yesterday",
+        "tomorrow", "please", "use", "also", "but", "and", "so", "there", "here", "new", "old",
     }
 )  # fmt: skip
 
@@ -44,9 +46,9 @@ def marks(text: str) -> frozenset[str]:
     stripped = text.strip()
     found = {m.group(0).casefold() for m in _MARKS.finditer(stripped)}
     for m in _OPENING_NAME.finditer(stripped):
-        word = m.group(1).casefold()
-        if word not in _OPENERS:
-            found.add(word)
+        word, following = m.group(1), m.group(2)
+        if word.istitle() and following[0].isupper() and word.casefold() not in _OPENERS:
+            found.add(word.casefold())
     return frozenset(found)
 
 

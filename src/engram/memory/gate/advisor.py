@@ -43,6 +43,7 @@ from uuid import UUID
 
 from engram.memory.conflict.detection import ConflictResolver, ConflictResult, PairRelation
 from engram.memory.fingerprint import significant_tokens
+from engram.memory.gate.access import merge_denial
 from engram.memory.rl.features import advice_features, features_json
 from engram.memory.types import (
     CallerIdentity,
@@ -140,6 +141,9 @@ class AdvisorDecision:
     features: tuple[float, ...] | None = None
     #: the nearest record the features describe (a training outcome compares against it)
     nearest_record_id: UUID | None = None
+    #: whether the access rules let this write merge into that record
+    #: (:func:`~engram.memory.gate.access.merge_denial`); the state vector cannot say it
+    merge_allowed: bool = False
     #: a shadow advisor's advice on the same write, recorded but not acted on (ADR-020)
     shadow: Mapping[str, Any] | None = None
 
@@ -148,7 +152,9 @@ class AdvisorDecision:
         advisor saw and a shadow's advice: training data, not part of a caller's answer)."""
         extra: dict[str, Any] = {}
         if audit and self.features is not None:
-            extra["features"] = features_json(self.features, self.nearest_record_id)
+            extra["features"] = features_json(
+                self.features, self.nearest_record_id, merge_allowed=self.merge_allowed
+            )
         if audit and self.shadow is not None:
             extra["shadow"] = dict(self.shadow)
         return {
@@ -304,6 +310,8 @@ class HeuristicAdvisor:
             decision,
             features=values,
             nearest_record_id=None if nearest is None else nearest.record.record_id,
+            merge_allowed=nearest is not None
+            and merge_denial(context.caller, record, nearest.record) is None,
         )
 
     def _near_duplicate(self, record: MemoryRecord, others: list[Neighbour]) -> Neighbour | None:

@@ -6,7 +6,8 @@ choose between ADD, NOOP and UPDATE (merge into the nearest record) where a choi
 an exact duplicate is always a NOOP, a NOOP needs a nearest record in the same scope, close
 enough and not found incompatible, and an UPDATE a stated change of the caller's own nearest
 record (:func:`~engram.memory.rl.policy.allowed_actions`,
-:func:`~engram.memory.gate.access.merge_denial`). Anything else (an UPDATE request, an
+:func:`~engram.memory.gate.access.merge_denial`, recorded by the heuristic as
+``merge_allowed``). Anything else (an UPDATE request, an
 internal write, no model, any error) is the heuristic's decision, marked as a fallback and
 counted.
 :meth:`RLAdvisor.train` fits a new policy by GRPO (:mod:`engram.memory.rl.grpo`).
@@ -26,7 +27,6 @@ from typing import Any
 import numpy as np
 import structlog
 
-from engram.memory.gate.access import merge_denial
 from engram.memory.gate.advisor import (
     AdvisorAction,
     AdvisorContext,
@@ -115,8 +115,8 @@ class RLAdvisor:
         others = [n for n in context.neighbours if n.record.record_id != record.record_id]
         nearest = max(others, key=lambda n: n.similarity, default=None)
         mask = list(allowed_actions(decision.features))
-        if nearest is None or merge_denial(context.caller, record, nearest.record) is not None:
-            mask[_UPDATE] = 0.0
+        if not decision.merge_allowed or nearest is None:
+            mask[_UPDATE] = 0.0  # the access rules forbid it (merge_denial)
         p = policy.probabilities(state, np.asarray([mask]))[0]
         if not np.isfinite(p).all():
             raise ArithmeticError("policy probabilities are not finite")
@@ -127,25 +127,17 @@ class RLAdvisor:
             return replace(decision, source=source, rationale=f"{decision.rationale}; {share}")
         if nearest is None:  # pragma: no cover - the mask allows only ADD without one
             raise LookupError("the policy chose a neighbour's action with no neighbour")
-        if action is AdvisorAction.UPDATE:
+        if action in (AdvisorAction.UPDATE, AdvisorAction.NOOP):
             target = nearest.record.record_id
-            return replace(
-                decision,
-                action=AdvisorAction.UPDATE,
-                rationale=f"the policy merges it into the nearest record as its next version "
-                f"(similarity {nearest.similarity:.3f}, {share}); heuristic: {decision.rationale}",
-                source=source,
-                target_record_id=target,
-                update_candidate_of=None,
-                conflicts=tuple(c for c in decision.conflicts if c.existing_record_id != target),
+            what = (
+                "merges it into the nearest record as its next version"
+                if action is AdvisorAction.UPDATE
+                else "reinforces the nearest record"
             )
-        if action is AdvisorAction.NOOP:
-            target = nearest.record.record_id
             return replace(
                 decision,
-                action=AdvisorAction.NOOP,
-                rationale=f"the policy reinforces the nearest record "
-                f"(similarity {nearest.similarity:.3f}, {share})",
+                action=action,
+                rationale=f"the policy {what} (similarity {nearest.similarity:.3f}, {share})",
                 source=source,
                 target_record_id=target,
                 update_candidate_of=None,

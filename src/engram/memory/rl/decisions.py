@@ -2,8 +2,10 @@
 
 Each outside CREATE that Layer 2 approved recorded the state it saw in its audit row
 (:mod:`engram.memory.rl.features`); the outcome of an ADD or a merge (UPDATE) is read from
-``memory_feedback`` within ``horizon`` after the decision, with, for an ADD, the ratings its
-nearest record got in that time (:class:`~engram.memory.rl.reward.Outcome`). The action
+``memory_feedback`` within ``horizon`` after the decision: the ratings of the version it
+stored (a record an ADD created and a later merge changed has one version per decision), with,
+for an ADD, the ratings its nearest record got in that time
+(:class:`~engram.memory.rl.reward.Outcome`), and whether the access rules let it merge. The action
 taken is whatever advisor decided (heuristic or a policy); the reference action is the
 heuristic's answer recorded in the state, so decisions of a learned advisor train the next
 one as well.
@@ -41,6 +43,19 @@ class TrainingData:
     skipped: int  # decisions recorded under another feature schema or without a state
 
 
+@dataclass(frozen=True, slots=True)
+class _Logged:
+    """One decision as its audit row recorded it."""
+
+    state: tuple[float, ...]
+    action: str
+    record_id: UUID | None
+    version_id: UUID | None
+    nearest: UUID | None
+    at: datetime
+    merge_allowed: bool
+
+
 def _nearest(features: Mapping[str, Any]) -> UUID | None:
     value = features.get("nearest")
     try:
@@ -59,7 +74,7 @@ async def training_data(
 ) -> TrainingData:
     """The examples of decisions made in [``since``, ``until``)."""
     rows = list(reversed(await db.fetch(SQL["decisions"], since, until, limit)))
-    parsed: list[tuple[tuple[float, ...], str, UUID | None, UUID | None, datetime]] = []
+    parsed: list[_Logged] = []
     skipped = 0
     for row in rows:
         advice = row["advice"] or {}
@@ -75,20 +90,31 @@ async def training_data(
         action = action if action in ("NOOP", "UPDATE") else "ADD"
         # a merged record is its own nearest: nothing of it is redundant with itself
         nearest = None if action == "UPDATE" else _nearest(features)
-        parsed.append((state, action, row["record_id"], nearest, row["occurred_at"]))
-    added = [(rec, near, at) for _s, action, rec, near, at in parsed if action != "NOOP" and rec]
-    outcomes: dict[UUID, Outcome] = {}
-    if added:
+        parsed.append(
+            _Logged(
+                state,
+                action,
+                row["record_id"],
+                row["version_id"],
+                nearest,
+                row["occurred_at"],
+                features.get("merge_allowed") is True,
+            )
+        )
+    stored = [(i, d) for i, d in enumerate(parsed) if d.action != "NOOP" and d.version_id]
+    outcomes: dict[int, Outcome] = {}
+    if stored:
         found = await db.fetch(
             SQL["outcomes"],
-            [rec for rec, _near, _at in added],
-            [near for _rec, near, _at in added],
-            [at for _rec, _near, at in added],
+            [d.record_id for _i, d in stored],
+            [d.nearest for _i, d in stored],
+            [d.at for _i, d in stored],
+            [d.version_id for _i, d in stored],
             horizon,
             SAME_ANSWER,
         )
         outcomes = {
-            r["record_id"]: Outcome(
+            stored[int(r["n"]) - 1][0]: Outcome(
                 int(r["useful"]),
                 int(r["redundant"]),
                 int(r["not_useful"]),
@@ -99,12 +125,13 @@ async def training_data(
         }
     examples = tuple(
         TrainingExample(
-            state,
-            action,
-            "NOOP" if state[_HEURISTIC_NOOP] >= 1.0 else "ADD",
-            outcomes.get(record_id, Outcome()) if action != "NOOP" and record_id else Outcome(),
+            d.state,
+            d.action,
+            "NOOP" if d.state[_HEURISTIC_NOOP] >= 1.0 else "ADD",
+            outcomes.get(i, Outcome()),
+            merge_allowed=d.merge_allowed,
         )
-        for state, action, record_id, _near, _at in parsed
+        for i, d in enumerate(parsed)
     )
-    times = [at for *_rest, at in parsed]
+    times = [d.at for d in parsed]
     return TrainingData(examples, min(times, default=None), max(times, default=None), skipped)

@@ -167,12 +167,17 @@ def _unit(value: float) -> float:
     return min(1.0, max(0.0, value))
 
 
-def features_json(values: Sequence[float], nearest: UUID | None = None) -> dict[str, object]:
-    """The audit form: the schema, each value by name, and the nearest record's id."""
+def features_json(
+    values: Sequence[float], nearest: UUID | None = None, *, merge_allowed: bool = False
+) -> dict[str, object]:
+    """The audit form: the schema, each value by name, the nearest record's id, and whether
+    the access rules allowed merging into it (rows written before merges existed lack it:
+    read as not allowed)."""
     return {
         "schema": FEATURE_SCHEMA,
         "values": dict(zip(FEATURE_NAMES, values, strict=True)),
         "nearest": None if nearest is None else str(nearest),
+        "merge_allowed": merge_allowed,
     }
 
 

@@ -23,7 +23,8 @@ makes it better than an ADD.
 
 For a logged ADD every reward is computed from its outcome. For a logged NOOP the record was
 never stored, so ``unique`` and ``not_useful`` are estimated by :class:`RewardModel`, a ridge
-regression over the state fitted on the logged ADDs, with one structural fact: a duplicate
+regression over the state fitted on the logged ADDs (not on merges: a merged record inherits
+the search traffic of the record it joined), with one structural fact: a duplicate
 (exact, or near with the same words) can bring nothing unique; the nearest record's ratings
 are not used (the Gate never allows an UPDATE where it allows a NOOP, but for an exact
 duplicate, where it allows only a NOOP). For a logged UPDATE the merged record's ratings are
@@ -40,7 +41,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engram.memory.rl.features import FEATURE_COUNT, FEATURE_NAMES
-from engram.memory.rl.policy import ACTIONS
+from engram.memory.rl.policy import ACTIONS, allowed_actions
 
 Vector = npt.NDArray[np.float64]
 
@@ -54,8 +55,6 @@ LOSS_WEIGHT = 1.5
 #: Ridge penalty of the reward model.
 RIDGE = 1.0
 
-#: Logged actions whose record was stored, so that its ratings are observed.
-_STORED = frozenset({"ADD", "UPDATE"})
 _EXACT = FEATURE_NAMES.index("exact_duplicate")
 _NEAR = FEATURE_NAMES.index("near_duplicate")
 
@@ -86,6 +85,18 @@ class TrainingExample:
     action: str  # one of ACTIONS
     reference: str
     outcome: Outcome = Outcome()
+    #: whether the access rules let the write merge into its nearest record (the Gate's
+    #: ``merge_allowed``; the state vector cannot say whose the record is)
+    merge_allowed: bool = True
+
+
+def allowed(example: TrainingExample) -> tuple[float, ...]:
+    """The actions the Gate would have allowed in the example's state: the state's mask,
+    without UPDATE where the access rules forbade merging."""
+    mask = allowed_actions(example.state)
+    if example.merge_allowed:
+        return mask
+    return tuple(0.0 if a == "UPDATE" else m for a, m in zip(ACTIONS, mask, strict=True))
 
 
 def rewards(
@@ -107,7 +118,7 @@ class RewardModel:
 
     @classmethod
     def fit(cls, examples: Sequence[TrainingExample]) -> RewardModel:
-        added = [e for e in examples if e.action in _STORED]
+        added = [e for e in examples if e.action == "ADD"]
         if not added:
             zero = np.zeros(FEATURE_COUNT + 1)
             return cls(zero, zero)

@@ -3,7 +3,7 @@
 
 -- name: decisions
 -- Outside CREATEs that Layer 2 decided and recorded a state for, the newest $3 (newest first).
-SELECT a.seq, a.occurred_at, a.record_id, a.layer2_decision::jsonb AS advice
+SELECT a.seq, a.occurred_at, a.record_id, a.version_id, a.layer2_decision::jsonb AS advice
 FROM librarian_audit a
 WHERE a.action = 'CREATE' AND a.decision = 'approved' AND a.decision_type = 'external'
   AND a.layer2_decision IS NOT NULL
@@ -12,38 +12,49 @@ ORDER BY a.seq DESC
 LIMIT $3
 
 -- name: outcomes
--- For each (admitted record, the decision's nearest record, decided at): its ratings within
--- the horizon ($4), and how many of its useful ratings the same agent also gave the nearest
--- record within $5 (the same answer found twice); and the nearest record's ratings in that
--- time: "not useful" ones (it was stale), and useful ones the admitted record did not share.
-WITH d AS (
-    SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[]) AS d(record_id, nearest, at)
+-- For each decision n (the record $1 and the version $4 it stored, its nearest record $2,
+-- decided at $3): the ratings of that version within the horizon ($5), and how many of its
+-- useful ratings the same agent also gave the nearest record within $6 (the same answer
+-- found twice); and the nearest record's ratings in that time, of versions with the content
+-- it had then (a resolution that only ends its validity keeps the content; a merge into it
+-- later does not): "not useful" ones (it was stale), and useful ones the admitted version did
+-- not share.
+WITH given AS (
+    SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[], $4::uuid[])
+        WITH ORDINALITY AS d(record_id, nearest, at, version_id, n)
+), d AS (
+    SELECT given.*,
+           (SELECT v.content FROM memories v
+            WHERE v.record_id = given.nearest AND v.ingestion_time <= given.at
+            ORDER BY v.version DESC LIMIT 1) AS nearest_content
+    FROM given
 )
-SELECT d.record_id,
+SELECT d.n,
        count(f.id) FILTER (WHERE f.useful) AS useful,
        count(f.id) FILTER (WHERE NOT f.useful) AS not_useful,
        count(f.id) FILTER (
            WHERE f.useful AND EXISTS (
                SELECT 1 FROM memory_feedback g
                WHERE g.record_id = d.nearest AND g.useful AND g.agent_id = f.agent_id
-                 AND g.created_at BETWEEN f.created_at - $5::interval AND f.created_at + $5::interval
+                 AND g.created_at BETWEEN f.created_at - $6::interval AND f.created_at + $6::interval
            )
        ) AS redundant,
-       (SELECT count(*) FROM memory_feedback g
-        WHERE g.record_id = d.nearest AND NOT g.useful
-          AND g.created_at >= d.at AND g.created_at < d.at + $4::interval) AS nearest_stale,
-       (SELECT count(*) FROM memory_feedback g
-        WHERE g.record_id = d.nearest AND g.useful
-          AND g.created_at >= d.at AND g.created_at < d.at + $4::interval
+       (SELECT count(*) FROM memory_feedback g JOIN memories v ON v.id = g.version_id
+        WHERE g.record_id = d.nearest AND NOT g.useful AND v.content = d.nearest_content
+          AND g.created_at >= d.at AND g.created_at < d.at + $5::interval) AS nearest_stale,
+       (SELECT count(*) FROM memory_feedback g JOIN memories v ON v.id = g.version_id
+        WHERE g.record_id = d.nearest AND g.useful AND v.content = d.nearest_content
+          AND g.created_at >= d.at AND g.created_at < d.at + $5::interval
           AND NOT EXISTS (
               SELECT 1 FROM memory_feedback h
-              WHERE h.record_id = d.record_id AND h.useful AND h.agent_id = g.agent_id
-                AND h.created_at BETWEEN g.created_at - $5::interval AND g.created_at + $5::interval
+              WHERE h.version_id = d.version_id AND h.useful AND h.agent_id = g.agent_id
+                AND h.created_at BETWEEN g.created_at - $6::interval AND g.created_at + $6::interval
           )) AS nearest_lost
 FROM d
 LEFT JOIN memory_feedback f
-       ON f.record_id = d.record_id AND f.created_at >= d.at AND f.created_at < d.at + $4::interval
-GROUP BY d.record_id, d.nearest, d.at
+       ON f.record_id = d.record_id AND f.version_id = d.version_id
+      AND f.created_at >= d.at AND f.created_at < d.at + $5::interval
+GROUP BY d.n, d.nearest, d.at, d.version_id, d.nearest_content
 
 -- name: model_count
 SELECT count(*) FROM advisor_models

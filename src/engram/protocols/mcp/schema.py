@@ -283,8 +283,9 @@ pointers (resource). Do not store secrets or instructions to other agents.
 
 Every write is checked by engram's Librarian Gate (type rules, your permissions, personal \
 data, rate limit, content classification). The result says `decision`: approved (with \
-`record_id` and `version`; `outcome` is `created`, or `reinforced` when an equivalent memory \
-already existed), or rejected with `failed_checks` naming each check that failed and why: \
+`record_id` and `version`; `outcome` is `created`, `reinforced` when an equivalent memory \
+already existed, or `updated` when it was stored as the new version of a memory of yours it \
+changes), or rejected with `failed_checks` naming each check that failed and why: \
 fix the input and try again, or choose another type."""
 
 _RECALL = """\

@@ -8,7 +8,8 @@ Two judges, both against the heuristic:
 2. **Counterfactual replay of the logged decisions** (:func:`replay_logged`): the candidate's
    choice in every recorded state, scored by the reward of :mod:`engram.memory.rl.reward`
    (observed for logged ADDs, estimated otherwise); and, as safety, the logged ADDs whose
-   record later proved uniquely useful that the candidate would have dropped.
+   record later proved uniquely useful that the candidate would have dropped, or whose nearest
+   record did and that the candidate would have merged away.
 
 :func:`verdict` says whether the candidate wins: at least the heuristic's reward on replay and
 its usefulness on the lives, no more duplicates admitted, facts lost or records stored, and
@@ -31,8 +32,8 @@ import numpy as np
 from engram.kernel import Kernel
 from engram.memory.gate.advisor import GateAdvisor, HeuristicAdvisor
 from engram.memory.gate.learned import RLAdvisor
-from engram.memory.rl.policy import ACTIONS, AdvisorPolicy, allowed_actions
-from engram.memory.rl.reward import RewardModel, TrainingExample, reward_table
+from engram.memory.rl.policy import ACTIONS, AdvisorPolicy
+from engram.memory.rl.reward import RewardModel, TrainingExample, allowed, reward_table
 from engram.protocols.simulator.life import LifeReport, live
 from engram.protocols.simulator.world import agent_life, seeds
 
@@ -109,15 +110,19 @@ def replay_logged(examples: Sequence[TrainingExample], policy: AdvisorPolicy) ->
     if not examples:
         return {"decisions": 0}
     states = np.asarray([e.state for e in examples], dtype=np.float64)
-    allowed = np.asarray([allowed_actions(e.state) for e in examples])
-    chosen = policy.probabilities(states, allowed).argmax(axis=1)
+    masks = np.asarray([allowed(e) for e in examples])
+    chosen = policy.probabilities(states, masks).argmax(axis=1)
     reference = np.asarray([ACTIONS.index(e.reference) for e in examples])
     rewards = reward_table(examples, RewardModel.fit(examples))
     rows = np.arange(len(examples))
     dropped_useful = sum(
         1
         for e, c in zip(examples, chosen, strict=True)
-        if c == _NOOP and e.action == "ADD" and e.outcome.unique > 0
+        if e.action == "ADD"
+        and (
+            (c == _NOOP and e.outcome.unique > 0)  # the record itself
+            or (c == _UPDATE and e.outcome.nearest_lost > 0)  # the one it would replace
+        )
     )
     return {
         "decisions": len(examples),
