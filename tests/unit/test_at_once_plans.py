@@ -15,7 +15,7 @@ from engram.memory.gate.access import caller_for_tier
 from engram.memory.gate.advisor import AdvisorAction, AdvisorDecision
 from engram.memory.gate.at_once import writes_at_once
 from engram.memory.gate.checks import Layer1Outcome
-from engram.memory.gate.plan import Plan
+from engram.memory.gate.plan import Plan, without_merge
 from engram.memory.gate.requests import GateRequest
 from engram.memory.types import (
     ConflictClassification,
@@ -120,3 +120,27 @@ def test_a_self_healing_create_records_no_conflict_and_goes_at_once() -> None:
     )
     assert not writes_at_once(plan)
     assert writes_at_once(healing)
+
+
+def test_a_merge_whose_record_kept_moving_becomes_a_new_record_on_the_last_attempt() -> None:
+    """without_merge turns a CREATE's merge into an ADD (no target) that is written at once;
+    an UPDATE request and a NOOP are left as they are."""
+    merging = _plan(GateAction.CREATE, AdvisorAction.UPDATE)
+    target = MemoryRecord.draft(MemoryType.BELIEF, "The cache holds 4 GB.", source_agent="agent-a")
+    assert merging.advice is not None
+    merging = replace(
+        merging,
+        target=target,
+        advice=replace(merging.advice, target_record_id=target.record_id),
+    )
+    kept = without_merge(merging)
+    assert kept.advice is not None
+    assert AdvisorAction.ADD is kept.advice.action
+    assert (None, None) == (kept.target, kept.advice.target_record_id)
+    assert "kept changing" in kept.advice.rationale
+    assert writes_at_once(kept)
+    for unchanged in (
+        _plan(GateAction.UPDATE, AdvisorAction.UPDATE),
+        _plan(GateAction.CREATE, AdvisorAction.NOOP),
+    ):
+        assert unchanged is without_merge(unchanged)

@@ -28,7 +28,7 @@ from engram.memory.gate.advisor import RELATED, AdvisorAction, AdvisorDecision, 
 from engram.memory.gate.checks import SCHEMA, CheckResult, Layer1Outcome
 from engram.memory.gate.decision import advise, rejection_reason, screen, stale_reason
 from engram.memory.gate.groups import GroupOutcome, GroupsFinish, commit_groups, evaluate_groups
-from engram.memory.gate.plan import Plan, Timing, audit_entry
+from engram.memory.gate.plan import Plan, Timing, audit_entry, without_merge
 from engram.memory.gate.rate_limit import RateLimiter, SharedRateLimiter, settle
 from engram.memory.gate.requests import (
     GateRequest,
@@ -166,6 +166,7 @@ class LibrarianGate:
                 timing=timing,
                 pending=embedding,
             )
+            plan = without_merge(plan) if attempt == REPLANS else plan
             self._signals.layer2(decision_id, plan.advice)
             evaluation_seconds = (
                 time.perf_counter() - timing.started - timing.waited_for_embedding_seconds

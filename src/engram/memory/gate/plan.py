@@ -12,17 +12,18 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from uuid import UUID
 
 from engram.memory.audit.log import AuditEntry, canonical_json
-from engram.memory.gate.advisor import AdvisorDecision
+from engram.memory.gate.advisor import AdvisorAction, AdvisorDecision
 from engram.memory.gate.checks import CheckResult, Layer1Outcome
 from engram.memory.gate.requests import GateRequest, GateResult, Proposal, WriteOutcome, caller_json
 from engram.memory.storable import MAX_AUDITED_INPUT_BYTES, audited_input
 from engram.memory.types import (
     ConsolidationPath,
+    GateAction,
     GateDecision,
     GateDecisionType,
     MemoryRecord,
@@ -227,3 +228,25 @@ def approval_entry(
         duration_ms=(time.perf_counter() - timing.started) * 1000,
         occurred_at=occurred_at,
     )
+
+
+def without_merge(plan: Plan) -> Plan:
+    """``plan`` with a CREATE's merge advice (UPDATE into the nearest record) turned into an
+    ADD: the Gate's last attempt when the record it merged into kept moving on, so that the
+    proposal is stored as a new record rather than answered with a conflict (its conflicts
+    with that record, left out of the merge advice, are not linked)."""
+    advice = plan.advice
+    if (
+        advice is None
+        or advice.action is not AdvisorAction.UPDATE
+        or plan.request.action is not GateAction.CREATE
+    ):
+        return plan
+    kept = replace(
+        advice,
+        action=AdvisorAction.ADD,
+        rationale=f"{advice.rationale}; the record it would merge into kept changing: "
+        "stored as a new record",
+        target_record_id=None,
+    )
+    return replace(plan, advice=kept, target=None)
