@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from dataclasses import replace
+from datetime import UTC, datetime
 from uuid import UUID
 
 import numpy as np
@@ -183,3 +184,40 @@ async def test_the_write_path_refuses_a_merge_the_rule_does_not_allow(kernel: Ke
     )
     assert 0 == merged
     assert (await kernel.audit.verify()).ok
+
+
+async def test_a_change_carrying_personal_data_is_quarantined_apart_not_merged(
+    kernel: Kernel,
+) -> None:
+    """Layer 1 quarantines a change that carries a phone number (level `sensitive`): it
+    would raise who may read the record, so it is a record of its own and the agent's
+    record keeps its level and content."""
+    first = await kernel.gate.evaluate(create(belief(BEFORE), WRITER))
+    assert first.record_id is not None
+    _merging(kernel)
+    pii = await kernel.gate.evaluate(
+        create(belief(f"{CHANGE[:-1]}; ask Dana Whitfield on +1 415 555 0134."), WRITER)
+    )
+    assert GateDecision.APPROVED == pii.decision, pii.reason
+    assert "created" == pii.outcome.value
+    assert pii.modified_record is not None
+    assert AccessLevel.SENSITIVE == pii.modified_record.access_level
+    assert [BEFORE] == [row["content"] for row in await _chain(kernel, first.record_id)]
+
+
+async def test_what_the_record_said_before_a_merge_stays_answerable(kernel: Kernel) -> None:
+    """An as-of read before the merge answers with the old content, after it with the new."""
+    first = await kernel.gate.evaluate(create(belief(BEFORE), WRITER))
+    assert first.record_id is not None
+    await asyncio.sleep(0.01)
+    between = datetime.now(UTC)
+    await asyncio.sleep(0.01)
+    _merging(kernel)
+    merged = await kernel.gate.evaluate(create(belief(CHANGE), WRITER))
+    assert "updated" == merged.outcome.value
+    then = await kernel.temporal.query(
+        record_id=first.record_id, as_of_ingestion=between, caller=WRITER
+    )
+    now = await kernel.temporal.query(record_id=first.record_id, caller=WRITER)
+    assert [BEFORE] == [r.content for r in then]
+    assert [CHANGE] == [r.content for r in now]
