@@ -22,8 +22,7 @@ from engram.memory.gate.requests import result_json
 from engram.memory.rl.decisions import SAME_ANSWER, training_data
 from engram.memory.rl.features import FEATURE_COUNT, FEATURE_NAMES
 from engram.memory.rl.grpo import GRPOConfig
-from engram.memory.rl.policy import ACTIONS, AdvisorPolicy
-from engram.memory.rl.reward import allowed
+from engram.memory.rl.policy import ACTIONS, AdvisorPolicy, allowed_actions
 from engram.memory.rl.runs import train_candidate
 from engram.memory.types import GateDecision
 from tests.conftest import ScratchDatabase
@@ -144,7 +143,9 @@ async def test_an_add_and_a_later_merge_into_its_record_keep_their_own_outcomes(
     assert ["ADD", "UPDATE", "ADD"] == [e.action for e in data.examples]
     assert [0, 1, 0] == [e.outcome.useful for e in data.examples]
     assert [False, True, False] == [e.merge_allowed for e in data.examples]
-    assert 0.0 == allowed(data.examples[2])[ACTIONS.index("UPDATE")]
+    theirs_state = data.examples[2]
+    mask = allowed_actions(theirs_state.state, merge_allowed=theirs_state.merge_allowed)
+    assert 0.0 == mask[ACTIONS.index("UPDATE")]
 
 
 async def test_a_candidate_is_trained_stored_and_promoted_only_when_it_won(

@@ -377,30 +377,32 @@ async def test_versioned_searches_keep_the_vector_order(kernel: Kernel) -> None:
     assert current.hits[0].fused > 0.5  # similarity + lexical share: reordered
 
 
+async def _cache_moved_44_times(kernel: Kernel, writer: CallerIdentity, **fields: Any) -> UUID:
+    """A record whose host changes 44 times: 45 versions near one query (``fields``: of the
+    record, e.g. its access level). Returns its id."""
+    text = "The monorepo build cache lives on host cache-{:02d}."
+    first = await kernel.gate.evaluate(create(belief(text.format(0), **fields), writer))
+    assert first.record_id is not None
+    assert first.approved, first.reason
+    for version in range(1, 45):
+        moved = await kernel.gate.evaluate(
+            update(first.record_id, text.format(version), version, writer, **fields)
+        )
+        assert moved.approved, moved.reason
+    return first.record_id
+
+
 async def test_an_as_of_search_looks_past_a_window_one_record_fills(kernel: Kernel) -> None:
     """An as-of search's candidates are versions: a record with more versions near the query
     than the first window holds (40) must not crowd the other records out of the answer."""
     await seed(kernel)
-    first = await kernel.gate.evaluate(
-        create(belief("The monorepo build cache lives on host cache-00."), WRITER)
-    )
-    assert first.record_id is not None
-    for version in range(1, 45):
-        moved = await kernel.gate.evaluate(
-            update(
-                first.record_id,
-                f"The monorepo build cache lives on host cache-{version:02d}.",
-                version,
-                WRITER,
-            )
-        )
-        assert moved.approved, moved.reason
+    first = await _cache_moved_44_times(kernel, WRITER)
     result = await kernel.retrieval.search(
         READER, "where is the monorepo build cache", limit=3, as_of_event=utc_now()
     )
     found = [hit.record.record_id for hit in result.hits]
     assert 3 == len(set(found)) == len(found)
-    assert first.record_id == found[0]
+    assert first == found[0]
     assert "cache-44" in result.hits[0].record.content
     assert result.legs["vector"] > 40  # it looked deeper than the first window
     # Past a full window whose last version is already below the floor, nothing deeper can
@@ -432,27 +434,7 @@ async def test_hidden_versions_do_not_change_an_as_of_answer_or_its_window(
 
     before = await answer()
     writer = replace(TRUSTED, writes_per_minute=100_000)
-    hidden = await kernel.gate.evaluate(
-        create(
-            belief(
-                "The monorepo build cache lives on host cache-00.", access_level=AccessLevel.SYSTEM
-            ),
-            writer,
-        )
-    )
-    assert hidden.record_id is not None
-    assert hidden.approved, hidden.reason
-    for version in range(1, 45):
-        moved = await kernel.gate.evaluate(
-            update(
-                hidden.record_id,
-                f"The monorepo build cache lives on host cache-{version:02d}.",
-                version,
-                writer,
-                access_level=AccessLevel.SYSTEM,
-            )
-        )
-        assert moved.approved, moved.reason
+    await _cache_moved_44_times(kernel, writer, access_level=AccessLevel.SYSTEM)
     assert before == await answer()
 
 

@@ -41,7 +41,6 @@ from engram.memory.rl.training import train_policy
 from engram.memory.types import GateAction, GateDecisionType, MemoryRecord
 
 log = structlog.get_logger("engram.memory.gate.advisor")
-_UPDATE = ACTIONS.index("UPDATE")
 
 
 class RLAdvisor:
@@ -114,9 +113,7 @@ class RLAdvisor:
         state = np.asarray([decision.features], dtype=np.float64)
         others = [n for n in context.neighbours if n.record.record_id != record.record_id]
         nearest = max(others, key=lambda n: n.similarity, default=None)
-        mask = list(allowed_actions(decision.features))
-        if not decision.merge_allowed or nearest is None:
-            mask[_UPDATE] = 0.0  # the access rules forbid it (merge_denial)
+        mask = allowed_actions(decision.features, merge_allowed=decision.merge_allowed)
         p = policy.probabilities(state, np.asarray([mask]))[0]
         if not np.isfinite(p).all():
             raise ArithmeticError("policy probabilities are not finite")

@@ -121,8 +121,10 @@ def softmax(logits: Vector, allowed: Vector | None = None) -> Vector:
     return e / e.sum(axis=-1, keepdims=True)  # type: ignore[no-any-return]
 
 
-def allowed_actions(state: Sequence[float]) -> tuple[float, ...]:
-    """1 for each action of :data:`ACTIONS` the Gate may take in ``state``, else 0.
+def allowed_actions(state: Sequence[float], *, merge_allowed: bool = True) -> tuple[float, ...]:
+    """1 for each action of :data:`ACTIONS` the Gate may take in ``state``, else 0;
+    ``merge_allowed``: whether the access rules let the write merge into its nearest record
+    (the Gate's answer, recorded beside the state: the state cannot say whose record it is).
 
     An exact duplicate may only be reinforced. A NOOP drops the proposal's words, so it is
     never allowed when they carry a name, code or value the nearest record lacks, or a word of
@@ -139,14 +141,14 @@ def allowed_actions(state: Sequence[float]) -> tuple[float, ...]:
     nearest does not have; a supersession the classifier found is not enough), brings a name,
     code or value the nearest lacks, and repeats at least one of the nearest's (what it
     replaces: "from 17:00 to 15:45"), with no dispute found (a contradiction or an
-    unresolvable pair goes to a person, never merged away). The Gate adds
-    what the state cannot say: the nearest record must be the caller's own
-    (:func:`~engram.memory.gate.access.merge_denial`)."""
+    unresolvable pair goes to a person, never merged away), and ``merge_allowed``: the nearest
+    record is the caller's own (:func:`~engram.memory.gate.access.merge_denial`)."""
     if state[_INDEX["exact_duplicate"]] >= 1.0:
         return (0.0, 1.0, 0.0)
     same_scope = state[_INDEX["other_scope"]] < 1.0
     update = (
-        same_scope
+        merge_allowed
+        and same_scope
         and state[_INDEX["closest"]] >= MERGE_FLOOR
         and state[_INDEX["incompatible"]] >= MERGE_MIN_INCOMPATIBLE
         and state[_INDEX["new_marks"]] >= 1.0

@@ -41,7 +41,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engram.memory.rl.features import FEATURE_COUNT, FEATURE_NAMES
-from engram.memory.rl.policy import ACTIONS, allowed_actions
+from engram.memory.rl.policy import ACTIONS
 
 Vector = npt.NDArray[np.float64]
 
@@ -88,15 +88,6 @@ class TrainingExample:
     #: whether the access rules let the write merge into its nearest record (the Gate's
     #: ``merge_allowed``; the state vector cannot say whose the record is)
     merge_allowed: bool = True
-
-
-def allowed(example: TrainingExample) -> tuple[float, ...]:
-    """The actions the Gate would have allowed in the example's state: the state's mask,
-    without UPDATE where the access rules forbade merging."""
-    mask = allowed_actions(example.state)
-    if example.merge_allowed:
-        return mask
-    return tuple(0.0 if a == "UPDATE" else m for a, m in zip(ACTIONS, mask, strict=True))
 
 
 def rewards(

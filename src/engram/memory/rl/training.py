@@ -9,8 +9,8 @@ import numpy as np
 from engram.errors import ValidationFailed
 from engram.memory.rl.features import FEATURE_COUNT
 from engram.memory.rl.grpo import GRPOConfig, TrainResult, train_grpo
-from engram.memory.rl.policy import ACTIONS
-from engram.memory.rl.reward import RewardModel, TrainingExample, allowed, reward_table
+from engram.memory.rl.policy import ACTIONS, allowed_actions
+from engram.memory.rl.reward import RewardModel, TrainingExample, reward_table
 
 
 def train_policy(
@@ -26,7 +26,9 @@ def train_policy(
     if unknown:
         raise ValidationFailed(errors=[f"unknown actions {sorted(unknown)}"])
     states = np.asarray([e.state for e in batch], dtype=np.float64).reshape(-1, FEATURE_COUNT)
-    masks = np.asarray([allowed(e) for e in batch]).reshape(-1, len(ACTIONS))
+    masks = np.asarray(
+        [allowed_actions(e.state, merge_allowed=e.merge_allowed) for e in batch]
+    ).reshape(-1, len(ACTIONS))
     reference = np.zeros((len(batch), len(ACTIONS)))
     for i, example in enumerate(batch):
         reference[i, ACTIONS.index(example.reference)] = 1.0

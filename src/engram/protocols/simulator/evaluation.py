@@ -32,8 +32,8 @@ import numpy as np
 from engram.kernel import Kernel
 from engram.memory.gate.advisor import GateAdvisor, HeuristicAdvisor
 from engram.memory.gate.learned import RLAdvisor
-from engram.memory.rl.policy import ACTIONS, AdvisorPolicy
-from engram.memory.rl.reward import RewardModel, TrainingExample, allowed, reward_table
+from engram.memory.rl.policy import ACTIONS, AdvisorPolicy, allowed_actions
+from engram.memory.rl.reward import RewardModel, TrainingExample, reward_table
 from engram.protocols.simulator.life import LifeReport, live
 from engram.protocols.simulator.world import agent_life, seeds
 
@@ -110,7 +110,7 @@ def replay_logged(examples: Sequence[TrainingExample], policy: AdvisorPolicy) ->
     if not examples:
         return {"decisions": 0}
     states = np.asarray([e.state for e in examples], dtype=np.float64)
-    masks = np.asarray([allowed(e) for e in examples])
+    masks = np.asarray([allowed_actions(e.state, merge_allowed=e.merge_allowed) for e in examples])
     chosen = policy.probabilities(states, masks).argmax(axis=1)
     reference = np.asarray([ACTIONS.index(e.reference) for e in examples])
     rewards = reward_table(examples, RewardModel.fit(examples))
