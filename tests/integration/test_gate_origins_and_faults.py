@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from dataclasses import replace
 
 import asyncpg
@@ -138,22 +137,6 @@ async def test_an_evaluation_that_cannot_be_audited_writes_nothing(
     finally:
         await admin.execute("GRANT INSERT ON engram.librarian_audit TO engram_runtime")
         await admin.close()
-
-
-@pytest.fixture
-async def quick_breaker_kernel(
-    database: ScratchDatabase, embedder: FastembedEmbedder
-) -> AsyncIterator[Kernel]:
-    """A kernel whose breaker re-probes after 0.2 s and whose retries wait 10 ms."""
-    settings = EngramSettings(
-        database_url=database.runtime_url,
-        migrate_on_start=False,
-        breaker_reset_seconds=0.2,
-        retry_initial_wait_seconds=0.01,
-        db_pool_max_size=30,
-    )
-    async with open_kernel(settings=settings, embeddings=embedder) as kernel:
-        yield kernel
 
 
 async def test_a_retry_after_a_killed_connection_writes_once(

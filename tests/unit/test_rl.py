@@ -386,18 +386,22 @@ async def test_rl_advisor_never_merges_into_a_record_the_caller_does_not_own() -
     """Another agent's record, or one of another access level, is never rewritten by a
     merge, whatever the policy prefers: the write is the heuristic's (an ADD)."""
     heuristic = HeuristicAdvisor(ConflictDetector())
-    proposal = belief("The data team moved its standup from 09:30 to 10:15.")
     theirs = MemoryRecord.draft(
         MemoryType.BELIEF, "The data team's standup is at 09:30 every weekday.", source_agent="b"
     )
     hidden = belief("The data team's standup is at 09:30 every weekday.").model_copy(
         update={"access_level": AccessLevel.USER}
     )
+    proposal = belief("The data team moved its standup from 09:30 to 10:15.")  # the newer
     for existing in (theirs, hidden):
         context = AdvisorContext(
             GateAction.CREATE, EXTERNAL, STANDARD, neighbours=(Neighbour(existing, 0.85),)
         )
         decision = await RLAdvisor(heuristic, _merge_policy()).advise(proposal, context)
+        assert decision.features is not None
+        # the state alone would allow the merge: only the access answer stops it
+        assert 1.0 == allowed_actions(decision.features)[ACTIONS.index("UPDATE")]
+        assert not decision.merge_allowed
         assert AdvisorAction.ADD == decision.action
         assert decision.target_record_id is None
 
