@@ -8,9 +8,10 @@ Prints one JSON object (issue 16, ADR-020):
   rated. A candidate is trained by GRPO from that database alone (audit rows + feedback), then
   the heuristic and the candidate each live the same ``--eval-lives`` evaluation worlds
   (seeds and wordings never trained on) in namespaces of their own: usefulness (share of
-  questions answered in the top 5), store size, duplicates admitted and facts lost, side by
-  side, with the verdict ``engram advisor promote`` would need. The replay figure is
-  in-sample (the logged decisions it was trained on).
+  questions answered in the top 5), the finer ``answered_first`` and ``stale_shown``
+  (docs/advisor.md), store size, duplicates admitted and facts lost, side by side, with the
+  verdict ``engram advisor promote`` would need. The replay figure is in-sample (the logged
+  decisions it was trained on).
 - ``training``: wall time of training on ``--decisions`` *synthetic* logged decisions (a seeded
   mixture of new facts, restatements, duplicates and chatter; goal: 10,000 in ≤ 60 s) and the
   learning curve.
@@ -155,6 +156,11 @@ async def _timed(
     return times
 
 
+def _relative(candidate: float, heuristic: float) -> float:
+    """The candidate's figure as a change relative to the heuristic's (0 when that is 0)."""
+    return (candidate - heuristic) / heuristic if heuristic else 0.0
+
+
 async def pipeline(
     train_lives: int, eval_lives: int, writes: int, questions: int, eval_from: int
 ) -> dict[str, Any]:
@@ -188,7 +194,7 @@ async def pipeline(
     wins, reasons = verdict(side, replay)
     result = side.to_json()
     h, c = result["heuristic"], result["candidate"]
-    gain = (c["usefulness"] - h["usefulness"]) / h["usefulness"] if h["usefulness"] else 0.0
+    gain = _relative(c["usefulness"], h["usefulness"])
     return {
         "train_lives": train_lives,
         "eval_lives": eval_lives,
@@ -210,6 +216,8 @@ async def pipeline(
         "heuristic": h,
         "candidate": c,
         "usefulness_gain": round(gain, 4),
+        "answered_first_gain": round(_relative(c["answered_first"], h["answered_first"]), 4),
+        "stale_shown_change": round(_relative(c["stale_shown"], h["stale_shown"]), 4),
         "goals": {
             "usefulness>=heuristic+10%": gain >= 0.10,
             "duplicates<=heuristic": c["duplicates_admitted"] <= h["duplicates_admitted"],

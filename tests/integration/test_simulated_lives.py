@@ -29,6 +29,10 @@ async def test_a_life_writes_through_the_gate_asks_and_rates_in_its_own_namespac
     assert 0 == report.rejected
     assert 12 == report.questions
     assert 0.0 <= report.usefulness <= 1.0
+    # the finer figures: a first hit that answers is an answer; a question whose first hit
+    # answers cannot show a stale value first
+    assert report.answered_first <= report.answered
+    assert report.stale_shown <= report.questions - report.answered_first
     active = await kernel.db.fetchval(
         "SELECT count(*) FROM engram.memories WHERE namespace = $1 "
         "AND superseded_by IS NULL AND status = 'active'",

@@ -60,11 +60,17 @@ class SideBySide:
         }
 
 
+def _share(count: int, questions: int) -> float:
+    return round(count / questions, 4) if questions else 0.0
+
+
 def totals(lives: Sequence[LifeReport]) -> dict[str, Any]:
     """Usefulness over all questions, and the sums of the other figures."""
     questions = sum(r.questions for r in lives)
     return {
-        "usefulness": round(sum(r.answered for r in lives) / questions, 4) if questions else 0,
+        "usefulness": _share(sum(r.answered for r in lives), questions),
+        "answered_first": _share(sum(r.answered_first for r in lives), questions),
+        "stale_shown": _share(sum(r.stale_shown for r in lives), questions),
         "store_size": sum(r.store_size for r in lives),
         "duplicates_admitted": sum(r.duplicates_admitted for r in lives),
         "facts_lost": sum(r.facts_lost for r in lives),

@@ -11,7 +11,10 @@ The report is what the advisor is judged on: **usefulness** (share of questions 
 current answer is in the top 5), **store size** (active records at the end), **duplicates
 admitted** (restatements and near duplicates stored as new records) and **facts lost** (facts
 whose current value no active record states at the end: dropped by a NOOP, or retired by a
-wrong replacement).
+wrong replacement). Two finer figures sit beside usefulness: **answered first** (the
+first hit states the current answer) and **stale shown** (a top-5 hit states a value the
+world has moved on from while no hit states the current one before it), the ranking an agent
+actually reads.
 """
 
 from __future__ import annotations
@@ -62,6 +65,8 @@ class LifeReport:
     rejected: int = 0
     questions: int = 0
     answered: int = 0
+    answered_first: int = 0
+    stale_shown: int = 0
     duplicates_admitted: int = 0
     facts_lost: int = 0
     store_size: int = 0
@@ -84,6 +89,8 @@ class LifeReport:
             "rejected": self.rejected,
             "questions": self.questions,
             "usefulness": round(self.usefulness, 4),
+            "answered_first": self.answered_first,
+            "stale_shown": self.stale_shown,
             "store_size": self.store_size,
             "duplicates_admitted": self.duplicates_admitted,
             "facts_lost": self.facts_lost,
@@ -165,12 +172,15 @@ async def _ask(
     report.questions += 1
     answer = step.answer.lower()
     stale = [s.lower() for s in step.stale]
-    answered = False
-    for hit in found.hits:
+    answered = stale_first = False
+    for rank, hit in enumerate(found.hits):
         text = hit.record.content.lower()
         if answer in text:
             answered = True
+            report.answered_first += rank == 0
             await kernel.retrieval.feedback(agent, hit.record.record_id, useful=True)
         elif any(s in text for s in stale):
+            stale_first = stale_first or not answered
             await kernel.retrieval.feedback(agent, hit.record.record_id, useful=False)
     report.answered += int(answered)
+    report.stale_shown += int(stale_first)
