@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 from uuid import UUID
 
+import asyncpg
 import pytest
 from structlog.testing import capture_logs
 
@@ -22,6 +23,7 @@ from engram.infra.webhook import WebhookSink
 from engram.memory.gate.requests import GateResult
 from engram.memory.types import GateDecision, MemoryRecord, utc_now
 from engram.notifications.dispatcher import Escalation
+from tests.conftest import ScratchDatabase
 from tests.integration.gate_helpers import STANDARD, belief, create
 
 WRITER = replace(STANDARD, writes_per_minute=100_000)
@@ -244,3 +246,45 @@ async def test_kernel_conflicts_detects_and_names_each_resolution(kernel: Kernel
     resolution = await kernel.conflicts.resolve(found)
     assert ("supersession", False) == (found.classification.value, resolution.escalated)
     assert "end the older record's validity" in resolution.action
+
+
+async def test_an_escalation_the_admin_queue_could_not_take_is_delivered_again(
+    kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """With INSERT on the admin queue revoked (a real privilege error from PostgreSQL), the
+    escalation is not marked delivered: its event stays in the outbox, and once the privilege
+    is back the next delivery queues it, once."""
+    admin = await asyncpg.connect(database.admin_url)
+    try:
+        await admin.execute("REVOKE INSERT ON engram.escalations FROM engram_runtime")
+        await _write(kernel, belief("The build cache lives on nfs-07 and holds 2 TB."))
+        with capture_logs() as logs:
+            new = await _write(kernel, belief("The build cache lives on nfs-07 and holds 4 TB."))
+            assert new.layer2_decision is not None
+            kinds = [c.classification.value for c in new.layer2_decision.conflicts]
+            assert ["unresolvable"] == kinds
+            await kernel.events.settled()
+        failed = [e for e in logs if e["event"] == "notification.sink_failed"]
+        assert failed  # each delivery so far failed at the admin queue, and only there
+        assert {"admin_queue"} == {e["sink"] for e in failed}
+        assert 0 == await admin.fetchval("SELECT count(*) FROM engram.escalations")
+        pending = await admin.fetchrow(
+            "SELECT attempts, dispatched_at FROM engram.outbox "
+            "WHERE event_type = 'memory.conflict_detected'"
+        )
+        assert pending is not None
+        assert (len(failed), None) == (pending["attempts"], pending["dispatched_at"])
+    finally:
+        await admin.execute("GRANT INSERT ON engram.escalations TO engram_runtime")
+    try:
+        await kernel.events.settled()
+        await kernel.events.settled()  # a second delivery finds nothing left to queue
+        [item] = await kernel.admin_queue.pending()
+        assert new.record_id == item["record_id"]
+        delivered = await admin.fetchval(
+            "SELECT dispatched_at IS NOT NULL FROM engram.outbox "
+            "WHERE event_type = 'memory.conflict_detected'"
+        )
+        assert delivered is True
+    finally:
+        await admin.close()

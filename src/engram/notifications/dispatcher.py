@@ -3,7 +3,12 @@
 The dispatcher subscribes to ``memory.conflict_detected`` on the event bus (delivered after
 commit from the outbox, so an escalation is never lost with a crash) and hands each one to
 every sink: the log, the admin queue (a table the CLI lists), and optionally a webhook. A sink
-that fails is logged and does not stop the others; the admin queue is idempotent per event.
+that fails is logged and does not stop the others. When one failed for an infrastructure
+reason (the admin queue's database unreachable, a privilege missing), the failure is raised
+once every sink had its turn, so the outbox delivers the event again: an escalation is never
+marked delivered without its row in the admin queue. Delivery is therefore at least once for
+every sink: the admin queue keeps one row per escalation (its key), a webhook's body carries
+the same ``key``, and the log may show the event again.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from uuid import UUID
 
 import structlog
 
+from engram.errors import InfrastructureError
 from engram.infra.db import DatabaseAdapter, Row
 from engram.infra.events import Event
 from engram.infra.sql import load_queries
@@ -98,12 +104,19 @@ class NotificationDispatcher:
         self.sinks = list(sinks)
 
     async def handle(self, event: Event) -> None:
-        """Event-bus subscriber for the escalated event kinds."""
+        """Event-bus subscriber for the escalated event kinds; raises the first
+        infrastructure failure of a sink after every sink was tried (see the module)."""
         if event.name not in ESCALATED_EVENTS:
             return
         escalation = Escalation(event.name, event.aggregate_id, dict(event.payload))
+        again: InfrastructureError | None = None
         for sink in self.sinks:
             try:
                 await sink.deliver(escalation)
+            except InfrastructureError as exc:
+                log.error("notification.sink_failed", sink=sink.name, error=type(exc).__name__)
+                again = again or exc
             except Exception as exc:  # noqa: BLE001 - one failing sink must not silence the rest
                 log.error("notification.sink_failed", sink=sink.name, error=type(exc).__name__)
+        if again is not None:
+            raise again
