@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from uuid import UUID, uuid4
 
+import asyncpg
 import pytest
 
 from engram import Kernel
 from engram.memory.gate.access import caller_for_tier
 from engram.memory.gate.requests import GateRequest
+from engram.memory.temporal.reads import ReadRecorder
 from engram.memory.types import (
     AccessLevel,
     GateAction,
@@ -21,6 +24,7 @@ from engram.memory.types import (
     TrustLevel,
     utc_now,
 )
+from tests.conftest import ScratchDatabase
 from tests.integration.gate_helpers import EXTERNAL, STANDARD, SYSTEM, belief, create, update
 
 JAN = datetime(2026, 1, 1, tzinfo=UTC)
@@ -222,6 +226,42 @@ async def test_reads_are_counted_without_versions_or_audit_rows(kernel: Kernel) 
     assert (8, 5.0) == (row["access_count"], row["reinforcements"])
     assert 1 == await kernel.db.fetchval("SELECT count(*) FROM memories")
     assert 1 == await kernel.db.fetchval("SELECT count(*) FROM librarian_audit")
+
+
+async def test_closing_waits_for_a_flush_in_progress_and_loses_no_read(
+    kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """A flush held up by a real lock on the access table while the recorder closes (a
+    shutdown): closing waits for it, and every read is counted once."""
+    created = await kernel.gate.evaluate(create(belief("Docs live in Confluence."), WRITER))
+    assert created.record_id is not None
+    recorder = ReadRecorder(kernel.db, interval=0.0)
+    admin = await asyncpg.connect(database.admin_url)
+    try:
+        locked = admin.transaction()
+        await locked.start()
+        await admin.execute("LOCK TABLE engram.memory_access IN EXCLUSIVE MODE")
+        recorder.note([created.record_id] * 3)
+        for _ in range(500):  # until the flush waits for the lock
+            waiting = await admin.fetchval(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE wait_event_type = 'Lock' AND datname = current_database()"
+            )
+            if waiting:
+                break
+            await asyncio.sleep(0.01)
+        assert waiting
+        closing = asyncio.create_task(recorder.close())
+        await asyncio.sleep(0.2)
+        assert not closing.done()  # it waits for the flush rather than cancelling it
+        await locked.rollback()
+        await closing
+    finally:
+        await admin.close()
+    count = await kernel.db.fetchval(
+        "SELECT access_count FROM memory_access WHERE record_id = $1", created.record_id
+    )
+    assert 3 == count
 
 
 async def test_decay_grows_with_reads_falls_with_time_and_is_observed(kernel: Kernel) -> None:

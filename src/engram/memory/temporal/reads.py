@@ -24,6 +24,9 @@ SQL = load_queries("engram.memory.temporal", "reads.sql")
 #: Pending distinct records above which a flush starts at once; beyond twice it, the oldest
 #: counts are dropped rather than growing memory without bound while the database is down.
 FLUSH_AT = 500
+#: How long closing waits for a flush in progress (the database adapter retries a failed
+#: statement after 1, 2 and 4 s).
+CLOSE_WAIT_SECONDS = 10.0
 
 
 class ReadRecorder:
@@ -35,6 +38,7 @@ class ReadRecorder:
         self._pending: Counter[UUID] = Counter()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
+        self._flushing = False
 
     def note(self, record_ids: Iterable[UUID]) -> None:
         """Count one read of each record (never blocks, never raises)."""
@@ -57,17 +61,32 @@ class ReadRecorder:
             return 0
         batch, self._pending = self._pending, Counter()
         ids, counts = list(batch), [batch[record_id] for record_id in batch]
+        self._flushing = True
         try:
             await self._db.execute(SQL["record_reads"], ids, counts, DAILY_CAP)
         except Exception as exc:  # noqa: BLE001 - a failed flush must not fail anyone's read
             self._pending.update(batch)
             log.warning("reads.flush_failed", error=type(exc).__name__, records=len(ids))
             return 0
+        except BaseException:
+            # Cancelled (a shutdown that could not wait): the counts go back to be written
+            # by the next flush; if the statement had committed, they count twice, which a
+            # read count survives better than losing them.
+            self._pending.update(batch)
+            raise
+        finally:
+            self._flushing = False
         return len(ids)
 
-    async def close(self) -> None:
-        """Flush what is pending (once more if a flush was running)."""
+    async def close(self, *, timeout_seconds: float = CLOSE_WAIT_SECONDS) -> None:
+        """Let a flush in progress finish (up to ``timeout_seconds``, its retries included),
+        cancel one still waiting for its interval, then flush what is pending."""
         self._closed = True
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
+        task = self._task
+        if task is not None and not task.done():
+            if self._flushing:
+                await asyncio.wait({task}, timeout=timeout_seconds)
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         await self.flush()
