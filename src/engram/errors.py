@@ -93,6 +93,11 @@ class EmbeddingTimeout(EmbeddingError):
         super().__init__(f"embedding did not finish within {timeout_seconds:g} s")
 
 
+class WebhookUnavailable(InfrastructureError):
+    """The escalation webhook could not be reached, or answered 5xx or 429, after its own
+    retries; the event stays in the outbox to be delivered again."""
+
+
 # --- memory and governance (business errors; never trip a circuit breaker) --------------------
 
 

@@ -359,7 +359,7 @@ async def _make_ready(kernel: Kernel) -> None:
     schema_current = await _schema_current(kernel)
     if schema_current:
         await kernel.gate.refresh_record_gauge()
-        kernel.events.committed()  # deliver what a previous run left in the outbox
+        await kernel.events.resume()  # deliver what a previous run left in the outbox
     kernel.health.add("database", db.ping, timeout_seconds=5.0)
     kernel.health.add("migrations", kernel.check_migrations, timeout_seconds=5.0)
     kernel.health.add("embedding_model", kernel.embeddings.ping, timeout_seconds=2.0)

@@ -13,7 +13,7 @@ from engram.config import EngramSettings
 from engram.errors import DatabaseUnavailable
 from engram.infra.events import Event
 from engram.infra.fastembed_embedder import FastembedEmbedder
-from engram.infra.outbox import CHANNEL, MAX_ATTEMPTS
+from engram.infra.outbox import CHANNEL, MAX_ATTEMPTS, RETRY_SECONDS
 from engram.memory.gate.requests import GateRequest
 from tests.conftest import ScratchDatabase
 from tests.integration.gate_helpers import EXTERNAL, STANDARD, belief, create, update
@@ -104,9 +104,15 @@ async def test_events_left_undelivered_are_delivered_by_the_next_kernel(
     assert result.record_id == delivered[0].aggregate_id
 
 
+async def _due_now(kernel: Kernel) -> None:
+    """Move every deferred event's retry time to now (as if its wait had passed)."""
+    await kernel.db.execute("UPDATE outbox SET next_attempt_at = NULL WHERE dispatched_at IS NULL")
+
+
 async def test_an_infrastructure_failure_of_a_subscriber_defers_the_event(kernel: Kernel) -> None:
-    """A subscriber whose dependency is down gets the event again at the next drain (at most
-    MAX_ATTEMPTS deliveries); a subscriber failing for any other reason does not."""
+    """A subscriber whose dependency is down gets the event again at the first drain after
+    its retry time (at most MAX_ATTEMPTS deliveries); a subscriber failing for any other
+    reason does not."""
     calls: dict[str, int] = {"flaky": 0, "down": 0, "buggy": 0}
 
     async def flaky(event: Event) -> None:
@@ -126,6 +132,7 @@ async def test_an_infrastructure_failure_of_a_subscriber_defers_the_event(kernel
     await kernel.gate.evaluate(create(belief("The status page is hosted on Statuspage.")))
     for _ in range(4):
         await kernel.events.settled()
+        await _due_now(kernel)
         await kernel.events.drain()
     assert 3 == calls["flaky"]  # failed twice, delivered the third time, then never again
 
@@ -138,7 +145,47 @@ async def test_an_infrastructure_failure_of_a_subscriber_defers_the_event(kernel
     await kernel.gate.evaluate(GateRequest.forget(updated.modified_record, STANDARD, EXTERNAL))
     for _ in range(MAX_ATTEMPTS + 2):
         await kernel.events.settled()
+        await _due_now(kernel)
         await kernel.events.drain()
     assert (MAX_ATTEMPTS, 1) == (calls["down"], calls["buggy"])
     pending = await kernel.db.fetchval("SELECT count(*) FROM outbox WHERE dispatched_at IS NULL")
     assert 0 == pending
+
+
+async def test_a_deferred_event_waits_for_its_retry_time_and_is_retried_without_writes(
+    kernel: Kernel,
+) -> None:
+    """Commits of other writes do not spend a deferred event's attempts; its timer delivers
+    it when it is due, with no write to start a drain."""
+    calls = {"down": 0}
+    down = True
+
+    async def flaky(event: Event) -> None:
+        calls["down"] += 1
+        if down:
+            raise DatabaseUnavailable("the dependency is down")
+
+    kernel.events.subscribe("memory.forgotten", flaky)
+    created = await kernel.gate.evaluate(create(belief("The wiki runs on Confluence.")))
+    assert created.modified_record is not None
+    await kernel.gate.evaluate(GateRequest.forget(created.modified_record, STANDARD, EXTERNAL))
+    await kernel.events.settled()
+    for number in range(6):
+        await kernel.gate.evaluate(create(belief(f"Service {number} listens on port 80{number}.")))
+        await kernel.events.settled()
+    row = await kernel.db.fetchrow(
+        "SELECT attempts, next_attempt_at > now() AS waiting, dispatched_at FROM outbox "
+        "WHERE event_type = 'memory.forgotten'"
+    )
+    assert row is not None
+    assert (1, 1, True) == (calls["down"], row["attempts"], row["waiting"])
+    assert row["dispatched_at"] is None
+    down = False
+
+    await _wait_for(lambda: calls["down"] == 2, within=RETRY_SECONDS * 4)
+    await kernel.events.settled()
+    delivered = await kernel.db.fetchval(
+        "SELECT dispatched_at IS NOT NULL FROM outbox WHERE event_type = 'memory.forgotten'"
+    )
+    assert delivered is True
+    assert 2 == calls["down"]

@@ -4,9 +4,13 @@ and delivered after commit to in-process subscribers and to ``NOTIFY engram_even
 A crash between commit and delivery loses nothing: undelivered rows stay in ``outbox`` and
 the next drain (at the next commit, or at start-up) delivers them. Delivery is at least once.
 A subscriber that fails for an infrastructure reason (the database or a dependency down) leaves
-its event pending for the next drain, up to ``MAX_ATTEMPTS`` deliveries; any other failure is
-logged and the event counts as delivered (one subscriber must not block the rest). Payloads
-carry identifiers, never memory content.
+its event pending until its own retry time (``RETRY_SECONDS`` doubled per attempt, at most
+``MAX_RETRY_WAIT_SECONDS``): drains started by other commits skip it until then, and a timer
+starts a drain when it is due, so it is retried with or without write traffic. After
+``MAX_ATTEMPTS`` deliveries (about eight minutes of failures) it is logged as abandoned, at
+error level, and counts as delivered. Any other failure is logged and the event counts as
+delivered (one subscriber must not block the rest). Payloads carry identifiers, never memory
+content.
 """
 
 from __future__ import annotations
@@ -29,7 +33,11 @@ CHANNEL = "engram_events"
 SQL = load_queries("engram.infra", "outbox.sql")
 
 #: Deliveries of one event before a subscriber's infrastructure failure is given up on.
-MAX_ATTEMPTS = 5
+MAX_ATTEMPTS = 10
+#: Wait before the first retry of a deferred event; doubled per attempt (1, 2, 4, ... s).
+RETRY_SECONDS = 1.0
+#: Longest wait between two attempts (the ninth and tenth: 256 s, capped here).
+MAX_RETRY_WAIT_SECONDS = 300.0
 
 
 class OutboxEventBus:
@@ -44,6 +52,9 @@ class OutboxEventBus:
         self._subscribers: dict[str, list[Subscriber]] = defaultdict(list)
         self._drain_task: asyncio.Task[None] | None = None
         self._again = False
+        #: When a deferred event is due (loop time) and the timer that will drain then.
+        self._retry_at: float | None = None
+        self._retry: asyncio.TimerHandle | None = None
 
     async def publish(self, conn: Connection, event: Event) -> None:
         decision = event.payload.get("decision_id")
@@ -65,6 +76,14 @@ class OutboxEventBus:
             return
         self._drain_task = asyncio.get_running_loop().create_task(self._drain_loop())
 
+    async def resume(self) -> None:
+        """At start-up: deliver what a previous run left in the table, and set the timer for
+        the events it deferred that are not due yet."""
+        wait = await self._db.fetchval(SQL["next_retry"])
+        if wait is not None:
+            self._retry_after(wait.total_seconds())
+        self.committed()
+
     async def _drain_loop(self) -> None:
         # A short pause lets the events of concurrent commits go out in one batch.
         await asyncio.sleep(self._delay)
@@ -80,7 +99,7 @@ class OutboxEventBus:
                 return
 
     async def drain(self) -> int:
-        """Deliver up to one batch of pending events; returns how many were delivered."""
+        """Deliver up to one batch of due events; returns how many were delivered."""
         async with self._db.transaction() as conn:
             rows = await conn.fetch(SQL["pending_events"], self._batch)
             if not rows:
@@ -88,17 +107,44 @@ class OutboxEventBus:
             notices, done, again = [], [], []
             for row in rows:
                 event = Event(row["event_type"], row["aggregate_id"], json.loads(row["payload"]))
-                if await self._deliver(event) or row["attempts"] + 1 >= MAX_ATTEMPTS:
+                if await self._deliver(event):
                     done.append(row["id"])
-                    notices.append(_notice(row["id"], event))
+                elif row["attempts"] + 1 >= MAX_ATTEMPTS:
+                    log.error(
+                        "outbox.delivery_abandoned",
+                        event_name=event.name,
+                        outbox_id=row["id"],
+                        attempts=row["attempts"] + 1,
+                    )
+                    done.append(row["id"])
                 else:
                     again.append(row["id"])
+                    continue
+                notices.append(_notice(row["id"], event))
             if done:
                 await conn.execute(SQL["mark_delivered"], done, CHANNEL, notices)
             if again:
-                await conn.execute(SQL["count_attempt"], again)
+                waits = await conn.fetch(
+                    SQL["count_attempt"], again, RETRY_SECONDS, MAX_RETRY_WAIT_SECONDS
+                )
+                self._retry_after(min(row["wait"].total_seconds() for row in waits))
                 log.warning("outbox.delivery_deferred", events=len(again))
         return len(done)
+
+    def _retry_after(self, seconds: float) -> None:
+        """Start a drain in ``seconds`` (sooner if one is already set for earlier)."""
+        loop = asyncio.get_running_loop()
+        due = loop.time() + max(0.0, seconds)
+        if self._retry is not None and self._retry_at is not None and self._retry_at <= due:
+            return
+        if self._retry is not None:
+            self._retry.cancel()
+        self._retry_at = due
+        self._retry = loop.call_at(due, self._retry_due)
+
+    def _retry_due(self) -> None:
+        self._retry = self._retry_at = None
+        self.committed()
 
     async def _deliver(self, event: Event) -> bool:
         """Call every subscriber; False when one failed for an infrastructure reason (the
@@ -129,7 +175,11 @@ class OutboxEventBus:
                     return
 
     async def close(self) -> None:
-        """Wait for a delivery in progress to finish."""
+        """Wait for a delivery in progress to finish; a retry not yet due is left for the
+        next start (its event stays in the table)."""
+        if self._retry is not None:
+            self._retry.cancel()
+            self._retry = self._retry_at = None
         if self._drain_task is not None:
             await asyncio.gather(self._drain_task, return_exceptions=True)
 

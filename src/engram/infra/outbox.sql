@@ -10,7 +10,7 @@ VALUES ($1, $2, $3, $4)
 -- in FROM turns synchronous commit off for this transaction without a round trip of its own.
 SELECT o.id, o.event_type, o.aggregate_id, o.payload::text AS payload, o.attempts
 FROM outbox AS o, set_config('synchronous_commit', 'off', true) AS relaxed
-WHERE o.dispatched_at IS NULL
+WHERE o.dispatched_at IS NULL AND (o.next_attempt_at IS NULL OR o.next_attempt_at <= now())
 ORDER BY o.id LIMIT $1
 FOR UPDATE OF o SKIP LOCKED
 
@@ -22,4 +22,14 @@ WITH done AS (
 SELECT pg_notify($2, notice) FROM unnest($3::text[]) AS notice
 
 -- name: count_attempt
-UPDATE outbox SET attempts = attempts + 1 WHERE id = ANY($1)
+-- A deferred event is due again after $2 * 2^attempts seconds, at most $3 (0016).
+UPDATE outbox
+SET attempts = attempts + 1,
+    next_attempt_at = now() + make_interval(secs => least($2 * power(2, attempts), $3))
+WHERE id = ANY($1)
+RETURNING next_attempt_at - now() AS wait
+
+-- name: next_retry
+-- How long until the earliest deferred event is due (NULL: none is waiting).
+SELECT min(next_attempt_at) - now() FROM outbox
+WHERE dispatched_at IS NULL AND next_attempt_at > now()

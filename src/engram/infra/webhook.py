@@ -1,7 +1,10 @@
 """A notification sink that POSTs escalations as JSON to a webhook, with retries.
 
 Retries (tenacity) follow the kernel's policy: up to three more attempts, exponential waits,
-only on connection errors, timeouts and 5xx/429 answers; a 4xx answer is final.
+only on connection errors, timeouts and 5xx/429 answers; a 4xx answer is final. When the
+retries are spent the sink raises :class:`~engram.errors.WebhookUnavailable`, an
+infrastructure error, so the outbox delivers the escalation again later (the body's ``key``
+lets the receiver drop a repeat).
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from typing import Any, Protocol
 import httpx
 import structlog
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+from engram.errors import WebhookUnavailable
 
 log = structlog.get_logger("engram.infra.webhook")
 
@@ -52,14 +57,19 @@ class WebhookSink:
 
     async def deliver(self, escalation: _Escalation) -> None:
         body = {"kind": escalation.kind, "key": escalation.key, **escalation.payload}
-        async with httpx.AsyncClient(timeout=self._timeout) as client:
-            async for attempt in AsyncRetrying(
-                stop=stop_after_attempt(self._retries + 1),
-                wait=wait_exponential(multiplier=self._wait, max=self._wait * 4),
-                retry=retry_if_exception(_retryable),
-                reraise=True,
-            ):
-                with attempt:
-                    response = await client.post(self._url, json=body)
-                    response.raise_for_status()
+        try:
+            async with httpx.AsyncClient(timeout=self._timeout) as client:
+                async for attempt in AsyncRetrying(
+                    stop=stop_after_attempt(self._retries + 1),
+                    wait=wait_exponential(multiplier=self._wait, max=self._wait * 4),
+                    retry=retry_if_exception(_retryable),
+                    reraise=True,
+                ):
+                    with attempt:
+                        response = await client.post(self._url, json=body)
+                        response.raise_for_status()
+        except httpx.HTTPError as exc:
+            if not _retryable(exc):
+                raise  # a 4xx: the receiver refused this body, and would again
+            raise WebhookUnavailable(f"webhook unavailable: {type(exc).__name__}") from exc
         log.info("webhook.delivered", kind=escalation.kind)
