@@ -25,7 +25,7 @@ from engram.memory.gate.requests import GateResult
 from engram.memory.types import GateDecision, MemoryRecord, utc_now
 from engram.notifications.dispatcher import Escalation
 from tests.conftest import ScratchDatabase
-from tests.integration.gate_helpers import STANDARD, belief, create
+from tests.integration.gate_helpers import STANDARD, belief, create, update
 
 WRITER = replace(STANDARD, writes_per_minute=100_000)
 MARCH = datetime(2025, 3, 1, 9, tzinfo=UTC)
@@ -275,6 +275,79 @@ async def test_an_escalation_a_webhook_could_not_take_is_sent_when_it_is_back(
         server.server_close()
     assert 1 == len(_Hook.bodies)
     assert 1 == len(await kernel.admin_queue.pending())
+
+
+async def _lock_waiters(admin: asyncpg.Connection, count: int) -> None:
+    """Until ``count`` sessions of this database wait for a lock."""
+    for _ in range(1000):
+        waiting = await admin.fetchval(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE wait_event_type = 'Lock' AND datname = current_database()"
+        )
+        if waiting >= count:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"fewer than {count} sessions waited for a lock")
+
+
+async def test_a_supersession_whose_older_record_moves_meanwhile_is_carried_out(
+    kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """The older record's row is held (a real lock) while its owner changes only its
+    metadata and the superseding write commits; the resolver's step, queued behind both,
+    finds the record moved on. Its claim still stands, so the step is carried out against
+    the new head, and delivering the event again writes nothing more."""
+    old = await _write(
+        kernel, belief("The deploy target for the web app is v2.0.", event_time=MARCH)
+    )
+    assert old.modified_record is not None
+    assert old.record_id is not None
+    admin = await asyncpg.connect(database.admin_url)
+    try:
+        held = admin.transaction()
+        await held.start()
+        await admin.fetch(
+            "SELECT 1 FROM engram.memories WHERE id = $1 FOR NO KEY UPDATE", old.modified_record.id
+        )
+        tagging = asyncio.create_task(
+            kernel.gate.evaluate(
+                update(
+                    old.record_id,
+                    old.modified_record.content,
+                    1,
+                    WRITER,
+                    event_time=MARCH,
+                    metadata={"owner": "web-team"},
+                )
+            )
+        )
+        await _lock_waiters(admin, 1)
+        new = await _write(
+            kernel, belief("The deploy target for the web app is v2.1.", event_time=APRIL)
+        )
+        assert new.layer2_decision is not None
+        assert ["supersession"] == [c.classification.value for c in new.layer2_decision.conflicts]
+        await _lock_waiters(admin, 2)  # the resolver's step waits behind the metadata change
+        await held.rollback()
+        tagged = await tagging
+        assert (GateDecision.APPROVED, 2) == (tagged.decision, tagged.version)
+        await kernel.events.settled()
+    finally:
+        await admin.close()
+    head = await kernel.temporal.current(old.record_id)
+    assert head is not None
+    assert (3, APRIL, {"owner": "web-team"}) == (head.version, head.event_time_end, head.metadata)
+    row = await kernel.db.fetchrow(
+        "SELECT aggregate_id, payload FROM outbox WHERE event_type = 'memory.conflicts_found'"
+    )
+    assert row is not None
+    await kernel.gate.resolve_conflicts(
+        Event("memory.conflicts_found", row["aggregate_id"], dict(row["payload"]))
+    )
+    again = await kernel.temporal.current(old.record_id)
+    assert again is not None
+    assert 3 == again.version
+    assert (await kernel.audit.verify()).ok
 
 
 async def test_kernel_conflicts_detects_and_names_each_resolution(kernel: Kernel) -> None:

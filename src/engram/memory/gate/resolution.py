@@ -49,6 +49,7 @@ from engram.memory.types import (
     ConflictClassification,
     EdgeKind,
     GateAction,
+    GateDecision,
     GateDecisionType,
     MemoryRecord,
     MemoryStatus,
@@ -275,13 +276,17 @@ def resolution_requests(
     older: MemoryRecord,
     decision_id: uuid.UUID,
     steps: Sequence[Step] | None = None,
+    revision: int | None = None,
 ) -> list[GateRequest]:
     """The Gate requests that carry out one conflict's resolution (possibly none).
 
     ``steps`` are those :func:`plan_resolution` allowed; events queued before steps were
-    recorded carry none and get every step of their class.
+    recorded carry none and get every step of their class. ``revision``: the version a step
+    is retried against after its record moved on (a request id of its own, see
+    :func:`carry_out`).
     """
     key = f"resolve:{decision_id}:{conflict.existing_version_id}"
+    at = "" if revision is None else f"@{revision}"
     allowed = set(_FULL_STEPS.get(conflict.classification, ()) if steps is None else steps)
     keep = older.status if older.status is MemoryStatus.CHALLENGED else None
     requests = []
@@ -292,17 +297,17 @@ def resolution_requests(
             _restate(
                 older,
                 status=keep,
-                key=f"{key}:supersede",
+                key=f"{key}:supersede{at}",
                 event_time_end=max(older_start, newer_start),
             )
         )
     if Step.CHALLENGE_OLDER in allowed:
         requests.append(
-            _restate(older, status=MemoryStatus.CHALLENGED, key=f"{key}:challenge-older")
+            _restate(older, status=MemoryStatus.CHALLENGED, key=f"{key}:challenge-older{at}")
         )
     if Step.CHALLENGE_NEWER in allowed:
         requests.append(
-            _restate(newer, status=MemoryStatus.CHALLENGED, key=f"{key}:challenge-newer")
+            _restate(newer, status=MemoryStatus.CHALLENGED, key=f"{key}:challenge-newer{at}")
         )
     return requests
 
@@ -319,13 +324,17 @@ async def carry_out(
     answer. Each step is a ``self_healing`` UPDATE with a request id derived from the write's
     decision, so a second delivery changes nothing. A conflict is skipped (and logged) when
     either claim no longer stands: its record was forgotten, or its content changed since
-    (a restatement by an earlier step of this resolution still stands).
+    (a restatement by an earlier step of this resolution still stands). A step whose record
+    moved on between the read and the write (its metadata changed, say: the claim stands) is
+    tried again against the record as it is now (:func:`_retry_step`).
     """
     payload = event.payload
-    newer = await _standing_head(db, UUID(payload["version_id"]))
+    newer_version = UUID(payload["version_id"])
+    newer = await _standing_head(db, newer_version)
     if newer is None:
         log.info("conflict.resolution_skipped", reason="the newer claim moved on")
         return ()
+    decision_id = UUID(payload["decision_id"])
     done: list[GateResult] = []
     for item in payload["conflicts"]:
         conflict = ConflictResult(
@@ -339,27 +348,91 @@ async def carry_out(
         if older is None:
             log.info("conflict.resolution_skipped", reason="the existing record moved on")
             continue
-        steps = item.get("steps")
-        for follow_up in resolution_requests(
+        planned = item.get("steps")
+        chosen = set(
+            _FULL_STEPS.get(conflict.classification, ())
+            if planned is None
+            else (Step(value) for value in planned)
+        )
+        for step in (step for step in Step if step in chosen):
+            requests = resolution_requests(
+                conflict, newer=newer, older=older, decision_id=decision_id, steps=[step]
+            )
+            for follow_up in requests:
+                try:
+                    outcome = await evaluate(follow_up)
+                    if outcome.decision is GateDecision.CONFLICT:
+                        moved = _Moved(conflict, newer_version, decision_id)
+                        outcome = await _retry_step(step, moved, outcome, db, evaluate)
+                except InfrastructureError:
+                    # The outbox delivers the event again; done steps replay by request id.
+                    log.warning("conflict.resolution_deferred", reason="infrastructure")
+                    raise
+                except EngramError as exc:
+                    log.warning("conflict.resolution_failed", error=type(exc).__name__)
+                    continue
+                done.append(outcome)
+                if follow_up.record.record_id == newer.record_id and outcome.modified_record:
+                    newer = outcome.modified_record
+    return tuple(done)
+
+
+#: Times a step is tried again after its record moved on under it.
+RETRIES_AFTER_MOVE = 3
+
+
+@dataclass(frozen=True, slots=True)
+class _Moved:
+    """What a step retried after its record moved on needs to find the claims again."""
+
+    conflict: ConflictResult
+    newer_version: UUID
+    decision_id: UUID
+
+
+async def _retry_step(
+    step: Step,
+    moved: _Moved,
+    outcome: GateResult,
+    db: DatabaseAdapter,
+    evaluate: Callable[[GateRequest], Awaitable[GateResult]],
+) -> GateResult:
+    """A step refused because its record moved on since it was read: while both claims
+    still stand, the step is proposed again against the current head, under a request id
+    naming that head's version (so a second delivery replays it), unless the head already
+    carries the step's change (an earlier delivery made it)."""
+    conflict = moved.conflict
+    for _ in range(RETRIES_AFTER_MOVE):
+        newer = await _standing_head(db, moved.newer_version)
+        older = await _standing_head(db, conflict.existing_version_id)
+        if newer is None or older is None:
+            log.info("conflict.resolution_skipped", reason="a claim moved on during the step")
+            return outcome
+        target = newer if step is Step.CHALLENGE_NEWER else older
+        [request] = resolution_requests(
             conflict,
             newer=newer,
             older=older,
-            decision_id=UUID(payload["decision_id"]),
-            steps=None if steps is None else [Step(step) for step in steps],
-        ):
-            try:
-                outcome = await evaluate(follow_up)
-            except InfrastructureError:
-                # The outbox delivers the event again; done steps replay by request id.
-                log.warning("conflict.resolution_deferred", reason="infrastructure")
-                raise
-            except EngramError as exc:
-                log.warning("conflict.resolution_failed", error=type(exc).__name__)
-                continue
-            done.append(outcome)
-            if follow_up.record.record_id == newer.record_id and outcome.modified_record:
-                newer = outcome.modified_record
-    return tuple(done)
+            decision_id=moved.decision_id,
+            steps=[step],
+            revision=target.version,
+        )
+        if _in_effect(step, target, request.record):
+            return outcome
+        outcome = await evaluate(request)
+        if outcome.decision is not GateDecision.CONFLICT:
+            return outcome
+    log.warning("conflict.resolution_failed", error="the record kept moving")
+    return outcome
+
+
+def _in_effect(step: Step, head: MemoryRecord, proposal: MemoryRecord) -> bool:
+    """Whether ``head`` already says what ``step`` would write."""
+    if step is Step.SUPERSEDE_OLDER:
+        return head.event_time_end is not None and head.event_time_end <= (
+            proposal.event_time_end or head.event_time_end
+        )
+    return head.status is MemoryStatus.CHALLENGED
 
 
 async def _standing_head(db: DatabaseAdapter, version_id: UUID) -> MemoryRecord | None:
