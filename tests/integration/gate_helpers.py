@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
+
+import asyncpg
 
 from engram.memory.gate.access import caller_for_tier
 from engram.memory.gate.requests import GateRequest
@@ -65,3 +68,16 @@ def update(
     fields.setdefault("source_agent", caller.agent_id)
     proposal = MemoryRecord.draft(memory_type, content, record_id=record_id, **fields)
     return GateRequest(GateAction.UPDATE, proposal, caller, origin, expected_version)
+
+
+async def lock_waiters(admin: asyncpg.Connection, count: int) -> None:
+    """Until ``count`` sessions of this database wait for a lock."""
+    for _ in range(1000):
+        waiting = await admin.fetchval(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE wait_event_type = 'Lock' AND datname = current_database()"
+        )
+        if waiting >= count:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"fewer than {count} sessions waited for a lock")

@@ -25,7 +25,7 @@ from engram.memory.gate.requests import GateResult
 from engram.memory.types import GateDecision, MemoryRecord, utc_now
 from engram.notifications.dispatcher import Escalation
 from tests.conftest import ScratchDatabase
-from tests.integration.gate_helpers import STANDARD, belief, create, update
+from tests.integration.gate_helpers import STANDARD, belief, create, lock_waiters, update
 
 WRITER = replace(STANDARD, writes_per_minute=100_000)
 MARCH = datetime(2025, 3, 1, 9, tzinfo=UTC)
@@ -277,19 +277,6 @@ async def test_an_escalation_a_webhook_could_not_take_is_sent_when_it_is_back(
     assert 1 == len(await kernel.admin_queue.pending())
 
 
-async def _lock_waiters(admin: asyncpg.Connection, count: int) -> None:
-    """Until ``count`` sessions of this database wait for a lock."""
-    for _ in range(1000):
-        waiting = await admin.fetchval(
-            "SELECT count(*) FROM pg_stat_activity "
-            "WHERE wait_event_type = 'Lock' AND datname = current_database()"
-        )
-        if waiting >= count:
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"fewer than {count} sessions waited for a lock")
-
-
 async def test_a_supersession_whose_older_record_moves_meanwhile_is_carried_out(
     kernel: Kernel, database: ScratchDatabase
 ) -> None:
@@ -321,13 +308,13 @@ async def test_a_supersession_whose_older_record_moves_meanwhile_is_carried_out(
                 )
             )
         )
-        await _lock_waiters(admin, 1)
+        await lock_waiters(admin, 1)
         new = await _write(
             kernel, belief("The deploy target for the web app is v2.1.", event_time=APRIL)
         )
         assert new.layer2_decision is not None
         assert ["supersession"] == [c.classification.value for c in new.layer2_decision.conflicts]
-        await _lock_waiters(admin, 2)  # the resolver's step waits behind the metadata change
+        await lock_waiters(admin, 2)  # the resolver's step waits behind the metadata change
         await held.rollback()
         tagged = await tagging
         assert (GateDecision.APPROVED, 2) == (tagged.decision, tagged.version)

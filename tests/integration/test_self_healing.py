@@ -4,6 +4,7 @@ derived records, the decay refresh, re-embedding driven by the scheduler, and re
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -30,7 +31,15 @@ from engram.memory.types import (
 )
 from tests.conftest import ScratchDatabase
 from tests.integration.consolidation_helpers import DAY, DEEP, INCIDENT, head_of
-from tests.integration.gate_helpers import BOSS, INTERN, WRITER, belief, create
+from tests.integration.gate_helpers import (
+    BOSS,
+    INTERN,
+    WRITER,
+    belief,
+    create,
+    lock_waiters,
+    update,
+)
 from tests.integration.scheduler_helpers import Clock
 
 MARKER = "PROJECT-NIGHTJAR"
@@ -229,6 +238,43 @@ async def test_a_finding_reaches_every_record_derived_from_it(kernel: Kernel) ->
             assert [] == await kernel.temporal.query(
                 record_id=rid, caller=reader, include_consolidated=True
             )
+
+
+async def test_a_derived_record_that_moves_on_meanwhile_is_raised_as_it_is_now(
+    kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """A record citing the finding is held (a real row lock) while its writer changes only
+    its metadata; the rescan's propagation, queued behind, finds it moved on. The source is
+    marked read after this pass, so the propagation raises the record's new head now."""
+    _, marked = await _seed_incident(kernel)
+    text = "The payment-step pager alert needs a lower threshold."
+    citing = await write(kernel, belief(text, evidence_links=[marked]), BOSS)
+    first = await head_of(kernel, citing)
+    await kernel.events.settled()
+    admin = await asyncpg.connect(database.admin_url)
+    try:
+        held = admin.transaction()
+        await held.start()
+        await admin.fetch("SELECT 1 FROM engram.memories WHERE id = $1 FOR NO KEY UPDATE", first.id)
+        tagging = asyncio.create_task(
+            kernel.gate.evaluate(
+                update(citing, text, 1, BOSS, evidence_links=[marked], metadata={"team": "sre"})
+            )
+        )
+        await lock_waiters(admin, 1)
+        scanning = asyncio.create_task(rescan(kernel).run())
+        await lock_waiters(admin, 2)  # the propagation waits behind the metadata change
+        await held.rollback()
+        tagged = await tagging
+        assert (GateDecision.APPROVED, 2) == (tagged.decision, tagged.version)
+        report = await scanning
+    finally:
+        await admin.close()
+    assert (report.flagged, report.propagated, report.refused) == (1, 1, 0)
+    head = await head_of(kernel, citing)
+    assert_flagged(head, propagated_from=marked)
+    assert (3, "sre") == (head.version, head.metadata["team"])
+    assert [] == await kernel.temporal.query(record_id=citing, caller=WRITER)
 
 
 async def test_a_summary_quoting_the_finding_is_changed_once(kernel: Kernel) -> None:

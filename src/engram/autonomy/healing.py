@@ -232,19 +232,27 @@ class _Pass:
         await self._propagate(head, finding)
 
     async def _propagate(self, source: MemoryRecord, finding: dict[str, Any]) -> None:
-        """Make every live record derived from ``source`` sensitive too."""
+        """Make every live record derived from ``source`` sensitive too. A derived record
+        that moves on while it is raised is raised again as it is now: its new version was
+        screened for its own text, not for what it inherits, and ``source`` is marked read
+        after this pass, so no later pass would come back to it."""
         inherited = {**finding, "propagated_from": str(source.record_id)}
         for row in await self._db.fetch(SQL["derived_heads"], source.record_id):
-            derived = store.record_from_row(row)
-            if derived.access_level is AccessLevel.SENSITIVE:
-                continue
-            result = await self._sensitive(derived, inherited)
-            if result is None:
-                continue
-            if _applied(result):
-                self.report.propagated += 1
+            derived: MemoryRecord | None = store.record_from_row(row)
+            for _ in range(PROPAGATION_ATTEMPTS):
+                if derived is None or derived.access_level is AccessLevel.SENSITIVE:
+                    break
+                result = await self._sensitive(derived, inherited)
+                if result is not None and result.decision is not GateDecision.CONFLICT:
+                    if _applied(result):
+                        self.report.propagated += 1
+                    else:
+                        self.report.refused += 1
+                    break
+                derived = await store.head(self._db, derived.record_id)
             else:
                 self.report.refused += 1
+                log.warning("self_healing.pii_propagation_failed", record_id=str(row["record_id"]))
 
     async def _sensitive(self, head: MemoryRecord, finding: dict[str, Any]) -> GateResult | None:
         """Raise ``head`` to sensitive through the Gate; None when it moved on since it was
@@ -264,6 +272,10 @@ class _Pass:
             self._written.append(result.modified_record.id)
             self._changed.add(result.modified_record.id)
         return result
+
+
+#: Times a derived record that keeps moving is raised to sensitive before it counts refused.
+PROPAGATION_ATTEMPTS = 3
 
 
 def _applied(result: GateResult) -> bool:
