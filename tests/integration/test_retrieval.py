@@ -485,6 +485,39 @@ async def test_history_search_hides_records_and_versions_a_reader_may_not_see(
     assert third.id == first.superseded_by  # not the sensitive version 2
 
 
+async def test_a_forgotten_record_is_found_by_no_search_after_it_was_forgotten(
+    kernel: Kernel,
+) -> None:
+    """No version of a forgotten record is a hit of a history search, nor counted in an
+    as-of search's legs at an instant after the forget; at an instant before it, the record
+    is found as it was (what a temporal listing answers)."""
+    writer = replace(TRUSTED, writes_per_minute=100_000)
+    made = await kernel.gate.evaluate(
+        create(belief("The ledger service runs on PostgreSQL 16 in eu-west-1."), writer)
+    )
+    assert made.record_id is not None
+    moved = await kernel.gate.evaluate(
+        update(made.record_id, "The ledger service runs on PostgreSQL 17 in eu-west-1.", 1, writer)
+    )
+    assert moved.modified_record is not None
+    before = utc_now()
+    gone = await kernel.gate.evaluate(GateRequest.forget(moved.modified_record, writer, EXTERNAL))
+    assert gone.approved, gone.reason
+    history = await kernel.retrieval.search(
+        READER, "ledger PostgreSQL", limit=20, include_superseded=True
+    )
+    assert [] == history.hits
+    assert 0 == sum(history.legs.values())
+    later = await kernel.retrieval.search(
+        READER, "ledger PostgreSQL", limit=20, as_of_event=utc_now() + timedelta(days=1)
+    )
+    assert ([], 0) == (later.hits, sum(later.legs.values()))
+    then = await kernel.retrieval.search(
+        READER, "ledger PostgreSQL", limit=20, as_of_ingestion=before
+    )
+    assert [(made.record_id, 2)] == [(h.record.record_id, h.record.version) for h in then.hits]
+
+
 @pytest.mark.parametrize(
     "query",
     [

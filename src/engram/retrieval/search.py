@@ -272,7 +272,7 @@ class Retrieval:
             namespace,
             None if types is None else [t.value for t in types],
             levels,
-            _excluded(include_consolidated) if not versioned or include_superseded else [],
+            _excluded(include_consolidated),
             depth,
             None if tags is None else list(tags),
         ]

@@ -12,12 +12,21 @@ AND superseded_by IS NULL
 
 -- fragment: versions
 -- Versions instead of heads: $8 ingestion instant T (NULL: any), $9 event instant E (NULL: any).
+-- A version's own status is not filtered: a FORGET marks the head it ends, which is what an
+-- instant before the forget must still find; the record's end is the rule below.
 namespace = $2 AND ($3::text[] IS NULL OR type = ANY($3::text[]))
-AND access_level = ANY($4::text[]) AND NOT (status::text = ANY($5::text[]))
+AND access_level = ANY($4::text[])
 AND ($7::text[] IS NULL OR metadata->'tags' ?& $7::text[])
 AND ($8::timestamptz IS NULL
      OR (ingestion_time <= $8 AND (ingestion_time_end IS NULL OR ingestion_time_end > $8)))
 AND ($9::timestamptz IS NULL OR event_time <= $9)
+-- a record that ended ($5: forgotten, or consolidated unless asked for) by the instant asked
+-- ($8, else now) is absent then, every version of it, as temporal.sql's not_ended says
+AND NOT EXISTS (
+    SELECT 1 FROM memories e
+    WHERE e.record_id = m.record_id AND e.status::text = ANY($5::text[])
+      AND coalesce(e.ingestion_time_end, e.ingestion_time) <= coalesce($8::timestamptz, now())
+)
 -- a record whose head the caller may not read is absent at every instant (temporal.sql)
 AND (superseded_by IS NULL OR 'sensitive' = ANY($4::text[]) OR (
     SELECT h.access_level FROM memories h
