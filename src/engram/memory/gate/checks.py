@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from engram.memory.gate import pii
@@ -262,3 +262,9 @@ def check_classification(
                 CLASSIFICATION, f"a {record.type.value} states what is so, not a question"
             )
     return CheckResult.ok(CLASSIFICATION)
+
+
+def with_schema_failure(layer1: Layer1Outcome, problem: str) -> Layer1Outcome:
+    """``layer1`` with its schema check failed for ``problem`` (found while writing)."""
+    checks = [CheckResult.fail(SCHEMA, problem) if c.name == SCHEMA else c for c in layer1.checks]
+    return replace(layer1, checks=checks)

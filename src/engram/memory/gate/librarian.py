@@ -8,7 +8,6 @@ rejected or conflicting evaluation writes its audit row alone; one not audited f
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -25,11 +24,12 @@ from engram.memory.audit.entry import new_decision_id
 from engram.memory.audit.log import AuditEntry, AuditLog
 from engram.memory.fingerprint import content_hash
 from engram.memory.gate.advisor import RELATED, AdvisorAction, AdvisorDecision, GateAdvisor
-from engram.memory.gate.checks import SCHEMA, CheckResult, Layer1Outcome
+from engram.memory.gate.checks import SCHEMA, CheckResult, Layer1Outcome, with_schema_failure
 from engram.memory.gate.decision import advise, rejection_reason, screen, stale_reason
 from engram.memory.gate.groups import GroupOutcome, GroupsFinish, commit_groups, evaluate_groups
 from engram.memory.gate.plan import Plan, Timing, audit_entry, without_merge
 from engram.memory.gate.rate_limit import RateLimiter, SharedRateLimiter, settle
+from engram.memory.gate.replay import replayed, reuse_problem, without_taken_id
 from engram.memory.gate.requests import (
     GateRequest,
     GateResult,
@@ -39,7 +39,7 @@ from engram.memory.gate.requests import (
 )
 from engram.memory.gate.resolution import carry_out
 from engram.memory.gate.signals import GateSignals
-from engram.memory.gate.write_path import StaleTarget, WritePath, result_from_audit
+from engram.memory.gate.write_path import StaleTarget, WritePath
 from engram.memory.storable import escape_text
 from engram.memory.types import (
     CallerIdentity,
@@ -109,7 +109,7 @@ class LibrarianGate:
                 request.caller_identity.agent_id, request.request_id
             )
             if prior is not None:
-                return await self._replay(prior)
+                return await self._replay(prior, request)
         record = request.record
         # The slowest step, started while the checks run; internal UPDATEs reuse a stored one.
         embedding = None
@@ -205,9 +205,9 @@ class LibrarianGate:
                 prior = await self._audit.by_request(exc.agent_id, exc.request_id)
                 if prior is None:  # pragma: no cover - the constraint saw the row
                     raise
-                return await self._replay(prior)
+                return await self._replay(prior, request)
             except AlreadyExists as exc:
-                layer1 = _with_schema_failure(layer1, str(exc))
+                layer1 = with_schema_failure(layer1, str(exc))
                 return await self._finish_rejected(request, decision_id, layer1, timing)
             self._events.committed()
             return self._signals.write(request, result, plan, evaluation_seconds, timing)
@@ -293,20 +293,16 @@ class LibrarianGate:
         problems: list[str],
         request_id: str | None = None,
     ) -> GateResult:
-        """Reject input an adapter could not even turn into a record, and audit it.
-
-        The raw input is recorded as given, so a malformed request leaves the same trace as any
-        other rejected one: one audit row, nothing else. What storage cannot hold (NUL, lone
-        surrogates, NaN, deep nesting, non-JSON objects) is written escaped, and input larger
-        than ``MAX_AUDITED_INPUT_BYTES`` as JSON is kept as an excerpt with its size and
-        SHA-256 (:func:`engram.memory.storable.audited_input`); the problems are escaped too,
-        since they may name a client's field. A retry with a ``request_id`` already recorded
-        returns the recorded result, as :meth:`evaluate` does.
+        """Reject input an adapter could not even turn into a record, and audit it: one audit
+        row holding the raw input as given, escaped and bounded
+        (:func:`engram.memory.storable.audited_input`), and the escaped problems. A retry
+        with a ``request_id`` already recorded is answered as :meth:`evaluate` answers it.
         """
+        refused = RefusedInput(action, caller, decision_type, raw, request_id)
         if request_id is not None:
             prior = await self._audit.by_request(caller.agent_id, request_id)
             if prior is not None:
-                return await self._replay(prior)
+                return await self._replay(prior, refused)
         timing = Timing(started=time.perf_counter())
         problems = [escape_text(problem) for problem in problems]
         check = CheckResult.fail(SCHEMA, "; ".join(problems), problems=problems)
@@ -320,7 +316,6 @@ class LibrarianGate:
             modified_record=None,
             failed_checks=[check],
         )
-        refused = RefusedInput(action, caller, decision_type, raw, request_id)
         return await self._finish_unwritten(refused, result, timing)
 
     # --- planning ---------------------------------------------------------------------------
@@ -410,6 +405,7 @@ class LibrarianGate:
     ) -> GateResult:
         failures = layer1.failures
         self._signals.rejected(failures)
+        request = without_taken_id(request, failures, decision_id)
         result = GateResult(
             decision=GateDecision.REJECTED,
             decision_id=decision_id,
@@ -466,12 +462,12 @@ class LibrarianGate:
             version_id=None,
             duration_ms=(time.perf_counter() - timing.started) * 1000,
         )
-        recorded = await self._audit_unwritten(entry)
+        recorded = await self._audit_unwritten(entry, request)
         if recorded is not None:
             return recorded
         return self._signals.decision(request, result, timing)
 
-    async def _audit_unwritten(self, entry: AuditEntry) -> GateResult | None:
+    async def _audit_unwritten(self, entry: AuditEntry, request: Proposal) -> GateResult | None:
         """Commit the audit row of an evaluation that writes nothing else; when the agent's
         request id committed meanwhile (a concurrent retry), that result instead."""
         try:
@@ -480,21 +476,23 @@ class LibrarianGate:
             prior = await self._audit.by_request(exc.agent_id, exc.request_id)
             if prior is None:  # pragma: no cover - the constraint saw the row
                 raise
-            return await self._replay(prior)
+            return await self._replay(prior, request)
         return None
 
-    async def _replay(self, entry: AuditEntry) -> GateResult:
-        """The result of an evaluation already recorded for this request id."""
-        return await result_from_audit(self._db, entry, replayed=True)
+    async def _replay(self, entry: AuditEntry, asked: Proposal) -> GateResult:
+        """The answer to a request id used again (:mod:`engram.memory.gate.replay`)."""
+        problem = reuse_problem(entry, asked)
+        if problem is None:
+            return await replayed(self._db, entry, asked.caller_identity)
+        caller, kind = asked.caller_identity, asked.decision_type
+        raw = {"request_id": entry.request_id}
+        return await self.reject_input(
+            action=asked.action, caller=caller, decision_type=kind, raw=raw, problems=[problem]
+        )
 
     async def refresh_record_gauge(self) -> None:
         """Set ``engram_memory_records`` from the database (at start-up, and periodically)."""
         self._signals.records(await store.count_heads(self._db))
-
-
-def _with_schema_failure(layer1: Layer1Outcome, problem: str) -> Layer1Outcome:
-    checks = [CheckResult.fail(SCHEMA, problem) if c.name == SCHEMA else c for c in layer1.checks]
-    return dataclasses.replace(layer1, checks=checks)
 
 
 __all__ = ["GateDecisionType", "GateRequest", "GateResult", "LibrarianGate", "WriteOutcome"]

@@ -176,19 +176,7 @@ class TemporalEngine:
     async def _hide_unreadable_successors(
         self, records: list[MemoryRecord], levels: Sequence[str]
     ) -> list[MemoryRecord]:
-        """Point ``superseded_by`` past versions the reader may not read, to the next one it
-        may (its record's head is readable, so there is one): no hidden version's id leaks."""
-        superseded = [r.id for r in records if r.superseded_by is not None]
-        if not superseded:
-            return records
-        rows = await self._db.fetch(SQL["next_readable_versions"], superseded, list(levels))
-        successor = {row["id"]: row["next_id"] for row in rows}
-        return [
-            record
-            if record.superseded_by is None or successor.get(record.id) == record.superseded_by
-            else record.model_copy(update={"superseded_by": successor.get(record.id)})
-            for record in records
-        ]
+        return await hide_unreadable_successors(self._db, records, levels)
 
     async def current(
         self, record_id: UUID, *, caller: CallerIdentity | None = None, count_read: bool = True
@@ -305,4 +293,22 @@ def _decay(row: Row, now: datetime) -> float:
     )
 
 
-__all__ = ["DEFAULT_LIMIT", "TemporalEngine"]
+async def hide_unreadable_successors(
+    db: DatabaseAdapter, records: list[MemoryRecord], levels: Sequence[str]
+) -> list[MemoryRecord]:
+    """Point ``superseded_by`` past versions the reader may not read, to the next one it may
+    (its record's head is readable, so there is one): no hidden version's id leaks."""
+    superseded = [r.id for r in records if r.superseded_by is not None]
+    if not superseded:
+        return records
+    rows = await db.fetch(SQL["next_readable_versions"], superseded, list(levels))
+    successor = {row["id"]: row["next_id"] for row in rows}
+    return [
+        record
+        if record.superseded_by is None or successor.get(record.id) == record.superseded_by
+        else record.model_copy(update={"superseded_by": successor.get(record.id)})
+        for record in records
+    ]
+
+
+__all__ = ["DEFAULT_LIMIT", "TemporalEngine", "hide_unreadable_successors"]
