@@ -119,3 +119,62 @@ async def test_the_snapshot_of_a_clean_rejection_is_the_input_as_sent(kernel: Ke
     assert GateDecision.REJECTED == result.decision
     _, raw = await _snapshot(kernel, result)
     assert payload == raw
+
+
+async def test_a_huge_integer_in_metadata_is_rejected_and_audited_by_its_size(
+    kernel: Kernel,
+) -> None:
+    """An integer Python will not write as text (over 4,300 digits): a REJECTED result, one
+    audit row whose snapshot records the integer by its size, nothing stored."""
+    result = await AgentSession(kernel, STANDARD).remember({**BASE, "metadata": {"n": 10**5000}})
+    _schema_rejection(result, "metadata")
+    assert (1, 0) == await _counts(kernel)
+    text = await kernel.db.fetchval(
+        "SELECT input_snapshot::text FROM librarian_audit WHERE decision_id = $1",
+        result.decision_id,
+    )
+    assert "<integer of 16610 bits>" in text
+    assert (await kernel.audit.verify()).ok
+
+
+@pytest.mark.parametrize(
+    "payload", [None, "a belief", [("type", "belief")], 42], ids=["none", "str", "pairs", "int"]
+)
+async def test_a_payload_that_is_not_a_mapping_is_rejected_and_audited(
+    kernel: Kernel, payload: Any
+) -> None:
+    """remember() and amend() with a payload of the wrong Python type answer with a
+    REJECTED result naming it (no TypeError), audited once each."""
+    session = AgentSession(kernel, STANDARD)
+    created = await session.remember(BASE)
+    assert created.record_id is not None
+    made = await session.remember(payload)
+    _schema_rejection(made, "payload")
+    changed = await session.amend(created.record_id, payload, expected_version=1)
+    _schema_rejection(changed, "payload")
+    assert (3, 1) == await _counts(kernel)
+
+
+@pytest.mark.parametrize(
+    "version",
+    [10**5000, 0, -1, 2**31, True, 1.5, "1"],
+    ids=["5000-digits", "zero", "negative", "2**31", "bool", "float", "text"],
+)
+async def test_an_expected_version_out_of_range_is_rejected_and_audited(
+    kernel: Kernel, version: Any
+) -> None:
+    """An expected version that is not an integer from 1 to 2**31 - 1 (a 5,000-digit one
+    included) is a REJECTED result for update, amend and forget, each audited once."""
+    session = AgentSession(kernel, STANDARD)
+    created = await session.remember(BASE)
+    assert created.record_id is not None
+    rid = created.record_id
+    for result in (
+        await session.update(rid, BASE, expected_version=version),
+        await session.amend(
+            rid, {"content": BASE["content"] + " Moved."}, expected_version=version
+        ),
+        await session.forget(rid, expected_version=version),
+    ):
+        _schema_rejection(result, "expected_version")
+    assert (4, 1) == await _counts(kernel)

@@ -114,6 +114,11 @@ class SafeJson:
     altered: bool
 
 
+#: Largest integer copied as a number (about 4,000 digits): Python refuses to write an
+#: integer of more than 4,300 digits as text, so a larger one is recorded by its size.
+MAX_INTEGER_BITS = 13_000
+
+
 class _Copier:
     """One :func:`json_safe` walk: counts what it copies and notes what it changed."""
 
@@ -132,18 +137,26 @@ class _Copier:
             return self.text(key)
         return self.text(json.dumps(key, default=str))  # what json.dumps makes of such keys
 
+    def number(self, value: bool | int | float | None) -> Any:
+        if value is None or isinstance(value, bool):
+            return value
+        if isinstance(value, int):
+            if value.bit_length() <= MAX_INTEGER_BITS:
+                return value
+            self.altered = True  # Python will not write its digits (int_max_str_digits)
+            return f"<integer of {value.bit_length()} bits>"
+        if math.isfinite(value):
+            return value
+        self.altered = True
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+
     def copy(self, value: object, depth: int) -> Any:
         self.copied += 1
         if self.copied > MAX_COPIED_VALUES:
             self.altered = True
             return _TOO_MANY
-        if value is None or isinstance(value, bool | int):
-            return value
-        if isinstance(value, float):
-            if math.isfinite(value):
-                return value
-            self.altered = True
-            return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+        if value is None or isinstance(value, bool | int | float):
+            return self.number(value)
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, Mapping | list | tuple | set | frozenset):

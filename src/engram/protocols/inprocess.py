@@ -222,8 +222,33 @@ class SearchInput(BaseModel):
         )
 
 
+#: Largest version a caller may name as expected (PostgreSQL's integer; REST's If-Match too).
+MAX_EXPECTED_VERSION = 2**31 - 1
+_NO_PAYLOAD = object()
+
+
+def _call_problems(payload: object = _NO_PAYLOAD, expected_version: object = None) -> list[str]:
+    """What is wrong with the Python values a caller passed (not their fields: the schema
+    checks those): a payload that is not a mapping, an expected version out of range."""
+    problems = []
+    if payload is not _NO_PAYLOAD and not isinstance(payload, Mapping):
+        problems.append(f"payload: a mapping of fields, not {type(payload).__name__}")
+    if expected_version is not None and (
+        isinstance(expected_version, bool)
+        or not isinstance(expected_version, int)
+        or not 1 <= expected_version <= MAX_EXPECTED_VERSION
+    ):
+        problems.append(f"expected_version: an integer from 1 to {MAX_EXPECTED_VERSION}")
+    return problems
+
+
+def _raw(payload: object) -> Mapping[str, Any]:
+    return payload if isinstance(payload, Mapping) else {"payload": payload}
+
+
 class AgentSession:
-    """Writes on behalf of one authenticated external agent."""
+    """Writes on behalf of one authenticated external agent. Every bad input, a payload of
+    the wrong Python type included, is an audited rejection, never an exception."""
 
     def __init__(self, kernel: Kernel, caller: CallerIdentity) -> None:
         self._kernel = kernel
@@ -233,6 +258,10 @@ class AgentSession:
         self, payload: Mapping[str, Any], *, request_id: str | None = None
     ) -> GateResult:
         """CREATE a record from client input."""
+        if problems := _call_problems(payload):
+            return await self.refuse(
+                GateAction.CREATE, _raw(payload), problems, request_id=request_id
+            )
         try:
             data = WriteInput.model_validate(dict(payload))
         except ValidationError as exc:
@@ -251,6 +280,9 @@ class AgentSession:
         request_id: str | None = None,
     ) -> GateResult:
         """UPDATE a record from client input (``expected_version`` as read by the client)."""
+        if problems := _call_problems(payload, expected_version):
+            raw = {"record_id": str(record_id), **_raw(payload)}
+            return await self.refuse(GateAction.UPDATE, raw, problems, request_id=request_id)
         try:
             data = WriteInput.model_validate(dict(payload))
         except ValidationError as exc:
@@ -274,6 +306,9 @@ class AgentSession:
         """UPDATE with only the fields that change; the others keep the current version's
         values (see :data:`CARRIED`). A record the caller cannot see is an audited rejection.
         ``head``: the current version, when the adapter has just read it as this caller."""
+        if problems := _call_problems(changes, expected_version):
+            raw = {"record_id": str(record_id), **_raw(changes)}
+            return await self.refuse(GateAction.UPDATE, raw, problems, request_id=request_id)
         if head is None:
             head = await self._kernel.temporal.current(
                 record_id, caller=self._caller, count_read=False
@@ -300,6 +335,9 @@ class AgentSession:
         request_id: str | None = None,
     ) -> GateResult:
         """FORGET a record; one the caller may not read is answered as an unknown one."""
+        if problems := _call_problems(expected_version=expected_version):
+            raw = {"record_id": str(record_id), "expected_version": expected_version}
+            return await self.refuse(GateAction.FORGET, raw, problems, request_id=request_id)
         head = await self._kernel.temporal.current(record_id, caller=self._caller, count_read=False)
         if head is None:
             return await self._kernel.gate.reject_input(
