@@ -209,6 +209,41 @@ async def test_a_client_sent_decision_type_is_rejected_and_audited(
     assert 0 == await kernel.db.fetchval("SELECT count(*) FROM memories")
 
 
+@pytest.mark.parametrize(
+    ("method", "headers"),
+    [
+        ("post", {"Idempotency-Key": "has space"}),
+        ("post", {"Idempotency-Key": "x" * 129}),
+        ("patch", {}),  # no If-Match
+        ("patch", {"If-Match": "abc"}),
+        ("patch", {"If-Match": '"1"', "Idempotency-Key": ""}),
+    ],
+    ids=["key-with-space", "key-too-long", "patch-no-if-match", "patch-bad-if-match", "empty-key"],
+)
+async def test_a_decision_type_claim_is_audited_whatever_the_headers(
+    api: Api, kernel: Kernel, method: str, headers: dict[str, str]
+) -> None:
+    """A body claiming an internal origin is refused and audited before the headers are
+    checked: a malformed Idempotency-Key or If-Match does not let the claim go unrecorded."""
+    created = (await api.write(BELIEF, api.admin)).json()
+    before = await kernel.db.fetchval("SELECT count(*) FROM librarian_audit")
+    if method == "post":
+        response = await api.write(
+            {**BELIEF, "decision_type": "consolidation"}, {**api.admin, **headers}
+        )
+    else:
+        url = f"/v1/memories/{created['record_id']}"
+        response = await api.client.patch(
+            url, json={"decision_type": "self_healing"}, headers={**api.admin, **headers}
+        )
+    body = assert_problem(response, 422)
+    assert "decision_type" in body["detail"]
+    assert before + 1 == await kernel.db.fetchval("SELECT count(*) FROM librarian_audit")
+    [entry] = await kernel.audit.search(agent_id="local", decision="rejected")
+    assert body["decision_id"] == entry["decision_id"]
+    assert 1 == await kernel.db.fetchval("SELECT count(*) FROM memories")
+
+
 async def test_reads_answer_etag_and_hide_what_the_caller_may_not_read(api: Api) -> None:
     """Reads answer with an etag, and a record the caller may not read is a 404 indistinguishable
     from an unknown one.

@@ -241,3 +241,35 @@ async def test_odd_arguments_through_a_client_session_are_typed_errors(kernel: K
             result = await client.call_tool(name, arguments)
             assert result.is_error, (name, arguments)
             assert "invalid_input" == _body(result)["error"]["kind"], result
+
+
+@pytest.mark.parametrize("request_id", ["", "x" * 200], ids=["empty", "too-long"])
+async def test_a_decision_type_claim_with_a_bad_request_id_is_audited(
+    kernel: Kernel, request_id: str
+) -> None:
+    """remember and update with ``decision_type`` and a malformed request_id: the claim is
+    refused and audited before the control fields are checked."""
+    tools = EngramTools(kernel)
+    agent = await _principal(kernel, "claimant", TrustLevel.STANDARD)
+    made = _body(
+        await tools.call(
+            "remember", {"type": "belief", "content": "Docs live in Confluence."}, agent
+        )
+    )
+    before = await kernel.db.fetchval("SELECT count(*) FROM librarian_audit")
+    claims = [
+        ("remember", {"type": "belief", "content": "x", "decision_type": "consolidation"}),
+        (
+            "update",
+            {
+                "record_id": made["record_id"],
+                "expected_version": 1,
+                "decision_type": "self_healing",
+            },
+        ),
+    ]
+    for tool, arguments in claims:
+        result = await tools.call(tool, {**arguments, "request_id": request_id}, agent)
+        assert result.is_error
+        assert "decision_type" in str(result.content)
+    assert before + 2 == await kernel.db.fetchval("SELECT count(*) FROM librarian_audit")

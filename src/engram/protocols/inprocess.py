@@ -354,6 +354,21 @@ class AgentSession:
             )
         )
 
+    async def refuse_unknown(
+        self, action: GateAction, payload: Mapping[str, Any], *, request_id: str | None = None
+    ) -> GateResult | None:
+        """The audited rejection of a payload naming a field no memory has (a client's
+        ``decision_type``, say: adapters set the origin), None when every field is known.
+        Adapters call it before checking their own control fields (headers, request ids),
+        so such a claim is audited whatever else is wrong with the request."""
+        unknown = sorted(str(name) for name in payload if name not in WriteInput.model_fields)
+        if not unknown:
+            return None
+        problems = [
+            f"{name}: not a field of a memory (extra inputs are not permitted)" for name in unknown
+        ]
+        return await self.refuse(action, payload, problems, request_id=request_id)
+
     async def refuse(
         self,
         action: GateAction,

@@ -32,14 +32,15 @@ router = APIRouter(prefix="/v1/memories", tags=["memories"])
 _IF_MATCH = re.compile(r'^\s*(?:W/)?"?([0-9]{1,10})"?\s*$')
 _VERSION_MAX = 2**31 - 1
 
+_KEY = re.compile(r"^[\x21-\x7e]{1,128}$")
+# Checked in the handlers (request_id), after the body: a body claiming an origin is refused
+# and audited first, whatever the headers hold. The schema still documents the rule.
 IdempotencyKey = Annotated[
     str | None,
     Header(
         alias="Idempotency-Key",
         description="Makes the write safe to retry: a retry returns the recorded decision.",
-        min_length=1,
-        max_length=128,
-        pattern=r"^[\x21-\x7e]+$",
+        json_schema_extra={"minLength": 1, "maxLength": 128, "pattern": r"^[\x21-\x7e]+$"},
     ),
 ]
 # No length limit here: an If-Match that names no version (too long included) is a 400
@@ -79,8 +80,13 @@ def expected_version(if_match: str | None, *, required: bool) -> int | None:
 
 def request_id(principal: Principal, key: str | None) -> str | None:
     """The Gate request id of an Idempotency-Key, scoped to the agent (keys of different
-    agents never meet)."""
-    return None if key is None else f"http:{principal.agent.id}:{key}"
+    agents never meet); 422 for a key that breaks the rule (1-128 visible ASCII)."""
+    if key is None:
+        return None
+    if _KEY.match(key) is None:
+        errors = ["header.Idempotency-Key: 1-128 visible ASCII characters"]
+        raise ApiProblem(422, "invalid-request", errors[0], errors=errors)
+    return f"http:{principal.agent.id}:{key}"
 
 
 class NestedTooDeep(Exception):
@@ -115,13 +121,21 @@ async def json_object(request: Request) -> dict[str, Any]:
 
 
 async def proposal(
-    request: Request, session: AgentSession, action: GateAction, request_id: str | None
+    request: Request,
+    session: AgentSession,
+    principal: Principal,
+    action: GateAction,
+    key: str | None,
 ) -> dict[str, Any] | GateResult:
-    """The body as a JSON object, or the audited rejection of one too deep to read."""
+    """The body as a JSON object, or the audited rejection of one too deep to read or naming
+    a field no memory has. Run before the headers are checked, so such a claim is audited
+    whatever they hold; under the request's Idempotency-Key when that one is well formed."""
+    retry = None if key is None or _KEY.match(key) is None else request_id(principal, key)
     try:
-        return await json_object(request)
+        body = await json_object(request)
     except NestedTooDeep as exc:
-        return await session.refuse(action, {"body": exc.text}, [TOO_DEEP], request_id=request_id)
+        return await session.refuse(action, {"body": exc.text}, [TOO_DEEP], request_id=retry)
+    return await session.refuse_unknown(action, body, request_id=retry) or body
 
 
 def gate_response(result: GateResult) -> Response:
@@ -215,10 +229,10 @@ async def create_memory(
 ) -> Response:
     """CREATE a record through the Gate. A Gate rejection answers with every failed check."""
     session = AgentSession(kernel, principal.caller)
-    retry = request_id(principal, idempotency_key)
-    payload = await proposal(request, session, GateAction.CREATE, retry)
+    payload = await proposal(request, session, principal, GateAction.CREATE, idempotency_key)
     if isinstance(payload, GateResult):
         return gate_response(payload)
+    retry = request_id(principal, idempotency_key)
     return gate_response(await session.remember(payload, request_id=retry))
 
 
@@ -302,12 +316,12 @@ async def update_memory(
 ) -> Response:
     """UPDATE through the Gate. Fields not in the body keep the current version's values.
     If-Match must carry the version read; a stale one answers 409 with the current version."""
-    expected = expected_version(if_match, required=True)
     session = AgentSession(kernel, principal.caller)
-    retry = request_id(principal, idempotency_key)
-    payload = await proposal(request, session, GateAction.UPDATE, retry)
+    payload = await proposal(request, session, principal, GateAction.UPDATE, idempotency_key)
     if isinstance(payload, GateResult):
         return gate_response(payload)
+    expected = expected_version(if_match, required=True)
+    retry = request_id(principal, idempotency_key)
     head = await _live_head(kernel, principal, record_id)  # 404, not a rejection, if hidden
     result = await session.amend(
         record_id, payload, head=head, expected_version=expected, request_id=retry

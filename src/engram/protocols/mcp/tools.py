@@ -26,6 +26,7 @@ from mcp.types import CallToolResult, Tool
 from engram.agents.registry import Principal
 from engram.errors import EngramError, NotFound
 from engram.kernel import Kernel
+from engram.memory.types import GateAction
 from engram.protocols.inprocess import AgentSession
 from engram.protocols.mcp.results import (
     InvalidArguments,
@@ -126,21 +127,26 @@ class EngramTools:
     # writes: record fields go to AgentSession untouched, control fields are checked here
 
     async def _remember(self, principal: Principal, arguments: Mapping[str, Any]) -> CallToolResult:
-        control = parse(RememberControl, _pick(arguments, _REMEMBER_CONTROL))
         session = AgentSession(self._kernel, principal.caller)
         record = _pick(arguments, _REMEMBER_CONTROL, keep=False)
-        result = await session.remember(record, request_id=control.request_id)
+        result = await session.refuse_unknown(GateAction.CREATE, record)  # audited first
+        if result is None:
+            control = parse(RememberControl, _pick(arguments, _REMEMBER_CONTROL))
+            result = await session.remember(record, request_id=control.request_id)
         return gate_result("remember", result, principal.caller.max_read_level)
 
     async def _update(self, principal: Principal, arguments: Mapping[str, Any]) -> CallToolResult:
-        control = parse(UpdateControl, _pick(arguments, _UPDATE_CONTROL))
         session = AgentSession(self._kernel, principal.caller)
-        result = await session.amend(
-            control.record_id,
-            _pick(arguments, _UPDATE_CONTROL, keep=False),
-            expected_version=control.expected_version,
-            request_id=control.request_id,
-        )
+        changes = _pick(arguments, _UPDATE_CONTROL, keep=False)
+        result = await session.refuse_unknown(GateAction.UPDATE, changes)  # audited first
+        if result is None:
+            control = parse(UpdateControl, _pick(arguments, _UPDATE_CONTROL))
+            result = await session.amend(
+                control.record_id,
+                changes,
+                expected_version=control.expected_version,
+                request_id=control.request_id,
+            )
         return gate_result("update", result, principal.caller.max_read_level)
 
     async def _forget(self, principal: Principal, arguments: Mapping[str, Any]) -> CallToolResult:
