@@ -19,6 +19,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from engram import Kernel
+from engram.errors import WebhookUnavailable
 from engram.infra.events import Event
 from engram.infra.webhook import WebhookSink
 from engram.memory.gate.requests import GateResult
@@ -248,7 +249,9 @@ async def test_an_escalation_a_webhook_could_not_take_is_sent_when_it_is_back(
     with socket.socket() as probe:  # a port nothing listens on, until the server below
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    sink = WebhookSink(f"http://127.0.0.1:{port}/hook", retries=1, initial_wait_seconds=0.01)
+    sink = WebhookSink(
+        f"http://127.0.0.1:{port}/hook", retries=1, initial_wait_seconds=0.01, pause_seconds=0
+    )
     kernel.notifications.sinks.append(sink)
     with capture_logs() as logs:
         await _write(kernel, belief("The build cache lives on nfs-07 and holds 2 TB."))
@@ -337,6 +340,19 @@ async def test_a_supersession_whose_older_record_moves_meanwhile_is_carried_out(
     assert (await kernel.audit.verify()).ok
 
 
+async def test_a_webhook_that_just_failed_is_not_called_again_for_a_while(webhook: str) -> None:
+    """After its retries fail, the sink answers WebhookUnavailable at once, without a
+    request, for its pause: the outbox's other events do not wait behind it."""
+    _Hook.failures = 1
+    sink = WebhookSink(webhook, retries=0, initial_wait_seconds=0.01, pause_seconds=60)
+    escalation = Escalation("memory.conflict_detected", UUID(int=8), {"decision_id": "d2"})
+    with pytest.raises(WebhookUnavailable):
+        await sink.deliver(escalation)  # the 503
+    with pytest.raises(WebhookUnavailable, match="not tried"):
+        await sink.deliver(escalation)  # the server would answer 204 now
+    assert [] == _Hook.bodies
+
+
 async def test_kernel_conflicts_detects_and_names_each_resolution(kernel: Kernel) -> None:
     """kernel.conflicts detects on demand and says how each class is resolved."""
     old = belief("The deploy target for the web app is v2.0.", event_time=MARCH)
@@ -363,6 +379,10 @@ async def test_an_escalation_the_admin_queue_could_not_take_is_delivered_again(
             kinds = [c.classification.value for c in new.layer2_decision.conflicts]
             assert ["unresolvable"] == kinds
             await kernel.events.settled()
+            await admin.execute(  # not due again until the privilege is back
+                "UPDATE engram.outbox SET next_attempt_at = now() + interval '1 hour' "
+                "WHERE event_type = 'memory.conflict_detected'"
+            )
         failed = [e for e in logs if e["event"] == "notification.sink_failed"]
         assert failed  # each delivery so far failed at the admin queue, and only there
         assert {"admin_queue"} == {e["sink"] for e in failed}
@@ -376,6 +396,11 @@ async def test_an_escalation_the_admin_queue_could_not_take_is_delivered_again(
     finally:
         await admin.execute("GRANT INSERT ON engram.escalations TO engram_runtime")
     try:
+        await admin.execute(
+            "UPDATE engram.outbox SET next_attempt_at = now() + interval '200 milliseconds' "
+            "WHERE event_type = 'memory.conflict_detected'"
+        )
+        await kernel.events.resume()
 
         async def queued() -> bool:
             return bool(await kernel.admin_queue.pending())

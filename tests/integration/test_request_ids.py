@@ -9,8 +9,9 @@ import json
 from dataclasses import replace
 
 from engram import Kernel
-from engram.memory.gate.requests import GateRequest, WriteOutcome, result_json
+from engram.memory.gate.requests import GateRequest, WriteOutcome
 from engram.memory.types import AccessLevel, GateDecision
+from engram.protocols.views import result_view
 from tests.integration.gate_helpers import BOSS, EXTERNAL, STANDARD, WRITER, belief, create, update
 
 TEXT = "The ledger service runs on PostgreSQL 16 in eu-west-1."
@@ -45,7 +46,7 @@ async def test_a_replay_does_not_show_a_record_hidden_from_the_caller_since(
         True,
     )
     assert (again.record_id, again.modified_record) == (made.record_id, None)
-    assert str(raised.modified_record.id) not in json.dumps(result_json(again))
+    assert str(raised.modified_record.id) not in json.dumps(result_view(again), default=str)
 
 
 async def test_a_replay_points_past_versions_the_caller_may_not_read(kernel: Kernel) -> None:
@@ -67,7 +68,7 @@ async def test_a_replay_points_past_versions_the_caller_may_not_read(kernel: Ker
     assert again.replayed
     assert again.modified_record is not None
     assert back.modified_record.id == again.modified_record.superseded_by
-    assert str(hidden.modified_record.id) not in json.dumps(result_json(again))
+    assert str(hidden.modified_record.id) not in json.dumps(result_view(again), default=str)
 
 
 async def test_a_used_request_id_is_not_the_answer_to_another_request(kernel: Kernel) -> None:

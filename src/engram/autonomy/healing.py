@@ -34,6 +34,7 @@ from engram.memory.types import (
     GateDecision,
     GateDecisionType,
     MemoryRecord,
+    MemoryStatus,
     WriteOutcome,
 )
 from engram.observability.metrics import EngramMetrics
@@ -174,6 +175,10 @@ class PiiRescan:
         return rescan.report
 
 
+#: Times a derived record that keeps moving is raised to sensitive before it counts refused.
+PROPAGATION_ATTEMPTS = 3
+
+
 class _Pass:
     """The state of one rescan run: its report and the versions it changed or wrote."""
 
@@ -240,7 +245,9 @@ class _Pass:
         for row in await self._db.fetch(SQL["derived_heads"], source.record_id):
             derived: MemoryRecord | None = store.record_from_row(row)
             for _ in range(PROPAGATION_ATTEMPTS):
-                if derived is None or derived.access_level is AccessLevel.SENSITIVE:
+                if derived is None or derived.status is MemoryStatus.FORGOTTEN:
+                    break
+                if derived.access_level is AccessLevel.SENSITIVE:
                     break
                 result = await self._sensitive(derived, inherited)
                 if result is not None and result.decision is not GateDecision.CONFLICT:
@@ -272,10 +279,6 @@ class _Pass:
             self._written.append(result.modified_record.id)
             self._changed.add(result.modified_record.id)
         return result
-
-
-#: Times a derived record that keeps moving is raised to sensitive before it counts refused.
-PROPAGATION_ATTEMPTS = 3
 
 
 def _applied(result: GateResult) -> bool:

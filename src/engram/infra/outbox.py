@@ -36,7 +36,7 @@ SQL = load_queries("engram.infra", "outbox.sql")
 MAX_ATTEMPTS = 10
 #: Wait before the first retry of a deferred event; doubled per attempt (1, 2, 4, ... s).
 RETRY_SECONDS = 1.0
-#: Longest wait between two attempts (the ninth and tenth: 256 s, capped here).
+#: Longest wait between two attempts (a bound: with ten attempts the longest is 256 s).
 MAX_RETRY_WAIT_SECONDS = 300.0
 
 
@@ -55,6 +55,10 @@ class OutboxEventBus:
         #: When a deferred event is due (loop time) and the timer that will drain then.
         self._retry_at: float | None = None
         self._retry: asyncio.TimerHandle | None = None
+        #: Set when a retry fires: the drain then looks for the next deferred event's time
+        #: (an earlier retry may have replaced the timer of a later one).
+        self._rearm = False
+        self._closed = False
 
     async def publish(self, conn: Connection, event: Event) -> None:
         decision = event.payload.get("decision_id")
@@ -71,6 +75,8 @@ class OutboxEventBus:
 
     def committed(self) -> None:
         """Schedule delivery of what the last commit added (non-blocking)."""
+        if self._closed:
+            return
         if self._drain_task is not None and not self._drain_task.done():
             self._again = True
             return
@@ -79,10 +85,14 @@ class OutboxEventBus:
     async def resume(self) -> None:
         """At start-up: deliver what a previous run left in the table, and set the timer for
         the events it deferred that are not due yet."""
+        await self._arm_next()
+        self.committed()
+
+    async def _arm_next(self) -> None:
+        """Set the timer for the earliest deferred event still waiting, if any."""
         wait = await self._db.fetchval(SQL["next_retry"])
         if wait is not None:
             self._retry_after(wait.total_seconds())
-        self.committed()
 
     async def _drain_loop(self) -> None:
         # A short pause lets the events of concurrent commits go out in one batch.
@@ -92,6 +102,9 @@ class OutboxEventBus:
             try:
                 while await self.drain() == self._batch:
                     pass
+                if self._rearm:
+                    self._rearm = False
+                    await self._arm_next()
             except Exception as exc:  # noqa: BLE001 - delivery is retried at the next commit
                 log.warning("outbox.drain_failed", error=type(exc).__name__)
                 return
@@ -133,6 +146,8 @@ class OutboxEventBus:
 
     def _retry_after(self, seconds: float) -> None:
         """Start a drain in ``seconds`` (sooner if one is already set for earlier)."""
+        if self._closed:
+            return
         loop = asyncio.get_running_loop()
         due = loop.time() + max(0.0, seconds)
         if self._retry is not None and self._retry_at is not None and self._retry_at <= due:
@@ -144,6 +159,7 @@ class OutboxEventBus:
 
     def _retry_due(self) -> None:
         self._retry = self._retry_at = None
+        self._rearm = True
         self.committed()
 
     async def _deliver(self, event: Event) -> bool:
@@ -175,13 +191,14 @@ class OutboxEventBus:
                     return
 
     async def close(self) -> None:
-        """Wait for a delivery in progress to finish; a retry not yet due is left for the
-        next start (its event stays in the table)."""
+        """Wait for a delivery in progress to finish, then stop: no drain starts and no retry
+        fires after this; a retry not yet due is left for the next start (:meth:`resume`)."""
+        self._closed = True
+        if self._drain_task is not None:
+            await asyncio.gather(self._drain_task, return_exceptions=True)
         if self._retry is not None:
             self._retry.cancel()
             self._retry = self._retry_at = None
-        if self._drain_task is not None:
-            await asyncio.gather(self._drain_task, return_exceptions=True)
 
 
 def _notice(outbox_id: int, event: Event) -> str:

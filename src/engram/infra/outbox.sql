@@ -23,13 +23,14 @@ SELECT pg_notify($2, notice) FROM unnest($3::text[]) AS notice
 
 -- name: count_attempt
 -- A deferred event is due again after $2 * 2^attempts seconds, at most $3 (0016).
+-- clock_timestamp(), not now(): deliveries inside this transaction may have taken long.
 UPDATE outbox
 SET attempts = attempts + 1,
-    next_attempt_at = now() + make_interval(secs => least($2 * power(2, attempts), $3))
+    next_attempt_at = clock_timestamp() + make_interval(secs => least($2 * power(2, attempts), $3))
 WHERE id = ANY($1)
-RETURNING next_attempt_at - now() AS wait
+RETURNING next_attempt_at - clock_timestamp() AS wait
 
 -- name: next_retry
 -- How long until the earliest deferred event is due (NULL: none is waiting).
-SELECT min(next_attempt_at) - now() FROM outbox
-WHERE dispatched_at IS NULL AND next_attempt_at > now()
+SELECT min(next_attempt_at) - clock_timestamp() FROM outbox
+WHERE dispatched_at IS NULL AND next_attempt_at > clock_timestamp()

@@ -4,11 +4,14 @@ Retries (tenacity) follow the kernel's policy: up to three more attempts, expone
 only on connection errors, timeouts and 5xx/429 answers; a 4xx answer is final. When the
 retries are spent the sink raises :class:`~engram.errors.WebhookUnavailable`, an
 infrastructure error, so the outbox delivers the escalation again later (the body's ``key``
-lets the receiver drop a repeat).
+lets the receiver drop a repeat). For ``pause_seconds`` after that, deliveries fail at once
+without a request: the outbox delivers inside its transaction, one event after another, and a
+webhook that is down must not hold every later event behind its retries.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any, Protocol
 
 import httpx
@@ -49,13 +52,18 @@ class WebhookSink:
         retries: int = 3,
         initial_wait_seconds: float = 1.0,
         timeout_seconds: float = 5.0,
+        pause_seconds: float = 30.0,
     ) -> None:
         self._url = url
         self._retries = retries
         self._wait = initial_wait_seconds
         self._timeout = timeout_seconds
+        self._pause = pause_seconds
+        self._down_until = 0.0
 
     async def deliver(self, escalation: _Escalation) -> None:
+        if time.monotonic() < self._down_until:
+            raise WebhookUnavailable("webhook unavailable: failed moments ago, not tried")
         body = {"kind": escalation.kind, "key": escalation.key, **escalation.payload}
         try:
             async with httpx.AsyncClient(timeout=self._timeout) as client:
@@ -71,5 +79,6 @@ class WebhookSink:
         except httpx.HTTPError as exc:
             if not _retryable(exc):
                 raise  # a 4xx: the receiver refused this body, and would again
+            self._down_until = time.monotonic() + self._pause
             raise WebhookUnavailable(f"webhook unavailable: {type(exc).__name__}") from exc
         log.info("webhook.delivered", kind=escalation.kind)

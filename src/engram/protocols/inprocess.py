@@ -355,7 +355,12 @@ class AgentSession:
         )
 
     async def refuse_unknown(
-        self, action: GateAction, payload: Mapping[str, Any], *, request_id: str | None = None
+        self,
+        action: GateAction,
+        payload: Mapping[str, Any],
+        *,
+        record_id: UUID | None = None,
+        request_id: str | None = None,
     ) -> GateResult | None:
         """The audited rejection of a payload naming a field no memory has (a client's
         ``decision_type``, say: adapters set the origin), None when every field is known.
@@ -367,7 +372,8 @@ class AgentSession:
         problems = [
             f"{name}: not a field of a memory (extra inputs are not permitted)" for name in unknown
         ]
-        return await self.refuse(action, payload, problems, request_id=request_id)
+        raw = payload if record_id is None else {"record_id": str(record_id), **payload}
+        return await self.refuse(action, raw, problems, request_id=request_id)
 
     async def refuse(
         self,

@@ -485,7 +485,7 @@ class LibrarianGate:
         if problem is None:
             return await replayed(self._db, entry, asked.caller_identity)
         caller, kind = asked.caller_identity, asked.decision_type
-        raw = {"request_id": entry.request_id}
+        raw = {"request_id": entry.request_id, "request": asked.snapshot()}
         return await self.reject_input(
             action=asked.action, caller=caller, decision_type=kind, raw=raw, problems=[problem]
         )

@@ -7,8 +7,8 @@ later request under it. Three rules keep that from saying more than it should:
 - **The same request** (the same action; for an UPDATE or FORGET, the same record) gets the
   recorded result, its record as the caller may read it *now*: none when the caller may not
   read the record's head (a record hidden from it since is absent for it, as for a read), and
-  ``superseded_by`` pointing past versions it may not read. A replay never tells more than a
-  read would.
+  ``superseded_by`` pointing past versions it may not read. A replay tells no more than the
+  first answer did and a read would now.
 - **Another request under a used id** (another action, or another record) is refused with
   the reason and audited, without the id (the id is taken); it is not answered with the first
   request's result, which would tell the caller something was done that was not.

@@ -283,7 +283,7 @@ def resolution_requests(
     ``steps`` are those :func:`plan_resolution` allowed; events queued before steps were
     recorded carry none and get every step of their class. ``revision``: the version a step
     is retried against after its record moved on (a request id of its own, see
-    :func:`carry_out`).
+    :func:`_retry_step`).
     """
     key = f"resolve:{decision_id}:{conflict.existing_version_id}"
     at = "" if revision is None else f"@{revision}"
@@ -310,6 +310,10 @@ def resolution_requests(
             _restate(newer, status=MemoryStatus.CHALLENGED, key=f"{key}:challenge-newer{at}")
         )
     return requests
+
+
+#: Times a step is tried again after its record moved on under it.
+RETRIES_AFTER_MOVE = 3
 
 
 async def carry_out(
@@ -354,7 +358,7 @@ async def carry_out(
             if planned is None
             else (Step(value) for value in planned)
         )
-        for step in (step for step in Step if step in chosen):
+        for step in [candidate for candidate in Step if candidate in chosen]:
             requests = resolution_requests(
                 conflict, newer=newer, older=older, decision_id=decision_id, steps=[step]
             )
@@ -375,10 +379,6 @@ async def carry_out(
                 if follow_up.record.record_id == newer.record_id and outcome.modified_record:
                     newer = outcome.modified_record
     return tuple(done)
-
-
-#: Times a step is tried again after its record moved on under it.
-RETRIES_AFTER_MOVE = 3
 
 
 @dataclass(frozen=True, slots=True)

@@ -80,7 +80,9 @@ class ReadRecorder:
 
     async def close(self, *, timeout_seconds: float = CLOSE_WAIT_SECONDS) -> None:
         """Let a flush in progress finish (up to ``timeout_seconds``, its retries included),
-        cancel one still waiting for its interval, then flush what is pending."""
+        cancel one still waiting for its interval, then flush what is pending (again up to
+        ``timeout_seconds``: a shutdown does not hang on a held lock; the counts left are
+        logged as abandoned)."""
         self._closed = True
         task = self._task
         if task is not None and not task.done():
@@ -89,4 +91,8 @@ class ReadRecorder:
             if not task.done():
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
-        await self.flush()
+        try:
+            async with asyncio.timeout(timeout_seconds):
+                await self.flush()
+        except TimeoutError:
+            log.warning("reads.flush_abandoned", records=len(self._pending))

@@ -32,7 +32,7 @@ router = APIRouter(prefix="/v1/memories", tags=["memories"])
 _IF_MATCH = re.compile(r'^\s*(?:W/)?"?([0-9]{1,10})"?\s*$')
 _VERSION_MAX = 2**31 - 1
 
-_KEY = re.compile(r"^[\x21-\x7e]{1,128}$")
+_KEY = re.compile(r"[\x21-\x7e]{1,128}")
 # Checked in the handlers (request_id), after the body: a body claiming an origin is refused
 # and audited first, whatever the headers hold. The schema still documents the rule.
 IdempotencyKey = Annotated[
@@ -83,7 +83,7 @@ def request_id(principal: Principal, key: str | None) -> str | None:
     agents never meet); 422 for a key that breaks the rule (1-128 visible ASCII)."""
     if key is None:
         return None
-    if _KEY.match(key) is None:
+    if _KEY.fullmatch(key) is None:
         errors = ["header.Idempotency-Key: 1-128 visible ASCII characters"]
         raise ApiProblem(422, "invalid-request", errors[0], errors=errors)
     return f"http:{principal.agent.id}:{key}"
@@ -126,16 +126,19 @@ async def proposal(
     principal: Principal,
     action: GateAction,
     key: str | None,
+    *,
+    record_id: UUID | None = None,
 ) -> dict[str, Any] | GateResult:
     """The body as a JSON object, or the audited rejection of one too deep to read or naming
     a field no memory has. Run before the headers are checked, so such a claim is audited
     whatever they hold; under the request's Idempotency-Key when that one is well formed."""
-    retry = None if key is None or _KEY.match(key) is None else request_id(principal, key)
+    retry = None if key is None or _KEY.fullmatch(key) is None else request_id(principal, key)
     try:
         body = await json_object(request)
     except NestedTooDeep as exc:
         return await session.refuse(action, {"body": exc.text}, [TOO_DEEP], request_id=retry)
-    return await session.refuse_unknown(action, body, request_id=retry) or body
+    refused = await session.refuse_unknown(action, body, record_id=record_id, request_id=retry)
+    return refused or body
 
 
 def gate_response(result: GateResult) -> Response:
@@ -317,7 +320,9 @@ async def update_memory(
     """UPDATE through the Gate. Fields not in the body keep the current version's values.
     If-Match must carry the version read; a stale one answers 409 with the current version."""
     session = AgentSession(kernel, principal.caller)
-    payload = await proposal(request, session, principal, GateAction.UPDATE, idempotency_key)
+    payload = await proposal(
+        request, session, principal, GateAction.UPDATE, idempotency_key, record_id=record_id
+    )
     if isinstance(payload, GateResult):
         return gate_response(payload)
     expected = expected_version(if_match, required=True)

@@ -138,7 +138,9 @@ class EngramTools:
     async def _update(self, principal: Principal, arguments: Mapping[str, Any]) -> CallToolResult:
         session = AgentSession(self._kernel, principal.caller)
         changes = _pick(arguments, _UPDATE_CONTROL, keep=False)
-        result = await session.refuse_unknown(GateAction.UPDATE, changes)  # audited first
+        target = arguments.get("record_id")
+        raw = changes if target is None else {"record_id": target, **changes}
+        result = await session.refuse_unknown(GateAction.UPDATE, raw)  # audited first
         if result is None:
             control = parse(UpdateControl, _pick(arguments, _UPDATE_CONTROL))
             result = await session.amend(

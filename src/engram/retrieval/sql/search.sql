@@ -21,12 +21,13 @@ AND ($8::timestamptz IS NULL
      OR (ingestion_time <= $8 AND (ingestion_time_end IS NULL OR ingestion_time_end > $8)))
 AND ($9::timestamptz IS NULL OR event_time <= $9)
 -- a record that ended ($5: forgotten, or consolidated unless asked for) by the instant asked
--- ($8, else now) is absent then, every version of it, as temporal.sql's not_ended says
-AND NOT EXISTS (
-    SELECT 1 FROM memories e
+-- ($8, else now) is absent then, every version of it, as temporal.sql's not_ended says; a
+-- scalar subquery per row on the record's versions (as NOT EXISTS the planner may hash every
+-- ended version of the table instead)
+AND coalesce((
+    SELECT min(coalesce(e.ingestion_time_end, e.ingestion_time)) FROM memories e
     WHERE e.record_id = m.record_id AND e.status::text = ANY($5::text[])
-      AND coalesce(e.ingestion_time_end, e.ingestion_time) <= coalesce($8::timestamptz, now())
-)
+) > coalesce($8::timestamptz, now()), true)
 -- a record whose head the caller may not read is absent at every instant (temporal.sql)
 AND (superseded_by IS NULL OR 'sensitive' = ANY($4::text[]) OR (
     SELECT h.access_level FROM memories h
