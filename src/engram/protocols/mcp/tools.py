@@ -138,9 +138,8 @@ class EngramTools:
     async def _update(self, principal: Principal, arguments: Mapping[str, Any]) -> CallToolResult:
         session = AgentSession(self._kernel, principal.caller)
         changes = _pick(arguments, _UPDATE_CONTROL, keep=False)
-        target = arguments.get("record_id")
-        raw = changes if target is None else {"record_id": target, **changes}
-        result = await session.refuse_unknown(GateAction.UPDATE, raw)  # audited first
+        target = _uuid_or_none(arguments.get("record_id"))
+        result = await session.refuse_unknown(GateAction.UPDATE, changes, record_id=target)
         if result is None:
             control = parse(UpdateControl, _pick(arguments, _UPDATE_CONTROL))
             result = await session.amend(
@@ -268,3 +267,11 @@ def _pick(
 ) -> dict[str, Any]:
     """The arguments named in ``names`` (``keep``) or all the others."""
     return {key: value for key, value in arguments.items() if (key in names) == keep}
+
+
+def _uuid_or_none(value: object) -> uuid.UUID | None:
+    """A record id as sent, if it is one (the control fields are checked later)."""
+    try:
+        return uuid.UUID(str(value)) if value is not None else None
+    except ValueError:
+        return None
