@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from dataclasses import replace
 
 import asyncpg
 
@@ -198,3 +199,44 @@ async def test_a_deferred_event_waits_for_its_retry_time_and_is_retried_without_
     )
     assert delivered is True
     assert deferred + 1 == calls["down"]
+
+
+async def test_an_event_deferred_before_a_restart_is_retried_by_the_next_kernel_without_writes(
+    database: ScratchDatabase, embedder: FastembedEmbedder
+) -> None:
+    """An escalation the admin queue refused (INSERT revoked for real) is deferred; the
+    kernel closes with it waiting. The next kernel, with the privilege back, delivers it when
+    it is due, though nothing is written after it opens."""
+    settings = EngramSettings(database_url=database.runtime_url, migrate_on_start=False)
+    writer = replace(STANDARD, writes_per_minute=100_000)
+    admin = await asyncpg.connect(database.admin_url)
+    try:
+        await admin.execute("REVOKE INSERT ON engram.escalations FROM engram_runtime")
+        async with open_kernel(settings=settings, embeddings=embedder) as kernel:
+            for size in ("2 TB", "4 TB"):
+                await kernel.gate.evaluate(
+                    create(belief(f"The build cache lives on nfs-07 and holds {size}."), writer)
+                )
+            await kernel.events.settled()
+        waiting = await admin.fetchrow(
+            "SELECT attempts, dispatched_at FROM engram.outbox "
+            "WHERE event_type = 'memory.conflict_detected'"
+        )
+        assert waiting is not None
+        assert waiting["attempts"] >= 1
+        assert waiting["dispatched_at"] is None
+        await admin.execute("GRANT INSERT ON engram.escalations TO engram_runtime")
+        await admin.execute(
+            "UPDATE engram.outbox SET next_attempt_at = now() + interval '3 seconds' "
+            "WHERE event_type = 'memory.conflict_detected'"
+        )
+        async with open_kernel(settings=settings, embeddings=embedder) as kernel:
+            assert [] == await kernel.admin_queue.pending()  # not due when the kernel opened
+            for _ in range(1000):  # up to 10 s: its timer, set by resume() at the start
+                if await kernel.admin_queue.pending():
+                    break
+                await asyncio.sleep(0.01)
+            assert 1 == len(await kernel.admin_queue.pending())
+    finally:
+        await admin.execute("GRANT INSERT ON engram.escalations TO engram_runtime")
+        await admin.close()

@@ -132,3 +132,35 @@ async def test_a_rate_limited_request_is_evaluated_again_under_the_same_id(
         f"r{n}#rate-limited:%",
     )
     assert 1 == kept
+
+
+async def test_a_key_raced_by_two_different_requests_does_one_and_refuses_the_other(
+    kernel: Kernel,
+) -> None:
+    """A CREATE and a FORGET of another record sent at once under one key, five rounds:
+    whichever is recorded first is carried out and the other is refused, so the FORGET is
+    never answered with the CREATE's result, nor the record forgotten after a refusal."""
+    for round_ in range(5):
+        target = await kernel.gate.evaluate(
+            create(belief(f"Service {round_} listens on port 90{round_}."), WRITER)
+        )
+        assert target.modified_record is not None
+        key = f"race-{round_}"
+        made, gone = await asyncio.gather(
+            kernel.gate.evaluate(create(belief(f"{TEXT} Round {round_}."), WRITER, request_id=key)),
+            kernel.gate.evaluate(
+                GateRequest.forget(target.modified_record, WRITER, EXTERNAL, request_id=key)
+            ),
+        )
+        outcomes = {made.outcome, gone.outcome}
+        assert len([r for r in (made, gone) if r.approved]) == 1, (made.reason, gone.reason)
+        if gone.approved:
+            assert gone.outcome is WriteOutcome.FORGOTTEN
+            assert made.decision is GateDecision.REJECTED
+        else:
+            assert outcomes == {WriteOutcome.CREATED, WriteOutcome.NONE}
+            assert gone.decision is GateDecision.REJECTED
+            head = await kernel.temporal.current(target.modified_record.record_id)
+            assert head is not None
+            assert head.status.value == "active"
+    assert (await kernel.audit.verify()).ok
