@@ -83,6 +83,7 @@ class _Bodies:
         return {
             "candidates": report.candidates,
             "batches": len(report.batches),
+            "failed_batches": report.failed_batches,
             "consumed": len(report.consumed),
             "skipped": dict(report.skipped),
         }

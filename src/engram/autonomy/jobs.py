@@ -126,5 +126,10 @@ def summary(outcome: str, detail: Mapping[str, Any]) -> str:
     """One line for ``engram jobs list``."""
     if "error" in detail:
         return str(detail["error"])[:500]
-    parts = [f"{key}={value}" for key, value in detail.items() if not isinstance(value, dict)]
+    parts: list[str] = []
+    for key, value in detail.items():
+        if isinstance(value, Mapping):  # one level down: skipped={"failed": 3} -> skipped.failed=3
+            parts.extend(f"{key}.{inner}={count}" for inner, count in value.items())
+        else:
+            parts.append(f"{key}={value}")
     return (", ".join(parts) or outcome)[:500]

@@ -147,6 +147,13 @@ class ConsolidationReport:
     planned: tuple[ConsolidationCandidate, ...] = field(default=())
 
     @property
+    def failed_batches(self) -> int:
+        """Batches whose transaction failed (their sources stay for the next pass)."""
+        return sum(
+            1 for b in self.batches if not b.committed and b.skipped.get(SkipReason.FAILED.value)
+        )
+
+    @property
     def created(self) -> list[UUID]:
         """Every consolidated record created by the pass."""
         return [r for batch in self.batches if batch.committed for r in batch.created]

@@ -1,0 +1,40 @@
+"""What ``engram jobs list`` shows of a run, and how a pass counts its failed batches."""
+
+from __future__ import annotations
+
+import uuid
+
+from engram.autonomy.jobs import summary
+from engram.memory.consolidation.model import BatchReport, ConsolidationReport, SkipReason
+from engram.memory.types import ConsolidationTrigger
+
+
+def test_a_summary_shows_counts_kept_in_a_nested_mapping() -> None:
+    line = summary("succeeded", {"batches": 3, "skipped": {"failed": 4, "timed_out": 1}})
+    assert line == "batches=3, skipped.failed=4, skipped.timed_out=1"
+
+
+def test_an_error_is_the_whole_summary_and_an_empty_detail_shows_the_outcome() -> None:
+    assert summary("failed", {"batches": 1, "error": "InfrastructureError: down"}) == (
+        "InfrastructureError: down"
+    )
+    assert summary("succeeded", {}) == "succeeded"
+
+
+def _batch(*, committed: bool, skipped: dict[str, int]) -> BatchReport:
+    trigger = ConsolidationTrigger.SCHEDULED_DEEP
+    return BatchReport(uuid.uuid4(), (), skipped, committed=committed, trigger=trigger)
+
+
+def test_a_pass_counts_the_batches_whose_transaction_failed_and_nothing_else() -> None:
+    failed = SkipReason.FAILED.value
+    batches = (
+        _batch(committed=True, skipped={}),
+        _batch(committed=False, skipped={failed: 5}),
+        _batch(committed=False, skipped={SkipReason.TIMED_OUT.value: 2}),
+        _batch(committed=False, skipped={failed: 1}),
+    )
+    report = ConsolidationReport(
+        uuid.uuid4(), ConsolidationTrigger.SCHEDULED_DEEP, False, 9, batches, {failed: 6}, 0.1
+    )
+    assert report.failed_batches == 2
