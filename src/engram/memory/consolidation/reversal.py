@@ -16,7 +16,7 @@ from uuid import UUID
 
 import structlog
 
-from engram.errors import ConsolidationConflict, NotFound
+from engram.errors import ConsolidationConflict, NotFound, TransientDatabaseError
 from engram.infra.db import Connection, DatabaseAdapter, Row
 from engram.infra.events import Event
 from engram.infra.sql import load_queries
@@ -100,8 +100,13 @@ class BatchDesk:
                 log.info("consolidation.released", source=str(record_id), retired=len(retired))
                 await self._gate.refresh_record_gauge()
                 return retired
+            refused = [o for o in outcomes if not o.written and o.skipped != Skip.SOURCE_CHANGED]
+            if refused:  # the Gate said no: planning again would hear the same answer
+                raise ConsolidationConflict(
+                    f"record {record_id}: the Gate refused the release ({refused[0].detail})"
+                )
             log.info("consolidation.release_retried", source=str(record_id), attempt=attempt)
-        raise ConsolidationConflict(f"record {record_id}: its summaries kept moving; not released")
+        raise StillMoving(f"record {record_id}: its summaries kept moving; not released yet")
 
     async def on_source_changed(self, event: Event) -> None:
         """Outbox subscriber: release what consumed a record an agent forgot or changed
@@ -109,7 +114,10 @@ class BatchDesk:
         self-healing repairs: a re-embedding, or a PII finding raising the access level)."""
         if event.payload.get("decision_type") in _NOT_CHANGES:
             return
-        await self.release(UUID(event.payload["record_id"]))
+        try:
+            await self.release(UUID(event.payload["record_id"]))
+        except StillMoving as exc:  # contention passes: the outbox delivers the event again
+            raise TransientDatabaseError(str(exc)) from exc
 
     async def rollback(self, batch_id: UUID, *, force: bool = False) -> RollbackReport:
         """Forget the batch's consolidated records and restore its sources to ``active``, in
@@ -189,6 +197,10 @@ class BatchDesk:
 
         await self._gate.evaluate_groups(groups, finish=finish)
         return RollbackReport(batch_id, tuple(retired), tuple(restored), tuple(untouched))
+
+
+class StillMoving(ConsolidationConflict):
+    """A release's summaries moved under it on every attempt; it may be tried again later."""
 
 
 class _MovedOn(ConsolidationConflict):
