@@ -30,6 +30,8 @@ def _forgotten(record_id: uuid.UUID) -> Event:
 
 
 async def test_summaries_that_kept_moving_make_the_outbox_deliver_the_event_again() -> None:
+    """A release that lost every attempt to moving summaries raises an infrastructure error,
+    the kind the outbox delivers again later; it was a business error, and the event was dropped."""
     record_id = uuid.uuid4()
     desk = _Desk(StillMoving("kept moving"))
     with pytest.raises(InfrastructureError, match="kept moving"):  # the outbox retries these
@@ -38,6 +40,7 @@ async def test_summaries_that_kept_moving_make_the_outbox_deliver_the_event_agai
 
 
 async def test_a_release_the_gate_refused_is_not_delivered_again() -> None:
+    """A refusal is an answer, not contention: it is not turned into a retryable error."""
     desk = _Desk(ConsolidationConflict("the Gate refused the release"))
     with pytest.raises(ConsolidationConflict) as raised:
         await desk.on_source_changed(_forgotten(uuid.uuid4()))
@@ -45,6 +48,7 @@ async def test_a_release_the_gate_refused_is_not_delivered_again() -> None:
 
 
 async def test_consolidations_own_status_changes_release_nothing() -> None:
+    """Consolidation's own status changes are not changes of content: release is not asked."""
     desk = _Desk(StillMoving("never asked"))
     event = _forgotten(uuid.uuid4())
     event.payload["decision_type"] = "consolidation"

@@ -10,11 +10,13 @@ from engram.memory.types import ConsolidationTrigger
 
 
 def test_a_summary_shows_counts_kept_in_a_nested_mapping() -> None:
+    """`jobs list` shows the skipped counts too (a partly failed pass said only batches=3)."""
     line = summary("succeeded", {"batches": 3, "skipped": {"failed": 4, "timed_out": 1}})
     assert line == "batches=3, skipped.failed=4, skipped.timed_out=1"
 
 
 def test_an_error_is_the_whole_summary_and_an_empty_detail_shows_the_outcome() -> None:
+    """A failed run's summary is its error; a run with no detail shows its outcome."""
     assert summary("failed", {"batches": 1, "error": "InfrastructureError: down"}) == (
         "InfrastructureError: down"
     )
@@ -27,6 +29,7 @@ def _batch(*, committed: bool, skipped: dict[str, int]) -> BatchReport:
 
 
 def test_a_pass_counts_the_batches_whose_transaction_failed_and_nothing_else() -> None:
+    """Timed-out batches and committed ones are not failures."""
     failed = SkipReason.FAILED.value
     batches = (
         _batch(committed=True, skipped={}),
