@@ -38,6 +38,12 @@ def test_a_pass_counts_the_batches_whose_transaction_failed_and_nothing_else() -
         _batch(committed=False, skipped={failed: 1}),
     )
     report = ConsolidationReport(
-        uuid.uuid4(), ConsolidationTrigger.SCHEDULED_DEEP, False, 9, batches, {failed: 6}, 0.1
+        run_id=uuid.uuid4(),
+        trigger=ConsolidationTrigger.SCHEDULED_DEEP,
+        dry_run=False,
+        candidates=9,
+        batches=batches,
+        skipped={failed: 6},
+        duration_seconds=0.1,
     )
     assert report.failed_batches == 2
