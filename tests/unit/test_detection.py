@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from engram.errors import ConfigurationError
+from engram.memory.conflict.cues import MAX_WORDS, statement_tokens
 from engram.memory.conflict.detection import ConflictDetector
 from engram.memory.conflict.features import FEATURES, change_language
 from engram.memory.conflict.lexicon import change_phrases
@@ -343,6 +345,9 @@ def test_a_version_is_named_as_one_and_a_decimal_amount_is_not() -> None:
     assert change_language(belief("Deploys use release 4.2."), belief("Deploys use release 4.3."))
     assert change_language(belief("We run Python 3.11."), belief("We run Python 3.12."))
     assert change_language(belief("The agent is 2.4.1."), belief("The agent is 2.5.0."))
+    assert change_language(belief("The web app targets v2.0."), belief("The web app targets v2.1."))
+    assert not change_language(belief("About 1.5 GB is free."), belief("About 2.5 GB is free."))
+    assert not change_language(belief("The grant is EUR 1.5m."), belief("The grant is EUR 3.4m."))
     assert not change_language(belief("The cap is 1.5 GB."), belief("The cap is 2.5 GB."))
     assert not change_language(
         belief("The dataset holds 1.2 million cells."),
@@ -361,3 +366,19 @@ def test_two_versions_with_other_values_are_two_facts_not_a_change() -> None:
         belief("Inspections follow the 2019 edition of the fire code."),
         belief("Inspections follow the 2025 edition of the fire code."),
     )
+
+
+def test_a_crafted_long_record_is_judged_in_bounded_time() -> None:
+    """One 'sentence' of 2,200 repeated words, and one record of 750 sentences: judging such a
+    pair took 57 s and 0.6 s (a write judges three); a claim is read as its first words and a
+    record as its first statements, so each takes well under a second here."""
+    detector = ConflictDetector()
+    long_sentence = ("Python 3.12\x00\ud800 " * 1100)[:15900]
+    many_sentences = ("Python 3.12 is here. " * 750)[:15900]
+    many_names = ("Server " + " ".join(f"Host{i} node-{i}x" for i in range(1500)))[:15900]
+    for text in (long_sentence, many_sentences, many_names):
+        started = time.perf_counter()
+        detector.judge(belief(text), belief(text.replace("1", "2")), 0.9)
+        detector.relation(belief(text), belief(f"{text} ok"), 0.99)
+        assert time.perf_counter() - started < 10.0
+    assert len(statement_tokens(long_sentence)) <= MAX_WORDS

@@ -28,6 +28,7 @@ NOT = "~not"  # the one token every negation word becomes; no stem can collide w
 MAX_SWAP = 3  # words an exclusive swap or an antonym may replace ("a managed Aurora cluster")
 SWAP_OVERLAP = 0.4  # shared words (Dice) the rest of the two statements must keep for a swap
 DETAIL_KEPT = 0.8  # share of the older statement's words a refinement keeps
+MAX_WORDS = 120  # words of one claim that are read (a claim is a sentence; see _statement)
 
 
 @functools.lru_cache(maxsize=65536)  # words recur endlessly; this runs for every word parsed
@@ -241,7 +242,9 @@ class _Statement:
 
 @functools.lru_cache(maxsize=8192)  # neighbours recur from write to write
 def _statement(text: str) -> _Statement:
-    words = _words(text)
+    # one claim is read as its first MAX_WORDS words: aligning two statements costs up to the
+    # cube of their length, and a 2,000-word "sentence" took a minute to judge
+    words = _words(text)[:MAX_WORDS]
     purpose = _PURPOSE.match(text)
     if purpose:
         verb: int | None = len(_words(purpose.group(0)))

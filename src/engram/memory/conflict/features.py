@@ -170,22 +170,41 @@ def change_language(old: MemoryRecord, new: MemoryRecord) -> bool:
 
 #: Bounded digit runs: a version is short, and int() of a huge run would raise. A dotted
 #: number is a version when it names one: after "v", "version", "release", "edition" or
-#: "build", after a capitalised name ("Python 3.12", "iOS 17.1"), or with two dots or more
-#: ("2.4.1"); "costs 1.5 GBP" and "1.2 million cells" are amounts. A year is a version too.
-_NUMBER = re.compile(r"\b(\d{1,9}(?:\.\d{1,9}){1,3}|(?:19|20)\d\d)\b")
-_MARKED = re.compile(r"(?:v|version|release|edition|build)\s*$", re.IGNORECASE)
-_NAMED = re.compile(r"\b[A-Z][A-Za-z0-9]*\s$")
+#: "build", after a capitalised name that does not open the sentence and is not a short code
+#: ("Python 3.12", "iOS 17.1", not "About 1.5 GB" or "EUR 1.5 million"), or with two dots or
+#: more ("2.4.1"); "costs 1.5 GBP" and "1.2 million cells" are amounts. A year is a version too.
+_NUMBER = re.compile(r"(?:\b|(?<=[vV]))(\d{1,9}(?:\.\d{1,9}){1,3}|(?:19|20)\d\d)\b")
+_MARKED = re.compile(r"\b(?:v|version|release|edition|build)\s*$", re.IGNORECASE)
+_NAMED = re.compile(r"(?<!\w)([A-Z][A-Za-z0-9]*)\s+$")
 _YEAR = re.compile(r"(?:19|20)\d\d")
+#: Characters before a number that are read to tell whether it names a version.
+_LOOK_BACK = 32
+
+
+def _named_before(text: str, start: int) -> bool:
+    """A capitalised name ends just before ``start``, not opening a sentence, not a code."""
+    low = max(0, start - _LOOK_BACK)
+    before = text[low:start]
+    found = _NAMED.search(before)
+    if found is None:
+        return False
+    word, head = found.group(1), before[: found.start(1)].rstrip()
+    opening = (low == 0 and not head) or head.endswith((".", "!", "?", ":", ";"))
+    return not opening and not (word.isupper() and len(word) <= 3)
 
 
 def _versions(text: str) -> dict[str, tuple[int, ...]]:
     """The versions ``text`` names, as written and as numbers."""
     found = {}
     for match in _NUMBER.finditer(text):
-        number = match.group(1)
-        before = text[max(0, match.start() - 24) : match.start()]
-        named = _MARKED.search(before) or _NAMED.search(before) or number.count(".") >= 2
-        if named or _YEAR.fullmatch(number):
+        number, start = match.group(1), match.start(1)
+        marked = _MARKED.search(text[max(0, start - _LOOK_BACK) : start])
+        if (
+            marked
+            or _named_before(text, start)
+            or number.count(".") >= 2
+            or _YEAR.fullmatch(number)
+        ):
             found[number] = tuple(int(p) for p in number.split("."))
     return found
 

@@ -25,6 +25,9 @@ _ABBREVIATIONS = frozenset(
 )  # fmt: skip
 #: Words a statement needs to stand on its own: shorter pieces stay with the sentence before.
 MIN_WORDS = 3
+#: Statements of a record compared claim by claim (a record is a few sentences; see
+#: :func:`facing_statements`).
+MAX_CLAIMS = 24
 
 
 @functools.lru_cache(maxsize=8192)  # neighbours recur from write to write
@@ -58,8 +61,10 @@ def facing_statements(
 ) -> list[tuple[str, str]] | None:
     """Each statement of the newer text with the older statement sharing the most words with
     it, where they share at least ``min_overlap`` (Dice over distinct words); None when both
-    texts are single statements (the pair itself is the only one)."""
-    old, new = statements(old_text), statements(new_text)
+    texts are single statements (the pair itself is the only one). Only the first
+    ``MAX_CLAIMS`` statements of each text are compared: every pair of them is weighed, and a
+    record of 750 sentences cost a write over a second."""
+    old, new = statements(old_text)[:MAX_CLAIMS], statements(new_text)[:MAX_CLAIMS]
     if len(old) == 1 and len(new) == 1:
         return None
     facing: list[tuple[str, str]] = []

@@ -76,6 +76,7 @@ class BatchDesk:
         agent forgot or corrected does not live on in a summary. Returns the records
         forgotten. Runs for every ``memory.forgotten`` and ``memory.updated`` event
         (:meth:`on_source_changed`)."""
+        refused: list[GroupOutcome] = []
         for attempt in range(1, RELEASE_ATTEMPTS + 1):
             rows = await self._db.fetch(SQL["batches_with_source"], [{"sources": [str(record_id)]}])
             groups: list[list[GateRequest]] = []
@@ -101,11 +102,11 @@ class BatchDesk:
                 await self._gate.refresh_record_gauge()
                 return retired
             refused = [o for o in outcomes if not o.written and o.skipped != Skip.SOURCE_CHANGED]
-            if refused:  # the Gate said no: planning again would hear the same answer
-                raise ConsolidationConflict(
-                    f"record {record_id}: the Gate refused the release ({refused[0].detail})"
-                )
             log.info("consolidation.release_retried", source=str(record_id), attempt=attempt)
+        if refused:  # refused on the last plan too (a record forgotten meanwhile reads as one)
+            raise ConsolidationConflict(
+                f"record {record_id}: the Gate refused the release ({refused[0].detail})"
+            )
         raise StillMoving(f"record {record_id}: its summaries kept moving; not released yet")
 
     async def on_source_changed(self, event: Event) -> None:
