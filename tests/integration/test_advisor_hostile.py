@@ -107,3 +107,25 @@ async def test_two_promotions_at_once_leave_exactly_one_active_model(kernel: Ker
         )
         assert 1 == sum(1 for r in statuses if r["status"] == "active")
         await kernel.advisor_models.rollback()
+
+
+async def test_a_crafted_long_write_beside_its_neighbours_is_decided_in_bounded_time(
+    kernel: Kernel,
+) -> None:
+    """Records near the content limit made of one endless 'sentence', or of hundreds of
+    sentences: each write is judged against close neighbours (conflicts, restatement) in
+    seconds, not minutes (one such pair took 57 s to judge)."""
+    texts = [
+        ("Python 3.12 release " * 800)[:15_900],
+        ("Python 3.12 is here. " * 750)[:15_900],
+        ("Server " + " ".join(f"Host{i} node-{i}x" for i in range(1500)))[:15_900],
+    ]
+    for text in texts:
+        first = await kernel.gate.evaluate(create(belief(text, source_agent=BOSS.agent_id), BOSS))
+        assert GateDecision.APPROVED == first.decision, first.reason
+        started = asyncio.get_running_loop().time()
+        second = await kernel.gate.evaluate(
+            create(belief(text.replace("1", "2"), source_agent=BOSS.agent_id), BOSS)
+        )
+        assert asyncio.get_running_loop().time() - started < 15.0
+        assert GateDecision.APPROVED == second.decision, second.reason
