@@ -181,15 +181,14 @@ _YEAR = re.compile(r"(?:19|20)\d\d")
 _LOOK_BACK = 32
 
 
-def _named_before(text: str, start: int) -> bool:
-    """A capitalised name ends just before ``start``, not opening a sentence, not a code."""
-    low = max(0, start - _LOOK_BACK)
-    before = text[low:start]
+def _named_before(before: str, *, at_start: bool) -> bool:
+    """A capitalised name ends ``before`` (the text just before a number), not opening a
+    sentence and not a short code; ``at_start``: ``before`` begins the text."""
     found = _NAMED.search(before)
     if found is None:
         return False
     word, head = found.group(1), before[: found.start(1)].rstrip()
-    opening = (low == 0 and not head) or head.endswith((".", "!", "?", ":", ";"))
+    opening = (at_start and not head) or head.endswith((".", "!", "?", ":", ";"))
     return not opening and not (word.isupper() and len(word) <= 3)
 
 
@@ -198,10 +197,11 @@ def _versions(text: str) -> dict[str, tuple[int, ...]]:
     found = {}
     for match in _NUMBER.finditer(text):
         number, start = match.group(1), match.start(1)
-        marked = _MARKED.search(text[max(0, start - _LOOK_BACK) : start])
+        low = max(0, start - _LOOK_BACK)
+        before = text[low:start]
         if (
-            marked
-            or _named_before(text, start)
+            _MARKED.search(before)
+            or _named_before(before, at_start=low == 0)
             or number.count(".") >= 2
             or _YEAR.fullmatch(number)
         ):
