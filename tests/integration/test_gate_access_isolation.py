@@ -97,10 +97,17 @@ async def test_reposting_a_sensitive_records_content_stores_the_callers_own_copy
 async def test_the_trusted_writer_repeating_its_sensitive_record_still_reinforces_it(
     kernel: Kernel,
 ) -> None:
-    """A caller that may read the sensitive record gets the usual duplicate answer."""
+    """A caller that may read the sensitive record gets the usual duplicate answer when it
+    repeats it at that level; at a lower level the copy is a record of its own, which that
+    level's readers may find (ADR-008, amended 2026-11-27)."""
     hidden = await _sensitive(kernel, SECRET)
-    result = await _approved(kernel, create(belief(SECRET, source_agent=BOSS.agent_id), BOSS))
+    again = belief(SECRET, source_agent=BOSS.agent_id, access_level=AccessLevel.SENSITIVE)
+    result = await _approved(kernel, create(again, BOSS))
     assert ("reinforced", hidden) == (result.outcome.value, result.record_id)
+    assert 2 == await _repetitions(kernel, hidden)
+    lower = await _approved(kernel, create(belief(SECRET, source_agent=BOSS.agent_id), BOSS))
+    assert "created" == lower.outcome.value
+    assert lower.record_id != hidden
     assert 2 == await _repetitions(kernel, hidden)
 
 

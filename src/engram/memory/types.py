@@ -304,6 +304,15 @@ def readable_levels(caller: CallerIdentity | None) -> list[str]:
     return [level.value for level in AccessLevel if ceiling.allows(level)]
 
 
+def weighed_levels(caller: CallerIdentity | None, level: AccessLevel) -> list[str]:
+    """Access levels of the records a proposal stored at ``level`` is weighed against (its
+    neighbours, duplicates and cited evidence): those the caller may read that every reader
+    of the proposal may read too. A record above the proposal's level would otherwise decide
+    what its readers get (a write swallowed as its duplicate, a record challenged, an
+    importance, an evidence id) on grounds they may not see (ADR-008)."""
+    return [name for name in readable_levels(caller) if level.allows(AccessLevel(name))]
+
+
 def can_read(caller: CallerIdentity, record: MemoryRecord) -> bool:
     """True when ``caller`` may read ``record`` (otherwise the record is absent for it)."""
     return caller.max_read_level.allows(record.access_level)

@@ -128,9 +128,9 @@ def search_view(result: SearchResult) -> dict[str, Any]:
 
 
 class FeedbackView(BaseModel):
-    """A stored rating."""
+    """A stored rating. Its row id is not shown: a global sequence would count the ratings of
+    every agent, those of records the caller may not read included."""
 
-    id: int
     record_id: UUID
     version_id: UUID
     useful: bool
@@ -141,7 +141,6 @@ class FeedbackView(BaseModel):
 def feedback_view(receipt: FeedbackReceipt) -> dict[str, Any]:
     """A stored usefulness rating."""
     return {
-        "id": receipt.id,
         "record_id": str(receipt.record_id),
         "version_id": str(receipt.version_id),
         "useful": receipt.useful,

@@ -133,9 +133,10 @@ class SearchResult:
 
 @dataclass(frozen=True, slots=True)
 class FeedbackReceipt:
-    """A stored rating."""
+    """A stored rating. The row's id is not part of it: one sequence numbers every agent's
+    ratings, so the gap between two of a caller's ids would count ratings of records it may
+    not read."""
 
-    id: int
     record_id: UUID
     version_id: UUID
     useful: bool
@@ -493,4 +494,4 @@ class Retrieval:
         if useful:
             self._temporal.note_reads([head])
         log.info("retrieval.feedback", agent_id=caller.agent_id, useful=useful, signal=signal)
-        return FeedbackReceipt(row["id"], record_id, head.id, useful, signal, row["created_at"])
+        return FeedbackReceipt(record_id, head.id, useful, signal, row["created_at"])

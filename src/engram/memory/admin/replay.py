@@ -64,6 +64,7 @@ from engram.memory.types import (
     TrustLevel,
     can_read,
     readable_levels,
+    weighed_levels,
 )
 
 SQL = load_queries("engram.memory.admin", "replay.sql", shared=store.FRAGMENTS)
@@ -235,16 +236,18 @@ class AuditReplayer:
             if head is not None and not can_read(request.caller_identity, head):
                 head = None  # absent for this caller, as the Gate treats it
         missing: list[str] = []
+        above: list[str] = []
         if request.action is not GateAction.FORGET and record.evidence_links:
-            rows = await self._db.fetch(
-                SQL["replay_evidence_as_of"],
-                list(record.evidence_links),
-                at,
-                decision_id,
-                readable_levels(request.caller_identity),
-            )
-            known = {r["ref"] for r in rows}
-            missing = [str(ref) for ref in record.evidence_links if ref not in known]
+            refs = list(record.evidence_links)
+            caller = request.caller_identity
+            weighed = weighed_levels(caller, record.access_level)
+            known = await self._evidence_as_of(refs, at, decision_id, weighed)
+            if len(known) < len(refs):  # as the Gate tells absent from above the level
+                readable = await self._evidence_as_of(
+                    refs, at, decision_id, readable_levels(caller)
+                )
+                above = [str(r) for r in refs if r in readable and r not in known]
+            missing = [str(r) for r in refs if r not in known and str(r) not in above]
         caller = request.caller_identity
         tier_rate = policy.writes_per_minute.get(caller.trust_level)
         if caller.writes_per_minute is None and tier_rate is not None:
@@ -253,6 +256,7 @@ class AuditReplayer:
             request,
             head=head,
             missing_evidence=missing,
+            evidence_above=above,
             limiter=limiter,
             caller=caller,
             declarative_types=policy.declarative_types,
@@ -267,6 +271,14 @@ class AuditReplayer:
             request, layer1, head=head, at=at, decision_id=decision_id, advisor=advisor
         )
         return replayed_verdict(layer1, GateDecision.APPROVED, advice.rationale, advice)
+
+    async def _evidence_as_of(
+        self, refs: list[UUID], at: datetime, decision_id: UUID, levels: list[str]
+    ) -> set[UUID]:
+        """The cited ids that resolved just before ``at`` to a record whose head then had
+        one of ``levels`` (as ``store.resolve_evidence`` resolves them in the Gate)."""
+        rows = await self._db.fetch(SQL["replay_evidence_as_of"], refs, at, decision_id, levels)
+        return {r["ref"] for r in rows}
 
     async def _advise(
         self,

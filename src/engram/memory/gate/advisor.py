@@ -120,8 +120,13 @@ class AdvisorContext:
     caller: CallerIdentity
     head: MemoryRecord | None = None
     exact_duplicate: Neighbour | None = None
+    #: Neighbours every reader of the proposal may read (at or below its level): the only
+    #: ones its duplicate, restatement, merge, importance and routing are decided by.
     neighbours: tuple[Neighbour, ...] = ()
     embedded: bool = True
+    #: Neighbours the caller may read above the proposal's level: looked at for conflicts
+    #: only, whose resolution may change them but never the proposal (ADR-008).
+    above: tuple[Neighbour, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,11 +246,12 @@ class HeuristicAdvisor:
         closest = max((n.similarity for n in context.neighbours), default=0.0)
         score = importance(record, confidence, closest)
         others = [n for n in context.neighbours if n.record.record_id != record.record_id]
+        judged = others + [n for n in context.above if n.record.record_id != record.record_id]
         conflicts = tuple(
             await self._resolver.detect(
                 record,
-                [n.record for n in others],
-                similarities={n.record.id: n.similarity for n in others},
+                [n.record for n in judged],
+                similarities={n.record.id: n.similarity for n in judged},
             )
         )
         related = sum(1 for n in others if n.similarity >= policy.related)

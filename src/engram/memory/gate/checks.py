@@ -74,6 +74,7 @@ class Layer1Input:
     expected_version: int | None
     head: MemoryRecord | None
     missing_evidence: Sequence[str] = ()
+    evidence_above: Sequence[str] = ()
     status: MemoryStatus | None = None
 
 
@@ -156,6 +157,11 @@ def check_schema(request: Layer1Input) -> CheckResult:
                 )
             problems.extend(validate_record(request.record))
     problems.extend(f"evidence_links: no record {ref}" for ref in request.missing_evidence)
+    problems.extend(
+        f"evidence_links: record {ref} is above this record's access level "
+        f"({request.record.access_level.value}): its readers could not read it"
+        for ref in request.evidence_above
+    )
     if request.status is not None and request.decision_type is GateDecisionType.EXTERNAL:
         problems.append("status: only internal origins set the status of a version")
     if problems:

@@ -68,11 +68,14 @@ def screen(
     head: MemoryRecord | None,
     missing_evidence: Sequence[str],
     limiter: Limiter,
+    evidence_above: Sequence[str] = (),
     caller: CallerIdentity | None = None,
     declarative_types: frozenset[MemoryType] = DECLARATIVE_TYPES,
 ) -> Screening:
     """Layer 1, then the expected version against ``head`` (the record as the caller may see
-    it: None when absent or hidden). ``caller`` overrides the request's (replay fills in a
+    it: None when absent or hidden). ``missing_evidence`` are cited ids the caller may not
+    read or that name nothing, ``evidence_above`` cited ids of records above the proposal's
+    own access level (ADR-008). ``caller`` overrides the request's (replay fills in a
     tier's rate); ``declarative_types`` another policy's (replay only)."""
     layer1 = run_layer1(
         Layer1Input(
@@ -83,6 +86,7 @@ def screen(
             expected_version=request.expected_version,
             head=head,
             missing_evidence=() if request.action is GateAction.FORGET else missing_evidence,
+            evidence_above=() if request.action is GateAction.FORGET else evidence_above,
             status=request.status,
         ),
         limiter,
@@ -109,14 +113,22 @@ async def advise(
     advisor: GateAdvisor,
 ) -> AdvisorDecision:
     """Layer 2's advice on the record as Layer 1 left it. An UPDATE is measured against its
-    own record, never against duplicates, so ``exact`` counts for a CREATE only."""
+    own record, never against duplicates, so ``exact`` counts for a CREATE only.
+
+    What the proposal's readers get is decided only by records they may read too: a
+    neighbour above the proposal's level (after PII screening) is looked at for conflicts
+    alone, and an exact duplicate above it is no duplicate (ADR-008, amended 2026-11-27)."""
+    level = layer1.record.access_level
+    if exact is not None and not level.allows(exact.record.access_level):
+        exact = None
     context = AdvisorContext(
         action=request.action,
         decision_type=request.decision_type,
         caller=request.caller_identity,
         head=head,
         exact_duplicate=exact if request.action is GateAction.CREATE else None,
-        neighbours=tuple(nearest),
+        neighbours=tuple(n for n in nearest if level.allows(n.record.access_level)),
         embedded=embedded,
+        above=tuple(n for n in nearest if not level.allows(n.record.access_level)),
     )
     return await advisor.advise(layer1.record, context)

@@ -50,6 +50,7 @@ from engram.memory.types import (
     Neighbour,
     can_read,
     readable_levels,
+    weighed_levels,
 )
 from engram.observability.metrics import EngramMetrics
 
@@ -227,13 +228,23 @@ class LibrarianGate:
             if head is not None and not can_read(caller, head):
                 head = None  # absent for this caller: answered as for an unknown id
         evidence: Mapping[UUID, UUID] = {}
+        above: list[str] = []
         if record.evidence_links:
+            refs = list(record.evidence_links)
             evidence = await store.resolve_evidence(
-                self._db, list(record.evidence_links), levels=readable_levels(caller)
+                self._db, refs, levels=weighed_levels(caller, record.access_level)
             )
+            if len(evidence) < len(refs):  # absent, or above the record's own level?
+                readable = await store.resolve_evidence(
+                    self._db, refs, levels=readable_levels(caller)
+                )
+                above = [str(r) for r in refs if r in readable and r not in evidence]
         missing = [str(ref) for ref in record.evidence_links if ref not in evidence]
+        missing = [ref for ref in missing if ref not in above]
         limiter = await settle(self._limiter, request.caller_identity, request.decision_type)
-        screening = screen(request, head=head, missing_evidence=missing, limiter=limiter)
+        screening = screen(
+            request, head=head, missing_evidence=missing, evidence_above=above, limiter=limiter
+        )
         layer1 = screening.layer1
         self._signals.layer1(decision_id, request, layer1)
         if screening.verdict is GateDecision.REJECTED:
@@ -388,6 +399,7 @@ class LibrarianGate:
                 (n.record.id, n.similarity)
                 for n in nearest
                 if n.similarity >= RELATED
+                and record.access_level.allows(n.record.access_level)
                 and n.record.record_id != record.record_id
                 and (target is None or n.record.record_id != target.record_id)
             ),

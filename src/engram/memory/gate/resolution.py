@@ -118,14 +118,27 @@ def plan_resolution(
     if decision_type is not GateDecisionType.EXTERNAL:
         # Internal writers may change any record, but not on grounds hidden from its readers.
         if older.access_level.allows(newer.access_level):
-            return Resolution(wanted)
+            return Resolution(_shown_to_newer(wanted, older=older, newer=newer))
         writer = RESOLVER
     denial = resolution_denial(writer, older, standing=standing, newer=newer)
-    may_change_newer = write_denial(writer, newer, existing=newer) is None
+    # The newer record is restated only on grounds its own readers may read (ADR-008).
+    may_change_newer = write_denial(
+        writer, newer, existing=newer
+    ) is None and newer.access_level.allows(older.access_level)
     if denial is None:
         steps = tuple(s for s in wanted if s is not Step.CHALLENGE_NEWER or may_change_newer)
         return Resolution(steps)
     return Resolution((Step.CHALLENGE_NEWER,) if may_change_newer else (), escalated=denial)
+
+
+def _shown_to_newer(
+    steps: tuple[Step, ...], *, older: MemoryRecord, newer: MemoryRecord
+) -> tuple[Step, ...]:
+    """``steps`` without challenging the newer record when its readers may not read the
+    older one: they would see it change on grounds they may not read (ADR-008)."""
+    if newer.access_level.allows(older.access_level):
+        return steps
+    return tuple(s for s in steps if s is not Step.CHALLENGE_NEWER)
 
 
 @dataclass(frozen=True, slots=True)

@@ -197,12 +197,14 @@ class TemporalEngine:
         """Every version of a record, oldest first (history of forgotten records included).
         ``record_id`` may also be the id of one of its versions (what ``evidence_links`` of a
         consolidated record cite), so a reader can walk from a summary to its sources."""
+        levels = set(readable_levels(caller))
         chain = await store.version_chain(self._db, record_id)
         if not chain:
             version = await store.version_by_id(self._db, record_id)
+            if version is not None and version.access_level.value not in levels:
+                return []  # a version the caller may not read names nothing for it
             if version is not None:
                 chain = await store.version_chain(self._db, version.record_id)
-        levels = set(readable_levels(caller))
         if chain and chain[-1].access_level.value not in levels:
             return []
         visible = [version for version in chain if version.access_level.value in levels]

@@ -113,4 +113,4 @@ WHERE m.id = ANY($2::uuid[]) AND m.access_level = ANY($3::text[])
 -- name: insert_feedback
 INSERT INTO memory_feedback (record_id, version_id, agent_id, useful, signal)
 VALUES ($1, $2, $3, $4, $5)
-RETURNING id, created_at
+RETURNING created_at
