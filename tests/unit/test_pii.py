@@ -16,7 +16,10 @@ from engram.memory.gate import pii
 from engram.memory.gate.pii import DETECTOR, DETECTOR_VERSION, PiiFinding, PiiKind, scan
 from engram.observability.metrics import PII_DETECTORS
 
-CORPUS = Path(__file__).resolve().parents[1] / "data" / "pii_corpus.tsv"
+DATA = Path(__file__).resolve().parents[1] / "data"
+#: The corpus the detectors were written against: the first one and the two dev writers'
+#: files (tests/data/pii/README.md). The test writers' files are read by benchmarks only.
+CORPUS = (DATA / "pii_corpus.tsv", DATA / "pii" / "dev_l.tsv", DATA / "pii" / "dev_n.tsv")
 
 # Vendor tokens are assembled here rather than written whole, so that secret scanners do not
 # take this file for a leak. Each is well formed and random-looking, and revokes nothing.
@@ -28,6 +31,9 @@ SLACK_HOOK = (
 STRIPE_LIVE = "sk_" + "live_" + "4fHk29XmQpL7vRt2ZwYb8NcJ"
 AWS_KEY_ID = "AKIA" + "Z7Q2X4V6B8N0M3K5"
 AWS_SECRET = "wK8s2Lq9" + "Zp4Xv7Rt1Nb6Hj3Mf0Ce5Y" + "+/Ga2Ui8Po"
+OPENAI_KEY = "sk-" + "proj-" + "Qm2Lp7Rt3Vw8Zc1Nb5Hj6Kf0Gs4Xy8Tq"
+GOOGLE_KEY = "AIza" + "SyD4mQ7xLp3RtV8wZc1Nb5Hj6Kf0Gs4Xy8T"
+GITLAB_PAT = "glpat-" + "Xk29fLm3Qp7RtV8wZc1N"
 
 
 def _b64url(data: dict[str, object]) -> str:
@@ -52,7 +58,8 @@ def _spans(text: str) -> list[tuple[PiiKind, str]]:
 
 def _load_corpus() -> list[tuple[frozenset[PiiKind], str]]:
     cases: list[tuple[frozenset[PiiKind], str]] = []
-    for line in CORPUS.read_text(encoding="utf-8").splitlines():
+    lines = [line for path in CORPUS for line in path.read_text(encoding="utf-8").splitlines()]
+    for line in lines:
         if not line.strip() or line.startswith("#"):
             continue
         label, _, text = line.partition("\t")
@@ -98,6 +105,29 @@ POSITIVES = [
     (PiiKind.SECRET_ASSIGNMENT, 'DB_PASSWORD="{v}"', "Tr0ub4dor&3"),
     (PiiKind.SECRET_ASSIGNMENT, "Remember the staging password is {v}.", "Pl4tform!Stg"),
     (PiiKind.SECRET_ASSIGNMENT, "Authorization: Basic {v}", "YWRtaW46czNjcjN0UGFzcw=="),
+    # Kinds and rules added from the dev writers' misses (tests/data/pii/README.md); these
+    # examples are written here, not taken from any labelled file.
+    (PiiKind.NATIONAL_ID, "Passport no. {v} is on the visa form.", "X7731925"),
+    (PiiKind.NATIONAL_ID, "Her driving licence number is {v}.", "MORGA753116SM9IJ"),
+    (PiiKind.NATIONAL_ID, "PESEL {v} belongs to the new hire.", "88031401009"),
+    (PiiKind.NATIONAL_ID, "The refund form lists {v}.", "382.519.460-42"),
+    (PiiKind.NATIONAL_ID, "Her registration record shows {v}.", "790921-1123403"),
+    (PiiKind.NATIONAL_ID, "Swiss AHV {v} on the payslip.", "756.3047.5009.00"),
+    (PiiKind.NATIONAL_ID, "The export held {v} in the pnr column.", "19820411-3008"),
+    (PiiKind.NATIONAL_ID, "Singapore NRIC {v} for the access card.", "S1000000I"),
+    (PiiKind.BANK_ACCOUNT, "Bank details for the payout: account number {v}.", "40219988"),
+    (PiiKind.BANK_ACCOUNT, "Refund it to {v} please.", "12-3140-0171008-00"),
+    (PiiKind.BANK_ACCOUNT, "ACH routing {v} for the vendor.", "021000212"),
+    (PiiKind.API_KEY, "Summaries call OpenAI with {v}.", OPENAI_KEY),
+    (PiiKind.API_KEY, "Maps use {v} on the site.", GOOGLE_KEY),
+    (PiiKind.API_KEY, "GitLab mirror token {v}.", GITLAB_PAT),
+    (PiiKind.PHONE, "WhatsApp me at {v} when you land.", "6421 903 4471"),
+    (PiiKind.PHONE, "Sipho, the driver: {v}.", "082 555 0143"),
+    (PiiKind.PHONE, "ALERT_SMS_TO={v}", "+46701234567"),
+    (PiiKind.IBAN, "Refund to {v} please.", "gb82west12345698765432"),
+    (PiiKind.SECRET_ASSIGNMENT, "The wifi password {v} is on the fridge.", "Wq7!mZ2pLr"),
+    (PiiKind.SECRET_ASSIGNMENT, "The router password got changed to {v} today.", "Hq4$rT9wLx"),
+    (PiiKind.SECRET_ASSIGNMENT, '<add key="PaymentsApiSecret" value="{v}" />', "Jq8Lm2Xv7R3Zp9W"),
 ]
 
 NEGATIVES = [
@@ -133,6 +163,19 @@ NEGATIVES = [
     "password_policy: minimum 12 characters, one digit, one symbol.",
     "K8s secret data: password: cGFzc3dvcmQ= (base64 of the word password)",
     "The API key is rotated every 90 days by the platform team.",
+    "The AWS account 123456789012 hosts staging; billing goes through the bank.",
+    "Passport photos are taken on floor 2 next to the bank.",
+    "Account opened on 2024-05-01 at the bank branch.",
+    "Booking ref K7QX2M for the flight; passport check at gate 12.",
+    "Keys start with sk- followed by random characters.",
+    "Maps keys are AIza followed by 35 characters.",
+    "Set HF_TOKEN=hf_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx in CI.",
+    "Passport renewal costs 75 EUR and takes 6 weeks.",
+    "The driver's licence test is on 12 March 2026.",
+    "Order 0612345678 was shipped to the branch.",
+    "Customer account 00918273 was merged in the CRM; refund pending.",
+    "Call rotation starts 2024-07-01; dial-in 8812 4471.",
+    "Tracking 1Z999AA10123456784 for the parcel to the bank.",
 ]
 
 
@@ -249,11 +292,12 @@ def test_scan_never_fails_and_spans_stay_in_bounds(text: str) -> None:
 
 
 def test_corpus_has_the_agreed_shape() -> None:
-    """The corpus has 300+ cases, 8+ positives per kind, and a large share of hard negatives."""
+    """The corpus has 1,000+ cases, 8+ positives per kind, and a large share of hard
+    negatives."""
     cases = _load_corpus()
     positives_per_kind = {kind: sum(kind in kinds for kinds, _ in cases) for kind in PiiKind}
     negatives = sum(not kinds for kinds, _ in cases)
-    assert 300 <= len(cases)
+    assert 1000 <= len(cases)
     assert dict.fromkeys(PiiKind, True) == {k: n >= 8 for k, n in positives_per_kind.items()}
     assert 0.35 <= negatives / len(cases) <= 0.55
 

@@ -305,11 +305,9 @@ def readable_levels(caller: CallerIdentity | None) -> list[str]:
 
 
 def weighed_levels(caller: CallerIdentity | None, level: AccessLevel) -> list[str]:
-    """Access levels of the records a proposal stored at ``level`` is weighed against (its
-    neighbours, duplicates and cited evidence): those the caller may read that every reader
-    of the proposal may read too. A record above the proposal's level would otherwise decide
-    what its readers get (a write swallowed as its duplicate, a record challenged, an
-    importance, an evidence id) on grounds they may not see (ADR-008)."""
+    """Access levels of the records a proposal stored at ``level`` may cite as evidence:
+    those the caller may read that every reader of the proposal may read too (a citation of
+    a record above it would show its readers an id they may not read; ADR-008)."""
     return [name for name in readable_levels(caller) if level.allows(AccessLevel(name))]
 
 

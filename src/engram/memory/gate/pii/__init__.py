@@ -33,7 +33,19 @@ What it detects
   only: 13-digit Visa is retired, and EAN-13 barcodes starting with 4 look the same. A grouped
   run that continues an IBAN-like group before it (``DE89 3704 ...``) is not a card.
 * ``iban``: country code, check digits and BBAN, accepted by ``stdnum.iban`` (country length
-  and format, mod 97).
+  and format, mod 97), in upper or lower case, its groups apart by up to two spaces.
+* ``bank_account`` (``accounts``): an account number after an account word in a text about
+  banking, a US routing number (checked), a UK sort code, an Australian BSB or a Canadian
+  transit number after its name, and New Zealand and Norwegian account layouts by their
+  check digits.
+* more ``national_id`` (``documents``): a number after the name of an identity document or
+  a local id (passport, driving licence, identity card, PESEL, personnummer, CPF, CURP, RRN,
+  NRIC, IRD, TFN, NHS, PPS, AHV, ...), checked where that id has a check digit, and a dozen
+  countries' layouts that a check digit makes distinctive (Korean RRN, Brazilian CPF, Swedish
+  personnummer, Swiss AHV, Belgian national number, ...) with no keyword.
+* ``api_key`` (``vendors``): keys and tokens of some forty services by their documented
+  prefix and shape (OpenAI, Anthropic, Google, GitLab, SendGrid, Twilio, npm, PyPI, Hugging
+  Face, Vault, Azure storage, ...), the random part checked for length and entropy.
 * ``aws_access_key_id``: ``AKIA``/``ASIA``/... followed by 16 upper-case letters and digits.
 * ``aws_secret_access_key``: 40 base64 characters, only when an AWS secret keyword comes up to
   100 characters before them (``aws_secret_access_key=``, ``AWS secret``,
@@ -96,10 +108,16 @@ hard negatives.
 
 Known limits
 ------------
-* IBANs in lower case, Corsican NIRs (``2A``/``2B``), and national ids or phone numbers glued
-  to other digits by a space (``SIN 046 454 286 2024``) are missed.
-* A phone number in national format needs a phone word somewhere in the text, and a region
-  from ``_NATIONAL_REGIONS`` (in ``contact``).
+* Corsican NIRs (``2A``/``2B``), and national ids or phone numbers glued to other digits by
+  a space (``SIN 046 454 286 2024``) are missed.
+* A phone number in national format needs a phone word (a whole word) somewhere in the
+  text and a region from ``_NATIONAL_REGIONS`` (in ``contact``), unless it is a mobile number
+  of nine digits or more with its trunk 0. A number written with ``+`` and a country code
+  counts when its length is possible for that country, assigned or not.
+* A passport or licence number is recognised only after its document's name, by shape: a
+  reference of the same shape just after the word (``passport check AB12CD34``) is flagged.
+* Measured on text by writers the rules were never shown (``benchmarks/pii_eval.py --half
+  test``, tests/data/pii/README.md).
 * Cost grows with the number of digit runs, since each run goes to the phone matcher. A
   record with no digits scans in tens of microseconds. A 2,000-character record that is all
   digit soup (``1 1 1 ...``) takes 10 to 15 ms.
@@ -111,8 +129,11 @@ Layout
 * ``heuristics``: entropy, character classes, the placeholder test and keyword windows.
 * ``contact``: ``email``, ``phone``.
 * ``identifiers``: ``payment_card``, ``iban``, ``us_ssn``, ``national_id``.
+* ``documents``: ``national_id`` named by its document, and distinctive national layouts.
+* ``accounts``: ``bank_account``.
 * ``credentials``: ``url_password``, ``private_key``, ``jwt`` and the AWS, GitHub, Slack and
   Stripe tokens.
+* ``vendors``: ``api_key``.
 * ``assignments``: ``secret_assignment``.
 * this module: the order the detectors run in, the priorities that resolve overlapping spans,
   and :func:`scan`.
@@ -135,6 +156,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+from engram.memory.gate.pii.accounts import find_bank_accounts
 from engram.memory.gate.pii.assignments import find_assignments
 from engram.memory.gate.pii.contact import find_emails, find_phones
 from engram.memory.gate.pii.credentials import (
@@ -146,15 +168,17 @@ from engram.memory.gate.pii.credentials import (
     find_stripe,
     find_url_passwords,
 )
+from engram.memory.gate.pii.documents import find_documents
 from engram.memory.gate.pii.findings import PiiFinding, PiiKind, Span, Text
 from engram.memory.gate.pii.identifiers import find_cards, find_ibans, find_national_ids, find_ssns
+from engram.memory.gate.pii.vendors import find_api_keys
 
 __all__ = ["DETECTOR", "DETECTOR_VERSION", "PiiFinding", "PiiKind", "scan"]
 
 DETECTOR = "regex"
 """Label of this detector in the ``engram_pii_flags_total`` metric."""
 
-DETECTOR_VERSION = "regex@1"
+DETECTOR_VERSION = "regex@2"
 """Bumped whenever a rule changes what is flagged; recorded with quarantine decisions."""
 
 
@@ -167,10 +191,12 @@ _PRIORITY: dict[PiiKind, int] = {
     PiiKind.GITHUB_TOKEN: 85,
     PiiKind.SLACK_TOKEN: 85,
     PiiKind.STRIPE_KEY: 85,
+    PiiKind.API_KEY: 85,
     PiiKind.URL_PASSWORD: 80,
     PiiKind.SECRET_ASSIGNMENT: 60,
     PiiKind.PAYMENT_CARD: 55,
     PiiKind.IBAN: 55,
+    PiiKind.BANK_ACCOUNT: 48,
     PiiKind.US_SSN: 50,
     PiiKind.NATIONAL_ID: 45,
     PiiKind.EMAIL: 40,
@@ -185,12 +211,15 @@ _DETECTORS: tuple[Callable[[Text], Iterator[Span]], ...] = (
     find_github,
     find_slack,
     find_stripe,
+    find_api_keys,
     find_url_passwords,
     find_assignments,
     find_cards,
     find_ibans,
+    find_bank_accounts,
     find_ssns,
     find_national_ids,
+    find_documents,
     find_emails,
 )
 

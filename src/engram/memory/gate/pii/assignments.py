@@ -22,9 +22,17 @@ _ASSIGNMENT = re.compile(
     r"(?P<key>(?:[A-Za-z]{2,12} )?[\w.\-]{0,40}?"
     r"(?i:key|secret|token|pass|pwd|pw|credentials?|creds)[\w.\-]{0,40})"
     r"(?:(?P<gap>[ \t]+(?:for|of|on|at|to|in)[ \t][^.\n:=;,\"'`]{1,40}?)?"
-    r"[\"']?(?:[ \t]{0,3}(?::=|=>|=|:)[ \t]{0,3}|[ \t]+(?:is|was)[ \t]+)|[\"']?(?P<loose>[ \t]+))"
+    r"[\"']?(?:[ \t]{0,3}(?::=|=>|=|:)[ \t]{0,3}|[ \t]+(?:is|was)(?:[ \t]+now)?[ \t]+"
+    r"|[ \t]+(?:(?:got|was|has been|is)[ \t]+)?(?:reset|changed|set|updated|rotated)[ \t]+to[ \t]+)"
+    r"|[\"']?(?P<loose>[ \t]+))"
     r"(?:\"(?P<dq>[^\"\n]{1,512})\"|'(?P<sq>[^'\n]{1,512})'|`(?P<bq>[^`\n]{1,512})`"
     r"|(?P<bare>[^\s\"'`,;&(){}\[\]<>]{1,512}))"
+)
+# A name and its value given as two attributes or fields: <add key="ApiSecret" value="…" />,
+# {"name": "DB_PASSWORD", "value": "…"} (Kubernetes env, .NET appSettings).
+_KEY_VALUE = re.compile(
+    r"[\"']?(?:key|name)[\"']?\s*[=:]\s*[\"'](?P<name>[\w.\-]{1,60})[\"']\s*,?\s*"
+    r"[\"']?value[\"']?\s*[=:]\s*[\"'](?P<v>[^\"'\n]{1,512})[\"']"
 )
 _AUTH_HEADER = re.compile(r"(?<![\w\-])(?:[Bb]earer|Basic)[ \t]+(?P<v>[A-Za-z0-9._~+/\-]{12,}=*)")
 _IDENT_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
@@ -94,6 +102,8 @@ def _secret_value_ok(value: str, key_class: str, next_char: str, *, bare: bool) 
         return False
     if _decodes_to_placeholder(value):
         return False
+    if key_class == "loose password":  # "password &HtB6a6vh3K9i!2", passphrase "8rEf…"
+        return len(value) >= 8 and char_classes(value) >= 3 and entropy(value) >= 3.0
     if key_class == "loose":  # name and value separated by a space only: "api key 4f9b..."
         return (
             len(value) >= 20
@@ -164,7 +174,7 @@ def find_assignments(t: Text) -> Iterator[Span]:
         value = m.group(group)
         start = m.start(group)
         if m.group("loose") is not None:
-            key_class = "loose"
+            key_class = "loose password" if key_class == "password" else "loose"
         if group == "bare":
             value = value.rstrip(".,:;")
         else:
@@ -176,8 +186,19 @@ def find_assignments(t: Text) -> Iterator[Span]:
         if _secret_value_ok(value, key_class, next_char, bare=group == "bare"):
             claimed = end
             yield PiiKind.SECRET_ASSIGNMENT, start, end
+    yield from _key_value_pairs(t)
     if "bearer" not in t.lower and "basic" not in t.lower:
         return
     for m in _AUTH_HEADER.finditer(text):
         if _secret_value_ok(m.group("v"), "secret", "", bare=False):
+            yield PiiKind.SECRET_ASSIGNMENT, m.start("v"), m.end("v")
+
+
+def _key_value_pairs(t: Text) -> Iterator[Span]:
+    """Values of secret names given as two fields: ``key="ApiSecret" value="…"``."""
+    if "value" not in t.lower:
+        return
+    for m in _KEY_VALUE.finditer(t.raw):
+        key_class = _key_class(m.group("name"))
+        if key_class and _secret_value_ok(m.group("v"), key_class, "", bare=False):
             yield PiiKind.SECRET_ASSIGNMENT, m.start("v"), m.end("v")

@@ -44,25 +44,51 @@ _NOT_PHONE_LABEL = re.compile(
 _GLUE = frozenset("-_/#.@=\\")
 _PHONE_WORDS = (
     "phone", "tel", "mobile", "cell", "call", "fax", "whatsapp", "signal", "landline", "handy",
-    "portable", "ring", "text", "sms", "dial", "contact",
+    "portable", "ring", "text", "sms", "dial", "contact", "kakao", "wechat", "viber",
+    "telegram", "imessage", "facetime", "voicemail", "hotline", "helpline", "reach me",
+    "reach her", "reach him", "reach them",
 )  # fmt: skip
-# Regions tried for a number in national format (trunk prefix 0) near a phone keyword.
-_NATIONAL_REGIONS = ("GB", "DE", "FR", "IT", "NL", "BE", "AT", "CH", "IE", "AU", "IN", "JP", "BR")
+# Regions tried for a number in national format near a phone keyword (trunk prefix 0, or a
+# national number without one, as Indian and Chinese mobiles are written).
+_NATIONAL_REGIONS = (
+    "GB", "DE", "FR", "IT", "NL", "BE", "AT", "CH", "IE", "AU", "IN", "JP", "BR", "ES", "PT",
+    "PL", "SE", "NO", "DK", "FI", "NZ", "ZA", "KR", "SG", "MX", "CN", "CZ", "GR", "TR", "IL",
+    "US", "CA",
+)  # fmt: skip
 
 
 def _phone_span_ok(text: str, start: int, end: int) -> bool:
-    """False when the digits are glued to another token or follow an order-like label."""
+    """False when the digits are glued to another token or follow an order-like label (a
+    number with its ``+`` may be assigned: ``SMS_TO=+46704821963``)."""
     before = text[start - 1] if start > 0 else " "
     after = text[end] if end < len(text) else " "
-    if before.isalnum() or before in _GLUE:
+    assigned = before in "=:" and text[start : start + 1] == "+"
+    if before.isalnum() or (before in _GLUE and not assigned):
         return False
     if after.isalnum() or after in "-_/@=" or (after in ".:" and text[end + 1 : end + 2].isdigit()):
         return False
     return _NOT_PHONE_LABEL.search(text, max(0, start - 32), start) is None
 
 
+_PHONE_WORD = re.compile(r"\b(?:" + "|".join(_PHONE_WORDS) + r")")
+_DATE_RUN = re.compile(r"\d{1,4}[/.\-]\d{1,2}[/.\-]\d{1,4}")
+
+
 def _national_phone_ok(candidate: str) -> bool:
-    """True if some common region reads ``candidate`` as a valid national number."""
+    """True if some common region reads ``candidate`` as a valid national number, or (without
+    a trunk 0) its digits read as a valid number with the country code written without
+    ``+`` ("6421 903 6678")."""
+    digits = "".join(c for c in candidate if c.isdigit())
+    if _DATE_RUN.fullmatch(candidate.strip()):
+        return False
+    if not digits.startswith("0"):
+        if len(digits) < 10:
+            return False  # eight or nine bare digits are too often a code or a count
+        try:
+            if phonenumbers.is_valid_number(phonenumbers.parse("+" + digits, None)):
+                return True
+        except phonenumbers.NumberParseException:
+            pass
     for region in _NATIONAL_REGIONS:
         try:
             number = phonenumbers.parse(candidate, region)
@@ -71,6 +97,42 @@ def _national_phone_ok(candidate: str) -> bool:
         if phonenumbers.is_valid_number(number):
             return True
     return False
+
+
+# The run continues a code of grouped capitals and digits ("NL91 ABNA 0417 1643 01").
+_GROUP_BEFORE = re.compile(r"(?<![A-Za-z0-9])[A-Z0-9]{4}[ \-]$")
+_MOBILE = frozenset(
+    {phonenumbers.PhoneNumberType.MOBILE, phonenumbers.PhoneNumberType.FIXED_LINE_OR_MOBILE}
+)
+
+
+def _national_mobile(candidate: str) -> bool:
+    """A trunk-0 number of nine digits or more that some common region reads as a valid
+    mobile number ("082 617 4490", "06-28417730"): written that way, it needs no phone word."""
+    digits = sum(c.isdigit() for c in candidate)
+    if digits < 9 or not candidate.startswith("0") or _DATE_RUN.fullmatch(candidate.strip()):
+        return False
+    for region in _NATIONAL_REGIONS:
+        try:
+            number = phonenumbers.parse(candidate, region)
+        except phonenumbers.NumberParseException:
+            return False
+        if phonenumbers.is_valid_number(number) and phonenumbers.number_type(number) in _MOBILE:
+            return True
+    return False
+
+
+def _international_possible(candidate: str) -> bool:
+    """A number written with its ``+`` and a country code, of a length that country uses, but
+    in a range not assigned (films' ``555-01xx``, Ofcom's drama numbers): still a phone
+    number as written."""
+    if not candidate.startswith("+"):
+        return False
+    try:
+        number = phonenumbers.parse(candidate, None)
+    except phonenumbers.NumberParseException:
+        return False
+    return len(str(number.national_number)) >= 8 and phonenumbers.is_possible_number(number)
 
 
 def find_phones(t: Text, taken: list[Span]) -> Iterator[Span]:
@@ -96,9 +158,18 @@ def find_phones(t: Text, taken: list[Span]) -> Iterator[Span]:
             if _phone_span_ok(text, m_start, m_end):
                 found = True
                 yield PiiKind.PHONE, m_start, m_end
-        if found or not run.group(0).lstrip("(").startswith("0"):
+        if found:
+            continue
+        candidate = run.group(0)
+        if _international_possible(candidate):
+            if _phone_span_ok(text, start, end):
+                yield PiiKind.PHONE, start, end
             continue
         if national is None:
-            national = any(word in t.lower for word in _PHONE_WORDS)
-        if national and _phone_span_ok(text, start, end) and _national_phone_ok(run.group(0)):
+            national = _PHONE_WORD.search(t.lower) is not None
+        if not _phone_span_ok(text, start, end):
+            continue
+        if (national and _national_phone_ok(candidate)) or (
+            _national_mobile(candidate) and not _GROUP_BEFORE.search(text, 0, start)
+        ):
             yield PiiKind.PHONE, start, end

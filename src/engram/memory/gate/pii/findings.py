@@ -21,11 +21,13 @@ class PiiKind(StrEnum):
     NATIONAL_ID = "national_id"
     PAYMENT_CARD = "payment_card"
     IBAN = "iban"
+    BANK_ACCOUNT = "bank_account"
     AWS_ACCESS_KEY_ID = "aws_access_key_id"
     AWS_SECRET_ACCESS_KEY = "aws_secret_access_key"  # noqa: S105 (a kind name, not a secret)
     GITHUB_TOKEN = "github_token"  # noqa: S105 (a kind name, not a secret)
     SLACK_TOKEN = "slack_token"  # noqa: S105 (a kind name, not a secret)
     STRIPE_KEY = "stripe_key"
+    API_KEY = "api_key"
     JWT = "jwt"
     PRIVATE_KEY = "private_key"
     URL_PASSWORD = "url_password"  # noqa: S105 (a kind name, not a secret)

@@ -64,8 +64,10 @@ def find_cards(t: Text) -> Iterator[Span]:
             yield PiiKind.PAYMENT_CARD, m.start(), m.end()
 
 
+# Upper or lower case (typed by hand), groups apart by up to two spaces (a wrapped line).
 _IBAN = re.compile(
-    r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?(?![A-Za-z0-9])"
+    r"(?<![A-Za-z0-9])(?:[A-Z]{2}|[a-z]{2})\d{2}(?: {0,2}[A-Za-z0-9]{4}){2,7}"
+    r"(?: {0,2}[A-Za-z0-9]{1,3})?(?![A-Za-z0-9])"
 )
 
 
@@ -76,7 +78,7 @@ def find_ibans(t: Text) -> Iterator[Span]:
     for m in _IBAN.finditer(text):
         candidate = m.group(0)
         for _ in range(3):  # a trailing word ("EUR") may have been swallowed; retry shorter
-            if _iban.is_valid(candidate):
+            if _iban.is_valid(candidate.upper()):
                 yield PiiKind.IBAN, m.start(), m.start() + len(candidate)
                 break
             cut = candidate.rfind(" ")

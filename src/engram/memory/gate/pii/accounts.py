@@ -1,0 +1,112 @@
+"""``bank_account``: account numbers other than cards and IBANs.
+
+Most national account numbers are digits with no check a reader could rely on, so a number
+counts only where the text says it is a bank account:
+
+* **Account words**: ``account``, ``acct``, ``a/c``, ``account_number``, ``kontonummer``,
+  ``cuenta``, ``compte``, ``conto``, ``rekening``, ``checking``, ``savings`` … followed
+  within ``_AFTER`` characters by a run of 6 to 20 digits (single spaces, dashes or dots may
+  group it), in a text that also speaks of banking: a routing, sort, transit, branch, BSB,
+  IFSC or CLABE code, ACH, EFT, a wire, a payout, a direct deposit, a bank, a cheque or
+  savings account, a refund or an IBAN. "AWS account 123456789012" or "customer account
+  ACC-00918273" is therefore not one. The word may also follow the number ("07762247 is the
+  account") within ``_BEFORE`` characters.
+* **Bank codes**: a US routing number (ABA, checked) after ``routing``, ``ABA`` or ``RTN``;
+  a UK sort code (``20-45-77``) after ``sort code``; an Australian BSB (``062-914``) after
+  ``BSB``; a Canadian transit number after ``transit``. Each is reported: with the account
+  beside it, it locates the money.
+* **Layouts with a check**: a New Zealand account (``01-1188-0687661-01``) and a Norwegian
+  kontonummer (``9710.78.07016``), each by its own check digits.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from stdnum.no import kontonr as _no_kontonr
+from stdnum.nz import bankaccount as _nz_account
+from stdnum.us import rtn as _us_rtn
+
+from engram.memory.gate.pii.findings import PiiKind, Span, Text
+
+_BANKING = re.compile(
+    r"\b(?:bank|banking|routing|sort code|bsb|ifsc|clabe|swift|bic|iban|ach|eft|wire|payout"
+    r"|payroll|direct deposit|deposit|transit|branch|cheque|checking|savings|current account"
+    r"|refund|reimburse\w*|kontonummer|konto|futsu|giro|rib|bankleitzahl|blz)\b"
+)
+_ACCOUNT_WORDS = re.compile(
+    r"(?:\b(?:account|acct|a/c|ac no|kontonummer|kontonr|konto|cuenta|compte|conto|rekening"
+    r"|checking|savings|cheque account)|account_?(?:number|no|num)\b)"
+)
+_NOT_BANK = re.compile(
+    r"\b(?:aws|gcp|azure|customer|client|user|member|loyalty|billing|service|cloud|admin"
+    r"|twilio|stripe|google|github|slack|email|e-mail|storage|sid|id)[ _\-]*$"
+)
+_NUMBER = re.compile(r"(?<![\w.\-/])\d(?:[ .\-]?\d){5,19}(?![\w\-]|[.,]\d)")
+_DATE = re.compile(r"\d{4}[\-.]\d{2}[\-.]\d{2}|\d{2}[\-.]\d{2}[\-.]\d{4}")
+_AFTER = 40
+_BEFORE = 24
+_CODES = re.compile(
+    r"\b(?P<kind>routing(?:[ _](?:number|no))?|aba|rtn|sort[ \-]?code|bsb|transit)"
+    r"\b[^0-9\n]{0,16}?(?P<code>\d[\d \-]{4,10}\d)(?![\w\-]|[.,]\d)"
+)
+_CODE_SHAPES = {
+    "routing": re.compile(r"\d{9}"),
+    "aba": re.compile(r"\d{9}"),
+    "rtn": re.compile(r"\d{9}"),
+    "sort": re.compile(r"\d{2}[ \-]?\d{2}[ \-]?\d{2}"),
+    "bsb": re.compile(r"\d{3}[ \-]?\d{3}"),
+    "transit": re.compile(r"\d{5}"),
+}
+_LAYOUTS = re.compile(
+    r"(?<![\w.\-])(?:(?P<nz>\d{2}-\d{4}-\d{7}-\d{2,3})|(?P<no>\d{4}\.\d{2}\.\d{5}))(?![\w\-])"
+)
+
+
+def _code_ok(kind: str, code: str) -> bool:
+    key = kind.split(maxsplit=1)[0].split("_", maxsplit=1)[0].split("-", maxsplit=1)[0]
+    shape = _CODE_SHAPES.get(key)
+    if shape is None or not shape.fullmatch(code):
+        return False
+    if key in ("routing", "aba", "rtn"):
+        return bool(_us_rtn.is_valid(code))
+    return True
+
+
+def _checked_layout(group: str, value: str) -> bool:
+    try:
+        if group == "nz":
+            return bool(_nz_account.is_valid(value))
+        return bool(_no_kontonr.is_valid(value))
+    except Exception:  # noqa: BLE001 - a validator's odd input is simply "not valid"
+        return False
+
+
+def find_bank_accounts(t: Text) -> Iterator[Span]:
+    if t.digits < 6:
+        return
+    text, lower = t.raw, t.lower
+    for m in _LAYOUTS.finditer(text):
+        if _checked_layout(m.lastgroup or "", m.group(0)):
+            yield PiiKind.BANK_ACCOUNT, m.start(), m.end()
+    if len(lower) != len(text) or not _BANKING.search(lower):
+        return
+    for m in _CODES.finditer(lower):
+        if _code_ok(m.group("kind"), m.group("code").strip()):
+            yield PiiKind.BANK_ACCOUNT, m.start("code"), m.end("code")
+    for word in _ACCOUNT_WORDS.finditer(lower):
+        if _NOT_BANK.search(lower, max(0, word.start() - 16), word.start()):
+            continue
+        after = [
+            n
+            for n in _NUMBER.finditer(text, word.end(), min(len(text), word.end() + _AFTER))
+            if not _DATE.fullmatch(n.group(0))
+        ]
+        before = [
+            n
+            for n in _NUMBER.finditer(text, max(0, word.start() - _BEFORE), word.start())
+            if not _DATE.fullmatch(n.group(0))
+        ]
+        for number in after[:1] or before[-1:]:
+            yield PiiKind.BANK_ACCOUNT, number.start(), number.end()

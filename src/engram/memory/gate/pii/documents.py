@@ -1,0 +1,247 @@
+"""More ``national_id`` findings: identity documents named in the text, and formats of many
+countries that a check digit and their layout make distinctive.
+
+:mod:`~engram.memory.gate.pii.identifiers` knows a handful of ids by shape. Text written by
+people in other countries names many more, and usually says what it is: "passport no.
+K4821937", "PESEL 92071590225", "My Number for the tax adjustment: 9720 0789 8470". Three
+rules:
+
+* **A document named before its number.** An identity keyword (passport, driving licence,
+  identity card, national or personal id number, social security or tax number, and the
+  local names: PESEL, personnummer, CPF, CURP, RRN, NRIC, IRD, TFN, …) followed within
+  ``_AFTER`` characters by an id-shaped token: letters and digits, at least five digits (four
+  in a token of eight or more characters that also has letters), not a date, an amount or a
+  version. Where the keyword names a format with a check digit, the token must pass it.
+* **A checked id named after its number** ("344495011412 — that's the Aadhaar"): the same,
+  looking back, only for keywords whose format has a check digit.
+* **Distinctive layouts**, checked, with no keyword: a Korean resident registration number
+  (``840527-1468275``), a Brazilian CPF (``123.456.789-09``), a Swedish personnummer
+  (``19910227-1203``), a Swiss AHV number (``756.1234.5678.97``), a Belgian national number
+  (``85.07.30-033.28``), a Portuguese citizen card (``22218177 2 KV2``), an Irish PPS number,
+  a Malaysian NRIC, a Chinese resident id, a Singapore NRIC/FIN, a Finnish henkilötunnus and
+  Mexican CURPs and personal RFCs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+
+from stdnum.at import vnr as _at_vnr
+from stdnum.au import tfn as _au_tfn
+from stdnum.be import nn as _be_nn
+from stdnum.br import cpf as _br_cpf
+from stdnum.ch import ssn as _ch_ssn
+from stdnum.cl import rut as _cl_rut
+from stdnum.cn import ric as _cn_ric
+from stdnum.fi import hetu as _fi_hetu
+from stdnum.gb import nhs as _gb_nhs
+from stdnum.ie import pps as _ie_pps
+from stdnum.in_ import aadhaar as _in_aadhaar
+from stdnum.jp import in_ as _jp_in
+from stdnum.kr import rrn as _kr_rrn
+from stdnum.mx import curp as _mx_curp
+from stdnum.mx import rfc as _mx_rfc
+from stdnum.my import nric as _my_nric
+from stdnum.no import fodselsnummer as _no_fnr
+from stdnum.nz import ird as _nz_ird
+from stdnum.pl import pesel as _pl_pesel
+from stdnum.pt import cc as _pt_cc
+from stdnum.pt import nif as _pt_nif
+from stdnum.ro import cnp as _ro_cnp
+from stdnum.se import personnummer as _se_pnr
+from stdnum.za import idnr as _za_idnr
+
+from engram.memory.gate.pii.findings import PiiKind, Span, Text
+
+Check = Callable[[str], bool]
+
+
+def _sg_nric(value: str) -> bool:
+    """Singapore NRIC / FIN: a prefix letter, seven digits and a check letter."""
+    value = value.upper()
+    if not re.fullmatch(r"[STFGM]\d{7}[A-Z]", value):
+        return False
+    total = sum(int(d) * w for d, w in zip(value[1:8], (2, 7, 6, 5, 4, 3, 2), strict=True))
+    total += {"T": 4, "G": 4, "M": 3}.get(value[0], 0)
+    table = "JZIHGFEDCBA" if value[0] in "ST" else "XWUTRQPNMLK"
+    if value[0] == "M":
+        table = "KLJNPQRTUWX"
+    return table[total % 11] == value[-1]
+
+
+def _any(*checks: Check) -> Check:
+    def check(value: str) -> bool:
+        return any(_safe(c, value) for c in checks)
+
+    return check
+
+
+def _safe(check: Check, value: str) -> bool:
+    try:
+        return bool(check(value))
+    except Exception:  # noqa: BLE001 - a validator's odd input is simply "not valid"
+        return False
+
+
+# Keywords whose format has a check digit: the token must pass it (tried as written and
+# without separators). Matched on the lowered text, as whole words.
+_CHECKED: tuple[tuple[str, Check], ...] = (
+    (r"pesel", _pl_pesel.is_valid),
+    (r"aadhaa?r", _in_aadhaar.is_valid),
+    (r"personnummer|person(?:al)? number|pnr", _se_pnr.is_valid),
+    (r"f[øo]dselsnummer|fnr", _no_fnr.is_valid),
+    (r"hetu|henkil[öo]tunnus", _fi_hetu.is_valid),
+    (r"cpf", _br_cpf.is_valid),
+    (r"curp", _mx_curp.is_valid),
+    (r"rfc", _mx_rfc.is_valid),
+    (r"rut", _cl_rut.is_valid),
+    (r"rrn|resident registration(?: number)?|주민등록번호", _kr_rrn.is_valid),
+    (r"my ?number|individual number|マイナンバー", _jp_in.is_valid),
+    (r"nric|fin", _any(_sg_nric, _my_nric.is_valid)),
+    (r"ird(?: number)?", _nz_ird.is_valid),
+    (r"tfn|tax file number", _au_tfn.is_valid),
+    (r"ppsn?|personal public service", _ie_pps.is_valid),
+    (r"nhs(?: number)?", _gb_nhs.is_valid),
+    (r"ahv|avs", _ch_ssn.is_valid),
+    (r"sv[\- ]?nummer|sozialversicherungsnummer|versicherungsnummer", _at_vnr.is_valid),
+    (r"cnp", _ro_cnp.is_valid),
+    (r"sa id|south african id|id ?number", _any(_za_idnr.is_valid, _kr_rrn.is_valid)),
+    (r"nif|contribuinte", _pt_nif.is_valid),
+    (r"cart[ãa]o de cidad[ãa]o|citizen card", _pt_cc.is_valid),
+    (r"rijksregisternummer|national (?:register|registry) number", _be_nn.is_valid),
+    (r"resident identity|居民身份证", _cn_ric.is_valid),
+)
+# Keywords of documents without a published check digit: the token's shape must do.
+_SHAPED = (
+    r"passport|passeport|pasaporte|passaporto|reisepass|paspoort|passnummer|pass-?nr"
+    r"|driver'?s? licen[cs]e|driving licen[cs]e|driver licen[cs]e|dl|f[üu]hrerschein"
+    r"|permis de conduire|carnet de conducir|licencia de conducir|patente di guida|rijbewijs"
+    r"|k[öo]rkort|prawo jazdy|carta de condu[cç][ãa]o|licen[cs]e (?:no|number)"
+    r"|identity card|id card|national id(?:entity)?(?: card| number| no)?|identity number"
+    r"|identity document|personalausweis|carte d'identit[ée]|carta d'identit[àa]"
+    r"|documento de identidad|dowód osobisty|dowod osobisty|cédula|cedula|medicare"
+    r"|health card|ohip|social security|social insurance|national insurance"
+    r"|tax (?:id|number|identification number|code)|taxpayer"
+)
+_CHECKED_RE = re.compile(r"\b(?:" + "|".join(f"(?:{k})" for k, _ in _CHECKED) + r")\b")
+_CHECKED_PARTS = tuple((re.compile(rf"(?:{k})\Z"), check) for k, check in _CHECKED)
+_SHAPED_RE = re.compile(r"\b(?:" + _SHAPED + r")\b")
+_AFTER = 40
+_BEFORE = 32
+# An id-shaped token: letters and digits joined by single separators; a part after a space
+# must hold a digit ("5989 200399", "22218177 2 KV2"), so words do not join.
+_TOKEN = re.compile(
+    r"(?<![A-Za-z0-9\-./])[A-Za-z0-9]+(?:[.\-/][A-Za-z0-9]+|[ ](?=[A-Za-z]*\d)[A-Za-z0-9]+)*"
+    r"(?![A-Za-z0-9]|[.\-/][A-Za-z0-9])"
+)
+_DATE = re.compile(r"\d{4}[\-/.]\d{1,2}[\-/.]\d{1,2}|\d{1,2}[\-/.]\d{1,2}[\-/.]\d{2,4}")
+_VERSION = re.compile(r"(?i)v\d|\d+\.\d+\.\d+$")
+
+
+def _shape_ok(token: str) -> bool:
+    alnum = re.sub(r"[^A-Za-z0-9]", "", token)
+    digits = sum(c.isdigit() for c in alnum)
+    letters = len(alnum) - digits
+    if not 6 <= len(alnum) <= 20 or _DATE.fullmatch(token) or _VERSION.search(token):
+        return False
+    if letters and not any(c.isupper() for c in alnum):
+        return False  # an id written with letters uses capitals; prose words do not join
+    return digits >= 5 or (digits >= 4 and letters >= 1 and len(alnum) >= 8)
+
+
+def _passes(check: Check, token: str) -> bool:
+    compact = re.sub(r"[ .\-/]", "", token)
+    return _safe(check, token) or _safe(check, compact) or _safe(check, compact.upper())
+
+
+def _check_of(keyword: str) -> Check:
+    for pattern, check in _CHECKED_PARTS:
+        if pattern.fullmatch(keyword):
+            return check
+    raise LookupError(keyword)  # pragma: no cover - every keyword comes from _CHECKED
+
+
+def _tokens(text: str, start: int, end: int) -> Iterator[tuple[int, int]]:
+    """Spans of the id-shaped tokens starting in ``[start, end)``; a word joined to a number
+    by a space ("number 288500645") is cut off the front."""
+    for m in _TOKEN.finditer(text, start, min(len(text), end + 30)):
+        if m.start() >= end:
+            return
+        first = m.start()
+        for part in m.group(0).split(" "):
+            if any(c.isdigit() for c in part):
+                break
+            first += len(part) + 1
+        if first < m.end():
+            yield first, m.end()
+
+
+def _first_token(text: str, start: int, end: int) -> tuple[int, int] | None:
+    for span in _tokens(text, start, end):
+        if _shape_ok(text[span[0] : span[1]]):
+            return span
+    return None
+
+
+# Layouts distinctive enough to need no keyword once their check digit passes.
+_LAYOUTS = re.compile(
+    r"(?<![A-Za-z0-9\-./])(?:"
+    r"(?P<rrn>\d{6}-[1-8]\d{6})"
+    r"|(?P<cpf>\d{3}\.\d{3}\.\d{3}-\d{2})"
+    r"|(?P<pnr>(?:19|20)\d{6}-\d{4}|\d{6}[\-+]\d{4})"
+    r"|(?P<ahv>756\.\d{4}\.\d{4}\.\d{2})"
+    r"|(?P<nn>\d{2}\.\d{2}\.\d{2}-\d{3}\.\d{2})"
+    r"|(?P<cc>\d{8} ?\d ?[A-Z]{2}\d)"
+    r"|(?P<pps>\d{7}[A-W][A-IW]?)"
+    r"|(?P<mynric>\d{6}-\d{2}-\d{4})"
+    r"|(?P<ric>\d{17}[\dX])"
+    r"|(?P<sgnric>[STFGM]\d{7}[A-Z])"
+    r"|(?P<hetu>\d{6}[\-+A]\d{3}[0-9A-Y])"
+    r"|(?P<curp>[A-Za-z]{4}\d{6}[HMXhmx][A-Za-z]{5}[A-Za-z0-9]\d)"
+    r"|(?P<rfc>[A-Z&]{4}\d{6}[A-Z0-9]{3})"
+    r")(?![A-Za-z0-9]|[.\-/][A-Za-z0-9])"
+)
+_LAYOUT_CHECKS: dict[str, Check] = {
+    "rrn": _kr_rrn.is_valid,
+    "cpf": _br_cpf.is_valid,
+    "pnr": _se_pnr.is_valid,
+    "ahv": _ch_ssn.is_valid,
+    "nn": _be_nn.is_valid,
+    "cc": _pt_cc.is_valid,
+    "pps": _ie_pps.is_valid,
+    "mynric": _my_nric.is_valid,
+    "ric": _cn_ric.is_valid,
+    "sgnric": _sg_nric,
+    "hetu": _fi_hetu.is_valid,
+    "curp": lambda v: _mx_curp.is_valid(v.upper()),
+    "rfc": _mx_rfc.is_valid,
+}
+
+
+def find_documents(t: Text) -> Iterator[Span]:
+    if t.digits < 5:
+        return
+    text, lower = t.raw, t.lower
+    for m in _LAYOUTS.finditer(text):
+        group = m.lastgroup or ""
+        if _safe(_LAYOUT_CHECKS[group], m.group(0)):
+            yield PiiKind.NATIONAL_ID, m.start(), m.end()
+    if len(lower) != len(text):
+        return  # lower-casing moved offsets (rare scripts): keywords are not looked for
+    for k in _CHECKED_RE.finditer(lower):
+        check = _check_of(k.group(0))
+        after = _first_token(text, k.end(), k.end() + _AFTER)
+        if after is not None and _passes(check, text[after[0] : after[1]]):
+            yield PiiKind.NATIONAL_ID, after[0], after[1]
+            continue
+        for start, end in _tokens(text, max(0, k.start() - _BEFORE), k.start()):
+            token = text[start:end]
+            if end <= k.start() and _shape_ok(token) and _passes(check, token):
+                yield PiiKind.NATIONAL_ID, start, end
+    for k in _SHAPED_RE.finditer(lower):
+        if k.group(0) == "dl" and text[k.start() : k.end()] != "DL":
+            continue  # "dl" only as the capitalised abbreviation
+        found = _first_token(text, k.end(), k.end() + _AFTER)
+        if found is not None:
+            yield PiiKind.NATIONAL_ID, found[0], found[1]
