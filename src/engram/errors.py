@@ -160,6 +160,15 @@ class Forbidden(BusinessError):
     """The authenticated caller is not allowed to do this."""
 
 
+class RateLimited(BusinessError):
+    """The caller did this too often; it may again after ``retry_after_seconds``. (The
+    Gate's own rate limit is a decision in its result, not this error.)"""
+
+    def __init__(self, message: str, *, retry_after_seconds: float) -> None:
+        self.retry_after_seconds = retry_after_seconds
+        super().__init__(message)
+
+
 class NotFound(BusinessError):
     """No such object (or none the caller may see)."""
 

@@ -40,6 +40,8 @@ MAX_TAG_CHARS = 64
 MAX_EVIDENCE_LINKS = 100
 MAX_AGENT_CHARS = 128
 MAX_NAMESPACE_CHARS = 64
+#: A classification is a label ("internal", "customer-data"), not a text.
+MAX_CLASSIFICATION_CHARS = 128
 
 _NAMESPACE = re.compile(r"^[a-z0-9][a-z0-9_.:-]*$")
 
@@ -300,6 +302,8 @@ def _envelope_problems(record: MemoryRecord) -> list[str]:
         problems.append("namespace: lowercase letters, digits and _.:- only, at most 64")
     if len(record.evidence_links) > MAX_EVIDENCE_LINKS:
         problems.append(f"evidence_links: at most {MAX_EVIDENCE_LINKS}")
+    if record.classification is not None and len(record.classification) > MAX_CLASSIFICATION_CHARS:
+        problems.append(f"classification: at most {MAX_CLASSIFICATION_CHARS} characters")
     if record.event_time_end is not None and (
         record.event_time is None or record.event_time_end < record.event_time
     ):

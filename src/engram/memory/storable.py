@@ -64,10 +64,18 @@ def instant_problem(value: datetime) -> str | None:
     if value.tzinfo is None:
         return None  # naive times are refused by the schema check, with its own reason
     try:
-        value.astimezone(UTC)
+        utc = value.astimezone(UTC)
     except OverflowError:
         return "out of range once converted to UTC (years 1 to 9999)"
+    if utc in _RESERVED:
+        return (
+            "the first and last UTC instants are reserved "
+            "(the database stores them as -infinity and infinity)"
+        )
     return None
+
+
+_RESERVED = frozenset({datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC)})
 
 
 def value_problems(value: object) -> list[str]:

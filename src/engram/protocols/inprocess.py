@@ -227,10 +227,15 @@ MAX_EXPECTED_VERSION = 2**31 - 1
 _NO_PAYLOAD = object()
 
 
-def _call_problems(payload: object = _NO_PAYLOAD, expected_version: object = None) -> list[str]:
+def _call_problems(
+    payload: object = _NO_PAYLOAD, expected_version: object = None, record_id: object = UUID(int=0)
+) -> list[str]:
     """What is wrong with the Python values a caller passed (not their fields: the schema
-    checks those): a payload that is not a mapping, an expected version out of range."""
+    checks those): a payload that is not a mapping, an expected version out of range, a
+    record id that is not a UUID."""
     problems = []
+    if not isinstance(record_id, UUID):
+        problems.append(f"record_id: a UUID, not {type(record_id).__name__}")
     if payload is not _NO_PAYLOAD and not isinstance(payload, Mapping):
         problems.append(f"payload: a mapping of fields, not {type(payload).__name__}")
     if expected_version is not None and (
@@ -280,7 +285,7 @@ class AgentSession:
         request_id: str | None = None,
     ) -> GateResult:
         """UPDATE a record from client input (``expected_version`` as read by the client)."""
-        if problems := _call_problems(payload, expected_version):
+        if problems := _call_problems(payload, expected_version, record_id):
             raw = {"record_id": str(record_id), **_raw(payload)}
             return await self.refuse(GateAction.UPDATE, raw, problems, request_id=request_id)
         try:
@@ -306,7 +311,7 @@ class AgentSession:
         """UPDATE with only the fields that change; the others keep the current version's
         values (see :data:`CARRIED`). A record the caller cannot see is an audited rejection.
         ``head``: the current version, when the adapter has just read it as this caller."""
-        if problems := _call_problems(changes, expected_version):
+        if problems := _call_problems(changes, expected_version, record_id):
             raw = {"record_id": str(record_id), **_raw(changes)}
             return await self.refuse(GateAction.UPDATE, raw, problems, request_id=request_id)
         if head is None:
@@ -335,7 +340,7 @@ class AgentSession:
         request_id: str | None = None,
     ) -> GateResult:
         """FORGET a record; one the caller may not read is answered as an unknown one."""
-        if problems := _call_problems(expected_version=expected_version):
+        if problems := _call_problems(expected_version=expected_version, record_id=record_id):
             raw = {"record_id": str(record_id), "expected_version": expected_version}
             return await self.refuse(GateAction.FORGET, raw, problems, request_id=request_id)
         head = await self._kernel.temporal.current(record_id, caller=self._caller, count_read=False)

@@ -35,6 +35,7 @@ versions known at that instant, and each record found is then resolved with the 
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field, replace
@@ -51,6 +52,7 @@ from engram.infra.sql import load_queries
 from engram.memory.temporal import TemporalEngine, readable_levels
 from engram.memory.types import CallerIdentity, MemoryRecord, MemoryStatus, MemoryType
 from engram.observability.metrics import EngramMetrics
+from engram.retrieval.budget import FeedbackBudget
 from engram.retrieval.ranking import Candidate, fuse, lexical_shares, rerank
 from engram.retrieval.relevance import SIMILARITY_ONLY, WITH_WORDS, beside_best
 from engram.retrieval.terms import MIN_PIECES, distinctive_terms
@@ -129,6 +131,9 @@ class SearchResult:
     embed_ms: float = 0.0
     query_ms: float = 0.0
     legs: dict[str, int] = field(default_factory=dict)
+
+
+_SIGNAL = re.compile(r"[a-z_]{1,32}")  # the table's CHECK: ASCII only, refused here, not there
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,6 +238,7 @@ class Retrieval:
         self._temporal = temporal
         self._metrics = metrics
         self._tuning = tuning or SearchTuning()
+        self._feedback_budget = FeedbackBudget()
 
     async def search(
         self,
@@ -477,13 +483,10 @@ class Retrieval:
         """Store whether a retrieved record helped; a useful record also counts as a read."""
         if caller.agent_id.startswith("system:"):
             raise Forbidden("feedback comes from authenticated agents only")
-        if (
-            not signal
-            or len(signal) > 32
-            or not signal.replace("_", "").isalpha()
-            or not signal.islower()
-        ):
-            raise ValidationFailed(errors=["signal: 1-32 lower-case letters or '_'"])
+        given: object = signal  # in-process callers may pass anything
+        if not isinstance(given, str) or not _SIGNAL.fullmatch(given):
+            raise ValidationFailed(errors=["signal: 1-32 lower-case ASCII letters or '_'"])
+        self._feedback_budget.take(caller.agent_id)
         head = await self._temporal.current(record_id, caller=caller, count_read=False)
         if head is None or head.status is MemoryStatus.FORGOTTEN:
             raise NotFound(f"no record {record_id}")

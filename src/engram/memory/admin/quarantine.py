@@ -19,7 +19,7 @@ from uuid import UUID
 
 import structlog
 
-from engram.errors import NotFound, Quarantine, ValidationFailed
+from engram.errors import NotFound, Quarantine, ValidationFailed, VersionConflict
 from engram.infra.db import Connection, DatabaseAdapter
 from engram.infra.sql import load_queries
 from engram.memory import store
@@ -69,8 +69,14 @@ class QuarantineDesk:
         reason: str,
         level: AccessLevel = AccessLevel.AGENT,
         request_id: str | None = None,
+        expected_version: int | None = None,
     ) -> tuple[MemoryRecord, UUID]:
-        """Lift the quarantine of ``record_id`` to ``level``; returns the head and decision id."""
+        """Lift the quarantine of ``record_id`` to ``level``; returns the head and decision id.
+
+        ``expected_version``: the version the admin reviewed. When the record has moved on
+        since (a new version, with other findings, quarantined again), the release is a
+        :class:`VersionConflict` and nothing changes: a release publishes only what was
+        read."""
         reason = reason.strip()
         problems = []
         if not reason:
@@ -92,6 +98,8 @@ class QuarantineDesk:
                 return head  # a retry after a commit whose acknowledgement was lost
             if not is_quarantined(head):
                 raise Quarantine(f"record {record_id} is not quarantined")
+            if expected_version is not None and head.version != expected_version:
+                raise VersionConflict(expected=expected_version, actual=head.version)
             if head.status is MemoryStatus.CONSOLIDATED:
                 # Its readers would get neither it (consolidated) nor its summary (sensitive).
                 raise Quarantine(

@@ -182,9 +182,10 @@ def check_access(request: Layer1Input) -> CheckResult:
 
 
 def screened_text(record: MemoryRecord) -> str:
-    """What PII screening reads of a record: its content and its metadata as JSON."""
+    """What PII screening reads of a record: every text a reader gets back with it (content,
+    metadata as JSON, classification and namespace)."""
     metadata = json.dumps(record.metadata, ensure_ascii=False, default=str)
-    return f"{record.content}\n{metadata}"
+    return f"{record.content}\n{metadata}\n{record.classification or ''}\n{record.namespace}"
 
 
 def _restatement(request: Layer1Input) -> bool:

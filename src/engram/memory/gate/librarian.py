@@ -50,7 +50,6 @@ from engram.memory.types import (
     Neighbour,
     can_read,
     readable_levels,
-    weighed_levels,
 )
 from engram.observability.metrics import EngramMetrics
 
@@ -227,20 +226,7 @@ class LibrarianGate:
             head = await store.head(self._db, record.record_id)
             if head is not None and not can_read(caller, head):
                 head = None  # absent for this caller: answered as for an unknown id
-        evidence: Mapping[UUID, UUID] = {}
-        above: list[str] = []
-        if record.evidence_links:
-            refs = list(record.evidence_links)
-            evidence = await store.resolve_evidence(
-                self._db, refs, levels=weighed_levels(caller, record.access_level)
-            )
-            if len(evidence) < len(refs):  # absent, or above the record's own level?
-                readable = await store.resolve_evidence(
-                    self._db, refs, levels=readable_levels(caller)
-                )
-                above = [str(r) for r in refs if r in readable and r not in evidence]
-        missing = [str(ref) for ref in record.evidence_links if ref not in evidence]
-        missing = [ref for ref in missing if ref not in above]
+        evidence, missing, above = await store.cite(self._db, record, caller)
         limiter = await settle(self._limiter, request.caller_identity, request.decision_type)
         screening = screen(
             request, head=head, missing_evidence=missing, evidence_above=above, limiter=limiter

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
@@ -18,6 +18,7 @@ from engram.infra.db import Connection, Row
 from engram.infra.sql import load_fragments, load_queries
 from engram.memory.types import (
     AccessLevel,
+    CallerIdentity,
     ConsolidationPath,
     EdgeKind,
     GateDecisionType,
@@ -26,6 +27,8 @@ from engram.memory.types import (
     MemoryType,
     Neighbour,
     TrustLevel,
+    readable_levels,
+    weighed_levels,
 )
 
 #: Constraints that refuse a second writer of one record's next version (or second head).
@@ -58,6 +61,15 @@ def _trusted(values: dict[str, Any]) -> MemoryRecord:
     return record
 
 
+def _aware(value: datetime | None) -> datetime | None:
+    """An instant as the envelope holds it: PostgreSQL's ``infinity`` / ``-infinity`` (which
+    no write makes, but a row may hold) come back from the driver without a zone; they are
+    the last and first UTC instants."""
+    if value is not None and value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value
+
+
 def record_from_row(row: Row) -> MemoryRecord:
     """Build the envelope from a row selected with the ``record_columns`` fragment."""
     metadata = row["metadata"]
@@ -73,10 +85,10 @@ def record_from_row(row: Row) -> MemoryRecord:
             "source_agent": row["source_agent"],
             "source_confidence": row["source_confidence"],
             "evidence_links": tuple(row["evidence_links"] or ()),
-            "event_time": row["event_time"],
-            "event_time_end": row["event_time_end"],
-            "ingestion_time": row["ingestion_time"],
-            "ingestion_time_end": row["ingestion_time_end"],
+            "event_time": _aware(row["event_time"]),
+            "event_time_end": _aware(row["event_time_end"]),
+            "ingestion_time": _aware(row["ingestion_time"]),
+            "ingestion_time_end": _aware(row["ingestion_time_end"]),
             "access_level": _LEVELS[row["access_level"]],
             "classification": row["classification"],
             "gate_decision_id": row["gate_decision_id"],
@@ -84,8 +96,8 @@ def record_from_row(row: Row) -> MemoryRecord:
             "namespace": row["namespace"],
             "expected_version": row["expected_version"],
             "status": _STATUSES[row["status"]],
-            "created_at": row["created_at"],
-            "updated_at": row["updated_at"],
+            "created_at": _aware(row["created_at"]),
+            "updated_at": _aware(row["updated_at"]),
             "decay_score": row["decay_score"],
             "consolidation_path": _PATHS[row["consolidation_path"]],
         }
@@ -175,6 +187,27 @@ async def resolve_evidence(
         return {}
     rows = await conn.fetch(SQL["resolve_evidence"], list(refs), list(levels))
     return {row["ref"]: row["version_id"] for row in rows}
+
+
+async def cite(
+    conn: Connection, record: MemoryRecord, caller: CallerIdentity
+) -> tuple[Mapping[UUID, UUID], list[str], list[str]]:
+    """Resolve ``record``'s ``evidence_links`` as ``caller`` writes it: the versions the ids
+    name among records it may cite (``weighed_levels``); the ids naming nothing the caller
+    may read (``missing``); and those naming a record the caller may read but the record may
+    not cite (``above`` its own level, ADR-008)."""
+    refs = list(record.evidence_links)
+    if not refs:
+        return {}, [], []
+    evidence = await resolve_evidence(
+        conn, refs, levels=weighed_levels(caller, record.access_level)
+    )
+    above: list[str] = []
+    if len(evidence) < len(refs):  # absent, or above the citing record's level?
+        known = await resolve_evidence(conn, refs, levels=readable_levels(caller))
+        above = [str(r) for r in refs if r in known and r not in evidence]
+    missing = [str(r) for r in refs if r not in evidence and str(r) not in above]
+    return evidence, missing, above
 
 
 def version_row(

@@ -33,6 +33,9 @@ from engram.protocols.cli.output import (
 )
 from engram.provision import prepare_model, run_migrations
 
+#: Escalation ids are a 64-bit sequence: a larger number names none.
+MAX_ESCALATION_ID = 2**63 - 1
+
 app = typer.Typer(
     name="engram",
     help="engram, a governed memory kernel for AI agents.",
@@ -199,6 +202,10 @@ def conflicts_ack(
     by: Annotated[str, typer.Option(help="Who decided.")] = "admin",
 ) -> None:
     """Close one escalation once a person has decided it."""
+    if not 1 <= escalation_id <= MAX_ESCALATION_ID:
+        raise typer.BadParameter(
+            f"{escalation_id} is not an escalation id", param_hint="ESCALATION_ID"
+        )
 
     async def acknowledge(kernel: AdminKernel) -> bool:
         return await kernel.admin_queue.acknowledge(escalation_id, by=by)

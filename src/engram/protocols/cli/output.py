@@ -30,6 +30,7 @@ from engram.errors import (
     InfrastructureError,
     NotFound,
 )
+from engram.memory.storable import instant_problem
 from engram.observability.logging import configure_logging
 from engram.protocols.errors import lookup, problems_of
 from engram.provision import NoDatabaseHere, has_database, run_migrations
@@ -165,7 +166,11 @@ def parse_instant(value: str | None, option: str) -> datetime | None:
         instant = datetime.fromisoformat(value)
     except ValueError as exc:
         raise typer.BadParameter(f"{value!r} is not an ISO 8601 time", param_hint=option) from exc
-    return instant if instant.tzinfo is not None else instant.replace(tzinfo=UTC)
+    instant = instant if instant.tzinfo is not None else instant.replace(tzinfo=UTC)
+    problem = instant_problem(instant)
+    if problem is not None:
+        raise typer.BadParameter(f"{value!r}: {problem}", param_hint=option)
+    return instant
 
 
 def parse_uuid(value: str, what: str) -> UUID:
@@ -213,6 +218,8 @@ def when(value: datetime | str | None) -> str:
     if value is None:
         return ""
     instant = datetime.fromisoformat(value) if isinstance(value, str) else value
+    if instant.tzinfo is None:  # the database's +/-infinity, read back without a zone
+        instant = instant.replace(tzinfo=UTC)
     return instant.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 

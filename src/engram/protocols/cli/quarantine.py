@@ -118,13 +118,19 @@ def list_quarantined(
 
 
 @app.command("release")
-def release(
+def release(  # noqa: PLR0917 - typer passes every option by keyword
     record_id: Annotated[str, typer.Argument(help="Record id shown by `quarantine list`.")],
     reason: Annotated[str, typer.Option(help="Why the record may be read (audited).")],
     level: Annotated[
         ReleaseLevel, typer.Option(help="Access level to move the record to.")
     ] = ReleaseLevel.AGENT,
     by: Annotated[str | None, typer.Option(help="Who decides (default: the login name).")] = None,
+    version: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="The version you reviewed; refused (exit 4) if the record moved on."
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Lift a quarantine: the record moves to LEVEL, with one audit row naming you."""
@@ -133,7 +139,11 @@ def release(
 
     async def work(kernel: Kernel) -> tuple[MemoryRecord, UUID]:
         return await kernel.quarantine.release(
-            rid, admin=admin, reason=reason, level=AccessLevel(level.value)
+            rid,
+            admin=admin,
+            reason=reason,
+            level=AccessLevel(level.value),
+            expected_version=version,
         )
 
     record, decision_id = with_kernel(work)

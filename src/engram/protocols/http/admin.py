@@ -9,7 +9,11 @@ from uuid import UUID
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
+from engram.errors import ValidationFailed
+from engram.memory.admin.quarantine import MAX_REASON
+from engram.memory.admin.redaction import redact_audit_row, redact_record
 from engram.protocols.http.auth import Admin, KernelDep
+from engram.protocols.http.memories import IfMatch, expected_version
 from engram.protocols.http.models import (
     NO_NUL,
     PG_BIGINT_MAX,
@@ -29,6 +33,14 @@ router = APIRouter(prefix="/v1", tags=["admin"])
 
 Limit = Annotated[int, Query(ge=1, le=1000, description="Most entries to return.")]
 
+Reveal = Annotated[
+    bool, Query(description="Show flagged content; needs `reason`, and is audited (REVEAL).")
+]
+RevealReason = Annotated[
+    str | None,
+    Query(max_length=MAX_REASON, pattern=NO_NUL, description="Why the content must be seen."),
+]
+
 
 @router.get(
     "/audit",
@@ -39,7 +51,7 @@ Limit = Annotated[int, Query(ge=1, le=1000, description="Most entries to return.
 async def audit(
     *,
     kernel: KernelDep,
-    _: Admin,
+    principal: Admin,
     since: Annotated[Instant | None, Query(description="From this instant (inclusive).")] = None,
     until: Annotated[Instant | None, Query(description="Before this instant.")] = None,
     agent: Annotated[
@@ -51,8 +63,18 @@ async def audit(
         int, Query(ge=0, le=PG_BIGINT_MAX, description="The last seq seen (next_cursor).")
     ] = 0,
     limit: Limit = 100,
+    reveal: Reveal = False,
+    reason: RevealReason = None,
 ) -> JSONResponse:
-    """Decisions in log order after ``cursor``, filtered; ``next_cursor`` is null at the end."""
+    """Decisions in log order after ``cursor``, filtered; ``next_cursor`` is null at the end.
+    Rows about records the PII check flagged are redacted unless ``reveal`` with a ``reason``
+    (audited first, as ``engram audit export --reveal`` is)."""
+    why = _reveal_reason(reveal, reason)
+    flagged = await kernel.quarantine.flagged()
+    if why is not None and flagged:
+        await kernel.quarantine.reveal(
+            admin=principal.caller, shown="GET /v1/audit", reason=why, record_ids=sorted(flagged)
+        )
     entries = await kernel.audit.search(
         after_seq=cursor,
         since=since,
@@ -63,8 +85,9 @@ async def audit(
         limit=limit,
     )
     more = len(entries) == limit and entries
+    shown = entries if why is not None else [redact_audit_row(e, flagged) for e in entries]
     return JSONResponse(
-        {"entries": entries, "next_cursor": int(entries[-1]["seq"]) if more else None}
+        {"entries": shown, "next_cursor": int(entries[-1]["seq"]) if more else None}
     )
 
 
@@ -77,16 +100,38 @@ async def audit(
 async def quarantine(
     *,
     kernel: KernelDep,
-    _: Admin,
+    principal: Admin,
     cursor: Annotated[
         Instant | None, Query(description="Ingestion time of the last record seen.")
     ] = None,
     limit: Limit = 100,
+    reveal: Reveal = False,
+    reason: RevealReason = None,
 ) -> JSONResponse:
-    """Quarantined records, oldest first."""
+    """Quarantined records, oldest first; their content and metadata are left out unless
+    ``reveal`` with a ``reason`` (audited first, as ``engram quarantine list --reveal`` is)."""
+    why = _reveal_reason(reveal, reason)
     records = await kernel.quarantine.pending(after=cursor, limit=limit)
+    if why is not None and records:
+        await kernel.quarantine.reveal(
+            admin=principal.caller,
+            shown="GET /v1/quarantine",
+            reason=why,
+            record_ids=[r.record_id for r in records],
+        )
     last = records[-1].ingestion_time.isoformat() if len(records) == limit and records else None
-    return JSONResponse({"records": [record_view(r) for r in records], "next_cursor": last})
+    views = [record_view(r) for r in records]
+    shown = views if why is not None else [redact_record(v) for v in views]
+    return JSONResponse({"records": shown, "next_cursor": last})
+
+
+def _reveal_reason(reveal: bool, reason: str | None) -> str | None:
+    """The audited reason of a reveal; 422 when it is asked for without one."""
+    if not reveal:
+        return None
+    if reason is None or not reason.strip():
+        raise ValidationFailed(errors=["reason: revealing quarantined content must say why"])
+    return reason
 
 
 @router.post(
@@ -96,11 +141,20 @@ async def quarantine(
     responses={200: {"model": ReleaseView}, **problem_responses(401, 403, 404, 409, 422)},
 )
 async def release(
-    record_id: UUID, body: ReleaseBody, kernel: KernelDep, principal: Admin
+    record_id: UUID,
+    body: ReleaseBody,
+    kernel: KernelDep,
+    principal: Admin,
+    if_match: IfMatch = None,
 ) -> JSONResponse:
-    """Move a quarantined record below ``sensitive``; the release is audited with the reason."""
+    """Move a quarantined record below ``sensitive``; the release is audited with the reason.
+    With ``If-Match`` (the version reviewed), a record that moved on since is a 409."""
     record, decision_id = await kernel.quarantine.release(
-        record_id, admin=principal.caller, reason=body.reason, level=body.level
+        record_id,
+        admin=principal.caller,
+        reason=body.reason,
+        level=body.level,
+        expected_version=expected_version(if_match, required=False),
     )
     return JSONResponse({"decision_id": str(decision_id), "record": record_view(record)})
 

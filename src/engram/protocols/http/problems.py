@@ -43,6 +43,7 @@ from engram.errors import (
     MigrationError,
     NotFound,
     Quarantine,
+    RateLimited,
     TransientDatabaseError,
     Unauthenticated,
     UniqueViolation,
@@ -66,6 +67,7 @@ WWW_AUTHENTICATE = 'Bearer realm="engram"'
 ERROR_STATUS: dict[type[EngramError], tuple[int, str]] = {
     Unauthenticated: (401, "unauthenticated"),
     Forbidden: (403, "forbidden"),
+    RateLimited: (429, "rate-limited"),
     NotFound: (404, "not-found"),
     AlreadyExists: (409, "already-exists"),
     VersionConflict: (409, "version-conflict"),
@@ -175,6 +177,8 @@ def error_problem(exc: EngramError) -> JSONResponse:
     if status == 503:
         seconds = exc.retry_after_seconds if isinstance(exc, CircuitOpen) else None
         headers["Retry-After"] = retry_after(seconds)
+    if isinstance(exc, RateLimited):
+        headers["Retry-After"] = retry_after(exc.retry_after_seconds)
     if isinstance(exc, ValidationFailed):
         extensions["errors"] = list(exc.errors)
     if isinstance(exc, VersionConflict):

@@ -11,6 +11,7 @@ the server, one JSON body per request, nothing to resume after a restart.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -22,7 +23,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from engram.agents.registry import Principal
 from engram.errors import EngramError, Unauthenticated
@@ -86,6 +87,25 @@ class McpEndpoint:
             response = JSONResponse({"error": "the MCP endpoint is not running"}, status_code=503)
             await response(scope, receive, send)
             return
+        if scope.get("method") != "POST":
+            # Stateless, JSON responses (ADR-013): no event stream to open (GET), no session
+            # to end (DELETE). The SDK would hold a GET's stream open, sending nothing.
+            response = JSONResponse(
+                {"error": "method-not-allowed", "message": "send JSON-RPC requests by POST"},
+                status_code=405,
+                headers={"Allow": "POST"},
+            )
+            await response(scope, receive, send)
+            return
+        body = await _read_body(receive)
+        if body is None:
+            return  # the client went away
+        problem = envelope_problem(body)
+        if problem is not None:
+            refused = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": problem}}
+            await JSONResponse(refused, status_code=400)(scope, receive, send)
+            return
+        receive = _replay(body, receive)
         try:
             principal = await kernel.agents.authenticate(_bearer(scope))
         except Unauthenticated as exc:
@@ -105,3 +125,49 @@ class McpEndpoint:
             await response(scope, receive, send)
             return
         await manager.handle_request({**scope, PRINCIPAL_KEY: principal}, receive, send)
+
+
+async def _read_body(receive: Receive) -> bytes | None:
+    """The whole request body (the application's body limit bounds it), or None if the client
+    disconnected first."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that hands the SDK the body already read, then the connection's own."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+def envelope_problem(body: bytes) -> str | None:
+    """Why a JSON-RPC message (or batch) cannot be taken, where the SDK would not say so: an
+    ``id`` that is neither a string nor an integer (1.5, true, an object) makes it read the
+    request as a notification and answer 202 with nothing done. Bodies that are not JSON are
+    left to the SDK (it answers -32700)."""
+    try:
+        parsed = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    messages = parsed if isinstance(parsed, list) else [parsed]
+    for message in messages:
+        if not isinstance(message, dict) or "id" not in message:
+            continue
+        value = message["id"]
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            return "id: a JSON-RPC request id is a string or an integer"
+    return None

@@ -23,6 +23,7 @@ from engram.errors import (
     Forbidden,
     InfrastructureError,
     NotFound,
+    RateLimited,
     Unauthenticated,
     ValidationFailed,
     VersionConflict,
@@ -57,6 +58,7 @@ def success(summary: str, body: dict[str, Any]) -> CallToolResult:
 ERROR_KINDS: dict[type[EngramError], str] = {
     NotFound: "not_found",
     Forbidden: "forbidden",
+    RateLimited: "rate_limited",
     Unauthenticated: "unauthenticated",
     AlreadyExists: "already_exists",
     ValidationFailed: "invalid_input",

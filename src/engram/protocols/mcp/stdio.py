@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import os
 import signal
 import sys
@@ -21,6 +22,7 @@ from typing import Any, TextIO
 
 import anyio
 import structlog
+from mcp import types as mcp_types
 from mcp.server.stdio import stdio_server
 
 from engram.config import EngramSettings
@@ -52,24 +54,75 @@ def _protocol_stdout() -> Iterator[TextIO]:
 MAX_LINE_BYTES = 16 * 2**20
 
 
+class _SerialWriter:
+    """The protocol's output, one whole line per write: the SDK's answers and the ones this
+    module gives itself to lines the SDK would drop go out one after the other."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._lock = asyncio.Lock()
+
+    async def write(self, data: str) -> None:
+        async with self._lock:
+            await self._stream.write(data)
+
+    async def flush(self) -> None:
+        async with self._lock:
+            await self._stream.flush()
+
+
+def line_problem(line: str) -> tuple[int, str] | None:
+    """The JSON-RPC error a line gets before the SDK sees it, for lines the SDK would drop
+    without an answer (the client would wait for ever): text that is not JSON or holds a lone
+    surrogate (-32700), and a request whose id is neither a string nor an integer (-32600)."""
+    if not line.strip():
+        return None
+    try:
+        parsed = json.loads(line)
+        json.dumps(parsed, ensure_ascii=False).encode("utf-8")
+    except (ValueError, RecursionError):  # UnicodeEncodeError is a ValueError
+        return -32700, "Parse error: not JSON text in UTF-8"
+    messages = parsed if isinstance(parsed, list) else [parsed]
+    for message in messages:
+        if isinstance(message, dict) and "id" in message:
+            value = message["id"]
+            if isinstance(value, bool) or not isinstance(value, (str, int)):
+                return -32600, "Invalid request: a request id is a string or an integer"
+    try:
+        mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except ValueError:  # pydantic's ValidationError: JSON, but no JSON-RPC message
+        return -32600, "Invalid request: not a JSON-RPC 2.0 message"
+    return None
+
+
 class _PipeLines:
     """Lines of stdin read by the event loop itself, so a cancelled session stops at once
-    (a reader thread blocked in ``read`` would hold the process until the client writes)."""
+    (a reader thread blocked in ``read`` would hold the process until the client writes).
+    A line the SDK would drop unanswered is answered here instead (:func:`line_problem`)."""
 
-    def __init__(self, reader: asyncio.StreamReader) -> None:
+    def __init__(self, reader: asyncio.StreamReader, writer: _SerialWriter) -> None:
         self._reader = reader
+        self._writer = writer
 
     def __aiter__(self) -> _PipeLines:
         return self
 
     async def __anext__(self) -> str:
-        line = await self._reader.readline()
-        if not line:
-            raise StopAsyncIteration
-        return line.decode("utf-8", errors="replace")
+        while True:
+            raw = await self._reader.readline()
+            if not raw:
+                raise StopAsyncIteration
+            line = raw.decode("utf-8", errors="replace")
+            problem = line_problem(line)
+            if problem is None:
+                return line
+            code, message = problem
+            error = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
+            await self._writer.write(json.dumps(error) + "\n")
+            await self._writer.flush()
 
 
-async def _stdin_lines() -> Any:
+async def _stdin_lines(writer: _SerialWriter) -> Any:
     """stdin as an async iterable of lines; the SDK's own (thread) reader when stdin is not a
     pipe, socket or terminal (a regular file, say), which the event loop cannot watch."""
     loop = asyncio.get_running_loop()
@@ -78,7 +131,7 @@ async def _stdin_lines() -> Any:
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
     except (ValueError, OSError):
         return None
-    return _PipeLines(reader)
+    return _PipeLines(reader, writer)
 
 
 async def serve_stdio(settings: EngramSettings, stdout: TextIO) -> None:
@@ -99,8 +152,9 @@ async def serve_stdio(settings: EngramSettings, stdout: TextIO) -> None:
         principal = await kernel.agents.authenticate(token)
         server = build_server(EngramTools(kernel), lambda _ctx: principal)
         log.info("mcp.stdio.serving", agent=principal.agent.name)
-        stdin = await _stdin_lines()
-        async with stdio_server(stdin=stdin, stdout=anyio.wrap_file(stdout)) as (
+        writer = _SerialWriter(anyio.wrap_file(stdout))
+        stdin = await _stdin_lines(writer)
+        async with stdio_server(stdin=stdin, stdout=writer) as (  # type: ignore[arg-type]
             read_stream,
             write_stream,
         ):

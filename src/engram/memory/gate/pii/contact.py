@@ -42,6 +42,8 @@ _NOT_PHONE_LABEL = re.compile(
     r"(?:[ \t]*(?:no\.?|number|num|id|#))?[ \t]*[#:=]?|#)[ \t]*$"
 )
 _GLUE = frozenset("-_/#.@=\\")
+#: Digit runs read per text; past this many, the next one is reported unread (fail-safe).
+MAX_PHONE_RUNS = 48
 _PHONE_WORDS = (
     "phone", "tel", "mobile", "cell", "call", "fax", "whatsapp", "signal", "landline", "handy",
     "portable", "ring", "text", "sms", "dial", "contact", "kakao", "wechat", "viber",
@@ -135,30 +137,52 @@ def _international_possible(candidate: str) -> bool:
     return len(str(number.national_number)) >= 8 and phonenumbers.is_possible_number(number)
 
 
+def _runs(t: Text, taken: list[Span]) -> Iterator[tuple[re.Match[str], bool]]:
+    """Digit runs of seven digits or more that no other finding covers, each with whether it
+    is one too many: past ``MAX_PHONE_RUNS`` (more candidate numbers than any memory holds),
+    rather than spend the Gate's time reading them all, or skip what may hide behind them,
+    the next run is a finding unread."""
+    read = 0
+    for run in _PHONE_RUN.finditer(t.raw):
+        start, end = run.span()
+        if any(s < end and start < e for _, s, e in taken):
+            continue
+        if sum(c.isdigit() for c in run.group(0)) < 7:
+            continue
+        read += 1
+        yield run, read > MAX_PHONE_RUNS
+        if read > MAX_PHONE_RUNS:
+            return
+
+
+def _matched(text: str, start: int, end: int) -> list[Span]:
+    """What the library's matcher finds in a run (it looks one character around a candidate:
+    letters, time suffixes)."""
+    left, right = max(0, start - 1), min(len(text), end + 3)
+    matcher = phonenumbers.PhoneNumberMatcher(
+        text[left:right], "US", leniency=phonenumbers.Leniency.VALID
+    )
+    return [
+        (PiiKind.PHONE, left + m.start, left + m.end)
+        for m in matcher
+        if _phone_span_ok(text, left + m.start, left + m.end)
+    ]
+
+
 def find_phones(t: Text, taken: list[Span]) -> Iterator[Span]:
     """Phone numbers in digit runs that no more specific finding already covers."""
     text = t.raw
     if t.digits < 7:
         return
     national: bool | None = None  # whether a phone keyword occurs; computed on first need
-    for run in _PHONE_RUN.finditer(text):
+    for run, unread in _runs(t, taken):
         start, end = run.span()
-        if any(s < end and start < e for _, s, e in taken):
-            continue
-        if sum(c.isdigit() for c in run.group(0)) < 7:
-            continue
-        # The matcher looks one character around a candidate (letters, time suffixes).
-        left, right = max(0, start - 1), min(len(text), end + 3)
-        found = False
-        matcher = phonenumbers.PhoneNumberMatcher(
-            text[left:right], "US", leniency=phonenumbers.Leniency.VALID
-        )
-        for match in matcher:
-            m_start, m_end = left + match.start, left + match.end
-            if _phone_span_ok(text, m_start, m_end):
-                found = True
-                yield PiiKind.PHONE, m_start, m_end
+        if unread:
+            yield PiiKind.PHONE, start, end
+            return
+        found = _matched(text, start, end)
         if found:
+            yield from found
             continue
         candidate = run.group(0)
         if _international_possible(candidate):

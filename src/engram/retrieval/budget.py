@@ -1,0 +1,40 @@
+"""How often one agent may rate what it retrieved (``Retrieval.feedback``).
+
+Ratings are the learned advisor's reward signal and every useful one slows a record's decay,
+so an agent that rates without limit could fill the table, start the advisor's training runs
+(every 500 ratings) on its own and keep its favourite records from decaying.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from engram.errors import RateLimited
+
+#: Ratings one agent may give per minute, and at once: more than an agent reading its hits
+#: rates, few enough that no agent fills the table or starts the advisor's training runs
+#: (every 500 ratings) on its own.
+FEEDBACK_PER_MINUTE = 120.0
+FEEDBACK_BURST = 60.0
+
+
+class FeedbackBudget:
+    """A token bucket of ratings per agent, in this process (:data:`FEEDBACK_PER_MINUTE`)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._buckets: dict[str, tuple[float, float]] = {}
+
+    def take(self, agent_id: str) -> None:
+        """Spend one rating of ``agent_id``'s budget, or raise :class:`RateLimited`."""
+        now = self._clock()
+        tokens, then = self._buckets.get(agent_id, (FEEDBACK_BURST, now))
+        tokens = min(FEEDBACK_BURST, tokens + max(0.0, now - then) * FEEDBACK_PER_MINUTE / 60)
+        if tokens < 1.0:
+            self._buckets[agent_id] = (tokens, now)
+            wait = (1.0 - tokens) * 60 / FEEDBACK_PER_MINUTE
+            raise RateLimited("too many ratings; try again shortly", retry_after_seconds=wait)
+        self._buckets[agent_id] = (tokens - 1.0, now)
+        if len(self._buckets) > 10_000:  # forget the fullest buckets' agents: they start full
+            self._buckets = {k: v for k, v in self._buckets.items() if v[0] + 1e-9 < FEEDBACK_BURST}
