@@ -19,7 +19,12 @@ from engram.observability.metrics import PII_DETECTORS
 DATA = Path(__file__).resolve().parents[1] / "data"
 #: The corpus the detectors were written against: the first one and the two dev writers'
 #: files (tests/data/pii/README.md). The test writers' files are read by benchmarks only.
-CORPUS = (DATA / "pii_corpus.tsv", DATA / "pii" / "dev_l.tsv", DATA / "pii" / "dev_n.tsv")
+CORPUS = (
+    DATA / "pii_corpus.tsv",
+    DATA / "pii" / "dev_l.tsv",
+    DATA / "pii" / "dev_n.tsv",
+    DATA / "pii" / "dev_o.tsv",
+)
 
 # Vendor tokens are assembled here rather than written whole, so that secret scanners do not
 # take this file for a leak. Each is well formed and random-looking, and revokes nothing.
@@ -128,6 +133,13 @@ POSITIVES = [
     (PiiKind.SECRET_ASSIGNMENT, "The wifi password {v} is on the fridge.", "Wq7!mZ2pLr"),
     (PiiKind.SECRET_ASSIGNMENT, "The router password got changed to {v} today.", "Hq4$rT9wLx"),
     (PiiKind.SECRET_ASSIGNMENT, '<add key="PaymentsApiSecret" value="{v}" />', "Jq8Lm2Xv7R3Zp9W"),
+    (PiiKind.SECRET_ASSIGNMENT, "PAROLA: {v} for the admin portal.", "Qz7!mK2pLw9"),
+    (PiiKind.NATIONAL_ID, "The claimant's CUIL is {v}.", "27-28033719-1"),
+    (PiiKind.NATIONAL_ID, "Cliente {v} pidió el reembolso.", "12.531.909-2"),
+    (PiiKind.NATIONAL_ID, "Pojištěnec {v} prefers mornings.", "785112/1003"),
+    (PiiKind.NATIONAL_ID, "TC Kimlik No: {v} for the SGK file.", "12345670008"),
+    (PiiKind.PAYMENT_CARD, "TROY kart {v} son kullanma 07/27.", "9792151234567893"),
+    (PiiKind.PHONE, "Phone: ring ham på {v} i aften.", "31 84 27 65"),
 ]
 
 NEGATIVES = [
@@ -176,6 +188,9 @@ NEGATIVES = [
     "Customer account 00918273 was merged in the CRM; refund pending.",
     "Call rotation starts 2024-07-01; dial-in 8812 4471.",
     "Tracking 1Z999AA10123456784 for the parcel to the bank.",
+    "Use ${API_TOKEN:?missing} in the chart.",
+    "Tracking 1Z 999 A1E 01 2345 678 4 for the parcel.",
+    "Sagsnr. 2024-118734 was closed on 12.11.2026.",
 ]
 
 

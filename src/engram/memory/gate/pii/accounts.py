@@ -15,8 +15,9 @@ counts only where the text says it is a bank account:
   a UK sort code (``20-45-77``) after ``sort code``; an Australian BSB (``062-914``) after
   ``BSB``; a Canadian transit number after ``transit``. Each is reported: with the account
   beside it, it locates the money.
-* **Layouts with a check**: a New Zealand account (``01-1188-0687661-01``) and a Norwegian
-  kontonummer (``9710.78.07016``), each by its own check digits.
+* **Layouts with a check**: a New Zealand account (``01-1188-0687661-01``), a Norwegian
+  kontonummer (``9710.78.07016``) and an Argentine CBU (22 digits), each by its own check
+  digits.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from stdnum.ar import cbu as _ar_cbu
 from stdnum.no import kontonr as _no_kontonr
 from stdnum.nz import bankaccount as _nz_account
 from stdnum.us import rtn as _us_rtn
@@ -33,7 +35,8 @@ from engram.memory.gate.pii.findings import PiiKind, Span, Text
 _BANKING = re.compile(
     r"\b(?:bank|banking|routing|sort code|bsb|ifsc|clabe|swift|bic|iban|ach|eft|wire|payout"
     r"|payroll|direct deposit|deposit|transit|branch|cheque|checking|savings|current account"
-    r"|refund|reimburse\w*|kontonummer|konto|futsu|giro|rib|bankleitzahl|blz)\b"
+    r"|refund|reimburse\w*|kontonummer|kontonr|konto|futsu|giro|rib|bankleitzahl|blz"
+    r"|reg\.? ?nr|registreringsnummer|cbu|nuban|udbetaling|utbetalning|transfer)\b"
 )
 _ACCOUNT_WORDS = re.compile(
     r"(?:\b(?:account|acct|a/c|ac no|kontonummer|kontonr|konto|cuenta|compte|conto|rekening"
@@ -60,7 +63,8 @@ _CODE_SHAPES = {
     "transit": re.compile(r"\d{5}"),
 }
 _LAYOUTS = re.compile(
-    r"(?<![\w.\-])(?:(?P<nz>\d{2}-\d{4}-\d{7}-\d{2,3})|(?P<no>\d{4}\.\d{2}\.\d{5}))(?![\w\-])"
+    r"(?<![\w.\-])(?:(?P<nz>\d{2}-\d{4}-\d{7}-\d{2,3})|(?P<no>\d{4}\.\d{2}\.\d{5})"
+    r"|(?P<cbu>\d{22}))(?![\w\-])"
 )
 
 
@@ -78,6 +82,8 @@ def _checked_layout(group: str, value: str) -> bool:
     try:
         if group == "nz":
             return bool(_nz_account.is_valid(value))
+        if group == "cbu":  # Argentina's 22 digits, two check digits
+            return bool(_ar_cbu.is_valid(value))
         return bool(_no_kontonr.is_valid(value))
     except Exception:  # noqa: BLE001 - a validator's odd input is simply "not valid"
         return False

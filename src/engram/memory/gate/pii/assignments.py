@@ -16,17 +16,24 @@ from collections.abc import Iterator
 from engram.memory.gate.pii.findings import PiiKind, Span, Text
 from engram.memory.gate.pii.heuristics import char_classes, entropy, is_placeholder
 
-_SECRET_STEMS = ("key", "secret", "token", "pass", "pwd", "pw", "cred")
+# Words for a password in other languages (written without diacritics, as in config).
+_FOREIGN_PASSWORDS = (
+    "parola", "heslo", "haslo", "senha", "clave", "contrasena", "wachtwoord", "salasana",
+    "sifre", "jelszo", "lozinka", "geslo", "kodeord", "adgangskode", "kennwort", "losenord",
+)  # fmt: skip
+_SECRET_STEMS = ("key", "secret", "token", "pass", "pwd", "pw", "cred", *_FOREIGN_PASSWORDS)
 _ASSIGNMENT = re.compile(
     r"(?<![\w.\-])"
     r"(?P<key>(?:[A-Za-z]{2,12} )?[\w.\-]{0,40}?"
-    r"(?i:key|secret|token|pass|pwd|pw|credentials?|creds)[\w.\-]{0,40})"
-    r"(?:(?P<gap>[ \t]+(?:for|of|on|at|to|in)[ \t][^.\n:=;,\"'`]{1,40}?)?"
+    r"(?i:key|secret|token|pass|pwd|pw|credentials?|creds|" + "|".join(_FOREIGN_PASSWORDS) + r")"
+    r"[\w.\-]{0,40})"
+    r"(?:(?P<gap>[ \t]+(?:for|of|on|at|to|in|do|na|za|pro|zu|pour|para|per|voor|til)"
+    r"[ \t][^.\n:=;,\"'`]{1,40}?)?"
     r"[\"']?(?:[ \t]{0,3}(?::=|=>|=|:)[ \t]{0,3}|[ \t]+(?:is|was)(?:[ \t]+now)?[ \t]+"
     r"|[ \t]+(?:(?:got|was|has been|is)[ \t]+)?(?:reset|changed|set|updated|rotated)[ \t]+to[ \t]+)"
     r"|[\"']?(?P<loose>[ \t]+))"
     r"(?:\"(?P<dq>[^\"\n]{1,512})\"|'(?P<sq>[^'\n]{1,512})'|`(?P<bq>[^`\n]{1,512})`"
-    r"|(?P<bare>[^\s\"'`,;&(){}\[\]<>]{1,512}))"
+    r"|(?P<bare>[^\s\"'`,;(){}\[\]<>]{1,512}))"
 )
 # A name and its value given as two attributes or fields: <add key="ApiSecret" value="…" />,
 # {"name": "DB_PASSWORD", "value": "…"} (Kubernetes env, .NET appSettings).
@@ -36,7 +43,11 @@ _KEY_VALUE = re.compile(
 )
 _AUTH_HEADER = re.compile(r"(?<![\w\-])(?:[Bb]earer|Basic)[ \t]+(?P<v>[A-Za-z0-9._~+/\-]{12,}=*)")
 _IDENT_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
-_PASSWORD_WORDS = frozenset({"password", "passwd", "pwd", "pass", "passphrase", "pw", "passcode"})
+_PASSWORD_WORDS = frozenset(
+    {"password", "passwd", "pwd", "pass", "passphrase", "pw", "passcode", *_FOREIGN_PASSWORDS}
+)
+# In a bare value, "&name=" starts the next parameter of a query string.
+_NEXT_PARAMETER = re.compile(r"&(?=[A-Za-z_][\w.\-]*=)")
 _SECRET_WORDS = frozenset({"secret", "token", "apikey", "credential", "credentials", "creds"})
 _KEY_QUALIFIERS = frozenset(
     {
@@ -164,6 +175,8 @@ def find_assignments(t: Text) -> Iterator[Span]:
     text = t.raw
     claimed = 0  # end of the last reported value; names inside it are part of the value
     for at in _assignment_candidates(t):
+        if at and text[at - 1] in "{$%":
+            continue  # a variable's name inside a template (${DB_PASSWORD:?required}), no value
         m = _ASSIGNMENT.match(text, at) if at >= claimed else None
         if m is None:
             continue
@@ -176,7 +189,7 @@ def find_assignments(t: Text) -> Iterator[Span]:
         if m.group("loose") is not None:
             key_class = "loose password" if key_class == "password" else "loose"
         if group == "bare":
-            value = value.rstrip(".,:;")
+            value = _NEXT_PARAMETER.split(value, maxsplit=1)[0].rstrip(".,:;")
         else:
             lead = len(value) - len(value.lstrip())
             start += lead

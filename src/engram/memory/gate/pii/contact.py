@@ -69,7 +69,10 @@ def _phone_span_ok(text: str, start: int, end: int) -> bool:
         return False
     if after.isalnum() or after in "-_/@=" or (after in ".:" and text[end + 1 : end + 2].isdigit()):
         return False
-    return _NOT_PHONE_LABEL.search(text, max(0, start - 32), start) is None
+    if _NOT_PHONE_LABEL.search(text, max(0, start - 32), start) is not None:
+        return False
+    label = _NUMBER_LABEL.search(text, max(0, start - 32), start)
+    return label is None or any(stem in label.group(1).lower() for stem in _PHONE_STEMS)
 
 
 _PHONE_WORD = re.compile(r"\b(?:" + "|".join(_PHONE_WORDS) + r")")
@@ -84,7 +87,7 @@ def _national_phone_ok(candidate: str) -> bool:
     if _DATE_RUN.fullmatch(candidate.strip()):
         return False
     if not digits.startswith("0"):
-        if len(digits) < 10:
+        if len(digits) < 10 and not _PAIRS.fullmatch(candidate.strip()):
             return False  # eight or nine bare digits are too often a code or a count
         try:
             if phonenumbers.is_valid_number(phonenumbers.parse("+" + digits, None)):
@@ -101,8 +104,18 @@ def _national_phone_ok(candidate: str) -> bool:
     return False
 
 
-# The run continues a code of grouped capitals and digits ("NL91 ABNA 0417 1643 01").
-_GROUP_BEFORE = re.compile(r"(?<![A-Za-z0-9])[A-Z0-9]{4}[ \-]$")
+# The run continues a code: a group of four capitals and digits ("NL91 ABNA 0417 1643 01") or
+# a token mixing letters and digits ("Tracking 1Z 999 A1E 01 2345 678 4").
+_GROUP_BEFORE = re.compile(
+    r"(?<![A-Za-z0-9])(?:[A-Z0-9]{4}|(?=[A-Za-z0-9]*\d)(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{2,})"
+    r"[ \-]$"
+)
+# "Sagsnr. 2024-118734", "Kunden-Nr. 4155550132": a number label in any language; unless the
+# word before it is a phone word ("Tel.-Nr.", "Handynr.").
+_NUMBER_LABEL = re.compile(r"(?i)(\w*)[ .\-]*(?:nr|no|n[º°])\.?[ \t]*[:#]?[ \t]*$")
+_PHONE_STEMS = ("tel", "phone", "fon", "handy", "mobil", "cell", "fax")
+# Eight digits in pairs ("20 63 18 54"): how Danish and Norwegian numbers are written.
+_PAIRS = re.compile(r"\d{2} \d{2} \d{2} \d{2}")
 _MOBILE = frozenset(
     {phonenumbers.PhoneNumberType.MOBILE, phonenumbers.PhoneNumberType.FIXED_LINE_OR_MOBILE}
 )

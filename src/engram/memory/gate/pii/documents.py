@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 
+from stdnum.ar import cuit as _ar_cuit
 from stdnum.at import vnr as _at_vnr
 from stdnum.au import tfn as _au_tfn
 from stdnum.be import nn as _be_nn
@@ -34,9 +35,12 @@ from stdnum.br import cpf as _br_cpf
 from stdnum.ch import ssn as _ch_ssn
 from stdnum.cl import rut as _cl_rut
 from stdnum.cn import ric as _cn_ric
+from stdnum.cz import rc as _cz_rc
+from stdnum.dk import cpr as _dk_cpr
 from stdnum.fi import hetu as _fi_hetu
 from stdnum.gb import nhs as _gb_nhs
 from stdnum.ie import pps as _ie_pps
+from stdnum.il import idnr as _il_idnr
 from stdnum.in_ import aadhaar as _in_aadhaar
 from stdnum.jp import in_ as _jp_in
 from stdnum.kr import rrn as _kr_rrn
@@ -50,6 +54,7 @@ from stdnum.pt import cc as _pt_cc
 from stdnum.pt import nif as _pt_nif
 from stdnum.ro import cnp as _ro_cnp
 from stdnum.se import personnummer as _se_pnr
+from stdnum.tr import tckimlik as _tr_tck
 from stdnum.za import idnr as _za_idnr
 
 from engram.memory.gate.pii.findings import PiiKind, Span, Text
@@ -111,6 +116,11 @@ _CHECKED: tuple[tuple[str, Check], ...] = (
     (r"cart[ãa]o de cidad[ãa]o|citizen card", _pt_cc.is_valid),
     (r"rijksregisternummer|national (?:register|registry) number", _be_nn.is_valid),
     (r"resident identity|居民身份证", _cn_ric.is_valid),
+    (r"cuil|cuit", _ar_cuit.is_valid),
+    (r"teudat zehut|t\.z\.|israeli id(?: number)?", _il_idnr.is_valid),
+    (r"rodn[ée] [čc][íi]slo|r\.[čc]\.", _cz_rc.is_valid),
+    (r"t\.?c\.? kimlik(?: no)?|kimlik no", _tr_tck.is_valid),
+    (r"cpr(?:-nummer| number| nr\.?)?", _dk_cpr.is_valid),
 )
 # Keywords of documents without a published check digit: the token's shape must do.
 _SHAPED = (
@@ -121,7 +131,8 @@ _SHAPED = (
     r"|identity card|id card|national id(?:entity)?(?: card| number| no)?|identity number"
     r"|identity document|personalausweis|carte d'identit[ée]|carta d'identit[àa]"
     r"|documento de identidad|dowód osobisty|dowod osobisty|cédula|cedula|medicare"
-    r"|health card|ohip|social security|social insurance|national insurance"
+    r"|health card|ohip|ramq|social security|social insurance|national insurance"
+    r"|k[øo]rekort|ajokortti|řidičský průkaz|ehliyet|permis|nin|kra pin|dni|cédula de identidad"
     r"|tax (?:id|number|identification number|code)|taxpayer"
 )
 _CHECKED_RE = re.compile(r"\b(?:" + "|".join(f"(?:{k})" for k, _ in _CHECKED) + r")\b")
@@ -200,6 +211,9 @@ _LAYOUTS = re.compile(
     r"|(?P<hetu>\d{6}[\-+A]\d{3}[0-9A-Y])"
     r"|(?P<curp>[A-Za-z]{4}\d{6}[HMXhmx][A-Za-z]{5}[A-Za-z0-9]\d)"
     r"|(?P<rfc>[A-Z&]{4}\d{6}[A-Z0-9]{3})"
+    r"|(?P<rut>\d{1,2}\.\d{3}\.\d{3}-[\dkK])"
+    r"|(?P<cuil>(?:20|2[3-7]|30|33|34)-\d{8}-\d)"
+    r"|(?P<rc>\d{6}/\d{3,4})"
     r")(?![A-Za-z0-9]|[.\-/][A-Za-z0-9])"
 )
 _LAYOUT_CHECKS: dict[str, Check] = {
@@ -216,6 +230,9 @@ _LAYOUT_CHECKS: dict[str, Check] = {
     "hetu": _fi_hetu.is_valid,
     "curp": lambda v: _mx_curp.is_valid(v.upper()),
     "rfc": _mx_rfc.is_valid,
+    "rut": _cl_rut.is_valid,
+    "cuil": _ar_cuit.is_valid,
+    "rc": _cz_rc.is_valid,
 }
 
 

@@ -31,7 +31,7 @@ _CARD = re.compile(
     r"(?![\w]|[.\-/]\d)"
 )
 # Issuer prefixes and the card lengths each issues (Visa, Mastercard, Amex, Diners, JCB,
-# Discover, UnionPay, Maestro).
+# Discover, UnionPay, Maestro and Verve, TROY).
 _CARD_BRANDS: tuple[tuple[re.Pattern[str], frozenset[int]], ...] = (
     (re.compile(r"4"), frozenset({16, 19})),  # 13-digit Visa is retired; EAN-13 codes are not
     (re.compile(r"5[1-5]|2(?:22[1-9]|2[3-9]\d|[3-6]\d\d|7[01]\d|720)"), frozenset({16})),
@@ -40,6 +40,7 @@ _CARD_BRANDS: tuple[tuple[re.Pattern[str], frozenset[int]], ...] = (
     (re.compile(r"35(?:2[89]|[3-8])"), frozenset(range(16, 20))),
     (re.compile(r"6(?:011|4[4-9]|5|2)"), frozenset(range(16, 20))),
     (re.compile(r"5[06-8]|6(?:304|7)"), frozenset(range(13, 20))),
+    (re.compile(r"9792"), frozenset({16})),  # TROY (Turkey)
 )
 _GROUP_BEFORE = re.compile(r"(?<![A-Za-z0-9])[A-Za-z]{0,2}\d[A-Za-z0-9]{0,3}[ \-]$")
 
