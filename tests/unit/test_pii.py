@@ -24,6 +24,7 @@ CORPUS = (
     DATA / "pii" / "dev_l.tsv",
     DATA / "pii" / "dev_n.tsv",
     DATA / "pii" / "dev_o.tsv",
+    DATA / "pii" / "dev_p.tsv",
 )
 
 # Vendor tokens are assembled here rather than written whole, so that secret scanners do not
@@ -140,6 +141,14 @@ POSITIVES = [
     (PiiKind.NATIONAL_ID, "TC Kimlik No: {v} for the SGK file.", "12345670008"),
     (PiiKind.PAYMENT_CARD, "TROY kart {v} son kullanma 07/27.", "9792151234567893"),
     (PiiKind.PHONE, "Phone: ring ham på {v} i aften.", "31 84 27 65"),
+    (PiiKind.NATIONAL_ID, "Croatian contractor OIB: {v} on every invoice.", "69182403184"),
+    (PiiKind.NATIONAL_ID, "Greek employee, AMKA {v}, starts Monday.", "15038510002"),
+    (PiiKind.NATIONAL_ID, "Verify CNIC {v} before paying.", "35202-1234567-1"),
+    (PiiKind.NATIONAL_ID, "Supplier NIK {v} (KTP on file).", "3174011505900001"),
+    (PiiKind.NATIONAL_ID, "Passport for the trip: {v}, expires 2031.", "JR6NRY7T2"),
+    (PiiKind.PAYMENT_CARD, "Replace the virtual card {v} everywhere.", "4273.1651.8204.5537"),
+    (PiiKind.US_SSN, "Her social is {v}, for the 1099.", "536 22 1942"),
+    (PiiKind.SECRET_ASSIGNMENT, "Portal login: user dnagy, jelszó {v}", "Nyar#Csiga42"),
 ]
 
 NEGATIVES = [

@@ -33,14 +33,15 @@ from stdnum.us import rtn as _us_rtn
 from engram.memory.gate.pii.findings import PiiKind, Span, Text
 
 _BANKING = re.compile(
-    r"\b(?:bank|banking|routing|sort code|bsb|ifsc|clabe|swift|bic|iban|ach|eft|wire|payout"
+    r"(?:bank|\b(?:banking|routing|sort code|bsb|ifsc|clabe|swift|bic|iban|ach|eft|wire|payouts?"
     r"|payroll|direct deposit|deposit|transit|branch|cheque|checking|savings|current account"
     r"|refund|reimburse\w*|kontonummer|kontonr|konto|futsu|giro|rib|bankleitzahl|blz"
-    r"|reg\.? ?nr|registreringsnummer|cbu|nuban|udbetaling|utbetalning|transfer)\b"
+    r"|reg\.? ?nr|registreringsnummer|cbu|nuban|udbetaling|utbetalning|transfers?)\b)"
 )
 _ACCOUNT_WORDS = re.compile(
     r"(?:\b(?:account|acct|a/c|ac no|kontonummer|kontonr|konto|cuenta|compte|conto|rekening"
-    r"|checking|savings|cheque account)|account_?(?:number|no|num)\b)"
+    r"|checking|savings|cheque account|stk|số tài khoản|rekening|no\. rek)"
+    r"|account_?(?:number|no|num)\b)"
 )
 _NOT_BANK = re.compile(
     r"\b(?:aws|gcp|azure|customer|client|user|member|loyalty|billing|service|cloud|admin"

@@ -21,11 +21,18 @@ _FOREIGN_PASSWORDS = (
     "parola", "heslo", "haslo", "senha", "clave", "contrasena", "wachtwoord", "salasana",
     "sifre", "jelszo", "lozinka", "geslo", "kodeord", "adgangskode", "kennwort", "losenord",
 )  # fmt: skip
-_SECRET_STEMS = ("key", "secret", "token", "pass", "pwd", "pw", "cred", *_FOREIGN_PASSWORDS)
+# The same words as written with their letters (the name splitter reads ASCII words only).
+_ACCENTED_PASSWORDS = ("hasło", "contraseña", "şifre", "jelszó", "lösenord")
+_SECRET_STEMS = (
+    "key", "secret", "token", "pass", "pwd", "pw", "cred", *_FOREIGN_PASSWORDS,
+    *_ACCENTED_PASSWORDS,
+)  # fmt: skip
 _ASSIGNMENT = re.compile(
     r"(?<![\w.\-])"
     r"(?P<key>(?:[A-Za-z]{2,12} )?[\w.\-]{0,40}?"
-    r"(?i:key|secret|token|pass|pwd|pw|credentials?|creds|" + "|".join(_FOREIGN_PASSWORDS) + r")"
+    r"(?i:key|secret|token|pass|pwd|pw|credentials?|creds|"
+    + "|".join((*_FOREIGN_PASSWORDS, *_ACCENTED_PASSWORDS))
+    + r")"
     r"[\w.\-]{0,40})"
     r"(?:(?P<gap>[ \t]+(?:for|of|on|at|to|in|do|na|za|pro|zu|pour|para|per|voor|til)"
     r"[ \t][^.\n:=;,\"'`]{1,40}?)?"
@@ -80,6 +87,8 @@ def _key_class(key: str) -> str | None:
     words = [w.lower() for w in _IDENT_WORD.findall(key)]
     if not words or any(w in _METADATA_WORDS for w in words):
         return None
+    if any(word in key.lower() for word in _ACCENTED_PASSWORDS):
+        return "password"
     if any(w in _PASSWORD_WORDS or w.endswith(("password", "passwd")) for w in words):
         return "password"
     if any(w in _SECRET_WORDS or w.endswith(("secret", "token", "apikey")) for w in words):

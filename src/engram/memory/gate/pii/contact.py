@@ -55,7 +55,7 @@ _PHONE_WORDS = (
 _NATIONAL_REGIONS = (
     "GB", "DE", "FR", "IT", "NL", "BE", "AT", "CH", "IE", "AU", "IN", "JP", "BR", "ES", "PT",
     "PL", "SE", "NO", "DK", "FI", "NZ", "ZA", "KR", "SG", "MX", "CN", "CZ", "GR", "TR", "IL",
-    "US", "CA",
+    "US", "CA", "ID", "PH", "VN", "PK", "HU", "HR", "AR", "CL", "EG", "KE", "NG",
 )  # fmt: skip
 
 

@@ -39,6 +39,10 @@ from stdnum.cz import rc as _cz_rc
 from stdnum.dk import cpr as _dk_cpr
 from stdnum.fi import hetu as _fi_hetu
 from stdnum.gb import nhs as _gb_nhs
+from stdnum.gr import amka as _gr_amka
+from stdnum.gr import vat as _gr_vat
+from stdnum.hr import oib as _hr_oib
+from stdnum.id import nik as _id_nik
 from stdnum.ie import pps as _ie_pps
 from stdnum.il import idnr as _il_idnr
 from stdnum.in_ import aadhaar as _in_aadhaar
@@ -49,6 +53,7 @@ from stdnum.mx import rfc as _mx_rfc
 from stdnum.my import nric as _my_nric
 from stdnum.no import fodselsnummer as _no_fnr
 from stdnum.nz import ird as _nz_ird
+from stdnum.pk import cnic as _pk_cnic
 from stdnum.pl import pesel as _pl_pesel
 from stdnum.pt import cc as _pt_cc
 from stdnum.pt import nif as _pt_nif
@@ -121,6 +126,11 @@ _CHECKED: tuple[tuple[str, Check], ...] = (
     (r"rodn[ée] [čc][íi]slo|r\.[čc]\.", _cz_rc.is_valid),
     (r"t\.?c\.? kimlik(?: no)?|kimlik no", _tr_tck.is_valid),
     (r"cpr(?:-nummer| number| nr\.?)?", _dk_cpr.is_valid),
+    (r"amka", _gr_amka.is_valid),
+    (r"afm|αφμ", _gr_vat.is_valid),
+    (r"oib", _hr_oib.is_valid),
+    (r"nik|ktp", _id_nik.is_valid),
+    (r"cnic|nadra", _pk_cnic.is_valid),
 )
 # Keywords of documents without a published check digit: the token's shape must do.
 _SHAPED = (
@@ -133,6 +143,7 @@ _SHAPED = (
     r"|documento de identidad|dowód osobisty|dowod osobisty|cédula|cedula|medicare"
     r"|health card|ohip|ramq|social security|social insurance|national insurance"
     r"|k[øo]rekort|ajokortti|řidičský průkaz|ehliyet|permis|nin|kra pin|dni|cédula de identidad"
+    r"|philsys(?: card)?(?: number)?|căn cước(?: công dân)?|cccd|umid|sss number"
     r"|tax (?:id|number|identification number|code)|taxpayer"
 )
 _CHECKED_RE = re.compile(r"\b(?:" + "|".join(f"(?:{k})" for k, _ in _CHECKED) + r")\b")
@@ -158,6 +169,8 @@ def _shape_ok(token: str) -> bool:
         return False
     if letters and not any(c.isupper() for c in alnum):
         return False  # an id written with letters uses capitals; prose words do not join
+    if alnum.isupper() and letters and len(alnum) >= 8 and digits >= 2:
+        return True  # a document number of capitals and digits ("JR6NRYT6R")
     return digits >= 5 or (digits >= 4 and letters >= 1 and len(alnum) >= 8)
 
 

@@ -25,7 +25,7 @@ from engram.memory.gate.pii.heuristics import preceded_by
 
 _CARD = re.compile(
     r"(?<![\w.\-/])"
-    r"(?:\d{4}(?P<s1>[ \-])\d{4}(?P=s1)\d{4}(?P=s1)\d{4}(?:(?P=s1)\d{1,3})?"
+    r"(?:\d{4}(?P<s1>[ \-.])\d{4}(?P=s1)\d{4}(?P=s1)\d{4}(?:(?P=s1)\d{1,3})?"
     r"|\d{4}(?P<s2>[ \-])\d{6}(?P=s2)\d{4,5}"
     r"|\d{13,19})"
     r"(?![\w]|[.\-/]\d)"
@@ -61,7 +61,7 @@ def find_cards(t: Text) -> Iterator[Span]:
         grouped = m.group("s1") or m.group("s2")
         if grouped and _GROUP_BEFORE.search(text, max(0, m.start() - 7), m.start()):
             continue  # the tail of a longer grouped run, such as an IBAN
-        if _card_ok(m.group(0).replace(" ", "").replace("-", "")):
+        if _card_ok(m.group(0).replace(" ", "").replace("-", "").replace(".", "")):
             yield PiiKind.PAYMENT_CARD, m.start(), m.end()
 
 
@@ -91,7 +91,7 @@ def find_ibans(t: Text) -> Iterator[Span]:
 # --------------------------------------------------------------------------- SSN, national ids
 
 _SSN = re.compile(r"(?<![\w\-/.])\d{3}(?P<sep>[\- ]?)\d{2}(?P=sep)\d{4}(?![\w\-/]|\.\d)")
-_SSN_CONTEXT = re.compile(r"(?i)\bssn|social[ \-]security|\bsoc\.? ?sec")
+_SSN_CONTEXT = re.compile(r"(?i)\bssn|social[ \-]security|\bsoc\.? ?sec|\bsocial\b")
 
 
 def find_ssns(t: Text) -> Iterator[Span]:
