@@ -17,6 +17,8 @@ from engram.errors import RateLimited
 #: (every 500 ratings) on its own.
 FEEDBACK_PER_MINUTE = 120.0
 FEEDBACK_BURST = 60.0
+#: Agents tracked before the refilled buckets are dropped.
+MAX_TRACKED = 10_000
 
 
 class FeedbackBudget:
@@ -36,5 +38,15 @@ class FeedbackBudget:
             wait = (1.0 - tokens) * 60 / FEEDBACK_PER_MINUTE
             raise RateLimited("too many ratings; try again shortly", retry_after_seconds=wait)
         self._buckets[agent_id] = (tokens - 1.0, now)
-        if len(self._buckets) > 10_000:  # forget the fullest buckets' agents: they start full
-            self._buckets = {k: v for k, v in self._buckets.items() if v[0] + 1e-9 < FEEDBACK_BURST}
+        if len(self._buckets) > MAX_TRACKED:
+            self._forget_full(now)
+
+    def _forget_full(self, now: float) -> None:
+        """Drop the buckets that have refilled since (a new bucket starts full, so nothing
+        changes for their agents); the dict stays bounded by the agents rating right now."""
+        refill = FEEDBACK_PER_MINUTE / 60
+        self._buckets = {
+            agent: (tokens, then)
+            for agent, (tokens, then) in self._buckets.items()
+            if tokens + (now - then) * refill < FEEDBACK_BURST
+        }
