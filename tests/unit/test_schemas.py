@@ -211,8 +211,12 @@ def test_what_storage_cannot_hold_is_a_named_problem_not_an_exception(
     assert any(problem.startswith(fragment) for problem in problems), problems
 
 
-def test_the_latest_and_earliest_utc_instants_are_storable() -> None:
-    """Instants at the very edges of what UTC expresses in Python are accepted."""
-    for when in ("9999-12-31T23:59:59.999999+00:00", "0001-01-01T13:59:59-14:00"):
+def test_the_edges_of_utc_are_storable_but_the_two_extremes() -> None:
+    """Instants near the edges of what UTC expresses in Python are accepted; the very first
+    and last are refused with the reason (the driver stores them as -infinity / infinity)."""
+    for when in ("9999-12-31T23:59:59.999998+00:00", "0001-01-01T13:59:59-14:00"):
         record = _record(MemoryType.EPISODE, event_time=datetime.fromisoformat(when))
         assert [] == validate_record(record)
+    for when in ("9999-12-31T23:59:59.999999+00:00", "0001-01-01T14:00:00+14:00"):
+        record = _record(MemoryType.EPISODE, event_time=datetime.fromisoformat(when))
+        assert any("reserved" in problem for problem in validate_record(record))

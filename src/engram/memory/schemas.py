@@ -288,7 +288,7 @@ def _unstorable(record: MemoryRecord) -> list[str]:
         "ingestion_time": record.ingestion_time,
     }
     for name, when in instants.items():
-        problem = None if when is None else instant_problem(when)
+        problem = None if when is None else instant_problem(when, stored=True)
         if problem is not None:
             problems.append(f"{name}: {problem}")
     return problems

@@ -59,15 +59,18 @@ def text_problem(text: str) -> str | None:
     return None
 
 
-def instant_problem(value: datetime) -> str | None:
-    """Why an aware instant cannot be stored (it has no UTC form), or None."""
+def instant_problem(value: datetime, *, stored: bool = False) -> str | None:
+    """Why an aware instant cannot be used (it has no UTC form), or None. A ``stored``
+    instant (a record's times) may not be the first or last UTC instant either: the driver
+    writes those as ``-infinity`` / ``infinity`` (an as-of instant may be one: it is only
+    compared)."""
     if value.tzinfo is None:
         return None  # naive times are refused by the schema check, with its own reason
     try:
         utc = value.astimezone(UTC)
     except OverflowError:
         return "out of range once converted to UTC (years 1 to 9999)"
-    if utc in _RESERVED:
+    if stored and utc in _RESERVED:
         return (
             "the first and last UTC instants are reserved "
             "(the database stores them as -infinity and infinity)"

@@ -113,7 +113,7 @@ class WriteInput(BaseModel):
     @field_validator("event_time")
     @classmethod
     def _has_utc_form(cls, value: datetime | None) -> datetime | None:
-        problem = None if value is None else instant_problem(value)
+        problem = None if value is None else instant_problem(value, stored=True)
         if problem is not None:
             raise ValueError(problem)
         return value

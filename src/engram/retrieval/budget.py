@@ -19,6 +19,8 @@ FEEDBACK_PER_MINUTE = 120.0
 FEEDBACK_BURST = 60.0
 #: Agents tracked before the refilled buckets are dropped.
 MAX_TRACKED = 10_000
+#: Seconds an emptied bucket takes to fill again.
+_REFILL = FEEDBACK_BURST / FEEDBACK_PER_MINUTE * 60
 
 
 class FeedbackBudget:
@@ -27,6 +29,8 @@ class FeedbackBudget:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._buckets: dict[str, tuple[float, float]] = {}
+        self._limit = MAX_TRACKED
+        self._pruned = clock()
 
     def take(self, agent_id: str) -> None:
         """Spend one rating of ``agent_id``'s budget, or raise :class:`RateLimited`."""
@@ -38,8 +42,13 @@ class FeedbackBudget:
             wait = (1.0 - tokens) * 60 / FEEDBACK_PER_MINUTE
             raise RateLimited("too many ratings; try again shortly", retry_after_seconds=wait)
         self._buckets[agent_id] = (tokens - 1.0, now)
-        if len(self._buckets) > MAX_TRACKED:
+        tracked = len(self._buckets)
+        if tracked > self._limit or (tracked > MAX_TRACKED and now - self._pruned > _REFILL):
             self._forget_full(now)
+            # many agents rating at once: look again when twice as many are tracked, or once
+            # every bucket may have refilled since
+            self._limit = max(MAX_TRACKED, 2 * len(self._buckets))
+            self._pruned = now
 
     def _forget_full(self, now: float) -> None:
         """Drop the buckets that have refilled since (a new bucket starts full, so nothing

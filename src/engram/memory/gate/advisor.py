@@ -254,6 +254,11 @@ class HeuristicAdvisor:
                 similarities={n.record.id: n.similarity for n in judged},
             )
         )
+        # What decides the proposal's own fate (its action, update candidate and the learned
+        # advisor's features) are the conflicts with records its readers may read; those with
+        # a record above its level are kept for linking and resolution only (ADR-008).
+        own_ids = {n.record.record_id for n in others}
+        own_conflicts = tuple(c for c in conflicts if c.existing_record_id in own_ids)
         related = sum(1 for n in others if n.similarity >= policy.related)
         route = related >= policy.related_for_consolidation
 
@@ -296,7 +301,7 @@ class HeuristicAdvisor:
             duplicate=duplicate,
             nearest=nearest,
             relation=relation,
-            conflicts=conflicts,
+            conflicts=own_conflicts,
             decide=decide,
         )
         if context.decision_type is not GateDecisionType.EXTERNAL:
@@ -309,7 +314,7 @@ class HeuristicAdvisor:
             exact_duplicate=context.exact_duplicate is not None,
             near_duplicate=near is not None,
             relation=relation,
-            conflicts=conflicts,
+            conflicts=own_conflicts,
             heuristic_noop=decision.action is AdvisorAction.NOOP,
         )
         return replace(

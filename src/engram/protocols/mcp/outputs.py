@@ -21,6 +21,7 @@ ErrorKind = Literal[
     "invalid_input",
     "not_found",
     "forbidden",
+    "rate_limited",
     "unauthenticated",
     "already_exists",
     "version_conflict",

@@ -109,17 +109,23 @@ class _PipeLines:
 
     async def __anext__(self) -> str:
         while True:
-            raw = await self._reader.readline()
+            try:
+                raw = await self._reader.readline()
+            except ValueError:  # longer than MAX_LINE_BYTES; its tail comes as the next line
+                await self._answer(-32600, "Invalid request: a line longer than 16 MiB")
+                continue
             if not raw:
                 raise StopAsyncIteration
             line = raw.decode("utf-8", errors="replace")
             problem = line_problem(line)
             if problem is None:
                 return line
-            code, message = problem
-            error = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
-            await self._writer.write(json.dumps(error) + "\n")
-            await self._writer.flush()
+            await self._answer(*problem)
+
+    async def _answer(self, code: int, message: str) -> None:
+        error = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
+        await self._writer.write(json.dumps(error) + "\n")
+        await self._writer.flush()
 
 
 async def _stdin_lines(writer: _SerialWriter) -> Any:

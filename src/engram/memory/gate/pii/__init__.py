@@ -158,6 +158,7 @@ Adding a kind
 
 from __future__ import annotations
 
+import bisect
 import re
 import unicodedata
 from collections.abc import Callable, Iterator
@@ -233,27 +234,35 @@ _DETECTORS: tuple[Callable[[Text], Iterator[Span]], ...] = (
 def _resolve(spans: list[Span]) -> list[PiiFinding]:
     """Drop spans that overlap a more specific (or, at equal priority, longer) one."""
     ranked = sorted(spans, key=lambda s: (-_PRIORITY[s[0]], s[1] - s[2], s[1]))
-    kept: list[Span] = []
+    kept: list[Span] = []  # disjoint, in text order
+    starts: list[int] = []
     for kind, start, end in ranked:
-        if all(end <= k_start or start >= k_end for _, k_start, k_end in kept):
-            kept.append((kind, start, end))
-    kept.sort(key=lambda s: (s[1], s[2]))
+        at = bisect.bisect_right(starts, start)
+        if at > 0 and kept[at - 1][2] > start:
+            continue  # overlaps the kept span before it
+        if at < len(kept) and kept[at][1] < end:
+            continue  # overlaps the kept span after it
+        kept.insert(at, (kind, start, end))
+        starts.insert(at, start)
     return [PiiFinding(kind, start, end) for kind, start, end in kept]
 
 
-# Characters that make a value look different to a pattern and the same to a reader: format
-# characters (zero-width space and joiners, the BOM, bidi marks), Unicode dashes and spaces.
-_DISGUISES = re.compile(
-    "[\u00a0\u00ad\u1680\u2000-\u200f\u2010-\u2015\u2028-\u202f\u205f-\u2064"
-    "\u2212\u2e3a\u2e3b\u3000\ufe58\ufe63\ufeff\uff0d]"
-)
+# Characters that make a value look different to a pattern and the same to a reader: Unicode
+# dashes (made "-"), spaces (made " "), and what renders as nothing: format characters and the
+# other default-ignorable code points (variation selectors, the grapheme joiner, tags, ...).
 _DASHES = frozenset("\u2010\u2011\u2012\u2013\u2014\u2015\u2212\u2e3a\u2e3b\ufe58\ufe63\uff0d")
+_IGNORABLE = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
+)
 
 
 def _fold(text: str) -> tuple[str, list[int]]:
     """``text`` as a pattern should read it (NFKC, so fullwidth digits and at signs are
-    ASCII; format characters dropped; Unicode dashes and spaces made ASCII), and for each
-    character of the result the index of the character it came from."""
+    ASCII; digits of other scripts as ASCII digits; invisible characters dropped; Unicode
+    dashes and spaces made ASCII), and for each character of the result the index of the
+    character it came from."""
     out: list[str] = []
     origin: list[int] = []
     for index, char in enumerate(text):
@@ -261,10 +270,12 @@ def _fold(text: str) -> tuple[str, list[int]]:
             folded = char
         elif char in _DASHES:
             folded = "-"
-        elif unicodedata.category(char) == "Cf":
+        elif _IGNORABLE.match(char) or unicodedata.category(char) == "Cf":
             continue
         elif char.isspace():
             folded = " "
+        elif (digit := unicodedata.decimal(char, None)) is not None:
+            folded = str(digit)
         else:
             folded = unicodedata.normalize("NFKC", char)
         out.append(folded)
@@ -275,11 +286,12 @@ def _fold(text: str) -> tuple[str, list[int]]:
 def scan(text: str) -> list[PiiFinding]:
     """Every PII or secret span in ``text``, sorted by start, overlaps resolved by specificity.
 
-    Text with look-alike characters (fullwidth digits, no-break spaces, Unicode hyphens,
-    zero-width characters) is read folded to ASCII; spans are given in ``text``."""
+    Text with characters outside ASCII is read folded (:func:`_fold`: look-alike digits, at
+    signs, spaces and hyphens made ASCII, invisible characters dropped); spans are given in
+    ``text``."""
     if len(text) < 6:
         return []
-    if text.isascii() or (unicodedata.is_normalized("NFKC", text) and not _DISGUISES.search(text)):
+    if text.isascii():
         return _scan(text)
     folded, origin = _fold(text)
     return [

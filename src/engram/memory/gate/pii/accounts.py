@@ -69,6 +69,25 @@ _LAYOUTS = re.compile(
 )
 
 
+_CURRENCIES = (
+    "USD|EUR|GBP|JPY|CHF|CAD|AUD|NZD|SEK|NOK|DKK|PLN|CZK|HUF|INR|PKR|IDR|PHP|VND|CNY|HKD|SGD"
+    "|MXN|BRL|ARS|CLP|ZAR|TRY|ILS|EGP|KES|NGN|KRW|RON|HRK|BGN|AED|SAR"
+)
+_AMOUNT_AFTER = re.compile(
+    rf"[ \t]*(?:(?:{_CURRENCIES})\b|(?i:dollars?|euros?|pounds?|rupees?|pesos?|yen|kr\b|zł)|%)"
+)
+_AMOUNT_BEFORE = re.compile(rf"(?:[$€£¥₹]|\b(?:{_CURRENCIES}))[ \t]*$")
+
+
+def _account_like(text: str, number: re.Match[str]) -> bool:
+    """Not a date, and not an amount ("1500000 USD", "€ 250000")."""
+    if _DATE.fullmatch(number.group(0)):
+        return False
+    if _AMOUNT_AFTER.match(text, number.end()):
+        return False
+    return not _AMOUNT_BEFORE.search(text, max(0, number.start() - 6), number.start())
+
+
 def _code_ok(kind: str, code: str) -> bool:
     key = kind.split(maxsplit=1)[0].split("_", maxsplit=1)[0].split("-", maxsplit=1)[0]
     shape = _CODE_SHAPES.get(key)
@@ -108,12 +127,12 @@ def find_bank_accounts(t: Text) -> Iterator[Span]:
         after = [
             n
             for n in _NUMBER.finditer(text, word.end(), min(len(text), word.end() + _AFTER))
-            if not _DATE.fullmatch(n.group(0))
+            if _account_like(text, n)
         ]
         before = [
             n
             for n in _NUMBER.finditer(text, max(0, word.start() - _BEFORE), word.start())
-            if not _DATE.fullmatch(n.group(0))
+            if _account_like(text, n)
         ]
         for number in after[:1] or before[-1:]:
             yield PiiKind.BANK_ACCOUNT, number.start(), number.end()

@@ -34,7 +34,7 @@ _ASSIGNMENT = re.compile(
     + "|".join((*_FOREIGN_PASSWORDS, *_ACCENTED_PASSWORDS))
     + r")"
     r"[\w.\-]{0,40})"
-    r"(?:(?P<gap>[ \t]+(?:for|of|on|at|to|in|do|na|za|pro|zu|pour|para|per|voor|til)"
+    r"(?:(?P<gap>[ \t]+(?:for|of|on|at|to|in|do|na|za|pro|zu|pour|para|per|voor|til|de)"
     r"[ \t][^.\n:=;,\"'`]{1,40}?)?"
     r"[\"']?(?:[ \t]{0,3}(?::=|=>|=|:)[ \t]{0,3}|[ \t]+(?:is|was)(?:[ \t]+now)?[ \t]+"
     r"|[ \t]+(?:(?:got|was|has been|is)[ \t]+)?(?:reset|changed|set|updated|rotated)[ \t]+to[ \t]+)"
@@ -45,8 +45,9 @@ _ASSIGNMENT = re.compile(
 # A name and its value given as two attributes or fields: <add key="ApiSecret" value="…" />,
 # {"name": "DB_PASSWORD", "value": "…"} (Kubernetes env, .NET appSettings).
 _KEY_VALUE = re.compile(
-    r"[\"']?(?:key|name)[\"']?\s*[=:]\s*[\"'](?P<name>[\w.\-]{1,60})[\"']\s*,?\s*"
-    r"[\"']?value[\"']?\s*[=:]\s*[\"'](?P<v>[^\"'\n]{1,512})[\"']"
+    r"[\"']?(?:key|name)[\"']?\s{0,16}[=:]\s{0,16}[\"'](?P<name>[\w.\-]{1,60})[\"']"
+    r"\s{0,16}(?:,\s{0,16})?"
+    r"[\"']?value[\"']?\s{0,16}[=:]\s{0,16}[\"'](?P<v>[^\"'\n]{1,512})[\"']"
 )
 _AUTH_HEADER = re.compile(r"(?<![\w\-])(?:[Bb]earer|Basic)[ \t]+(?P<v>[A-Za-z0-9._~+/\-]{12,}=*)")
 _IDENT_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")

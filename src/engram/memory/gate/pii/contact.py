@@ -44,6 +44,8 @@ _NOT_PHONE_LABEL = re.compile(
 _GLUE = frozenset("-_/#.@=\\")
 #: Digit runs read per text; past this many, the next one is reported unread (fail-safe).
 MAX_PHONE_RUNS = 48
+#: Runs read in national formats per text (each tries every region in _NATIONAL_REGIONS).
+MAX_NATIONAL_TRIES = 6
 _PHONE_WORDS = (
     "phone", "tel", "mobile", "cell", "call", "fax", "whatsapp", "signal", "landline", "handy",
     "portable", "ring", "text", "sms", "dial", "contact", "kakao", "wechat", "viber",
@@ -188,10 +190,11 @@ def find_phones(t: Text, taken: list[Span]) -> Iterator[Span]:
     if t.digits < 7:
         return
     national: bool | None = None  # whether a phone keyword occurs; computed on first need
+    tried = 0  # runs read in national formats (each tries every region)
     for run, unread in _runs(t, taken):
         start, end = run.span()
-        if unread:
-            yield PiiKind.PHONE, start, end
+        if unread or tried > MAX_NATIONAL_TRIES:
+            yield PiiKind.PHONE, start, end  # more candidates than a memory holds: fail-safe
             return
         found = _matched(text, start, end)
         if found:
@@ -206,6 +209,7 @@ def find_phones(t: Text, taken: list[Span]) -> Iterator[Span]:
             national = _PHONE_WORD.search(t.lower) is not None
         if not _phone_span_ok(text, start, end):
             continue
+        tried += 1
         if (national and _national_phone_ok(candidate)) or (
             _national_mobile(candidate) and not _GROUP_BEFORE.search(text, 0, start)
         ):

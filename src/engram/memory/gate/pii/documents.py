@@ -151,6 +151,12 @@ _CHECKED_PARTS = tuple((re.compile(rf"(?:{k})\Z"), check) for k, check in _CHECK
 _SHAPED_RE = re.compile(r"\b(?:" + _SHAPED + r")\b")
 _AFTER = 40
 _BEFORE = 32
+# Short names that are also ordinary words or abbreviations ("DL" for deep learning): they
+# count in capitals only, and the number must follow within a "no." or a colon.
+_ABBREVIATIONS = frozenset({"dl", "nin"})
+_ABBREVIATION_AFTER = 8
+#: Keywords read per text; a text naming more ids than this is reported unread (fail-safe).
+MAX_KEYWORDS = 64
 # An id-shaped token: letters and digits joined by single separators; a part after a space
 # must hold a digit ("5989 200399", "22218177 2 KV2"), so words do not join.
 _TOKEN = re.compile(
@@ -259,6 +265,11 @@ def find_documents(t: Text) -> Iterator[Span]:
             yield PiiKind.NATIONAL_ID, m.start(), m.end()
     if len(lower) != len(text):
         return  # lower-casing moved offsets (rare scripts): keywords are not looked for
+    keywords = [*_CHECKED_RE.finditer(lower), *_SHAPED_RE.finditer(lower)]
+    if len(keywords) > MAX_KEYWORDS:
+        last = keywords[MAX_KEYWORDS]
+        yield PiiKind.NATIONAL_ID, last.start(), last.end()
+        return
     for k in _CHECKED_RE.finditer(lower):
         check = _check_of(k.group(0))
         after = _first_token(text, k.end(), k.end() + _AFTER)
@@ -269,9 +280,17 @@ def find_documents(t: Text) -> Iterator[Span]:
             token = text[start:end]
             if end <= k.start() and _shape_ok(token) and _passes(check, token):
                 yield PiiKind.NATIONAL_ID, start, end
+    yield from _named_documents(text, lower)
+
+
+def _named_documents(text: str, lower: str) -> Iterator[Span]:
+    """Numbers after the name of a document without a check digit, by shape."""
     for k in _SHAPED_RE.finditer(lower):
-        if k.group(0) == "dl" and text[k.start() : k.end()] != "DL":
-            continue  # "dl" only as the capitalised abbreviation
-        found = _first_token(text, k.end(), k.end() + _AFTER)
+        window = _AFTER
+        if k.group(0) in _ABBREVIATIONS:
+            if text[k.start() : k.end()] != k.group(0).upper():
+                continue  # "dl", "nin" only as capitalised abbreviations
+            window = _ABBREVIATION_AFTER  # and followed at once by the number ("DL F98…")
+        found = _first_token(text, k.end(), k.end() + window)
         if found is not None:
             yield PiiKind.NATIONAL_ID, found[0], found[1]

@@ -56,4 +56,7 @@ class Text:
 
     @classmethod
     def of(cls, text: str) -> Text:
-        return cls(text, text.lower(), sum(map(text.count, "0123456789")))
+        lower = text.lower()
+        if len(lower) != len(text):  # "İ" lowers to two characters: keep offsets aligned
+            lower = "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
+        return cls(text, lower, sum(map(text.count, "0123456789")))

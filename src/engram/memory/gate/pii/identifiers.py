@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable, Iterator
 
@@ -131,8 +132,10 @@ class _IdKeywords:
             ends = [m.end() for m in _ID_ACRONYMS.finditer(self._text.raw)]
             if len(self._text.lower) == len(self._text.raw):
                 ends.extend(m.end() for m in _ID_PHRASES.finditer(self._text.lower))
-            self._ends = ends
-        return any(start - _ID_WINDOW <= end <= start for end in self._ends)
+            self._ends = sorted(ends)
+        # the first keyword ending at or after start - window, if it ends by start
+        at = bisect.bisect_left(self._ends, start - _ID_WINDOW)
+        return at < len(self._ends) and self._ends[at] <= start
 
 
 def _nino_ok(value: str) -> bool:
