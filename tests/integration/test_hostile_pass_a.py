@@ -8,35 +8,14 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any
 from uuid import UUID
 
 from engram import Kernel
-from engram.memory.gate.requests import GateRequest, GateResult
 from engram.memory.types import AccessLevel, GateDecision, MemoryStatus
 from engram.protocols.mcp.tools import EngramTools
 from engram.protocols.views import feedback_view
 from tests.integration.gate_helpers import BOSS, FAST, INTERN, WRITER, belief, create, update
-
-SECRET = "The incident bridge for the payments outage is room Orion on floor nine."
-
-
-async def _approved(kernel: Kernel, request: GateRequest) -> GateResult:
-    result = await kernel.gate.evaluate(request)
-    assert GateDecision.APPROVED == result.decision, result.reason
-    assert result.record_id is not None
-    return result
-
-
-async def _sensitive(kernel: Kernel, content: str, **fields: Any) -> UUID:
-    """A record only a trusted caller may read, written by the trusted agent."""
-    record = belief(
-        content, source_agent=BOSS.agent_id, access_level=AccessLevel.SENSITIVE, **fields
-    )
-    result = await _approved(kernel, create(record, BOSS))
-    assert result.record_id is not None
-    return result.record_id
-
+from tests.integration.test_gate_access_isolation import SECRET, _approved, _sensitive
 
 # --- 1. evidence_links name hidden records ------------------------------------------------
 

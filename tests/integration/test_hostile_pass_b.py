@@ -13,12 +13,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Any
 
 import asyncpg
-import httpx
 import pytest
 
 from engram import Kernel
@@ -26,11 +24,11 @@ from engram.agents.registry import AgentRegistry
 from engram.infra.postgres import PostgresDatabase
 from engram.infra.resilience import CircuitBreaker, Resilience
 from engram.memory.types import AccessLevel, TrustLevel
-from engram.protocols.http.app import create_app
 from engram.protocols.inprocess import AgentSession
 from tests.conftest import ScratchDatabase
-from tests.integration.scheduler_helpers import running
-from tests.integration.test_http_api import TOKEN, Api, bearer
+from tests.integration import test_http_api as http_api
+from tests.integration.test_http_api import Api
+from tests.integration.test_http_fuzz import _count
 
 #: The first and last instants UTC has. asyncpg writes exactly these two as PostgreSQL's
 #: ``-infinity`` / ``infinity`` and reads those back as *naive* datetimes.
@@ -38,28 +36,8 @@ FIRST_INSTANT = "0001-01-01T00:00:00Z"
 LAST_INSTANT = "9999-12-31T23:59:59.999999Z"
 
 
-@pytest.fixture
-async def api(kernel: Kernel) -> AsyncIterator[Api]:
-    """The REST app on the test's kernel (its lifespan running) and the first admin's headers."""
-    announced: list[str] = []
-    app = create_app(kernel=kernel, announce=announced.append)
-    async with running(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://engram.test") as client:
-            found = TOKEN.search(announced[0])
-            assert found is not None
-            yield Api(client, kernel, bearer(found.group(0)), announced)
-
-
-async def _count(database: ScratchDatabase) -> tuple[int, int]:
-    """Audit rows and memory versions."""
-    conn = await asyncpg.connect(database.admin_url)
-    try:
-        audit = await conn.fetchval("SELECT count(*) FROM engram.librarian_audit")
-        versions = await conn.fetchval("SELECT count(*) FROM engram.memories")
-        return int(audit), int(versions)
-    finally:
-        await conn.close()
+#: The REST app on the test's kernel and the first admin's headers (test_http_api's fixture).
+api = http_api.api
 
 
 # --- F1: event_time at the edges of UTC is stored as +/-infinity and read back naive --------
