@@ -25,6 +25,8 @@ CORPUS = (
     DATA / "pii" / "dev_n.tsv",
     DATA / "pii" / "dev_o.tsv",
     DATA / "pii" / "dev_p.tsv",
+    DATA / "pii" / "dev_q.tsv",
+    DATA / "pii" / "dev_r.tsv",
 )
 
 # Vendor tokens are assembled here rather than written whole, so that secret scanners do not
@@ -149,6 +151,13 @@ POSITIVES = [
     (PiiKind.PAYMENT_CARD, "Replace the virtual card {v} everywhere.", "4273.1651.8204.5537"),
     (PiiKind.US_SSN, "Her social is {v}, for the 1099.", "536 22 1942"),
     (PiiKind.SECRET_ASSIGNMENT, "Portal login: user dnagy, jelszó {v}", "Nyar#Csiga42"),
+    (PiiKind.NATIONAL_ID, "The carrier registration lists {v}.", "F123456784"),
+    (PiiKind.NATIONAL_ID, 'Sample row: {"hkid": "{v}", "district": "Sha Tin"}', "K345670(6)"),
+    (PiiKind.NATIONAL_ID, "Cédula de ciudadanía {v}, issued in Bogotá.", "1.020.734.518"),
+    (PiiKind.PAYMENT_CARD, "The client pays with a Mir card {v} only.", "2200712345678902"),
+    (PiiKind.IBAN, "Vendor IBAN{v}, same bank.", "GB82WEST12345698765432"),
+    (PiiKind.SECRET_ASSIGNMENT, 'variable "db_password" { default = "{v}" }', "Hq4rT9wLxZ2m"),
+    (PiiKind.SECRET_ASSIGNMENT, "<password>{v}</password> for user etl", "Mr%bIw7DMB-2NCx"),
 ]
 
 NEGATIVES = [
@@ -200,6 +209,9 @@ NEGATIVES = [
     "Use ${API_TOKEN:?missing} in the chart.",
     "Tracking 1Z 999 A1E 01 2345 678 4 for the parcel.",
     "Sagsnr. 2024-118734 was closed on 12.11.2026.",
+    "Helm values: postgresql.auth.secretKeys.adminPasswordKey: postgres-password",
+    "Build 2026.03.1127 promoted; rollback target 2026.02.0988.",
+    "The SIN of the angle was computed as 0.70710678.",
 ]
 
 

@@ -36,18 +36,21 @@ _BANKING = re.compile(
     r"(?:bank|\b(?:banking|routing|sort code|bsb|ifsc|clabe|swift|bic|iban|ach|eft|wire|payouts?"
     r"|payroll|direct deposit|deposit|transit|branch|cheque|checking|savings|current account"
     r"|refund|reimburse\w*|kontonummer|kontonr|konto|futsu|giro|rib|bankleitzahl|blz"
-    r"|reg\.? ?nr|registreringsnummer|cbu|nuban|udbetaling|utbetalning|transfers?)\b)"
+    r"|reg\.? ?nr|registreringsnummer|cbu|nuban|udbetaling|utbetalning|transfers?"
+    r"|račun|tekući|rachunek|sąskaitos|reikningsnúmer|счет|рахунок|rib|banco|ahorros"
+    r"|corriente|cci)\b)"
 )
 _ACCOUNT_WORDS = re.compile(
     r"(?:\b(?:account|acct|a/c|ac no|kontonummer|kontonr|konto|cuenta|compte|conto|rekening"
-    r"|checking|savings|cheque account|stk|số tài khoản|rekening|no\. rek)"
+    r"|checking|savings|cheque account|stk|số tài khoản|rekening|no\. rek|račun|rachunek"
+    r"|sąskaitos nr|reikningsnúmer|счет|рахунок|rib|cci)"
     r"|account_?(?:number|no|num)\b)"
 )
 _NOT_BANK = re.compile(
     r"\b(?:aws|gcp|azure|customer|client|user|member|loyalty|billing|service|cloud|admin"
     r"|twilio|stripe|google|github|slack|email|e-mail|storage|sid|id)[ _\-]*$"
 )
-_NUMBER = re.compile(r"(?<![\w.\-/])\d(?:[ .\-]?\d){5,19}(?![\w\-]|[.,]\d)")
+_NUMBER = re.compile(r"(?<![\w.\-/])\d(?:[ .\-]?\d){5,29}(?![\w\-]|[.,]\d)")
 _DATE = re.compile(r"\d{4}[\-.]\d{2}[\-.]\d{2}|\d{2}[\-.]\d{2}[\-.]\d{4}")
 _AFTER = 40
 _BEFORE = 24

@@ -20,6 +20,7 @@ from engram.memory.gate.pii.heuristics import char_classes, entropy, is_placehol
 _FOREIGN_PASSWORDS = (
     "parola", "heslo", "haslo", "senha", "clave", "contrasena", "wachtwoord", "salasana",
     "sifre", "jelszo", "lozinka", "geslo", "kodeord", "adgangskode", "kennwort", "losenord",
+    "parool", "lykilord", "slaptazodis", "parole", "heslo",
 )  # fmt: skip
 # The same words as written with their letters (the name splitter reads ASCII words only).
 _ACCENTED_PASSWORDS = ("hasło", "contraseña", "şifre", "jelszó", "lösenord")
@@ -41,6 +42,13 @@ _ASSIGNMENT = re.compile(
     r"|[\"']?(?P<loose>[ \t]+))"
     r"(?:\"(?P<dq>[^\"\n]{1,512})\"|'(?P<sq>[^'\n]{1,512})'|`(?P<bq>[^`\n]{1,512})`"
     r"|(?P<bare>[^\s\"'`,;(){}\[\]<>]{1,512}))"
+)
+# A secret named by an element or a variable around its value: <password>…</password>,
+# variable "db_password" { default = "…" } (Terraform).
+_ELEMENT = re.compile(
+    r"<(?P<name>[\w.\-]{1,60})>(?P<v>[^<\n]{1,512})</(?P=name)>"
+    r"|variable\s{1,8}\"(?P<var>[\w.\-]{1,60})\"\s{0,8}\{[^}\n]{0,200}?"
+    r"\bdefault\s{0,8}=\s{0,8}\"(?P<dv>[^\"\n]{1,512})\""
 )
 # A name and its value given as two attributes or fields: <add key="ApiSecret" value="…" />,
 # {"name": "DB_PASSWORD", "value": "…"} (Kubernetes env, .NET appSettings).
@@ -74,7 +82,7 @@ _METADATA_WORDS = frozenset(
         "label", "pattern", "reset", "strength", "algorithm", "alg", "size", "public", "tokens",
         "usage", "budget", "kid", "location", "vault", "manager", "store", "provider", "mask",
         "rule", "rules", "regex", "scope", "scopes", "lifetime", "age", "last",
-        "changed", "updated", "created", "rotated", "manual", "manuals",
+        "changed", "updated", "created", "rotated", "manual", "manuals", "keys", "existing",
     }
 )  # fmt: skip
 _WORDY = re.compile(r"(?:[a-z]+|[A-Z][a-z]+|[A-Z]+)(?:[\-_. /](?:[a-z]+|[A-Z][a-z]+|[A-Z]+))*")
@@ -218,10 +226,17 @@ def find_assignments(t: Text) -> Iterator[Span]:
 
 
 def _key_value_pairs(t: Text) -> Iterator[Span]:
-    """Values of secret names given as two fields: ``key="ApiSecret" value="…"``."""
-    if "value" not in t.lower:
+    """Values of secret names given as two fields (``key="ApiSecret" value="…"``), as an
+    element (``<password>…</password>``) or as a Terraform variable's default."""
+    if "value" in t.lower:
+        for m in _KEY_VALUE.finditer(t.raw):
+            key_class = _key_class(m.group("name"))
+            if key_class and _secret_value_ok(m.group("v"), key_class, "", bare=False):
+                yield PiiKind.SECRET_ASSIGNMENT, m.start("v"), m.end("v")
+    if "</" not in t.raw and "default" not in t.lower:
         return
-    for m in _KEY_VALUE.finditer(t.raw):
-        key_class = _key_class(m.group("name"))
-        if key_class and _secret_value_ok(m.group("v"), key_class, "", bare=False):
-            yield PiiKind.SECRET_ASSIGNMENT, m.start("v"), m.end("v")
+    for m in _ELEMENT.finditer(t.raw):
+        name, value = ("name", "v") if m.group("name") else ("var", "dv")
+        key_class = _key_class(m.group(name))
+        if key_class and _secret_value_ok(m.group(value), key_class, "", bare=False):
+            yield PiiKind.SECRET_ASSIGNMENT, m.start(value), m.end(value)

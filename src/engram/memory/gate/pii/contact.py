@@ -50,14 +50,16 @@ _PHONE_WORDS = (
     "phone", "tel", "mobile", "cell", "call", "fax", "whatsapp", "signal", "landline", "handy",
     "portable", "ring", "text", "sms", "dial", "contact", "kakao", "wechat", "viber",
     "telegram", "imessage", "facetime", "voicemail", "hotline", "helpline", "reach me",
-    "reach her", "reach him", "reach them",
+    "reach her", "reach him", "reach them", "тел", "телефон", "tél", "téléphone", "telefon",
+    "telefono", "teléfono", "puhelin", "sími", "هاتف",
 )  # fmt: skip
 # Regions tried for a number in national format near a phone keyword (trunk prefix 0, or a
 # national number without one, as Indian and Chinese mobiles are written).
 _NATIONAL_REGIONS = (
     "GB", "DE", "FR", "IT", "NL", "BE", "AT", "CH", "IE", "AU", "IN", "JP", "BR", "ES", "PT",
     "PL", "SE", "NO", "DK", "FI", "NZ", "ZA", "KR", "SG", "MX", "CN", "CZ", "GR", "TR", "IL",
-    "US", "CA", "ID", "PH", "VN", "PK", "HU", "HR", "AR", "CL", "EG", "KE", "NG",
+    "US", "CA", "ID", "PH", "VN", "PK", "HU", "HR", "AR", "CL", "EG", "KE", "NG", "BG", "RS",
+    "SK", "SI", "LT", "LV", "EE", "IS", "LU", "MA", "GH", "AE", "SA", "UA",
 )  # fmt: skip
 
 
@@ -73,6 +75,8 @@ def _phone_span_ok(text: str, start: int, end: int) -> bool:
         return False
     if _NOT_PHONE_LABEL.search(text, max(0, start - 32), start) is not None:
         return False
+    if _YEAR_FIRST.match(text, start):
+        return False  # 2026.02.0988, 2024-05-118734: a build or case number that opens on a date
     label = _NUMBER_LABEL.search(text, max(0, start - 32), start)
     return label is None or any(stem in label.group(1).lower() for stem in _PHONE_STEMS)
 
@@ -118,6 +122,8 @@ _NUMBER_LABEL = re.compile(r"(?i)(\w*)[ .\-]*(?:nr|no|n[º°])\.?[ \t]*[:#]?[ \t
 _PHONE_STEMS = ("tel", "phone", "fon", "handy", "mobil", "cell", "fax")
 # Eight digits in pairs ("20 63 18 54"): how Danish and Norwegian numbers are written.
 _PAIRS = re.compile(r"\d{2} \d{2} \d{2} \d{2}")
+_DECIMAL = re.compile(r"\d+[.,]\d+")
+_YEAR_FIRST = re.compile(r"(?:19|20)\d{2}[.\-/](?:0[1-9]|1[0-2])[.\-/]")
 _MOBILE = frozenset(
     {phonenumbers.PhoneNumberType.MOBILE, phonenumbers.PhoneNumberType.FIXED_LINE_OR_MOBILE}
 )
@@ -201,6 +207,8 @@ def find_phones(t: Text, taken: list[Span]) -> Iterator[Span]:
             yield from found
             continue
         candidate = run.group(0)
+        if _DECIMAL.fullmatch(candidate):
+            continue  # 0.70710678: a number with a fraction, not a phone
         if _international_possible(candidate):
             if _phone_span_ok(text, start, end):
                 yield PiiKind.PHONE, start, end

@@ -18,7 +18,8 @@ from engram.memory.gate.pii.heuristics import entropy, is_placeholder, preceded_
 # --------------------------------------------------------------------------- url password
 
 _URL_CREDENTIALS = re.compile(
-    r"\b[A-Za-z][A-Za-z0-9+.\-]{1,30}://[^\s:/?#@\"'<>\[\]]*:(?P<pw>[^\s/?#\"'<>\[\]]*)@[\w\[\].\-]+"
+    r"\b[A-Za-z][A-Za-z0-9+.\-]{1,30}://[^\s:/?#@\"'<>\[\]]*"
+    r":(?P<pw>[^\s/\"'<>\[\]@]*)@[\w\[\].\-]+"  # "#" and "?" unescaped in a password
 )
 _URL_PLACEHOLDERS = frozenset({"pass", "passwd", "password", "pwd", "pw", "secret", "x"})
 

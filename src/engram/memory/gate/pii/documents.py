@@ -31,12 +31,14 @@ from stdnum.ar import cuit as _ar_cuit
 from stdnum.at import vnr as _at_vnr
 from stdnum.au import tfn as _au_tfn
 from stdnum.be import nn as _be_nn
+from stdnum.bg import egn as _bg_egn
 from stdnum.br import cpf as _br_cpf
 from stdnum.ch import ssn as _ch_ssn
 from stdnum.cl import rut as _cl_rut
 from stdnum.cn import ric as _cn_ric
 from stdnum.cz import rc as _cz_rc
 from stdnum.dk import cpr as _dk_cpr
+from stdnum.ee import ik as _ee_ik
 from stdnum.fi import hetu as _fi_hetu
 from stdnum.gb import nhs as _gb_nhs
 from stdnum.gr import amka as _gr_amka
@@ -48,6 +50,8 @@ from stdnum.il import idnr as _il_idnr
 from stdnum.in_ import aadhaar as _in_aadhaar
 from stdnum.jp import in_ as _jp_in
 from stdnum.kr import rrn as _kr_rrn
+from stdnum.lt import asmens as _lt_asmens
+from stdnum.lv import pvn as _lv_pvn
 from stdnum.mx import curp as _mx_curp
 from stdnum.mx import rfc as _mx_rfc
 from stdnum.my import nric as _my_nric
@@ -58,8 +62,12 @@ from stdnum.pl import pesel as _pl_pesel
 from stdnum.pt import cc as _pt_cc
 from stdnum.pt import nif as _pt_nif
 from stdnum.ro import cnp as _ro_cnp
+from stdnum.ru import inn as _ru_inn
 from stdnum.se import personnummer as _se_pnr
+from stdnum.si import emso as _si_emso
+from stdnum.th import pin as _th_pin
 from stdnum.tr import tckimlik as _tr_tck
+from stdnum.ve import rif as _ve_rif
 from stdnum.za import idnr as _za_idnr
 
 from engram.memory.gate.pii.findings import PiiKind, Span, Text
@@ -78,6 +86,35 @@ def _sg_nric(value: str) -> bool:
     if value[0] == "M":
         table = "KLJNPQRTUWX"
     return table[total % 11] == value[-1]
+
+
+_TW_LETTERS = "ABCDEFGHJKLMNPQRSTUVXYWZIO"  # A=10 … in the order the ids assign them
+
+
+def _tw_id(value: str) -> bool:
+    """Taiwan national id: a letter (the place of issue), 1 or 2, eight digits, the last a
+    check digit."""
+    value = value.upper()
+    if not re.fullmatch(r"[A-Z][12]\d{8}", value):
+        return False
+    code = _TW_LETTERS.index(value[0]) + 10
+    digits = [code // 10, code % 10, *map(int, value[1:])]
+    weights = (1, 9, 8, 7, 6, 5, 4, 3, 2, 1, 1)
+    return sum(d * w for d, w in zip(digits, weights, strict=True)) % 10 == 0
+
+
+def _hkid(value: str) -> bool:
+    """Hong Kong identity card: one or two letters, six digits and a check digit (0-9 or A),
+    often written in brackets."""
+    match = re.fullmatch(r"([A-Z]{1,2})(\d{6})\(?([0-9A])\)?", value.upper())
+    if match is None:
+        return False
+    letters, digits, check = match.groups()
+    letters = letters.rjust(2, " ")
+    values = [36 if c == " " else ord(c) - 55 for c in letters] + [int(d) for d in digits]
+    total = sum(v * w for v, w in zip(values, range(9, 1, -1), strict=True))
+    expected = (11 - total % 11) % 11
+    return check == ("A" if expected == 10 else str(expected))
 
 
 def _any(*checks: Check) -> Check:
@@ -131,6 +168,16 @@ _CHECKED: tuple[tuple[str, Check], ...] = (
     (r"oib", _hr_oib.is_valid),
     (r"nik|ktp", _id_nik.is_valid),
     (r"cnic|nadra", _pk_cnic.is_valid),
+    (r"asmens kodas", _lt_asmens.is_valid),
+    (r"emšo|emso", _si_emso.is_valid),
+    (r"егн|egn", _bg_egn.is_valid),
+    (r"personas kods", _lv_pvn.is_valid),
+    (r"isikukood", _ee_ik.is_valid),
+    (r"rif", _ve_rif.is_valid),
+    (r"инн|inn(?: физлица)?", _ru_inn.is_valid),
+    (r"thai (?:pin|id)", _th_pin.is_valid),
+    (r"taiwan id|身分證", _tw_id),
+    (r"hkid|hong kong id(?:entity card)?", _hkid),
 )
 # Keywords of documents without a published check digit: the token's shape must do.
 _SHAPED = (
@@ -144,6 +191,9 @@ _SHAPED = (
     r"|health card|ohip|ramq|social security|social insurance|national insurance"
     r"|k[øo]rekort|ajokortti|řidičský průkaz|ehliyet|permis|nin|kra pin|dni|cédula de identidad"
     r"|philsys(?: card)?(?: number)?|căn cước(?: công dân)?|cccd|umid|sss number"
+    r"|emirates id|ghana card|matricule|numéro d'identification national|iqama|cin|tin"
+    r"|national identity card|id-kaart|asmens tapatybės kortelė|cédula de ciudadanía"
+    r"|nic|nid|iin|снилс|snils"
     r"|tax (?:id|number|identification number|code)|taxpayer"
 )
 _CHECKED_RE = re.compile(r"\b(?:" + "|".join(f"(?:{k})" for k, _ in _CHECKED) + r")\b")
@@ -153,7 +203,9 @@ _AFTER = 40
 _BEFORE = 32
 # Short names that are also ordinary words or abbreviations ("DL" for deep learning): they
 # count in capitals only, and the number must follow within a "no." or a colon.
-_ABBREVIATIONS = frozenset({"dl", "nin"})
+_ABBREVIATIONS = frozenset({"dl", "nin", "cin", "tin", "nic", "nid", "iin"})
+# A tax number of a company, not a person: "company tax number", "VAT / business tax id".
+_NOT_PERSONAL = re.compile(r"\b(?:company|business|corporate|vat|supplier|firm|employer)\b")
 _ABBREVIATION_AFTER = 8
 #: Keywords read per text; a text naming more ids than this is reported unread (fail-safe).
 MAX_KEYWORDS = 64
@@ -164,7 +216,7 @@ _TOKEN = re.compile(
     r"(?![A-Za-z0-9]|[.\-/][A-Za-z0-9])"
 )
 _DATE = re.compile(r"\d{4}[\-/.]\d{1,2}[\-/.]\d{1,2}|\d{1,2}[\-/.]\d{1,2}[\-/.]\d{2,4}")
-_VERSION = re.compile(r"(?i)v\d|\d+\.\d+\.\d+$")
+_VERSION = re.compile(r"(?i)v\d|^\d{1,3}\.\d{1,3}\.\d{1,4}$")
 
 
 def _shape_ok(token: str) -> bool:
@@ -233,6 +285,9 @@ _LAYOUTS = re.compile(
     r"|(?P<rut>\d{1,2}\.\d{3}\.\d{3}-[\dkK])"
     r"|(?P<cuil>(?:20|2[3-7]|30|33|34)-\d{8}-\d)"
     r"|(?P<rc>\d{6}/\d{3,4})"
+    r"|(?P<rif>[VEJPG]-\d{8}-\d)"
+    r"|(?P<tw>[A-Za-z][12]\d{8})"
+    r"|(?P<hk>[A-Z]{1,2}\d{6}\([0-9A]\))"
     r")(?![A-Za-z0-9]|[.\-/][A-Za-z0-9])"
 )
 _LAYOUT_CHECKS: dict[str, Check] = {
@@ -252,6 +307,9 @@ _LAYOUT_CHECKS: dict[str, Check] = {
     "rut": _cl_rut.is_valid,
     "cuil": _ar_cuit.is_valid,
     "rc": _cz_rc.is_valid,
+    "rif": _ve_rif.is_valid,
+    "tw": _tw_id,
+    "hk": _hkid,
 }
 
 
@@ -291,6 +349,10 @@ def _named_documents(text: str, lower: str) -> Iterator[Span]:
             if text[k.start() : k.end()] != k.group(0).upper():
                 continue  # "dl", "nin" only as capitalised abbreviations
             window = _ABBREVIATION_AFTER  # and followed at once by the number ("DL F98…")
+        if k.group(0).startswith("tax") and _NOT_PERSONAL.search(
+            lower, max(0, k.start() - 32), k.start()
+        ):
+            continue
         found = _first_token(text, k.end(), k.end() + window)
         if found is not None:
             yield PiiKind.NATIONAL_ID, found[0], found[1]

@@ -27,6 +27,8 @@ from engram.memory.gate.pii.heuristics import preceded_by
 _CARD = re.compile(
     r"(?<![\w.\-/])"
     r"(?:\d{4}(?P<s1>[ \-.])\d{4}(?P=s1)\d{4}(?P=s1)\d{4}(?:(?P=s1)\d{1,3})?"
+    r"|\d{4}(?P<s3> )\d{4} {1,2}\d{4} {1,2}\d{4}"  # a line wrapped inside it
+    r"|\d{8}(?P<s4> {1,2})\d{8}"
     r"|\d{4}(?P<s2>[ \-])\d{6}(?P=s2)\d{4,5}"
     r"|\d{13,19})"
     r"(?![\w]|[.\-/]\d)"
@@ -42,6 +44,7 @@ _CARD_BRANDS: tuple[tuple[re.Pattern[str], frozenset[int]], ...] = (
     (re.compile(r"6(?:011|4[4-9]|5|2)"), frozenset(range(16, 20))),
     (re.compile(r"5[06-8]|6(?:304|7)"), frozenset(range(13, 20))),
     (re.compile(r"9792"), frozenset({16})),  # TROY (Turkey)
+    (re.compile(r"220[0-4]"), frozenset({16})),  # Mir (Russia)
 )
 _GROUP_BEFORE = re.compile(r"(?<![A-Za-z0-9])[A-Za-z]{0,2}\d[A-Za-z0-9]{0,3}[ \-]$")
 
@@ -59,7 +62,7 @@ def find_cards(t: Text) -> Iterator[Span]:
         return
     text = t.raw
     for m in _CARD.finditer(text):
-        grouped = m.group("s1") or m.group("s2")
+        grouped = m.group("s1") or m.group("s2") or m.group("s3") or m.group("s4")
         if grouped and _GROUP_BEFORE.search(text, max(0, m.start() - 7), m.start()):
             continue  # the tail of a longer grouped run, such as an IBAN
         if _card_ok(m.group(0).replace(" ", "").replace("-", "").replace(".", "")):
@@ -68,7 +71,7 @@ def find_cards(t: Text) -> Iterator[Span]:
 
 # Upper or lower case (typed by hand), groups apart by up to two spaces (a wrapped line).
 _IBAN = re.compile(
-    r"(?<![A-Za-z0-9])(?:[A-Z]{2}|[a-z]{2})\d{2}(?: {0,2}[A-Za-z0-9]{4}){2,7}"
+    r"(?:(?<![A-Za-z0-9])|(?<=IBAN))(?:[A-Z]{2}|[a-z]{2})\d{2}(?: {0,2}[A-Za-z0-9]{4}){2,7}"
     r"(?: {0,2}[A-Za-z0-9]{1,3})?(?![A-Za-z0-9])"
 )
 
@@ -102,7 +105,11 @@ def find_ssns(t: Text) -> Iterator[Span]:
     for m in _SSN.finditer(text):
         if not _us_ssn.is_valid(m.group(0).replace(" ", "-")):
             continue
-        if m.group("sep") == "-" or preceded_by(_SSN_CONTEXT, text, m.start(), 48):
+        if (
+            m.group("sep") == "-"
+            or preceded_by(_SSN_CONTEXT, text, m.start(), 48)
+            or _SSN_CONTEXT.search(text, m.end(), m.end() + 32)  # "… is Tom's social"
+        ):
             yield PiiKind.US_SSN, m.start(), m.end()
 
 
