@@ -27,6 +27,7 @@ CORPUS = (
     DATA / "pii" / "dev_p.tsv",
     DATA / "pii" / "dev_q.tsv",
     DATA / "pii" / "dev_r.tsv",
+    DATA / "pii" / "dev_s.tsv",
 )
 
 # Vendor tokens are assembled here rather than written whole, so that secret scanners do not
@@ -158,6 +159,26 @@ POSITIVES = [
     (PiiKind.IBAN, "Vendor IBAN{v}, same bank.", "GB82WEST12345698765432"),
     (PiiKind.SECRET_ASSIGNMENT, 'variable "db_password" { default = "{v}" }', "Hq4rT9wLxZ2m"),
     (PiiKind.SECRET_ASSIGNMENT, "<password>{v}</password> for user etl", "Mr%bIw7DMB-2NCx"),
+    (PiiKind.EMAIL, "Reply to {v} about the RMA.", "dana.fox[at]example[dot]org"),
+    (PiiKind.EMAIL, "Invoices go to {v}, not the inbox.", "ap(at)freight-co(dot)com(dot)au"),
+    (PiiKind.EMAIL, "She typed {v} with spaces.", "J.Okafor  @  outlook.example.com"),
+    (PiiKind.EMAIL, "GET /unsubscribe?email={v}&list=weekly", "lucy.h%40example.net"),
+    (
+        PiiKind.EMAIL,
+        "Please send the quote to {v} by Friday.",
+        "priya dot nair at example dot co dot uk",
+    ),
+    (
+        PiiKind.PHONE,
+        "Voicemail: call me back on {v}, cheers.",
+        "three one two, five five five, oh one four two",
+    ),
+    (PiiKind.PAYMENT_CARD, "OCR of the receipt: MC {v}, confirm it.", "222l 4257 3997 6353"),
+    (
+        PiiKind.SECRET_ASSIGNMENT,
+        "Le mot de passe du compte est {v} pour la famille.",
+        "zOwLzBZTTbh0TMC5",
+    ),
 ]
 
 NEGATIVES = [
@@ -212,6 +233,9 @@ NEGATIVES = [
     "Helm values: postgresql.auth.secretKeys.adminPasswordKey: postgres-password",
     "Build 2026.03.1127 promoted; rollback target 2026.02.0988.",
     "The SIN of the angle was computed as 0.70710678.",
+    "Decorator @app.get('/healthz') returns 200.",
+    "Order number seven five two one nine, delivered Tuesday.",
+    "Look at the docs at example dot com for the setup.",
 ]
 
 

@@ -175,6 +175,7 @@ from engram.memory.gate.pii.credentials import (
     find_stripe,
     find_url_passwords,
 )
+from engram.memory.gate.pii.disguised import find_obfuscated_emails, spoken_runs, unscanned
 from engram.memory.gate.pii.documents import find_documents
 from engram.memory.gate.pii.findings import PiiFinding, PiiKind, Span, Text
 from engram.memory.gate.pii.identifiers import find_cards, find_ibans, find_national_ids, find_ssns
@@ -247,6 +248,10 @@ def _resolve(spans: list[Span]) -> list[PiiFinding]:
     return [PiiFinding(kind, start, end) for kind, start, end in kept]
 
 
+#: Runs of spoken digits read per text, and the characters before one read with it.
+MAX_SPOKEN_RUNS = 8
+_SPOKEN_CONTEXT = 48
+
 # Characters that make a value look different to a pattern and the same to a reader: Unicode
 # dashes (made "-"), spaces (made " "), and what renders as nothing: format characters and the
 # other default-ignorable code points (variation selectors, the grapheme joiner, tags, ...).
@@ -304,10 +309,21 @@ def scan(text: str) -> list[PiiFinding]:
 def _scan(text: str) -> list[PiiFinding]:
     if len(text) < 6:
         return []
+    read = unscanned(text) or text  # "222l 4257 …" read as digits, every place kept
+    spans = _spans(read)
+    spans.extend(find_obfuscated_emails(Text.of(text)))
+    for start, end, digits in list(spoken_runs(text))[:MAX_SPOKEN_RUNS]:
+        # the spoken digits, read with the words before them ("my cell is", "social is")
+        context = text[max(0, start - _SPOKEN_CONTEXT) : start]
+        spans.extend((kind, start, end) for kind, _, _ in _spans(f"{context}{digits}"))
+    return _resolve(spans)
+
+
+def _spans(text: str) -> list[Span]:
     subject = Text.of(text)
     spans: list[Span] = []
     for detector in _DETECTORS:
         spans.extend(detector(subject))
     # Phones last: digit runs already claimed by a card, IBAN or id are not read again.
     spans.extend(find_phones(subject, list(spans)))
-    return _resolve(spans)
+    return spans

@@ -20,7 +20,7 @@ from engram.memory.gate.pii.heuristics import char_classes, entropy, is_placehol
 _FOREIGN_PASSWORDS = (
     "parola", "heslo", "haslo", "senha", "clave", "contrasena", "wachtwoord", "salasana",
     "sifre", "jelszo", "lozinka", "geslo", "kodeord", "adgangskode", "kennwort", "losenord",
-    "parool", "lykilord", "slaptazodis", "parole", "heslo",
+    "parool", "lykilord", "slaptazodis", "parole", "passe",
 )  # fmt: skip
 # The same words as written with their letters (the name splitter reads ASCII words only).
 _ACCENTED_PASSWORDS = ("hasło", "contraseña", "şifre", "jelszó", "lösenord")
@@ -35,9 +35,10 @@ _ASSIGNMENT = re.compile(
     + "|".join((*_FOREIGN_PASSWORDS, *_ACCENTED_PASSWORDS))
     + r")"
     r"[\w.\-]{0,40})"
-    r"(?:(?P<gap>[ \t]+(?:for|of|on|at|to|in|do|na|za|pro|zu|pour|para|per|voor|til|de)"
+    r"(?:(?P<gap>[ \t]+(?:for|of|on|at|to|in|do|na|za|pro|zu|pour|para|per|voor|til"
+    r"|de|du|des|del|della|der|dem|den)"
     r"[ \t][^.\n:=;,\"'`]{1,40}?)?"
-    r"[\"']?(?:[ \t]{0,3}(?::=|=>|=|:)[ \t]{0,3}|[ \t]+(?:is|was)(?:[ \t]+now)?[ \t]+"
+    r"[\"']?(?:[ \t]{0,3}(?::=|=>|=|:)[ \t]{0,3}|[ \t]+(?:is|was|est|ist|es|è)(?:[ \t]+now)?[ \t]+"
     r"|[ \t]+(?:(?:got|was|has been|is)[ \t]+)?(?:reset|changed|set|updated|rotated)[ \t]+to[ \t]+)"
     r"|[\"']?(?P<loose>[ \t]+))"
     r"(?:\"(?P<dq>[^\"\n]{1,512})\"|'(?P<sq>[^'\n]{1,512})'|`(?P<bq>[^`\n]{1,512})`"

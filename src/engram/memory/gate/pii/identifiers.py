@@ -27,7 +27,7 @@ from engram.memory.gate.pii.heuristics import preceded_by
 _CARD = re.compile(
     r"(?<![\w.\-/])"
     r"(?:\d{4}(?P<s1>[ \-.])\d{4}(?P=s1)\d{4}(?P=s1)\d{4}(?:(?P=s1)\d{1,3})?"
-    r"|\d{4}(?P<s3> )\d{4} {1,2}\d{4} {1,2}\d{4}"  # a line wrapped inside it
+    r"|\d{4}(?P<s3> {1,2})\d{4} {1,2}\d{4} {1,2}\d{4}"  # a line wrapped inside it
     r"|\d{8}(?P<s4> {1,2})\d{8}"
     r"|\d{4}(?P<s2>[ \-])\d{6}(?P=s2)\d{4,5}"
     r"|\d{13,19})"
@@ -95,7 +95,7 @@ def find_ibans(t: Text) -> Iterator[Span]:
 # --------------------------------------------------------------------------- SSN, national ids
 
 _SSN = re.compile(r"(?<![\w\-/.])\d{3}(?P<sep>[\- ]?)\d{2}(?P=sep)\d{4}(?![\w\-/]|\.\d)")
-_SSN_CONTEXT = re.compile(r"(?i)\bssn|social[ \-]security|\bsoc\.? ?sec|\bsocial\b")
+_SSN_CONTEXT = re.compile(r"(?i)(?<![a-z])ssn|social[ \-]security|\bsoc\.? ?sec|\bsocial\b")
 
 
 def find_ssns(t: Text) -> Iterator[Span]:
@@ -156,7 +156,8 @@ _LETTER_IDS = re.compile(
     r"(?P<nino>[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z] ?\d{2} ?\d{2} ?\d{2} ?[A-D])"
     r"|(?P<dni>\d{8}-?[A-Z])"
     r"|(?P<nie>[XYZ]-?\d{7}-?[A-Z])"
-    r"|(?P<cf>[A-Z]{6}[0-9LMNP-V]{2}[A-EHLMPR-T][0-9LMNP-V]{2}[A-Z][0-9LMNP-V]{3}[A-Z])"
+    r"|(?P<cf>[A-Z]{6}[0-9LMNP-V]{2}[A-EHLMPR-T][0-9LMNP-V]{2}[A-Z][0-9LMNP-V]{3}[A-Z]"
+    r"|[a-z]{6}[0-9lmnp-v]{2}[a-ehlmpr-t][0-9lmnp-v]{2}[a-z][0-9lmnp-v]{3}[a-z])"
     r"|(?P<pan>[A-Z]{3}[ABCFGHJLPT][A-Z]\d{4}[A-Z])"
     r")(?![A-Za-z0-9])"
 )
@@ -165,7 +166,7 @@ _LETTER_ID_RULES: dict[str, tuple[Callable[[str], bool], bool]] = {
     "nino": (_nino_ok, False),
     "dni": (_es_dni.is_valid, False),
     "nie": (_es_nie.is_valid, False),
-    "cf": (_it_cf.is_valid, False),
+    "cf": (lambda v: bool(_it_cf.is_valid(v.upper())), False),
     "pan": (_in_pan.is_valid, True),
 }
 # Identifiers made of digits only, told apart by their length once separators are removed.
