@@ -60,7 +60,13 @@ def codename_screener() -> Screener:
 
 def rescan(kernel: Kernel) -> PiiRescan:
     """A rescan with the newer detector."""
-    return PiiRescan(kernel.gate, kernel.db, kernel.metrics, screener=codename_screener())
+    return PiiRescan(
+        kernel.gate,
+        kernel.db,
+        kernel.metrics,
+        screener=codename_screener(),
+        release=kernel.consolidation.release,
+    )
 
 
 def pii_flags(kernel: Kernel) -> float:
@@ -90,14 +96,20 @@ async def self_healing_rows(kernel: Kernel) -> list[tuple[UUID, str, str, str]]:
     return [(r["record_id"], r["action"], r["decision"], r["outcome"]) for r in rows]
 
 
-def assert_flagged(record: MemoryRecord, *, propagated_from: UUID | None = None) -> None:
-    """The record is sensitive with the rescan's finding, by a self-healing write."""
+def assert_flagged(
+    record: MemoryRecord,
+    *,
+    propagated_from: UUID | None = None,
+    by: GateDecisionType = SELF_HEALING,
+) -> None:
+    """The record is sensitive with the rescan's finding, written by ``by`` (a self-healing
+    write, or consolidation's restatement after it undid a summary)."""
     expected: dict[str, Any] = {"kinds": ["codename"], "detector": NEWER, "found_by": "rescan"}
     if propagated_from is not None:
         expected["propagated_from"] = str(propagated_from)
     assert record.access_level is AccessLevel.SENSITIVE
     assert record.metadata["pii"] == expected
-    assert record.gate_decision_type is SELF_HEALING
+    assert record.gate_decision_type is by
 
 
 # --- the PII rescan ---------------------------------------------------------------------------
@@ -186,8 +198,9 @@ async def _seed_incident(kernel: Kernel) -> tuple[list[UUID], UUID]:
 async def test_a_finding_reaches_every_record_derived_from_it(kernel: Kernel) -> None:
     """The marked record was consolidated into a summary and cited as evidence by a record
     that is itself cited: all four become sensitive, each by one self-healing UPDATE, the
-    derived ones naming the source in propagated_from; the source stays consolidated and
-    the consolidation batch is not rolled back."""
+    derived ones naming the source in propagated_from. The summary is then undone (ADR-018,
+    amended 2026-11-27): forgotten at sensitive, and every source active again, the marked
+    one at sensitive, so the clean sources' facts stay readable at their own level."""
     sources, marked = await _seed_incident(kernel)
     consolidation = await kernel.consolidation.run(DEEP)
     [item] = [item for batch in consolidation.batches for item in batch.items]
@@ -215,16 +228,20 @@ async def test_a_finding_reaches_every_record_derived_from_it(kernel: Kernel) ->
     assert report.flagged_ids == [str(marked)]
     assert pii_flags(kernel) - flags == 1.0  # one finding; propagation is not a finding
     source = await head_of(kernel, marked)
-    assert_flagged(source)
-    assert source.status is MemoryStatus.CONSOLIDATED  # kept, not restored to active
-    for derived in (item.record_id, citing, chained):
+    assert_flagged(source, by=GateDecisionType.CONSOLIDATION)  # restored, still sensitive
+    assert source.status is MemoryStatus.ACTIVE
+    for derived in (citing, chained):
         assert_flagged(await head_of(kernel, derived), propagated_from=marked)
     made = await head_of(kernel, item.record_id)
-    assert (made.status, made.consolidation_path) == (MemoryStatus.ACTIVE, ConsolidationPath.SLOW)
+    assert_flagged(made, propagated_from=marked)  # raised, then forgotten as it stood
+    assert (made.status, made.consolidation_path) == (
+        MemoryStatus.FORGOTTEN,
+        ConsolidationPath.SLOW,
+    )
     assert made.content == summary.content
     for other in set(sources) - {marked}:
         head = await head_of(kernel, other)
-        assert (head.status, head.access_level) == (MemoryStatus.CONSOLIDATED, AccessLevel.AGENT)
+        assert (head.status, head.access_level) == (MemoryStatus.ACTIVE, AccessLevel.AGENT)
     assert (await head_of(kernel, bystander)).access_level is AccessLevel.AGENT
     [batch] = await kernel.consolidation.batches()
     assert batch.rolled_back_at is None
@@ -295,9 +312,10 @@ async def test_a_summary_quoting_the_finding_is_changed_once(kernel: Kernel) -> 
 
     report = await rescan(kernel).run()
 
-    assert_flagged(await head_of(kernel, ids[1]))
+    assert_flagged(await head_of(kernel, ids[1]), by=GateDecisionType.CONSOLIDATION)
     summary = await head_of(kernel, item.record_id)
     assert summary.access_level is AccessLevel.SENSITIVE
+    assert summary.status is MemoryStatus.FORGOTTEN  # undone, its sources active again
     assert summary.metadata["pii"]["kinds"] == ["codename"]
     assert report.flagged + report.propagated == 2
     assert report.flagged >= 1

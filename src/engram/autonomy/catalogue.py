@@ -195,7 +195,7 @@ def standard_jobs(
         temporal,
         embedding_ping,
         metrics,
-        rescan or PiiRescan(gate, db, metrics),
+        rescan or PiiRescan(gate, db, metrics, release=consolidation.release),
     )
     metrics.fast_path_limit.set(consolidation.watch.fast_path_limit)
     watch_every = Every(timedelta(seconds=settings.consolidation_watch_seconds))

@@ -13,13 +13,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
 import structlog
 
+from engram.errors import EngramError
 from engram.infra.db import DatabaseAdapter
 from engram.infra.sql import load_queries
 from engram.memory import store
@@ -40,6 +41,9 @@ from engram.memory.types import (
 from engram.observability.metrics import EngramMetrics
 
 log = structlog.get_logger("engram.autonomy.healing")
+
+#: Undoes the consolidation items that consumed a record (``ConsolidationEngine.release``).
+Release = Callable[[UUID], Awaitable[list[UUID]]]
 SQL = load_queries("engram.autonomy.sql", "healing.sql", shared=store.FRAGMENTS)
 
 SELF_HEALING = CallerIdentity.system("self-healing")
@@ -136,16 +140,18 @@ class PiiRescan:
         *,
         screener: Screener | None = None,
         batch: int = 200,
+        release: Release | None = None,
     ) -> None:
         self._gate = gate
         self._db = db
         self._metrics = metrics
         self._screener = screener or current_screener()
         self._batch = batch
+        self._release = release
 
     async def run(self, *, max_batches: int = 50) -> RescanReport:
         """Rescan up to ``max_batches`` batches of records (the next run goes on)."""
-        rescan = _Pass(self._gate, self._db, self._metrics, self._screener)
+        rescan = _Pass(self._gate, self._db, self._metrics, self._screener, self._release)
         for _ in range(max_batches):
             rows = await self._db.fetch(
                 SQL["unscreened_heads"], self._screener.version, self._batch
@@ -188,11 +194,13 @@ class _Pass:
         db: DatabaseAdapter,
         metrics: EngramMetrics,
         screener: Screener,
+        release: Release | None = None,
     ) -> None:
         self._gate = gate
         self._db = db
         self._metrics = metrics
         self._screener = screener
+        self._release = release
         self.report = RescanReport()
         self._changed: set[UUID] = set()
         self._written: list[UUID] = []
@@ -235,6 +243,26 @@ class _Pass:
         if not _gate_flagged(result):  # the Gate's own screening counted it otherwise
             self._metrics.pii_flags.labels(detector=self._screener.label).inc()
         await self._propagate(head, finding)
+        await self._unconsolidate(head)
+
+    async def _unconsolidate(self, source: MemoryRecord) -> None:
+        """A summary of the flagged source was raised with it (above), so the facts of its
+        other sources would be readable nowhere at their own level (they are consolidated
+        into a summary their readers may no longer read). Undo the items that consumed the
+        source: the summary is forgotten (at ``sensitive``, so its history stays hidden
+        from them), and every source is active again, the flagged one at ``sensitive``; the
+        next pass consolidates the clean ones without it (ADR-018)."""
+        if self._release is None or source.status is not MemoryStatus.CONSOLIDATED:
+            return
+        try:
+            await self._release(source.record_id)
+        except EngramError as exc:  # the outbox or the next pass meets it again
+            self.report.refused += 1
+            log.warning(
+                "self_healing.pii_release_failed",
+                record_id=str(source.record_id),
+                error=type(exc).__name__,
+            )
 
     async def _propagate(self, source: MemoryRecord, finding: dict[str, Any]) -> None:
         """Make every live record derived from ``source`` sensitive too. A derived record
@@ -242,8 +270,21 @@ class _Pass:
         screened for its own text, not for what it inherits, and ``source`` is marked read
         after this pass, so no later pass would come back to it."""
         inherited = {**finding, "propagated_from": str(source.record_id)}
-        for row in await self._db.fetch(SQL["derived_heads"], source.record_id):
+        rows = await self._db.fetch(SQL["derived_heads"], source.record_id)
+        released = (
+            {
+                row["record_id"]
+                for row in await self._db.fetch(
+                    SQL["released_records"], [row["record_id"] for row in rows]
+                )
+            }
+            if rows
+            else set()
+        )
+        for row in rows:
             derived: MemoryRecord | None = store.record_from_row(row)
+            if derived is not None and row["record_id"] in released and _covered(derived, finding):
+                continue  # an admin released it knowing these kinds (as read() treats it)
             for _ in range(PROPAGATION_ATTEMPTS):
                 if derived is None or derived.status is MemoryStatus.FORGOTTEN:
                     break
@@ -276,9 +317,20 @@ class _Pass:
         result = await self._gate.evaluate(_update(head, proposal))
         self._changed.add(head.id)
         if result.modified_record is not None and _applied(result):
-            self._written.append(result.modified_record.id)
-            self._changed.add(result.modified_record.id)
+            written = result.modified_record.id
+            # read again by a later run unless this one finishes (mark_screened, in run())
+            await self._db.execute(SQL["unmark_screened"], [written])
+            self._written.append(written)
+            self._changed.add(written)
         return result
+
+
+def _covered(record: MemoryRecord, finding: dict[str, Any]) -> bool:
+    """Whether every kind of ``finding`` is among the kinds ``record`` was held for when an
+    admin released it (its ``metadata.pii``)."""
+    held = record.metadata.get("pii")
+    kinds = set(held.get("kinds") or ()) if isinstance(held, dict) else set()
+    return set(finding.get("kinds") or ()) <= kinds
 
 
 def _applied(result: GateResult) -> bool:

@@ -229,7 +229,9 @@ def _item_requests(
     key: str,
 ) -> tuple[list[GateRequest], list[UUID]]:
     """The requests that undo one item: forget its record (when it stands), restore each
-    source whose head is still the version the batch made; and the sources restored."""
+    source whose head is still consolidated by the batch (the version the batch made, or one
+    an internal writer restated since, such as a PII rescan raising its level: an agent's
+    change is left alone); and the sources restored."""
     group: list[GateRequest] = []
     if summary is not None and summary.status is not MemoryStatus.FORGOTTEN:
         group.append(
@@ -247,7 +249,10 @@ def _item_requests(
         if (
             head is None
             or head.status is not MemoryStatus.CONSOLIDATED
-            or head.gate_decision_id not in own
+            or (
+                head.gate_decision_id not in own
+                and head.gate_decision_type is GateDecisionType.EXTERNAL
+            )
         ):
             continue
         # the version in the key: an attempt after a refused one is a new request
