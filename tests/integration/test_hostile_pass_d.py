@@ -30,28 +30,23 @@ from engram.memory.types import (
 from tests.conftest import ScratchDatabase
 from tests.integration.consolidation_helpers import DAY, DEEP, INCIDENT, head_of
 from tests.integration.gate_helpers import BOSS, WRITER, belief, lock_waiters
-from tests.integration.test_self_healing import MARKER, codename_screener, rescan, write
+from tests.integration.test_self_healing import (
+    _seed_incident,
+    codename_screener,
+    rescan,
+    write,
+)
 
 EXTERNAL = GateDecisionType.EXTERNAL
 ADMIN = CallerIdentity.system("cli:dana")
 
 
 async def _seed_marked_incident(kernel: Kernel) -> tuple[list[UUID], UUID]:
-    """The incident thread (agent level); the middle record carries a codename in its
-    metadata that only the newer detector finds."""
-    ids = []
-    for n, text in enumerate(INCIDENT):
-        metadata = {"project": MARKER} if n == 1 else {}
-        record = MemoryRecord.draft(
-            MemoryType.EPISODE,
-            text,
-            source_agent=BOSS.agent_id,
-            event_time=DAY + timedelta(days=n),
-            metadata=metadata,
-        )
-        ids.append(await write(kernel, record, BOSS))
+    """The incident thread of test_self_healing (agent level; the middle record carries a
+    codename in its metadata that only the newer detector finds), its events delivered."""
+    ids, marked = await _seed_incident(kernel)
     await kernel.events.settled()
-    return ids, ids[1]
+    return ids, marked
 
 
 async def _forget(kernel: Kernel, record_id: UUID) -> None:
