@@ -28,6 +28,7 @@ CORPUS = (
     DATA / "pii" / "dev_q.tsv",
     DATA / "pii" / "dev_r.tsv",
     DATA / "pii" / "dev_s.tsv",
+    DATA / "pii" / "dev_t.tsv",
 )
 
 # Vendor tokens are assembled here rather than written whole, so that secret scanners do not
@@ -179,6 +180,19 @@ POSITIVES = [
         "Le mot de passe du compte est {v} pour la famille.",
         "zOwLzBZTTbh0TMC5",
     ),
+    (PiiKind.SECRET_ASSIGNMENT, ".pgpass line: db.internal:5432:*:app:{v}", "Vx7pQ2rT9kLm"),
+    (
+        PiiKind.SECRET_ASSIGNMENT,
+        '{"auths": {"reg.example": {"auth": "{v}"}}}',
+        "Y2ktYm90OlhxN21MMnBSOXdaaw==",
+    ),
+    (PiiKind.SECRET_ASSIGNMENT, "Cookie: sessionid={v}; path=/", "q7x2mz9k4p1w8r3t6y5u0v"),
+    (
+        PiiKind.SECRET_ASSIGNMENT,
+        "TOTP seed for the admin account: {v}",
+        "JBSWY3DPEHPK3PXPQ7RSTUVWXY234567",
+    ),
+    (PiiKind.PHONE, "urgent? just try{v} today", "+4915223419876"),
 ]
 
 NEGATIVES = [
@@ -236,6 +250,7 @@ NEGATIVES = [
     "Decorator @app.get('/healthz') returns 200.",
     "Order number seven five two one nine, delivered Tuesday.",
     "Look at the docs at example dot com for the setup.",
+    "Secret lives at arn:aws:secretsmanager:eu-west-1:123456789012:secret:prod/db-AbC123 now.",
 ]
 
 

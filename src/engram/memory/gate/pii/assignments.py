@@ -25,13 +25,13 @@ _FOREIGN_PASSWORDS = (
 # The same words as written with their letters (the name splitter reads ASCII words only).
 _ACCENTED_PASSWORDS = ("hasło", "contraseña", "şifre", "jelszó", "lösenord")
 _SECRET_STEMS = (
-    "key", "secret", "token", "pass", "pwd", "pw", "cred", *_FOREIGN_PASSWORDS,
-    *_ACCENTED_PASSWORDS,
+    "key", "secret", "token", "pass", "pwd", "pw", "cred", "sessionid", "seed",
+    *_FOREIGN_PASSWORDS, *_ACCENTED_PASSWORDS,
 )  # fmt: skip
 _ASSIGNMENT = re.compile(
     r"(?<![\w.\-])"
     r"(?P<key>(?:[A-Za-z]{2,12} )?[\w.\-]{0,40}?"
-    r"(?i:key|secret|token|pass|pwd|pw|credentials?|creds|"
+    r"(?i:key|secret|token|pass|pwd|pw|credentials?|creds|sessionid|seed|"
     + "|".join((*_FOREIGN_PASSWORDS, *_ACCENTED_PASSWORDS))
     + r")"
     r"[\w.\-]{0,40})"
@@ -65,7 +65,9 @@ _PASSWORD_WORDS = frozenset(
 )
 # In a bare value, "&name=" starts the next parameter of a query string.
 _NEXT_PARAMETER = re.compile(r"&(?=[A-Za-z_][\w.\-]*=)")
-_SECRET_WORDS = frozenset({"secret", "token", "apikey", "credential", "credentials", "creds"})
+_SECRET_WORDS = frozenset(
+    {"secret", "token", "apikey", "credential", "credentials", "creds", "sessionid", "seed"}
+)
 _KEY_QUALIFIERS = frozenset(
     {
         "api", "access", "secret", "private", "signing", "encryption", "master", "auth",
@@ -196,6 +198,8 @@ def find_assignments(t: Text) -> Iterator[Span]:
     for at in _assignment_candidates(t):
         if at and text[at - 1] in "{$%":
             continue  # a variable's name inside a template (${DB_PASSWORD:?required}), no value
+        if text.rfind("arn:", max(0, at - 120), at) > text.rfind(" ", 0, at):
+            continue  # a part of an ARN (arn:aws:secretsmanager:…:secret:name): a reference
         m = _ASSIGNMENT.match(text, at) if at >= claimed else None
         if m is None:
             continue
@@ -219,11 +223,34 @@ def find_assignments(t: Text) -> Iterator[Span]:
             claimed = end
             yield PiiKind.SECRET_ASSIGNMENT, start, end
     yield from _key_value_pairs(t)
+    yield from _files_of_secrets(t)
     if "bearer" not in t.lower and "basic" not in t.lower:
         return
     for m in _AUTH_HEADER.finditer(text):
         if _secret_value_ok(m.group("v"), "secret", "", bare=False):
             yield PiiKind.SECRET_ASSIGNMENT, m.start("v"), m.end("v")
+
+
+# A .pgpass line (host:port:database:user:password) and a registry login in a docker
+# config.json ("auth": base64 of user:password).
+_PGPASS = re.compile(r"(?<![\w.])[\w.\-]+:\d{2,5}:[^:\s]+:[^:\s]+:(?P<v>[^\s:]{6,})")
+_DOCKER_AUTH = re.compile(r"\"auth\"\s{0,8}:\s{0,8}\"(?P<v>[A-Za-z0-9+/]{12,}={0,2})\"")
+
+
+def _files_of_secrets(t: Text) -> Iterator[Span]:
+    """The password of a .pgpass line, and a docker config.json login."""
+    if "pgpass" in t.lower:
+        for m in _PGPASS.finditer(t.raw):
+            if _secret_value_ok(m.group("v"), "password", "", bare=True):
+                yield PiiKind.SECRET_ASSIGNMENT, m.start("v"), m.end("v")
+    if '"auth"' in t.raw:
+        for m in _DOCKER_AUTH.finditer(t.raw):
+            try:
+                user, _, password = base64.b64decode(m.group("v")).decode("utf-8").partition(":")
+            except (binascii.Error, ValueError):
+                continue
+            if user and not is_placeholder(password) and len(password) >= 6:
+                yield PiiKind.SECRET_ASSIGNMENT, m.start("v"), m.end("v")
 
 
 def _key_value_pairs(t: Text) -> Iterator[Span]:

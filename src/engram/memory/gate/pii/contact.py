@@ -34,7 +34,7 @@ def find_emails(t: Text) -> Iterator[Span]:
 # --------------------------------------------------------------------------- phone numbers
 
 # A run of digits and phone punctuation that may hold a number; the matcher reads each run.
-_PHONE_RUN = re.compile(r"(?<![\w+])\+?\(?\d[\d \t().\-/]{5,24}\d")
+_PHONE_RUN = re.compile(r"(?:(?<=[A-Za-z])\+|(?<![\w+])\+?)\(?\d[\d \t().\-/]{5,24}\d")
 _NOT_PHONE_LABEL = re.compile(
     r"(?i)(?:\b(?:order|ticket|invoice|inv|build|issue|pr|case|ref|reference|tracking|acct"
     r"|account|po|job|run|batch|txn|transaction|confirmation|serial|sku|version|release|id"
@@ -68,9 +68,10 @@ def _phone_span_ok(text: str, start: int, end: int) -> bool:
     number with its ``+`` may be assigned: ``SMS_TO=+46704821963``)."""
     before = text[start - 1] if start > 0 else " "
     after = text[end] if end < len(text) else " "
-    assigned = before in "=:" and text[start : start + 1] == "+"
-    if before.isalnum() or (before in _GLUE and not assigned):
-        return False
+    plus = text[start : start + 1] == "+"
+    assigned = before in "=:" and plus
+    if (before.isalnum() and not plus) or (before in _GLUE and not assigned):
+        return False  # "try+4915…": a number with its + may be glued to a word by a typo
     if after.isalnum() or after in "-_/@=" or (after in ".:" and text[end + 1 : end + 2].isdigit()):
         return False
     if _NOT_PHONE_LABEL.search(text, max(0, start - 32), start) is not None:

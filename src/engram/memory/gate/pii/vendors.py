@@ -61,6 +61,7 @@ _VENDOR_KEYS = re.compile(
     r"|pcsk_(?P<pinecone>[A-Za-z0-9_]{50,})"
     r"|lsv2_(?:pt|sk)_(?P<langsmith>[a-f0-9]{32}_[a-f0-9]{10})"
     r"|lin_api_(?P<linear>[A-Za-z0-9]{40})"
+    r"|discord(?:app)?\.com/api/webhooks/\d{17,20}/(?P<discord>[\w\-]{60,80})"
     r")(?![A-Za-z0-9_\-])"
 )
 # Azure storage: an account key (88 base64 characters) after AccountKey= or in a key field,
@@ -75,7 +76,7 @@ _HEX_BODIES |= {"databricks", "supabase", "postman", "langsmith"}
 _PREFILTER = re.compile(
     r"sk-|AIza|GOCSPX-|ya29\.|gl[a-z]{1,5}[-_]|SG\.|SK[0-9a-f]|npm_|pypi-|hf_|hv[sb]\.|shp|do[opr]_"
     r"|key-|-us\d|:AA|dapi|ATATT|dckr_|NRAK-|sntr|sbp_|r8_|gsk_|pplx-|xai-|ntn_|secret_|figd_"
-    r"|PMAK-|dp\.|pcsk_|lsv2_|lin_api_"
+    r"|PMAK-|dp\.|pcsk_|lsv2_|lin_api_|discord"
 )
 
 
