@@ -159,6 +159,7 @@ Adding a kind
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
 import unicodedata
 from collections.abc import Callable, Iterator
@@ -309,18 +310,19 @@ def scan(text: str) -> list[PiiFinding]:
 def _scan(text: str) -> list[PiiFinding]:
     if len(text) < 6:
         return []
-    read = unscanned(text) or text  # "222l 4257 …" read as digits, every place kept
-    spans = _spans(read)
-    spans.extend(find_obfuscated_emails(Text.of(text)))
-    for start, end, digits in list(spoken_runs(text))[:MAX_SPOKEN_RUNS]:
+    read = unscanned(text)  # "222l 4257 …" read as digits, every place kept
+    subject = Text.of(text)
+    spans = _spans(subject if read is None else Text.of(read))
+    spans.extend(find_obfuscated_emails(subject))
+    for start, end, digits in itertools.islice(spoken_runs(text), MAX_SPOKEN_RUNS):
         # the spoken digits, read with the words before them ("my cell is", "social is")
         context = text[max(0, start - _SPOKEN_CONTEXT) : start]
-        spans.extend((kind, start, end) for kind, _, _ in _spans(f"{context}{digits}"))
+        spoken = Text.of(f"{context}{digits}")
+        spans.extend((kind, start, end) for kind, _, _ in _spans(spoken))
     return _resolve(spans)
 
 
-def _spans(text: str) -> list[Span]:
-    subject = Text.of(text)
+def _spans(subject: Text) -> list[Span]:
     spans: list[Span] = []
     for detector in _DETECTORS:
         spans.extend(detector(subject))

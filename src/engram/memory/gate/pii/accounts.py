@@ -31,6 +31,7 @@ from stdnum.nz import bankaccount as _nz_account
 from stdnum.us import rtn as _us_rtn
 
 from engram.memory.gate.pii.findings import PiiKind, Span, Text
+from engram.memory.gate.pii.heuristics import passes_check
 
 _BANKING = re.compile(
     r"(?:bank|\b(?:banking|routing|sort code|bsb|ifsc|clabe|swift|bic|iban|ach|eft|wire|payouts?"
@@ -101,15 +102,15 @@ def _code_ok(kind: str, code: str) -> bool:
     return True
 
 
+_LAYOUT_CHECKS = {
+    "nz": _nz_account.is_valid,
+    "cbu": _ar_cbu.is_valid,  # Argentina's 22 digits, two check digits
+    "no": _no_kontonr.is_valid,
+}
+
+
 def _checked_layout(group: str, value: str) -> bool:
-    try:
-        if group == "nz":
-            return bool(_nz_account.is_valid(value))
-        if group == "cbu":  # Argentina's 22 digits, two check digits
-            return bool(_ar_cbu.is_valid(value))
-        return bool(_no_kontonr.is_valid(value))
-    except Exception:  # noqa: BLE001 - a validator's odd input is simply "not valid"
-        return False
+    return passes_check(_LAYOUT_CHECKS[group], value)
 
 
 def find_bank_accounts(t: Text) -> Iterator[Span]:

@@ -71,6 +71,7 @@ from stdnum.ve import rif as _ve_rif
 from stdnum.za import idnr as _za_idnr
 
 from engram.memory.gate.pii.findings import PiiKind, Span, Text
+from engram.memory.gate.pii.heuristics import passes_check
 
 Check = Callable[[str], bool]
 
@@ -124,11 +125,7 @@ def _any(*checks: Check) -> Check:
     return check
 
 
-def _safe(check: Check, value: str) -> bool:
-    try:
-        return bool(check(value))
-    except Exception:  # noqa: BLE001 - a validator's odd input is simply "not valid"
-        return False
+_safe = passes_check
 
 
 # Keywords whose format has a check digit: the token must pass it (tried as written and
@@ -323,12 +320,13 @@ def find_documents(t: Text) -> Iterator[Span]:
             yield PiiKind.NATIONAL_ID, m.start(), m.end()
     if len(lower) != len(text):
         return  # lower-casing moved offsets (rare scripts): keywords are not looked for
-    keywords = [*_CHECKED_RE.finditer(lower), *_SHAPED_RE.finditer(lower)]
+    checked, shaped = list(_CHECKED_RE.finditer(lower)), list(_SHAPED_RE.finditer(lower))
+    keywords = [*checked, *shaped]
     if len(keywords) > MAX_KEYWORDS:
         last = keywords[MAX_KEYWORDS]
         yield PiiKind.NATIONAL_ID, last.start(), last.end()
         return
-    for k in _CHECKED_RE.finditer(lower):
+    for k in checked:
         check = _check_of(k.group(0))
         after = _first_token(text, k.end(), k.end() + _AFTER)
         if after is not None and _passes(check, text[after[0] : after[1]]):
@@ -338,12 +336,12 @@ def find_documents(t: Text) -> Iterator[Span]:
             token = text[start:end]
             if end <= k.start() and _shape_ok(token) and _passes(check, token):
                 yield PiiKind.NATIONAL_ID, start, end
-    yield from _named_documents(text, lower)
+    yield from _named_documents(text, lower, shaped)
 
 
-def _named_documents(text: str, lower: str) -> Iterator[Span]:
+def _named_documents(text: str, lower: str, shaped: list[re.Match[str]]) -> Iterator[Span]:
     """Numbers after the name of a document without a check digit, by shape."""
-    for k in _SHAPED_RE.finditer(lower):
+    for k in shaped:
         window = _AFTER
         if k.group(0) in _ABBREVIATIONS:
             if text[k.start() : k.end()] != k.group(0).upper():

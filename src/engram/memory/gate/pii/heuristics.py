@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from collections.abc import Callable
 
 
 def entropy(value: str) -> float:
@@ -59,3 +60,12 @@ def is_placeholder(value: str) -> bool:
 def preceded_by(pattern: re.Pattern[str], text: str, start: int, window: int) -> bool:
     """True if ``pattern`` occurs in the ``window`` characters before ``start``."""
     return pattern.search(text, max(0, start - window), start) is not None
+
+
+def passes_check(check: Callable[[str], object], value: str) -> bool:
+    """Whether a check-digit validator accepts ``value``; a validator's error on odd input
+    (python-stdnum raises for some) means "not valid", never an error of the scan."""
+    try:
+        return bool(check(value))
+    except Exception:  # noqa: BLE001 - see the docstring
+        return False
