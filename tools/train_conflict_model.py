@@ -47,7 +47,7 @@ DEV = (DATA / "dev.jsonl", DATA / "dev_extra.jsonl", DATA / "dev_writers.jsonl")
 #: The writers of ``dev_writers.jsonl``, by id prefix: ``--by-writer`` holds out each in turn.
 WRITERS = ("g", "h", "i", "j")
 OUT = ROOT / "src" / "engram" / "memory" / "conflict" / MODEL_FILE
-VERSION = "conflict-gbdt@3"
+VERSION = "conflict-gbdt@4"
 GROUPS = {
     "supersession": "conflict",
     "contradiction": "conflict",

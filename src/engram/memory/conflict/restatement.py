@@ -16,7 +16,7 @@ import re
 
 from engram.memory.conflict.cues import compare, is_value, statement_tokens
 from engram.memory.conflict.features import change_language
-from engram.memory.conflict.quantities import same_amounts
+from engram.memory.conflict.quantities import month_word, same_amounts
 from engram.memory.types import MemoryRecord
 
 #: Names (capitalised words not opening a sentence, acronyms) and codes ("us-east-1", "v8");
@@ -42,14 +42,15 @@ _OPENERS = frozenset(
 
 
 def marks(text: str) -> frozenset[str]:
-    """The names and codes of a statement, casefolded."""
+    """The names and codes of a statement, casefolded. A month's name is no name: it is
+    part of a date, which the amounts compare ("3 April 2024" / "2024-04-03")."""
     stripped = text.strip()
     found = {m.group(0).casefold() for m in _MARKS.finditer(stripped)}
     for m in _OPENING_NAME.finditer(stripped):
         word, following = m.group(1), m.group(2)
         if word.istitle() and following[0].isupper() and word.casefold() not in _OPENERS:
             found.add(word.casefold())
-    return frozenset(found)
+    return frozenset(mark for mark in found if not month_word(mark))
 
 
 #: Names and codes of a statement looked for in the other: each is a scan of the other text,

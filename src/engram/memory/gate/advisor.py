@@ -10,7 +10,8 @@ specification:
    The second condition matters: the embedding model scores "the deploy target is v2.0" and
    "… v2.1" at 0.98, and treating a changed value as a duplicate would silently drop it.
    So is a *restatement* of the closest record (``PLAIN_RESTATEMENT`` 0.85, or
-   ``RESTATEMENT`` 0.75 when the conflict classifier sees neither conflict nor added detail),
+   ``RESTATEMENT`` 0.75 when the conflict classifier sees no added detail; it takes many
+   paraphrases for incompatible claims, so its conflict probability does not count here),
    in its scope, whose words show nothing new
    (:func:`~engram.memory.conflict.restatement.restates`). Otherwise a record the write
    conflicts with, or else the closest record at or above ``UPDATE_CANDIDATE`` (0.65) in the
@@ -366,14 +367,10 @@ class HeuristicAdvisor:
             and _one_moment(nearest.record, record)
             and (
                 nearest.similarity >= policy.plain_restatement
-                or (
-                    nearest.similarity >= policy.restatement
-                    and nearest.record.record_id not in conflicting
-                    and relation.refines < REFINES
-                )
+                or (nearest.similarity >= policy.restatement and relation.refines < REFINES)
             )
         ):
-            # the classifier takes some paraphrases for incompatible claims; this close, and
+            # the classifier takes many paraphrases for incompatible claims; this close, and
             # with no new value, name, negation, opposite, swapped slot or change word, the
             # words say it is the same claim, so no conflict with it is reported either
             target = nearest.record.record_id
