@@ -20,11 +20,6 @@ WHERE action = 'RELEASE' AND record_id = ANY($1::uuid[])
 -- name: mark_screened
 UPDATE memories SET screened_with = $2 WHERE id = ANY($1::uuid[])
 
--- name: unmark_screened
--- A flag the rescan wrote counts as read only once what derives from it was raised too: if
--- the run stops in between, the next run reads it again and propagates.
-UPDATE memories SET screened_with = NULL WHERE id = ANY($1::uuid[])
-
 -- name: derived_heads
 -- The live heads of every record derived (derived_from, transitively) from any version of
 -- record $1: consolidated summaries of it, and records citing it as evidence.

@@ -1,0 +1,202 @@
+"""Hostile pass E: SIGKILL of a worker process in the middle of its background jobs.
+
+The workers are real processes running the ``engram worker`` loop (``tests/e2e/worker_proc.py``
+and ``tests/e2e/rescan_worker_proc.py``) on a clock the test moves through a file; the kill is
+a real SIGKILL of the worker's process group, and the takeover is a second real worker.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from uuid import UUID
+
+import asyncpg
+import pytest
+
+from engram import Kernel
+from engram.memory.types import AccessLevel, MemoryStatus
+from tests.conftest import REPO, ScratchDatabase
+from tests.e2e.rescan_worker_proc import JOB
+from tests.e2e.test_serve import ENGRAM, _env
+from tests.e2e.test_workers import HOURLY, START, STEPS, Workers, admin, wait_until, workers
+from tests.integration.consolidation_helpers import DEEP, head_of
+from tests.integration.gate_helpers import BOSS, belief
+from tests.integration.test_self_healing import _seed_incident, write
+
+pytestmark = pytest.mark.slow
+
+#: Records citing the marked source: the rescan raises each of them after the source, so the
+#: worker spends a while between the source's flag and the undoing of its summary.
+CITING = 40
+#: The standard jobs that would reach the seeded records first are not due on the test's steps:
+#: the catalogue's own rescan (the same detector version) and the consolidation passes.
+QUIET = {
+    "ENGRAM_PII_RESCAN_MINUTES": "1440",
+    "ENGRAM_CONSOLIDATION_HOUR": "12",
+    "ENGRAM_CONSOLIDATION_LIGHT_MINUTES": "1440",
+}
+
+
+def start_rescan_worker(group: Workers) -> subprocess.Popen[bytes]:
+    """One worker running ``tests.e2e.rescan_worker_proc`` (its own process group)."""
+    log = (group.root / f"worker-{len(group.processes)}.log").open("wb")
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tests.e2e.rescan_worker_proc"],
+            env=group.env,
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    finally:
+        log.close()
+    group.processes.append(process)
+    return process
+
+
+async def _served(group: Workers, pid: int) -> bool:
+    return str(pid) in {path.name for path in group.ready_dir.iterdir()}
+
+
+async def test_a_worker_killed_between_a_pii_flag_and_its_consequences_finishes_them_later(
+    kernel: Kernel, tmp_path: Path, model_dir: Path, database: ScratchDatabase
+) -> None:
+    """A consolidated source that an older detector passed is found by the rescan of a worker,
+    which is SIGKILLed once the flag is written (while it raises the records citing the source,
+    before it undoes the summary). A second worker takes the run over (attempt 2) and finishes
+    it: every record derived from the source is sensitive, the summary is undone (forgotten,
+    the clean sources active again, so their facts stay readable at their own level), the job
+    is recorded as succeeded, and the audit chain and the state it rebuilds hold."""
+    ids, marked = await _seed_incident(kernel)
+    consolidation = await kernel.consolidation.run(DEEP)
+    [item] = [item for batch in consolidation.batches for item in batch.items]
+    summary = item.record_id
+    citing = [
+        await write(
+            kernel, belief(f"Alert {n} on the payment step.", evidence_links=[marked]), BOSS
+        )
+        for n in range(CITING)
+    ]
+    await kernel.events.settled()
+    async with admin(database) as conn:
+        # What an older detector version screened (the column is bookkeeping, not audited).
+        await conn.execute(
+            "UPDATE engram.memories SET screened_with = 'regex@0' WHERE record_id = ANY($1)", ids
+        )
+        with workers(tmp_path, model_dir, database) as group:
+            group.env.update(QUIET)
+            first = start_rescan_worker(group)
+            await wait_until(
+                "the first worker", lambda: _served(group, first.pid), group, within=120
+            )
+
+            async def marked_at_start() -> bool:
+                last = await conn.fetchval("SELECT last_due FROM engram.jobs WHERE name = $1", JOB)
+                return bool(last == HOURLY.latest_due(START))
+
+            await wait_until("the job to be seen", marked_at_start, group)
+            group.set_clock(STEPS[0])
+
+            async def flagged() -> bool:
+                return bool(
+                    await conn.fetchval(
+                        "SELECT count(*) FROM engram.memories "
+                        "WHERE record_id = $1 AND access_level = 'sensitive'",
+                        marked,
+                    )
+                )
+
+            await wait_until("the rescan to flag the source", flagged, group, within=120)
+            os.killpg(first.pid, signal.SIGKILL)
+            first.wait(10)
+            raised = await _sensitive_count(conn, citing)
+            undone = (await head_of(kernel, summary)).status is MemoryStatus.FORGOTTEN
+            assert not undone, "the kill came too late: the summary was undone already"
+            assert raised < CITING, "the kill came too late: every citing record was raised"
+
+            second = start_rescan_worker(group)
+            due = HOURLY.latest_due(STEPS[0])
+
+            async def finished() -> asyncpg.Record | None:
+                row: asyncpg.Record | None = await conn.fetchrow(
+                    "SELECT attempt, outcome, detail FROM engram.job_runs "
+                    "WHERE job = $1 AND due_at = $2 AND attempt = 2 AND outcome <> 'running'",
+                    JOB,
+                    due,
+                )
+                return row
+
+            run = await wait_until(
+                "the takeover to finish", finished, group, within=180, but=frozenset({first.pid})
+            )
+            assert "succeeded" == run["outcome"], dict(run)
+            assert second.poll() is None
+            state = await conn.fetchrow(
+                "SELECT running, outcome FROM engram.jobs WHERE name = $1", JOB
+            )
+            assert (False, "succeeded") == (state["running"], state["outcome"])
+    await kernel.events.settled()
+    print(f"\nkilled with {raised} of {CITING} citing records raised")
+
+    source = await head_of(kernel, marked)
+    assert source.access_level is AccessLevel.SENSITIVE
+    assert source.status is MemoryStatus.ACTIVE, "the flagged source stayed consolidated"
+    assert (await head_of(kernel, summary)).status is MemoryStatus.FORGOTTEN
+    for clean in (ids[0], ids[2]):
+        head = await head_of(kernel, clean)
+        assert (head.status, head.access_level) == (MemoryStatus.ACTIVE, AccessLevel.AGENT), clean
+    for rid in citing:
+        assert (await head_of(kernel, rid)).access_level is AccessLevel.SENSITIVE, rid
+    assert (await kernel.audit.verify()).ok
+    report = await kernel.audit_state.compare(datetime.now(UTC))
+    assert report.ok, [d.to_json() for d in report.differences]
+
+
+async def _sensitive_count(conn: asyncpg.Connection, ids: list[UUID]) -> int:
+    return int(
+        await conn.fetchval(
+            "SELECT count(*) FROM engram.memories "
+            "WHERE record_id = ANY($1) AND superseded_by IS NULL AND access_level = 'sensitive'",
+            ids,
+        )
+    )
+
+
+# --- the worker's settings: durations no schedule can hold --------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("ENGRAM_PII_RESCAN_MINUTES", "inf"),
+        ("ENGRAM_REEMBED_MINUTES", "1e300"),
+        ("ENGRAM_DECAY_REFRESH_MINUTES", "1e-12"),
+        ("ENGRAM_CONSOLIDATION_WATCH_SECONDS", "1e-9"),
+        ("ENGRAM_CONSOLIDATION_LIGHT_MINUTES", "Infinity"),
+        ("ENGRAM_RETENTION_DAYS", "1e9"),
+        ("ENGRAM_JOB_BACKOFF_SECONDS", "inf"),
+    ],
+)
+def test_an_interval_no_schedule_can_hold_is_a_usage_error(
+    tmp_path: Path, model_dir: Path, name: str, value: str
+) -> None:
+    """`engram worker` with an infinite, astronomically long or sub-microsecond duration
+    setting exits 2 naming the setting, without a traceback (it opened the kernel and died
+    in an OverflowError or a ValueError of the schedule)."""
+    done = subprocess.run(  # noqa: S603 - our own CLI
+        [*ENGRAM, "--init", "worker"],
+        env=_env(tmp_path / "data", model_dir, **{name: value}),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert 2 == done.returncode, done.stderr[-1500:]
+    assert "Traceback" not in done.stderr
+    assert f"invalid configuration: {name.removeprefix('ENGRAM_').lower()}" in done.stderr
