@@ -11,20 +11,22 @@ import os
 import signal
 import subprocess
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from uuid import UUID
 
 import asyncpg
 import pytest
 
+from benchmarks.agent_text import texts
 from engram import Kernel
-from engram.memory.types import AccessLevel, MemoryStatus
+from engram.autonomy.schedule import Daily
+from engram.memory.types import AccessLevel, MemoryRecord, MemoryStatus, MemoryType
 from tests.conftest import REPO, ScratchDatabase
 from tests.e2e.rescan_worker_proc import JOB
 from tests.e2e.test_serve import ENGRAM, _env
 from tests.e2e.test_workers import HOURLY, START, STEPS, Workers, admin, wait_until, workers
-from tests.integration.consolidation_helpers import DEEP, head_of
+from tests.integration.consolidation_helpers import DAY, DEEP, head_of
 from tests.integration.gate_helpers import BOSS, belief
 from tests.integration.test_self_healing import _seed_incident, write
 
@@ -200,3 +202,97 @@ def test_an_interval_no_schedule_can_hold_is_a_usage_error(
     assert 2 == done.returncode, done.stderr[-1500:]
     assert "Traceback" not in done.stderr
     assert f"invalid configuration: {name.removeprefix('ENGRAM_').lower()}" in done.stderr
+
+
+# --- a deep consolidation pass, its worker SIGKILLed after its first batches --------------
+
+RECORDS = 300
+
+
+async def test_a_worker_killed_mid_pass_has_its_pass_taken_over_and_finished(
+    kernel: Kernel, tmp_path: Path, model_dir: Path, database: ScratchDatabase
+) -> None:
+    """The worker running the nightly pass (batches of 10 sources) is SIGKILLed after two
+    batches committed; a second worker records the run as abandoned and runs the same due time
+    again (attempt 2) to success. Then every batch is whole (its sources consolidated, its
+    records live), no source is consolidated outside a batch, the fast path is consumed as a
+    pass without the kill would leave it, and the audit chain and state hold."""
+    for n, text in enumerate(texts(RECORDS, 7)):
+        record = MemoryRecord.draft(
+            MemoryType.EPISODE,
+            text,
+            source_agent=BOSS.agent_id,
+            event_time=DAY + timedelta(hours=n),
+        )
+        await write(kernel, record, BOSS)
+    await kernel.events.settled()
+    due = Daily(3).latest_due(STEPS[0])
+    async with admin(database) as conn:
+        with workers(tmp_path, model_dir, database) as group:
+            group.env.update(ENGRAM_CONSOLIDATION_BATCH_SIZE="10")
+            group.start(1)
+            first = group.processes[0]
+            await wait_until(
+                "the first worker", lambda: _served(group, first.pid), group, within=120
+            )
+
+            async def seen() -> bool:
+                rows = await conn.fetch("SELECT last_due FROM engram.jobs")
+                return len(rows) >= 10 and all(row["last_due"] is not None for row in rows)
+
+            await wait_until("the jobs to be seen", seen, group)
+            group.set_clock(STEPS[0])
+
+            async def two_batches() -> bool:
+                return 2 <= int(
+                    await conn.fetchval("SELECT count(*) FROM engram.consolidation_batches")
+                )
+
+            await wait_until("two batches", two_batches, group, within=120)
+            os.killpg(first.pid, signal.SIGKILL)
+            first.wait(10)
+            running = await conn.fetchrow(
+                "SELECT running, holder FROM engram.jobs WHERE name = 'consolidation_deep'"
+            )
+            assert running["running"], "the pass ended before the kill"
+
+            group.start(1)
+
+            async def finished() -> asyncpg.Record | None:
+                row: asyncpg.Record | None = await conn.fetchrow(
+                    "SELECT outcome FROM engram.job_runs WHERE job = 'consolidation_deep' "
+                    "AND due_at = $1 AND attempt = 2 AND outcome <> 'running'",
+                    due,
+                )
+                return row
+
+            run = await wait_until(
+                "the takeover", finished, group, within=300, but=frozenset({first.pid})
+            )
+            assert "succeeded" == run["outcome"]
+            runs = await conn.fetch(
+                "SELECT attempt, outcome FROM engram.job_runs "
+                "WHERE job = 'consolidation_deep' ORDER BY attempt"
+            )
+            assert [(1, "abandoned"), (2, "succeeded")] == [tuple(r) for r in runs]
+    await kernel.events.settled()
+    in_batches = set()
+    for batch in await kernel.consolidation.batches(limit=1000):
+        for item in batch.items:
+            made = await head_of(kernel, item.record_id)
+            assert made.status is MemoryStatus.ACTIVE, item.record_id
+            for source in item.sources:
+                assert (await head_of(kernel, source)).status is MemoryStatus.CONSOLIDATED
+                in_batches.add(source)
+    consolidated = await kernel.db.fetch(
+        "SELECT record_id FROM memories WHERE superseded_by IS NULL AND status = 'consolidated'"
+    )
+    assert {row["record_id"] for row in consolidated} == in_batches
+    left = await kernel.db.fetchval(
+        "SELECT count(*) FROM memories WHERE superseded_by IS NULL AND status = 'active' "
+        "AND consolidation_path = 'fast' AND type = 'episode'"
+    )
+    assert left < RECORDS // 10  # singletons at most
+    assert (await kernel.audit.verify()).ok
+    state = await kernel.audit_state.compare(datetime.now(UTC))
+    assert state.ok, [d.to_json() for d in state.differences]

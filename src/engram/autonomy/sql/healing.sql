@@ -3,7 +3,8 @@
 
 -- name: unscreened_heads
 -- Live heads not read by detector version $1 (NULL: screened before versions were recorded,
--- or a restatement the Gate did not screen), at most $2, in no particular order: each batch
+-- a restatement the Gate did not screen, or a self-healing change its run has not confirmed),
+-- at most $2, in no particular order: each batch
 -- is marked read, so the next one finds the rest without sorting them all. The OR of ranges
 -- lets the partial index answer it.
 SELECT {{record_columns}}
