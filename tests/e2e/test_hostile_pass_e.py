@@ -7,6 +7,7 @@ a real SIGKILL of the worker's process group, and the takeover is a second real 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -66,15 +67,18 @@ async def _served(group: Workers, pid: int) -> bool:
     return str(pid) in {path.name for path in group.ready_dir.iterdir()}
 
 
+@pytest.mark.parametrize("fault", ["sigkill", "terminate"])
 async def test_a_worker_killed_between_a_pii_flag_and_its_consequences_finishes_them_later(
-    kernel: Kernel, tmp_path: Path, model_dir: Path, database: ScratchDatabase
+    kernel: Kernel, tmp_path: Path, model_dir: Path, database: ScratchDatabase, fault: str
 ) -> None:
     """A consolidated source that an older detector passed is found by the rescan of a worker,
     which is SIGKILLed once the flag is written (while it raises the records citing the source,
     before it undoes the summary). A second worker takes the run over (attempt 2) and finishes
     it: every record derived from the source is sensitive, the summary is undone (forgotten,
     the clean sources active again, so their facts stay readable at their own level), the job
-    is recorded as succeeded, and the audit chain and the state it rebuilds hold."""
+    is recorded as succeeded, and the audit chain and the state it rebuilds hold. The same
+    holds when, instead, every runtime connection to the database is terminated at that moment
+    (pg_terminate_backend) and the same worker retries the due time after its back-off."""
     ids, marked = await _seed_incident(kernel)
     consolidation = await kernel.consolidation.run(DEEP)
     [item] = [item for batch in consolidation.batches for item in batch.items]
@@ -115,6 +119,16 @@ async def test_a_worker_killed_between_a_pii_flag_and_its_consequences_finishes_
                 )
 
             await wait_until("the rescan to flag the source", flagged, group, within=120)
+            due = HOURLY.latest_due(STEPS[0])
+            if fault == "terminate":
+                await _terminate_runtime(conn)
+                # past the first back-off (60 s), still the same hourly due time
+                group.set_clock(STEPS[0] + timedelta(minutes=5))
+                run = await wait_until("the retry", lambda: _settled(conn, due), group, within=180)
+                assert "succeeded" == run["outcome"], dict(run)
+                assert run["attempt"] >= 2
+                await _assert_finished(kernel, ids, marked, summary, citing)
+                return
             os.killpg(first.pid, signal.SIGKILL)
             first.wait(10)
             raised = await _sensitive_count(conn, citing)
@@ -123,7 +137,6 @@ async def test_a_worker_killed_between_a_pii_flag_and_its_consequences_finishes_
             assert raised < CITING, "the kill came too late: every citing record was raised"
 
             second = start_rescan_worker(group)
-            due = HOURLY.latest_due(STEPS[0])
 
             async def finished() -> asyncpg.Record | None:
                 row: asyncpg.Record | None = await conn.fetchrow(
@@ -143,9 +156,37 @@ async def test_a_worker_killed_between_a_pii_flag_and_its_consequences_finishes_
                 "SELECT running, outcome FROM engram.jobs WHERE name = $1", JOB
             )
             assert (False, "succeeded") == (state["running"], state["outcome"])
-    await kernel.events.settled()
     print(f"\nkilled with {raised} of {CITING} citing records raised")
+    await _assert_finished(kernel, ids, marked, summary, citing)
 
+
+async def _terminate_runtime(conn: asyncpg.Connection) -> None:
+    """Terminate every connection of the runtime role to this database, a few times over
+    (a pool reconnects in between)."""
+    for _ in range(3):
+        await conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND usename = 'engram_runtime'"
+        )
+        await asyncio.sleep(0.1)
+
+
+async def _settled(conn: asyncpg.Connection, due: datetime) -> asyncpg.Record | None:
+    """The latest run of the rescan for ``due`` once it succeeded."""
+    row: asyncpg.Record | None = await conn.fetchrow(
+        "SELECT attempt, outcome FROM engram.job_runs WHERE job = $1 AND due_at = $2 "
+        "ORDER BY attempt DESC LIMIT 1",
+        JOB,
+        due,
+    )
+    return row if row is not None and row["outcome"] == "succeeded" else None
+
+
+async def _assert_finished(
+    kernel: Kernel, ids: list[UUID], marked: UUID, summary: UUID, citing: list[UUID]
+) -> None:
+    """The flag's consequences are all written and the audit log still rebuilds the store."""
+    await kernel.events.settled()
     source = await head_of(kernel, marked)
     assert source.access_level is AccessLevel.SENSITIVE
     assert source.status is MemoryStatus.ACTIVE, "the flagged source stayed consolidated"
