@@ -6,15 +6,29 @@ reads the environment. Every field here is listed, with its default, in the READ
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 #: Dimension of the ``vector`` column; a model must produce exactly this many values.
 EMBEDDING_DIMENSION = 384
+#: The settings that are durations (schedules, windows, back-offs): seconds per unit.
+DURATION_UNITS = {
+    "consolidation_light_window_hours": 3600.0,
+    "consolidation_light_minutes": 60.0,
+    "consolidation_watch_seconds": 1.0,
+    "reembed_minutes": 60.0,
+    "pii_rescan_minutes": 60.0,
+    "decay_refresh_minutes": 60.0,
+    "retention_days": 86400.0,
+    "job_backoff_seconds": 1.0,
+    "job_backoff_max_seconds": 1.0,
+}
+LONGEST_SECONDS = 100 * 365.25 * 86400
 
 
 class EngramSettings(BaseSettings):
@@ -202,6 +216,16 @@ class EngramSettings(BaseSettings):
     breaker_reset_seconds: float = Field(default=30.0, gt=0)
     retry_attempts: int = Field(default=3, ge=0, le=10)
     retry_initial_wait_seconds: float = Field(default=1.0, ge=0)
+
+    @field_validator(*DURATION_UNITS)
+    @classmethod
+    def _duration(cls, value: float, info: ValidationInfo) -> float:
+        """A duration that becomes a schedule, a window or a back-off is a finite one of
+        at least a second and at most a century (else the kernel fails as it opens)."""
+        seconds = value * DURATION_UNITS[str(info.field_name)]
+        if not (math.isfinite(seconds) and 1.0 <= seconds <= LONGEST_SECONDS):
+            raise ValueError("must be at least one second and at most 100 years")
+        return value
 
     @field_validator("data_dir", "embedding_model_path")
     @classmethod

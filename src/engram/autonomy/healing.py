@@ -171,9 +171,7 @@ class PiiRescan:
             # and a record the Gate will not change must not stall every later pass. The
             # versions this pass wrote were read by this detector too.
             await self._db.execute(
-                SQL["mark_screened"],
-                [h.id for h in heads] + rescan.take_written(),
-                self._screener.version,
+                SQL["mark_screened"], rescan.take_read(heads), self._screener.version
             )
         log.info(
             "self_healing.pii_rescan", detector=self._screener.version, **rescan.report.summary()
@@ -204,10 +202,14 @@ class _Pass:
         self.report = RescanReport()
         self._changed: set[UUID] = set()
         self._written: list[UUID] = []
+        self._unread: set[UUID] = set()
 
-    def take_written(self) -> list[UUID]:
-        written, self._written = self._written, []
-        return written
+    def take_read(self, heads: Sequence[MemoryRecord]) -> list[UUID]:
+        """The versions of a batch to mark read: those read and those written, but a flag
+        whose summaries could not be undone (a later run tries again)."""
+        read = [head.id for head in heads] + self._written
+        self._written = []
+        return [version for version in read if version not in self._unread]
 
     async def read(self, head: MemoryRecord, *, released: bool) -> None:
         """Screen one head: flag what a caller may still read; for a record already held as
@@ -219,6 +221,10 @@ class _Pass:
         if head.access_level is AccessLevel.SENSITIVE:
             if isinstance(previous, dict):
                 await self._propagate(head, previous)
+                if previous.get("found_by") == "rescan" and "propagated_from" not in previous:
+                    # a run that stopped after the flag (a crash, a failed release) left the
+                    # summaries of this source raised over its clean sources: undo them now
+                    await self._unconsolidate(head)
             return
         kinds = list(self._screener.kinds(screened_text(head)))
         if released and isinstance(previous, dict):
@@ -256,13 +262,17 @@ class _Pass:
             return
         try:
             await self._release(source.record_id)
-        except EngramError as exc:  # the outbox or the next pass meets it again
+        except EngramError as exc:  # left unread: the next run reads it and tries again
             self.report.refused += 1
             log.warning(
                 "self_healing.pii_release_failed",
                 record_id=str(source.record_id),
                 error=type(exc).__name__,
             )
+            current = await store.head(self._db, source.record_id)
+            if current is not None:
+                self._unread.add(current.id)
+                self._changed.add(current.id)
 
     async def _propagate(self, source: MemoryRecord, finding: dict[str, Any]) -> None:
         """Make every live record derived from ``source`` sensitive too. A derived record
@@ -317,9 +327,9 @@ class _Pass:
         result = await self._gate.evaluate(_update(head, proposal))
         self._changed.add(head.id)
         if result.modified_record is not None and _applied(result):
+            # The Gate stores a self-healing change unread (screened_with NULL): a later run
+            # reads it again, and propagates, unless this one finishes (mark_screened, run()).
             written = result.modified_record.id
-            # read again by a later run unless this one finishes (mark_screened, in run())
-            await self._db.execute(SQL["unmark_screened"], [written])
             self._written.append(written)
             self._changed.add(written)
         return result

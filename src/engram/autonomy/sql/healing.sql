@@ -3,7 +3,8 @@
 
 -- name: unscreened_heads
 -- Live heads not read by detector version $1 (NULL: screened before versions were recorded,
--- or a restatement the Gate did not screen), at most $2, in no particular order: each batch
+-- a restatement the Gate did not screen, or a self-healing change its run has not confirmed),
+-- at most $2, in no particular order: each batch
 -- is marked read, so the next one finds the rest without sorting them all. The OR of ranges
 -- lets the partial index answer it.
 SELECT {{record_columns}}
@@ -19,11 +20,6 @@ WHERE action = 'RELEASE' AND record_id = ANY($1::uuid[])
 
 -- name: mark_screened
 UPDATE memories SET screened_with = $2 WHERE id = ANY($1::uuid[])
-
--- name: unmark_screened
--- A flag the rescan wrote counts as read only once what derives from it was raised too: if
--- the run stops in between, the next run reads it again and propagates.
-UPDATE memories SET screened_with = NULL WHERE id = ANY($1::uuid[])
 
 -- name: derived_heads
 -- The live heads of every record derived (derived_from, transitively) from any version of

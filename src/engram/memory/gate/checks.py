@@ -88,7 +88,8 @@ class Layer1Outcome:
     pii_error: bool = False
     retry_after_seconds: float | None = None
     #: The PII detector version that read the record (None: nothing was scanned, as for a
-    #: FORGET or an internal restatement); stored with the version for the rescan job.
+    #: FORGET, an internal restatement or a self-healing change); stored with the version
+    #: for the rescan job.
     screened_with: str | None = None
 
     @property
@@ -117,7 +118,13 @@ def run_layer1(
     checks.append(check_access(request) if external else _skipped(ACCESS))
     pii_check, record, kinds, errored = check_pii(request)
     checks.append(pii_check)
-    scanned = request.action is not GateAction.FORGET and not _restatement(request)
+    # A self-healing change (the PII rescan's) counts as read only when the job that made it
+    # says so, once its consequences are written too: a crash in between leaves it unread.
+    scanned = (
+        request.action is not GateAction.FORGET
+        and not _restatement(request)
+        and request.decision_type is not GateDecisionType.SELF_HEALING
+    )
     retry_after = None
     if external:
         rate_check = check_rate(request, limiter)
