@@ -166,7 +166,7 @@ class EngramSettings(BaseSettings):
         description="Run the background jobs in `engram serve` (off: only `engram worker` does).",
     )
     scheduler_poll_seconds: float = Field(
-        default=5.0, gt=0, le=3600, description="How often a scheduler looks for due jobs."
+        default=5.0, ge=0.05, le=3600, description="How often a scheduler looks for due jobs."
     )
     reembed_minutes: float = Field(
         default=5.0, gt=0, description="Minutes between re-embedding passes over degraded records."

@@ -224,6 +224,7 @@ async def _sensitive_count(conn: asyncpg.Connection, ids: list[UUID]) -> int:
         ("ENGRAM_CONSOLIDATION_LIGHT_MINUTES", "Infinity"),
         ("ENGRAM_RETENTION_DAYS", "1e9"),
         ("ENGRAM_JOB_BACKOFF_SECONDS", "inf"),
+        ("ENGRAM_SCHEDULER_POLL_SECONDS", "1e-9"),
     ],
 )
 def test_an_interval_no_schedule_can_hold_is_a_usage_error(
