@@ -7,8 +7,8 @@ later request under it. Three rules keep that from saying more than it should:
 - **The same request** (the same action; for an UPDATE or FORGET, the same record) gets the
   recorded result, its record as the caller may read it *now*: none when the caller may not
   read the record's head (a record hidden from it since is absent for it, as for a read), and
-  ``superseded_by`` pointing past versions it may not read. A replay tells no more than the
-  first answer did and a read would now.
+  ``superseded_by`` and ``evidence_links`` naming nothing it may not read. A replay tells no
+  more than the first answer did and a read would now.
 - **Another request under a used id** (another action, or another record) is refused with
   the reason and audited, without the id (the id is taken); it is not answered with the first
   request's result, which would tell the caller something was done that was not.
@@ -29,7 +29,7 @@ from engram.memory.audit.log import AuditEntry
 from engram.memory.gate.checks import RATE_LIMIT, CheckResult
 from engram.memory.gate.requests import GateRequest, GateResult, Proposal
 from engram.memory.gate.write_path import result_from_audit
-from engram.memory.temporal.engine import hide_unreadable_successors
+from engram.memory.temporal.engine import as_readable, hide_unreadable_evidence
 from engram.memory.types import CallerIdentity, GateAction, can_read, readable_levels
 
 
@@ -63,8 +63,19 @@ async def replayed(db: DatabaseAdapter, entry: AuditEntry, caller: CallerIdentit
     head = await store.head(db, record.record_id)
     if head is None or not can_read(caller, head) or not can_read(caller, record):
         return dataclasses.replace(result, modified_record=None)
-    [shown] = await hide_unreadable_successors(db, [record], readable_levels(caller))
+    [shown] = await as_readable(db, [record], readable_levels(caller))
     return dataclasses.replace(result, modified_record=shown)
+
+
+async def as_read_by(db: DatabaseAdapter, result: GateResult, caller: CallerIdentity) -> GateResult:
+    """``result`` with its record's ``evidence_links`` as ``caller`` may read them now: a
+    record a write reinforced, updated or forgot may cite one raised above the caller since
+    it was cited (a read leaves such ids out too)."""
+    record = result.modified_record
+    if record is None or not record.evidence_links:
+        return result
+    [shown] = await hide_unreadable_evidence(db, [record], readable_levels(caller))
+    return result if shown is record else dataclasses.replace(result, modified_record=shown)
 
 
 def without_taken_id(
