@@ -21,7 +21,7 @@ from engram.protocols.inprocess import AgentSession
 from engram.protocols.mcp.tools import EngramTools
 from engram.protocols.views import record_view, result_view
 from tests.integration import test_http_api as http_api
-from tests.integration.consolidation_helpers import head_of
+from tests.integration.consolidation_helpers import DEEP, head_of
 from tests.integration.gate_helpers import BOSS, FAST, INTERN, WRITER, belief, create, update
 from tests.integration.test_gate_access_isolation import _approved
 from tests.integration.test_http_api import Api
@@ -230,3 +230,51 @@ async def test_a_record_released_after_the_rescan_raised_its_evidence_names_none
     trusted = await kernel.temporal.current(citing, caller=BOSS, count_read=False)
     assert trusted is not None
     assert (marked,) == tuple(trusted.evidence_links)
+
+
+# --- consolidation: a source raised by an agent after the batch ----------------------------
+
+
+async def test_a_source_raised_after_its_batch_is_not_read_through_the_summary(
+    kernel: Kernel,
+) -> None:
+    """Three agent-level episodes are merged into an agent-level summary. The trusted agent
+    then raises the middle source to sensitive (an UPDATE keeping its text). The release that
+    follows forgets the summary; forgotten at agent level, its history would still give an
+    agent-level reader the raised source's facts (and count it among the summary's sources),
+    although the source itself is now absent for that reader at every instant."""
+    sources, marked = await _seed_incident(kernel)
+    batch = await kernel.consolidation.run(DEEP)
+    [item] = [item for b in batch.batches for item in b.items]
+    assert set(item.sources) == set(sources)
+    summary = await head_of(kernel, item.record_id)
+    assert summary.access_level is AccessLevel.AGENT
+    raised_text = (await head_of(kernel, marked)).content
+    assert raised_text.split(":")[0] in summary.content  # the merge quotes the source
+    source = await head_of(kernel, marked)
+    await _approved(
+        kernel,
+        update(
+            marked,
+            source.content,
+            source.version,
+            BOSS,
+            memory_type=source.type,
+            access_level=AccessLevel.SENSITIVE,
+            event_time=source.event_time,
+        ),
+    )
+    await kernel.events.settled()
+    made = await head_of(kernel, item.record_id)
+    assert ("forgotten", AccessLevel.SENSITIVE) == (made.status.value, made.access_level)
+    for other in set(sources) - {marked}:
+        head = await head_of(kernel, other)
+        assert ("active", AccessLevel.AGENT) == (head.status.value, head.access_level)
+    assert [] == await kernel.temporal.get_version_chain(marked, caller=INTERN)
+    seen = [
+        *await kernel.temporal.get_version_chain(item.record_id, caller=INTERN),
+        *await kernel.temporal.query(
+            record_id=item.record_id, include_forgotten=True, caller=INTERN, count_read=False
+        ),
+    ]
+    assert [] == [v.version for v in seen if raised_text.split(":")[0] in v.content]
