@@ -20,11 +20,13 @@ from engram.memory.types import AccessLevel, CallerIdentity, MemoryRecord
 from engram.protocols.inprocess import AgentSession
 from engram.protocols.mcp.tools import EngramTools
 from engram.protocols.views import record_view, result_view
+from tests.conftest import ScratchDatabase
 from tests.integration import test_http_api as http_api
 from tests.integration.consolidation_helpers import DEEP, head_of
 from tests.integration.gate_helpers import BOSS, FAST, INTERN, WRITER, belief, create, update
 from tests.integration.test_gate_access_isolation import _approved
 from tests.integration.test_http_api import Api
+from tests.integration.test_layer2_hostile import APRIL, MARCH, V20, V21, _outbox_held
 from tests.integration.test_self_healing import _seed_incident, rescan, write
 
 #: The REST app on the test's kernel and the first admin's headers (test_http_api's fixture).
@@ -278,3 +280,82 @@ async def test_a_source_raised_after_its_batch_is_not_read_through_the_summary(
         ),
     ]
     assert [] == [v.version for v in seen if raised_text.split(":")[0] in v.content]
+
+
+# --- a replay names a record hidden since the first answer --------------------------------
+
+
+async def test_a_replayed_decision_names_no_record_hidden_from_the_caller_since(
+    kernel: Kernel,
+) -> None:
+    """The standard writer's claim conflicts with the trusted agent's agent-level record X;
+    the answer names X (it was readable). The trusted agent then raises X to sensitive. The
+    writer retries under the same request id: the replayed Layer 2 decision still names X
+    (its record and version ids, and the conflict's reason), which a read would now answer
+    as an unknown id."""
+    x = await _approved(
+        kernel,
+        create(
+            belief("The deploy target for the web app is v2.0.", source_agent=BOSS.agent_id), BOSS
+        ),
+    )
+    assert x.record_id is not None
+    claim = create(
+        belief("The deploy target for the web app is v2.1."), WRITER, request_id="claim-1"
+    )
+    first = await kernel.gate.evaluate(claim)
+    assert first.layer2_decision is not None
+    assert str(x.record_id) in json.dumps(result_view(first)), "the first answer names X"
+    await _approved(
+        kernel,
+        update(
+            x.record_id,
+            "The deploy target for the web app is v2.0.",
+            1,
+            BOSS,
+            access_level=AccessLevel.SENSITIVE,
+        ),
+    )
+    await kernel.events.settled()
+    assert await kernel.temporal.current(x.record_id, caller=WRITER) is None
+    again = await kernel.gate.evaluate(claim)
+    assert again.replayed
+    shown = json.dumps(result_view(again))
+    assert str(x.record_id) not in shown
+    assert "v2.0" not in shown
+
+
+async def test_a_record_raised_before_the_resolution_is_delivered_challenges_nothing(
+    kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """The restricted agent disputes the trusted agent's agent-level record; the resolution
+    planned at the write marks the restricted agent's record ``challenged`` (its readers could
+    read the other claim). Before the outbox delivers it, the trusted agent raises its record
+    to sensitive: the challenge would now change a readable record on grounds hidden from its
+    readers, so it is not made."""
+    older = await _approved(
+        kernel,
+        create(belief(V20, source_agent=BOSS.agent_id, event_time=MARCH), BOSS),
+    )
+    assert older.record_id is not None
+    await kernel.events.settled()
+    async with _outbox_held(database) as hold:
+        newer = await _approved(
+            kernel, create(belief(V21, source_agent=INTERN.agent_id, event_time=APRIL), INTERN)
+        )
+        assert 1 == await hold("memory.conflicts_found"), "delivery was not held in time"
+        await _approved(
+            kernel,
+            update(
+                older.record_id,
+                V20,
+                1,
+                BOSS,
+                access_level=AccessLevel.SENSITIVE,
+                event_time=MARCH,
+            ),
+        )
+    await kernel.events.settled()
+    assert newer.record_id is not None
+    chain = await kernel.temporal.get_version_chain(newer.record_id, caller=INTERN)
+    assert [(1, "active")] == [(v.version, v.status.value) for v in chain]
