@@ -15,6 +15,8 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
+import pytest
+
 from engram import Kernel
 from engram.memory.types import AccessLevel, CallerIdentity, MemoryRecord
 from engram.protocols.inprocess import AgentSession
@@ -359,3 +361,67 @@ async def test_a_record_raised_before_the_resolution_is_delivered_challenges_not
     assert newer.record_id is not None
     chain = await kernel.temporal.get_version_chain(newer.record_id, caller=INTERN)
     assert [(1, "active")] == [(v.version, v.status.value) for v in chain]
+
+
+# --- design questions, left open (xfail) ----------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="version numbers and intervals are shared by every reader; renumbering per reader "
+    "would break If-Match (design question, see the hostile pass F report)",
+)
+async def test_a_readable_chain_does_not_show_that_a_hidden_version_existed(
+    kernel: Kernel,
+) -> None:
+    """A record is agent-level, then sensitive for one version, then agent-level again. The
+    restricted reader's chain leaves the sensitive version out, but its number is missing
+    (1, 3: ETag and If-Match say 3) and the first version's known-until is the instant the
+    hidden version was written, not the instant the next one it may read was."""
+    created = await _approved(kernel, create(belief(V20, source_agent=BOSS.agent_id), BOSS))
+    assert created.record_id is not None
+    await _approved(
+        kernel,
+        update(
+            created.record_id,
+            "The incident bridge for the payments outage is room Orion on floor nine.",
+            1,
+            BOSS,
+            access_level=AccessLevel.SENSITIVE,
+        ),
+    )
+    await asyncio.sleep(0.01)
+    await _approved(kernel, update(created.record_id, V21, 2, BOSS, access_level=AccessLevel.AGENT))
+    chain = await kernel.temporal.get_version_chain(created.record_id, caller=INTERN)
+    assert [1, 2] == [v.version for v in chain]
+    assert chain[0].ingestion_time_end == chain[1].ingestion_time
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a resolution carried out while both claims were readable is not undone when the "
+    "newer claim is raised later (design question, see the hostile pass F report)",
+)
+async def test_a_validity_ended_by_a_claim_raised_later_is_not_shown_ended(
+    kernel: Kernel,
+) -> None:
+    """v2.1 supersedes v2.0 (both agent-level, one writer): v2.0's validity ends in April. The
+    trusted agent then raises v2.1 to sensitive. The restricted reader still reads v2.0 as
+    ended in April, on the grounds of a claim it may no longer read."""
+    older = await _approved(kernel, create(belief(V20, event_time=MARCH), WRITER))
+    assert older.record_id is not None
+    await kernel.events.settled()
+    newer = await _approved(kernel, create(belief(V21, event_time=APRIL), WRITER))
+    assert newer.record_id is not None
+    await kernel.events.settled()
+    ended = await kernel.temporal.current(older.record_id, caller=INTERN, count_read=False)
+    assert ended is not None
+    assert ended.event_time_end is not None, "the supersession did not happen"
+    await _approved(
+        kernel,
+        update(newer.record_id, V21, 1, BOSS, access_level=AccessLevel.SENSITIVE, event_time=APRIL),
+    )
+    await kernel.events.settled()
+    now = await kernel.temporal.current(older.record_id, caller=INTERN, count_read=False)
+    assert now is not None
+    assert now.event_time_end is None
