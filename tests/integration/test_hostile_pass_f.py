@@ -22,6 +22,7 @@ from engram.memory.types import AccessLevel, CallerIdentity, MemoryRecord
 from engram.protocols.inprocess import AgentSession
 from engram.protocols.mcp.tools import EngramTools
 from engram.protocols.views import record_view, result_view
+from engram.retrieval.search import Retrieval, SearchTuning
 from tests.conftest import ScratchDatabase
 from tests.integration import test_http_api as http_api
 from tests.integration.consolidation_helpers import DEEP, head_of
@@ -425,3 +426,82 @@ async def test_a_validity_ended_by_a_claim_raised_later_is_not_shown_ended(
     now = await kernel.temporal.current(older.record_id, caller=INTERN, count_read=False)
     assert now is not None
     assert now.event_time_end is None
+
+
+# --- search: hidden records change nothing a restricted caller gets (regression) -----------
+
+_READABLE = [
+    "The checkout service on pay-gw-03 retries a failed card payment three times.",
+    "Card payments in checkout time out after eight seconds at the payment provider.",
+    "The checkout team owns the payment retry policy and reviews it every quarter.",
+    "Refunds are issued by the billing service, not by checkout.",
+]
+_HIDDEN = [
+    "Checkout on pay-gw-03 retries a failed card payment three times, per the Orion review.",
+    "After the third failed card payment retry, checkout cancels the order and emails Orion.",
+    "Payment retries on pay-gw-03 are capped at three by the fraud team.",
+]
+_QUERY = "How many times does checkout on pay-gw-03 retry a failed card payment?"
+
+
+def _answer(found: Any) -> list[tuple[str, Any, Any, dict[str, int]]]:
+    hits = [(str(h.record.id), h.similarity, h.relevance, dict(h.ranks)) for h in found.hits]
+    return [*hits, ("legs", None, None, dict(found.legs))]
+
+
+async def test_search_answers_do_not_move_when_hidden_records_are_added(kernel: Kernel) -> None:
+    """Current, history (include_superseded), as-of-ingestion and as-of-event searches, with
+    and without a floor, by the vector leg alone and with the text leg beside it: the
+    restricted caller's hits, similarities, relevances, ranks and leg counts are the same
+    before and after the trusted agent adds sensitive records nearer to the query (each with
+    a second version) than anything it may read."""
+    for n, text in enumerate(_READABLE):
+        made = await _approved(kernel, create(belief(text, source_agent=BOSS.agent_id), BOSS))
+        assert made.record_id is not None
+        if n == 0:  # a history to search
+            await _approved(kernel, update(made.record_id, text + " Confirmed.", 1, BOSS))
+    await kernel.events.settled()
+    modes: dict[str, dict[str, Any]] = {
+        "current": {},
+        "floor": {"min_score": 0.5},
+        "superseded": {"include_superseded": True},
+        "as_of": {"as_of_ingestion": datetime.now(UTC)},
+        "as_of_event": {"as_of_event": datetime.now(UTC)},
+        "narrow": {"limit": 1},
+    }
+
+    both_legs = Retrieval(
+        kernel.db, kernel.embeddings, kernel.temporal, tuning=SearchTuning(text_leg=True)
+    )
+
+    async def answers() -> dict[str, Any]:
+        out = {}
+        for name, kwargs in modes.items():
+            for retrieval in (kernel.retrieval, both_legs):
+                found = await retrieval.search(INTERN, _QUERY, **{"min_score": 0.0, **kwargs})
+                out[f"{name}/{retrieval is both_legs}"] = _answer(found)
+        assert out["current/True"][-1][-1].get("text"), "no text leg ran"
+        return out
+
+    before = await answers()
+    for text in _HIDDEN:
+        made = await _approved(
+            kernel,
+            create(
+                belief(text, source_agent=BOSS.agent_id, access_level=AccessLevel.SENSITIVE),
+                BOSS,
+            ),
+        )
+        assert "created" == made.outcome.value, made.reason
+        assert made.record_id is not None
+        head = await head_of(kernel, made.record_id)
+        await _approved(
+            kernel,
+            update(
+                made.record_id, text + " Still true.", head.version, BOSS, access_level="sensitive"
+            ),
+        )
+    await kernel.events.settled()
+    trusted = await kernel.retrieval.search(BOSS, _QUERY, min_score=0.0)
+    assert any(h.record.access_level is AccessLevel.SENSITIVE for h in trusted.hits[:3])
+    assert before == await answers()
