@@ -82,6 +82,11 @@ async def _cited_then_raised(kernel: Kernel) -> tuple[UUID, UUID, datetime]:
     return citing.record_id, cited.record_id, before
 
 
+def trusted_meta_kinds(record: MemoryRecord) -> list[str]:
+    """The kinds of the PII finding ``record`` holds, as an admin reads it."""
+    return list(record.metadata["pii"]["kinds"])
+
+
 def _names(value: Any, hidden: UUID) -> bool:
     return str(hidden) in json.dumps(value, default=str)
 
@@ -211,7 +216,8 @@ async def test_a_record_released_after_the_rescan_raised_its_evidence_names_none
 ) -> None:
     """The PII rescan flags B and raises A, which cites it; an admin reads A, finds nothing
     in it and releases it to agent level. A's readers may read A again, not B: A's evidence
-    is empty for them, and still names B for a trusted reader."""
+    is empty for them (it still names B for a trusted reader), and the finding A inherited
+    (``metadata.pii``: ``propagated_from`` B, B's kinds) names neither B nor its kinds."""
     _, marked = await _seed_incident(kernel)
     citing = await write(
         kernel,
@@ -232,6 +238,10 @@ async def test_a_record_released_after_the_rescan_raised_its_evidence_names_none
     shown = await kernel.temporal.current(citing, caller=INTERN, count_read=False)
     assert shown is not None
     assert () == tuple(shown.evidence_links)
+    # nor does the finding the release kept in its metadata name B or what B holds
+    assert not _names(record_view(shown), marked)
+    assert "kinds" not in shown.metadata["pii"]
+    assert trusted_meta_kinds(await head_of(kernel, citing)) == ["codename"]
     trusted = await kernel.temporal.current(citing, caller=BOSS, count_read=False)
     assert trusted is not None
     assert (marked,) == tuple(trusted.evidence_links)

@@ -17,7 +17,7 @@ Every read is counted for decay (off the read path, :mod:`engram.memory.temporal
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 from uuid import UUID
@@ -304,22 +304,45 @@ async def as_readable(
 async def hide_unreadable_evidence(
     db: DatabaseAdapter, records: list[MemoryRecord], levels: Sequence[str]
 ) -> list[MemoryRecord]:
-    """Leave out of ``evidence_links`` the ids naming nothing the reader may read. A citation
-    is checked against the citing record's level when it is written (ADR-008), but the cited
-    record may be raised later (a trusted agent's UPDATE, a PII rescan): its id is then
-    absent for the readers it is hidden from, as the record is."""
+    """Leave out what names a record the reader may not read. A citation is checked against
+    the citing record's level when it is written (ADR-008), but the cited record may be raised
+    later (a trusted agent's UPDATE, a PII rescan): its id goes from ``evidence_links``, as
+    the record is absent for the readers it is hidden from. A finding the rescan passed on
+    from it (``metadata.pii`` with ``propagated_from``, kept when an admin releases the
+    derived record) loses that id and the kinds found in the hidden record."""
+    if len(levels) == len(AccessLevel):
+        return records
     refs = {ref for record in records for ref in record.evidence_links}
-    if not refs or len(levels) == len(AccessLevel):
+    refs.update(source for record in records if (source := _inherited_from(record)))
+    if not refs:
         return records
     readable = await store.resolve_evidence(db, sorted(refs), levels=levels)
-    return [
-        record
-        if all(ref in readable for ref in record.evidence_links)
-        else record.model_copy(
-            update={"evidence_links": tuple(r for r in record.evidence_links if r in readable)}
-        )
-        for record in records
-    ]
+    return [_without_unreadable(record, readable) for record in records]
+
+
+def _inherited_from(record: MemoryRecord) -> UUID | None:
+    """The record a PII finding in ``record``'s metadata was passed on from, if any."""
+    finding = record.metadata.get("pii")
+    source = finding.get("propagated_from") if isinstance(finding, dict) else None
+    try:
+        return UUID(source) if isinstance(source, str) else None
+    except ValueError:
+        return None
+
+
+def _without_unreadable(record: MemoryRecord, readable: Container[UUID]) -> MemoryRecord:
+    update: dict[str, object] = {}
+    if not all(ref in readable for ref in record.evidence_links):
+        update["evidence_links"] = tuple(r for r in record.evidence_links if r in readable)
+    source = _inherited_from(record)
+    if source is not None and source not in readable:
+        finding = {
+            key: value
+            for key, value in record.metadata["pii"].items()
+            if key not in {"propagated_from", "kinds"}
+        }
+        update["metadata"] = {**record.metadata, "pii": finding}
+    return record.model_copy(update=update) if update else record
 
 
 async def hide_unreadable_successors(
