@@ -21,6 +21,7 @@ from engram.infra.db import Connection, DatabaseAdapter, Row
 from engram.infra.events import Event
 from engram.infra.sql import load_queries
 from engram.memory import store
+from engram.memory.consolidation.actions import most_closed
 from engram.memory.consolidation.model import BatchItem, BatchReport, RollbackReport
 from engram.memory.gate.groups import GroupOutcome, Skip
 from engram.memory.gate.librarian import LibrarianGate
@@ -90,6 +91,7 @@ class BatchDesk:
                     if summary is None or summary.status is MemoryStatus.FORGOTTEN:
                         continue
                     heads = {s: await store.head(self._db, s) for s in item.sources}
+                    summary = await self._closed_as_its_sources(summary, heads)
                     key = "consolidation-release"
                     group, _ = _item_requests(item, summary, heads, own, key)
                     groups.append(group)
@@ -108,6 +110,36 @@ class BatchDesk:
                 f"record {record_id}: the Gate refused the release ({refused[0].detail})"
             )
         raise StillMoving(f"record {record_id}: its summaries kept moving; not released yet")
+
+    async def _closed_as_its_sources(
+        self, summary: MemoryRecord, heads: dict[UUID, MemoryRecord | None]
+    ) -> MemoryRecord:
+        """``summary`` raised to its most closed source's level when an agent raised a source
+        above it since the batch. Forgotten at its own level, its history would give the
+        raised source's facts to readers for whom that source is now absent at every instant
+        (the PII rescan raises a summary the same way before it is forgotten; ADR-018)."""
+        sources = [head for head in heads.values() if head is not None]
+        level = most_closed([summary, *sources]).access_level
+        if level is summary.access_level:
+            return summary
+        raised = summary.model_copy(update={"id": uuid.uuid4(), "access_level": level})
+        result = await self._gate.evaluate(
+            GateRequest(
+                GateAction.UPDATE,
+                raised,
+                CONSOLIDATOR,
+                GateDecisionType.CONSOLIDATION,
+                expected_version=summary.version,
+                status=summary.status,
+            )
+        )
+        if result.modified_record is None or result.record_id != summary.record_id:
+            log.warning(
+                "consolidation.summary_not_raised",
+                record_id=str(summary.record_id),
+                reason=result.reason,
+            )
+        return await store.head(self._db, summary.record_id) or summary
 
     async def on_source_changed(self, event: Event) -> None:
         """Outbox subscriber: release what consumed a record an agent forgot or changed

@@ -29,7 +29,7 @@ from engram.memory.gate.decision import advise, rejection_reason, screen, stale_
 from engram.memory.gate.groups import GroupOutcome, GroupsFinish, commit_groups, evaluate_groups
 from engram.memory.gate.plan import Plan, Timing, audit_entry, without_merge
 from engram.memory.gate.rate_limit import RateLimiter, SharedRateLimiter, settle
-from engram.memory.gate.replay import replayed, reuse_problem, without_taken_id
+from engram.memory.gate.replay import as_read_by, replayed, reuse_problem, without_taken_id
 from engram.memory.gate.requests import (
     GateRequest,
     GateResult,
@@ -119,7 +119,8 @@ class LibrarianGate:
         ):
             embedding = asyncio.ensure_future(self._embed(record.content))
         try:
-            return await self._evaluate(request, decision_id, timing, embedding)
+            result = await self._evaluate(request, decision_id, timing, embedding)
+            return await as_read_by(self._db, result, request.caller_identity)
         finally:
             if embedding is not None and not embedding.done():
                 embedding.cancel()

@@ -341,7 +341,9 @@ async def carry_out(
     answer. Each step is a ``self_healing`` UPDATE with a request id derived from the write's
     decision, so a second delivery changes nothing. A conflict is skipped (and logged) when
     either claim no longer stands: its record was forgotten, or its content changed since
-    (a restatement by an earlier step of this resolution still stands). A step whose record
+    (a restatement by an earlier step of this resolution still stands); a step is skipped
+    when the record it would change may no longer show the other claim to its readers (one
+    of them was raised since the write, :func:`_still_shown`). A step whose record
     moved on between the read and the write (its metadata changed, say: the claim stands) is
     tried again against the record as it is now (:func:`_retry_step`).
     """
@@ -371,7 +373,7 @@ async def carry_out(
             if planned is None
             else (Step(value) for value in planned)
         )
-        for step in [candidate for candidate in Step if candidate in chosen]:
+        for step in [c for c in Step if c in chosen and _still_shown(c, older, newer)]:
             requests = resolution_requests(
                 conflict, newer=newer, older=older, decision_id=decision_id, steps=[step]
             )
@@ -392,6 +394,14 @@ async def carry_out(
                 if follow_up.record.record_id == newer.record_id and outcome.modified_record:
                     newer = outcome.modified_record
     return tuple(done)
+
+
+def _still_shown(step: Step, older: MemoryRecord, newer: MemoryRecord) -> bool:
+    """Whether the record ``step`` changes may still change on the other's grounds: the
+    levels were checked when the write planned it, but either record may have been raised
+    since (a trusted agent's UPDATE, a PII rescan) above the readers of the one it changes."""
+    changed, grounds = (newer, older) if step is Step.CHALLENGE_NEWER else (older, newer)
+    return changed.access_level.allows(grounds.access_level)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ Every read is counted for decay (off the read path, :mod:`engram.memory.temporal
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 from uuid import UUID
@@ -114,9 +114,7 @@ class TemporalEngine:
             # One query per type (each an ordered index scan); merge newest change first.
             rows.sort(key=lambda row: row["ingestion_time"], reverse=True)
             rows = rows[:limit]
-        records = [store.record_from_row(row) for row in rows]
-        if len(levels) < len(AccessLevel):  # a reader of every level has nothing hidden
-            records = await self._hide_unreadable_successors(records, levels)
+        records = await as_readable(self._db, [store.record_from_row(row) for row in rows], levels)
         if count_read:
             self._note(records)
         return records
@@ -146,7 +144,8 @@ class TemporalEngine:
                 namespace, ending, levels, memory_type, limit, tags=wanted, after=(since, last_id)
             )
         rows.sort(key=lambda row: (row["ingestion_time"], row["id"]), reverse=True)
-        return [store.record_from_row(row) for row in rows[:limit]]
+        records = [store.record_from_row(row) for row in rows[:limit]]
+        return await hide_unreadable_evidence(self._db, records, levels)
 
     async def _current(
         self,
@@ -172,11 +171,6 @@ class TemporalEngine:
             since,
             last_id,
         )
-
-    async def _hide_unreadable_successors(
-        self, records: list[MemoryRecord], levels: Sequence[str]
-    ) -> list[MemoryRecord]:
-        return await hide_unreadable_successors(self._db, records, levels)
 
     async def current(
         self, record_id: UUID, *, caller: CallerIdentity | None = None, count_read: bool = True
@@ -217,6 +211,7 @@ class TemporalEngine:
                 for older, newer in itertools.pairwise(visible)
             ]
             visible = [*shown, visible[-1]]
+        visible = await hide_unreadable_evidence(self._db, visible, list(levels))
         self._note(visible[-1:])
         return visible
 
@@ -230,8 +225,7 @@ class TemporalEngine:
             return {}
         levels = readable_levels(caller)
         rows = await self._db.fetch(SQL["versions_by_ids"], list(version_ids), levels)
-        records = [store.record_from_row(row) for row in rows]
-        records = await self._hide_unreadable_successors(records, levels)
+        records = await as_readable(self._db, [store.record_from_row(r) for r in rows], levels)
         return {record.id: record for record in records}
 
     def note_reads(self, records: Sequence[MemoryRecord]) -> None:
@@ -295,6 +289,62 @@ def _decay(row: Row, now: datetime) -> float:
     )
 
 
+async def as_readable(
+    db: DatabaseAdapter, records: list[MemoryRecord], levels: Sequence[str]
+) -> list[MemoryRecord]:
+    """``records`` as a reader of ``levels`` sees them: ``superseded_by`` and
+    ``evidence_links`` name nothing it may not read (a reader of every level has nothing
+    hidden)."""
+    if len(levels) == len(AccessLevel):
+        return records
+    records = await hide_unreadable_successors(db, records, levels)
+    return await hide_unreadable_evidence(db, records, levels)
+
+
+async def hide_unreadable_evidence(
+    db: DatabaseAdapter, records: list[MemoryRecord], levels: Sequence[str]
+) -> list[MemoryRecord]:
+    """Leave out what names a record the reader may not read. A citation is checked against
+    the citing record's level when it is written (ADR-008), but the cited record may be raised
+    later (a trusted agent's UPDATE, a PII rescan): its id goes from ``evidence_links``, as
+    the record is absent for the readers it is hidden from. A finding the rescan passed on
+    from it (``metadata.pii`` with ``propagated_from``, kept when an admin releases the
+    derived record) loses that id and the kinds found in the hidden record."""
+    if len(levels) == len(AccessLevel):
+        return records
+    refs = {ref for record in records for ref in record.evidence_links}
+    refs.update(source for record in records if (source := _inherited_from(record)))
+    if not refs:
+        return records
+    readable = await store.resolve_evidence(db, sorted(refs), levels=levels)
+    return [_without_unreadable(record, readable) for record in records]
+
+
+def _inherited_from(record: MemoryRecord) -> UUID | None:
+    """The record a PII finding in ``record``'s metadata was passed on from, if any."""
+    finding = record.metadata.get("pii")
+    source = finding.get("propagated_from") if isinstance(finding, dict) else None
+    try:
+        return UUID(source) if isinstance(source, str) else None
+    except ValueError:
+        return None
+
+
+def _without_unreadable(record: MemoryRecord, readable: Container[UUID]) -> MemoryRecord:
+    update: dict[str, object] = {}
+    if not all(ref in readable for ref in record.evidence_links):
+        update["evidence_links"] = tuple(r for r in record.evidence_links if r in readable)
+    source = _inherited_from(record)
+    if source is not None and source not in readable:
+        finding = {
+            key: value
+            for key, value in record.metadata["pii"].items()
+            if key not in {"propagated_from", "kinds"}
+        }
+        update["metadata"] = {**record.metadata, "pii": finding}
+    return record.model_copy(update=update) if update else record
+
+
 async def hide_unreadable_successors(
     db: DatabaseAdapter, records: list[MemoryRecord], levels: Sequence[str]
 ) -> list[MemoryRecord]:
@@ -313,4 +363,10 @@ async def hide_unreadable_successors(
     ]
 
 
-__all__ = ["DEFAULT_LIMIT", "TemporalEngine", "hide_unreadable_successors"]
+__all__ = [
+    "DEFAULT_LIMIT",
+    "TemporalEngine",
+    "as_readable",
+    "hide_unreadable_evidence",
+    "hide_unreadable_successors",
+]
