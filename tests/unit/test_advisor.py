@@ -156,6 +156,36 @@ async def test_advisor_adds_a_fact_of_another_scope_without_a_candidate() -> Non
     assert (AdvisorAction.ADD, None) == (action, candidate)
 
 
+@pytest.mark.parametrize(
+    ("stored", "proposed"),
+    [
+        (
+            "Kubernetes clusters in us-east-1 run version 1.28.",
+            "Kubernetes clusters in eu-west-1 run version 1.28.",
+        ),
+        ("Model card for the fraud model v7.", "Model card for the fraud model v8."),
+    ],
+)
+async def test_another_thing_of_the_same_kind_is_added_without_a_candidate(
+    stored: str, proposed: str
+) -> None:
+    """Each side names something the other does not (another region, another model version)
+    and nothing is incompatible: a related but distinct fact, added with no update
+    candidate."""
+    action, _, candidate = await _advice(_neighbour(stored, 0.9), proposed)
+    assert (AdvisorAction.ADD, None) == (action, candidate)
+
+
+async def test_a_changed_name_the_classifier_finds_incompatible_stays_a_candidate() -> None:
+    """The same slot given another person ("is Ines Vidal" / "is now Pablo Sanz") is a change
+    of the stored record: it stays its update candidate."""
+    existing = _neighbour("The building manager of Calle Mayor 14 is Ines Vidal.", 0.9)
+    action, _, candidate = await _advice(
+        existing, "The building manager of Calle Mayor 14 is now Pablo Sanz."
+    )
+    assert (AdvisorAction.ADD, existing.record.record_id) == (action, candidate)
+
+
 async def test_advisor_routes_repeated_and_clustered_records_to_consolidation() -> None:
     """A third repetition, or four related records, flags consolidation."""
     advisor = HeuristicAdvisor(ConflictDetector())

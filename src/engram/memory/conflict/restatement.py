@@ -68,6 +68,12 @@ def _one_sided(text: str, other: str) -> bool:
     )
 
 
+def names_other_things(old: MemoryRecord, new: MemoryRecord) -> bool:
+    """Each statement names a thing (a name or code) the other never mentions: "clusters in
+    us-east-1" / "in eu-west-1", "the fraud model v7" / "v8"."""
+    return _one_sided(old.content, new.content) and _one_sided(new.content, old.content)
+
+
 #: Share of the older statement's words kept in order above which a changed subject makes
 #: one sentence about two things ("the standard agent's ledger" / "the restricted agent's
 #: ledger"), not the same claim in other words.

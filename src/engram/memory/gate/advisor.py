@@ -16,7 +16,9 @@ specification:
    (:func:`~engram.memory.conflict.restatement.restates`). Otherwise a record the write
    conflicts with, or else the closest record at or above ``UPDATE_CANDIDATE`` (0.65) in the
    same scope, is reported as an update candidate: the write still adds a record (the Gate
-   never merges on its own). An UPDATE whose content, metadata, access level, namespace,
+   never merges on its own). A closest record that names a thing the proposal does not,
+   while the proposal names one it does not, with neither conflict nor added detail, is
+   another thing of the same kind (another region, version, market): no candidate. An UPDATE whose content, metadata, access level, namespace,
    classification and evidence equal the current version's is a NOOP.
 2. **Conflict classification** through the :class:`~engram.memory.conflict.ConflictResolver`.
 3. **Consolidation routing**: flag the record when it has been repeated three times or when it
@@ -43,6 +45,7 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from engram.memory.conflict.detection import ConflictResolver, ConflictResult, PairRelation
+from engram.memory.conflict.restatement import names_other_things
 from engram.memory.fingerprint import significant_tokens
 from engram.memory.gate.access import merge_denial
 from engram.memory.rl.features import advice_features, features_json
@@ -391,7 +394,11 @@ class HeuristicAdvisor:
                 "update candidate",
                 update_candidate_of=best.record.record_id,
             )
-        if relation is None:  # another scope: a related but distinct fact
+        if relation is None or (
+            relation.refines < REFINES and names_other_things(nearest.record, record)
+        ):
+            # another scope, or another thing of the same kind named on each side (another
+            # region, version, market) with nothing incompatible: a related but distinct fact
             return decide(AdvisorAction.ADD, "new record; its closest is about something else")
         return decide(
             AdvisorAction.ADD,
