@@ -54,7 +54,7 @@ def test_layer1_quarantine_changes_level_and_records_kinds_only() -> None:
     outcome = _layer1(belief("Reach the owner at lena.fischer@example-mail.de about it."))
     assert outcome.passed  # type: ignore[attr-defined]
     assert AccessLevel.SENSITIVE == outcome.record.access_level  # type: ignore[attr-defined]
-    assert {"kinds": ["email"], "detector": "regex@2"} == outcome.record.metadata["pii"]  # type: ignore[attr-defined]
+    assert {"kinds": ["email"], "detector": "regex@3"} == outcome.record.metadata["pii"]  # type: ignore[attr-defined]
 
 
 def test_layer1_internal_origins_skip_access_and_rate() -> None:

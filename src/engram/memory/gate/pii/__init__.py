@@ -93,7 +93,10 @@ What it detects
     random: length >= 20, entropy >= 3.5 bits/char, letters and digits.
 
   A secret named in prose further from its value than a short ``for ...``/``of ...`` phrase
-  is missed. That is the price of not flagging every random-looking string.
+  is missed. That is the price of not flagging every random-looking string. A few short
+  secrets are known by their name alone: a card or banking PIN (``ATM pin is 7391``; a postal
+  ``PIN code`` is not one), backup or recovery codes, an authenticator seed written in groups
+  of four, a Wi-Fi network's ``key:``, and session values in a ``Cookie:`` header.
 
 Precision and recall
 --------------------
@@ -112,8 +115,9 @@ Known limits
   a space (``SIN 046 454 286 2024``) are missed.
 * A phone number in national format needs a phone word (a whole word) somewhere in the
   text and a region from ``_NATIONAL_REGIONS`` (in ``contact``), unless it is a mobile number
-  of nine digits or more with its trunk 0. A number written with ``+`` and a country code
-  counts when its length is possible for that country, assigned or not.
+  of nine digits or more with its trunk 0, or an Indian mobile written in two groups of five.
+  A number written with ``+`` and a country code counts when its length is possible for that
+  country, assigned or not, and so does one in a WhatsApp link (``wa.me/971…``).
 * A passport or licence number is recognised only after its document's name, by shape: a
   reference of the same shape just after the word (``passport check AB12CD34``) is flagged.
 * Measured on text by writers the rules were never shown (``benchmarks/pii_eval.py --half
@@ -187,7 +191,7 @@ __all__ = ["DETECTOR", "DETECTOR_VERSION", "PiiFinding", "PiiKind", "scan"]
 DETECTOR = "regex"
 """Label of this detector in the ``engram_pii_flags_total`` metric."""
 
-DETECTOR_VERSION = "regex@2"
+DETECTOR_VERSION = "regex@3"
 """Bumped whenever a rule changes what is flagged; recorded with quarantine decisions."""
 
 

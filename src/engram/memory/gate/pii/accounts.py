@@ -3,8 +3,9 @@
 Most national account numbers are digits with no check a reader could rely on, so a number
 counts only where the text says it is a bank account:
 
-* **Account words**: ``account``, ``acct``, ``a/c``, ``account_number``, ``kontonummer``,
-  ``cuenta``, ``compte``, ``conto``, ``rekening``, ``checking``, ``savings`` … followed
+* **Account words**: ``account``, ``acct``, ``acc``, ``a/c``, ``account_number``, ``CLABE``,
+  ``NUBAN``, ``kontonummer``, ``cuenta``, ``compte``, ``conto``, ``rekening``, ``checking``,
+  ``savings`` … followed
   within ``_AFTER`` characters by a run of 6 to 20 digits (single spaces, dashes or dots may
   group it), in a text that also speaks of banking: a routing, sort, transit, branch, BSB,
   IFSC or CLABE code, ACH, EFT, a wire, a payout, a direct deposit, a bank, a cheque or
@@ -42,9 +43,9 @@ _BANKING = re.compile(
     r"|corriente|cci)\b)"
 )
 _ACCOUNT_WORDS = re.compile(
-    r"(?:\b(?:account|acct|a/c|ac no|kontonummer|kontonr|konto|cuenta|compte|conto|rekening"
-    r"|checking|savings|cheque account|stk|số tài khoản|rekening|no\. rek|račun|rachunek"
-    r"|sąskaitos nr|reikningsnúmer|счет|рахунок|rib|cci)"
+    r"(?:\b(?:account|acct|acc|a/c|ac no|clabe|nuban|kontonummer|kontonr|konto|cuenta|compte"
+    r"|conto|rekening|checking|savings|cheque account|stk|số tài khoản|rekening|no\. rek"
+    r"|račun|rachunek|sąskaitos nr|reikningsnúmer|счет|рахунок|rib|cci)"
     r"|account_?(?:number|no|num)\b)"
 )
 _NOT_BANK = re.compile(

@@ -59,6 +59,7 @@ _KEY_VALUE = re.compile(
     r"[\"']?value[\"']?\s{0,16}[=:]\s{0,16}[\"'](?P<v>[^\"'\n]{1,512})[\"']"
 )
 _AUTH_HEADER = re.compile(r"(?<![\w\-])(?:[Bb]earer|Basic)[ \t]+(?P<v>[A-Za-z0-9._~+/\-]{12,}=*)")
+_WIFI = re.compile(r"\b(?:wi-?fi|wlan|ssid|wpa2?|router)\b")
 _IDENT_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 _PASSWORD_WORDS = frozenset(
     {"password", "passwd", "pwd", "pass", "passphrase", "pw", "passcode", *_FOREIGN_PASSWORDS}
@@ -94,11 +95,14 @@ _DIGEST = re.compile(r"(?i)^(?:sha\d*|md5|blake2\w*)[:\-]")
 _BASE64 = re.compile(r"[A-Za-z0-9+/]{8,}={0,2}")
 
 
-def _key_class(key: str) -> str | None:
-    """``"password"``, ``"secret"`` or None for the name on the left of an assignment."""
+def _key_class(key: str, *, wifi: bool = False) -> str | None:
+    """``"password"``, ``"secret"`` or None for the name on the left of an assignment; a
+    lone ``key`` in a text about a wireless network is its password ("SSID … key: …")."""
     words = [w.lower() for w in _IDENT_WORD.findall(key)]
     if not words or any(w in _METADATA_WORDS for w in words):
         return None
+    if wifi and words == ["key"]:
+        return "password"
     if any(word in key.lower() for word in _ACCENTED_PASSWORDS):
         return "password"
     if any(w in _PASSWORD_WORDS or w.endswith(("password", "passwd")) for w in words):
@@ -132,6 +136,8 @@ def _secret_value_ok(value: str, key_class: str, next_char: str, *, bare: bool) 
         return False
     if "://" in value or value.startswith(("/", "./", "~/")) or _DIGEST.match(value):
         return False
+    if value.startswith("pk.eyJ"):
+        return False  # a Mapbox public token: meant to ship in clients (its secret is "sk.")
     if _decodes_to_placeholder(value):
         return False
     if key_class == "loose password":  # "password &HtB6a6vh3K9i!2", passphrase "8rEf…"
@@ -195,6 +201,7 @@ def _assignment_candidates(t: Text) -> Iterator[int]:
 def find_assignments(t: Text) -> Iterator[Span]:
     text = t.raw
     claimed = 0  # end of the last reported value; names inside it are part of the value
+    wifi = _WIFI.search(t.lower) is not None
     for at in _assignment_candidates(t):
         if at and text[at - 1] in "{$%":
             continue  # a variable's name inside a template (${DB_PASSWORD:?required}), no value
@@ -203,7 +210,7 @@ def find_assignments(t: Text) -> Iterator[Span]:
         m = _ASSIGNMENT.match(text, at) if at >= claimed else None
         if m is None:
             continue
-        key_class = _key_class(m.group("key"))
+        key_class = _key_class(m.group("key"), wifi=wifi)
         if key_class is None:
             continue
         group = next(g for g in ("dq", "sq", "bq", "bare") if m.group(g) is not None)
@@ -224,6 +231,7 @@ def find_assignments(t: Text) -> Iterator[Span]:
             yield PiiKind.SECRET_ASSIGNMENT, start, end
     yield from _key_value_pairs(t)
     yield from _files_of_secrets(t)
+    yield from _short_secrets(t)
     if "bearer" not in t.lower and "basic" not in t.lower:
         return
     for m in _AUTH_HEADER.finditer(text):
@@ -268,3 +276,44 @@ def _key_value_pairs(t: Text) -> Iterator[Span]:
         key_class = _key_class(m.group(name))
         if key_class and _secret_value_ok(m.group(value), key_class, "", bare=False):
             yield PiiKind.SECRET_ASSIGNMENT, m.start(value), m.end(value)
+
+
+# Short secrets that only their name makes secret: a card or banking PIN ("ATM pin is 7391";
+# a postal "PIN code" is not one), backup or recovery codes, an authenticator's seed written
+# in groups of four ("PYUH 5CT4 N4P3 …"), and session cookies in a Cookie header.
+_PIN = re.compile(
+    r"(?i)\b(?:(?:atm|card|debit|credit|upi|bank|banking|sim|phone|app)[ \-]?pin|m-?pin|t-?pin)"
+    r"(?:[ \t]+(?:number|no\.?))?[ \t]*(?:is|was|=|:|-)[ \t]*(?P<v>\d{4,6})(?![\w\-])"
+)
+_BACKUP_CODES = re.compile(
+    r"(?i)\b(?:backup|recovery|2fa|mfa|one-time)[ \t]+codes?\b[^\n]{0,24}?"
+    r"(?P<v>(?<![\w\-])(?=[a-z0-9\-]*\d)[a-z0-9]{4,5}-?[a-z0-9]{4,5}(?![\w\-])"
+    r"(?:[ \t]*,[ \t]*[a-z0-9]{4,5}-?[a-z0-9]{4,5}(?![\w\-]))*)"
+)
+_GROUPED_SEED = re.compile(
+    r"(?i:\b(?:seed|secret|authenticator|totp|2fa|mfa)\b)[^\n]{0,48}?"
+    r"(?<![A-Za-z0-9])(?P<v>(?:[A-Z2-7]{4}[ \t]){3,}[A-Z2-7]{4})(?![A-Za-z0-9])"
+)
+_COOKIE = re.compile(r"(?i)\b(?:set-)?cookie:[ \t]*(?P<v>[^\n]{1,2048})")
+_COOKIE_PAIR = re.compile(r"(?P<name>[^\s=;,]{1,64})=(?P<value>[^\s;,]{1,512})")
+
+
+def _short_secrets(t: Text) -> Iterator[Span]:
+    text, lower = t.raw, t.lower
+    if "pin" in lower:
+        for m in _PIN.finditer(text):
+            yield PiiKind.SECRET_ASSIGNMENT, m.start("v"), m.end("v")
+    if "code" in lower:
+        for m in _BACKUP_CODES.finditer(text):
+            yield PiiKind.SECRET_ASSIGNMENT, m.start("v"), m.end("v")
+    if any(word in lower for word in ("seed", "secret", "authenticator", "totp", "2fa", "mfa")):
+        for m in _GROUPED_SEED.finditer(text):
+            if entropy(m.group("v").replace(" ", "")) >= 3.0:
+                yield PiiKind.SECRET_ASSIGNMENT, m.start("v"), m.end("v")
+    if "cookie" in lower:
+        for header in _COOKIE.finditer(text):
+            for pair in _COOKIE_PAIR.finditer(header.group("v")):
+                value = pair.group("value")
+                if _secret_value_ok(value, "secret", "", bare=False):
+                    at = header.start("v") + pair.start("value")
+                    yield PiiKind.SECRET_ASSIGNMENT, at, at + len(value)

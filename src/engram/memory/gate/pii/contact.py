@@ -38,7 +38,8 @@ _PHONE_RUN = re.compile(r"(?:(?<=[A-Za-z])\+|(?<![\w+])\+?)\(?\d[\d \t().\-/]{5,
 _NOT_PHONE_LABEL = re.compile(
     r"(?i)(?:\b(?:order|ticket|invoice|inv|build|issue|pr|case|ref|reference|tracking|acct"
     r"|account|po|job|run|batch|txn|transaction|confirmation|serial|sku|version|release|id"
-    r"|item|part|incident|request|req|pipeline|commit|cve|patent|isbn|seed|port|pin)"
+    r"|item|part|incident|request|req|pipeline|commit|cve|patent|isbn|seed|port|pin"
+    r"|imei|meid|imsi|iccid|sin|meter|consumer)"
     r"(?:[ \t]*(?:no\.?|number|num|id|#))?[ \t]*[#:=]?|#)[ \t]*$"
 )
 _GLUE = frozenset("-_/#.@=\\")
@@ -82,7 +83,12 @@ def _phone_span_ok(text: str, start: int, end: int) -> bool:
     return label is None or any(stem in label.group(1).lower() for stem in _PHONE_STEMS)
 
 
-_PHONE_WORD = re.compile(r"\b(?:" + "|".join(_PHONE_WORDS) + r")")
+# A whole word, an inflection ("phones", "phoned", "calling") or a compound ("telephone",
+# "telco", "Telefonnummer"): not the first letters of a longer name ("mobilesdk_app_id").
+_PHONE_WORD = re.compile(
+    r"\b(?:" + "|".join(_PHONE_WORDS) + r")"
+    r"(?:s|es|d|ed|ing|co|ephony|e?phone|nummer|nr|number|no)?(?![a-z])"
+)
 _DATE_RUN = re.compile(r"\d{1,4}[/.\-]\d{1,2}[/.\-]\d{1,4}")
 
 
@@ -201,35 +207,78 @@ def _matched(text: str, start: int, end: int) -> list[Span]:
     ]
 
 
+# A chat link that opens a conversation with a number ("wa.me/971552615494").
+_CHAT_LINK = re.compile(r"(?i)\b(?:wa\.me/|whatsapp\.com/send/?\?phone=)\+?(\d{8,15})\b")
+# An Indian mobile as it is written there, five digits and five ("99509 34676").
+_IN_MOBILE = re.compile(r"[6-9]\d{4} \d{5}")
+# Where a run of digits and punctuation joins two things: "(DHA ph 6) - 0300-9424276".
+_JOIN = re.compile(r"\)?[ \t]+-[ \t]+\(?|\)[ \t]+")
+
+
+def _chat_links(text: str) -> Iterator[Span]:
+    if "wa.me" not in text and "whatsapp" not in text.lower():
+        return
+    for m in _CHAT_LINK.finditer(text):
+        try:
+            number = phonenumbers.parse("+" + m.group(1), None)
+        except phonenumbers.NumberParseException:
+            continue
+        if phonenumbers.is_possible_number(number):
+            yield PiiKind.PHONE, m.start(1), m.end(1)
+
+
+def _in_mobile(candidate: str) -> bool:
+    if not _IN_MOBILE.fullmatch(candidate):
+        return False
+    number = phonenumbers.parse(candidate, "IN")
+    return phonenumbers.is_valid_number(number) and phonenumbers.number_type(number) in _MOBILE
+
+
+def _pieces(run: re.Match[str]) -> Iterator[tuple[int, int]]:
+    """The parts of a run that a dash between spaces or a closing bracket joined, each of
+    seven digits or more (the run itself when nothing joined two parts)."""
+    start = run.start()
+    for part in _JOIN.split(run.group(0)):
+        at = run.string.index(part, start) if part else start
+        if sum(c.isdigit() for c in part) >= 7:
+            yield at, at + len(part)
+        start = at + len(part)
+
+
 def find_phones(t: Text, taken: list[Span]) -> Iterator[Span]:
     """Phone numbers in digit runs that no more specific finding already covers."""
     text = t.raw
     if t.digits < 7:
         return
+    yield from _chat_links(text)
     national: bool | None = None  # whether a phone keyword occurs; computed on first need
     tried = 0  # runs read in national formats (each tries every region)
     for run, unread in _runs(t, taken):
-        start, end = run.span()
         if unread or tried > MAX_NATIONAL_TRIES:
-            yield PiiKind.PHONE, start, end  # more candidates than a memory holds: fail-safe
+            yield PiiKind.PHONE, run.start(), run.end()  # more than a memory holds: fail-safe
             return
-        found = _matched(text, start, end)
+        found = _matched(text, run.start(), run.end())
         if found:
             yield from found
             continue
-        candidate = run.group(0)
-        if _DECIMAL.fullmatch(candidate):
-            continue  # 0.70710678: a number with a fraction, not a phone
-        if _international_possible(candidate):
-            if _phone_span_ok(text, start, end):
+        for start, end in _pieces(run):  # the run itself, unless a joint splits it
+            if (start, end) != run.span() and (found := _matched(text, start, end)):
+                yield from found
+                continue
+            candidate = text[start:end]
+            if _DECIMAL.fullmatch(candidate):
+                continue  # 0.70710678: a number with a fraction, not a phone
+            if _international_possible(candidate):
+                if _phone_span_ok(text, start, end):
+                    yield PiiKind.PHONE, start, end
+                continue
+            if national is None:
+                national = _PHONE_WORD.search(t.lower) is not None
+            if not _phone_span_ok(text, start, end):
+                continue
+            tried += 1
+            if (national and _national_phone_ok(candidate)) or (
+                (_national_mobile(candidate) or _in_mobile(candidate))
+                and not _GROUP_BEFORE.search(text, 0, start)
+            ):
                 yield PiiKind.PHONE, start, end
-            continue
-        if national is None:
-            national = _PHONE_WORD.search(t.lower) is not None
-        if not _phone_span_ok(text, start, end):
-            continue
-        tried += 1
-        if (national and _national_phone_ok(candidate)) or (
-            _national_mobile(candidate) and not _GROUP_BEFORE.search(text, 0, start)
-        ):
-            yield PiiKind.PHONE, start, end

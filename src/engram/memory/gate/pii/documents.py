@@ -48,6 +48,7 @@ from stdnum.id import nik as _id_nik
 from stdnum.ie import pps as _ie_pps
 from stdnum.il import idnr as _il_idnr
 from stdnum.in_ import aadhaar as _in_aadhaar
+from stdnum.in_ import pan as _in_pan
 from stdnum.jp import in_ as _jp_in
 from stdnum.kr import rrn as _kr_rrn
 from stdnum.lt import asmens as _lt_asmens
@@ -118,6 +119,14 @@ def _hkid(value: str) -> bool:
     return check == ("A" if expected == 10 else str(expected))
 
 
+def _ir_melli(value: str) -> bool:
+    """An Iranian national code (kod-e melli): ten digits, the last a mod-11 check."""
+    if not re.fullmatch(r"\d{10}", value) or len(set(value)) == 1:
+        return False
+    total = sum(int(d) * (10 - i) for i, d in enumerate(value[:9])) % 11
+    return int(value[9]) == (total if total < 2 else 11 - total)
+
+
 def _any(*checks: Check) -> Check:
     def check(value: str) -> bool:
         return any(_safe(c, value) for c in checks)
@@ -175,6 +184,8 @@ _CHECKED: tuple[tuple[str, Check], ...] = (
     (r"thai (?:pin|id)", _th_pin.is_valid),
     (r"taiwan id|身分證", _tw_id),
     (r"hkid|hong kong id(?:entity card)?", _hkid),
+    (r"pan(?: card| no\.?| number)?", lambda v: bool(_in_pan.is_valid(v.upper()))),
+    (r"کد ملی|melli code|code melli|kod-?e? melli|iranian national code", _ir_melli),
 )
 # Keywords of documents without a published check digit: the token's shape must do.
 _SHAPED = (
@@ -192,6 +203,7 @@ _SHAPED = (
     r"|national identity card|id-kaart|asmens tapatybės kortelė|cédula de ciudadanía"
     r"|nic|nid|iin|снилс|snils"
     r"|tax (?:id|number|identification number|code)|taxpayer"
+    r"|voter'?s? (?:id|card)|voter id card|epic (?:no|number)"
 )
 _CHECKED_RE = re.compile(r"\b(?:" + "|".join(f"(?:{k})" for k, _ in _CHECKED) + r")\b")
 _CHECKED_PARTS = tuple((re.compile(rf"(?:{k})\Z"), check) for k, check in _CHECKED)
@@ -204,6 +216,7 @@ _ABBREVIATIONS = frozenset({"dl", "nin", "cin", "tin", "nic", "nid", "iin"})
 # A tax number of a company, not a person: "company tax number", "VAT / business tax id".
 _NOT_PERSONAL = re.compile(r"\b(?:company|business|corporate|vat|supplier|firm|employer)\b")
 _ABBREVIATION_AFTER = 8
+_LONG_RUN = re.compile(r"(?<![\w\-./])\d{9,17}(?![\w\-]|[.,]\d)")
 #: Keywords read per text; a text naming more ids than this is reported unread (fail-safe).
 MAX_KEYWORDS = 64
 # An id-shaped token: letters and digits joined by single separators; a part after a space
@@ -256,9 +269,12 @@ def _tokens(text: str, start: int, end: int) -> Iterator[tuple[int, int]]:
             yield first, m.end()
 
 
-def _first_token(text: str, start: int, end: int) -> tuple[int, int] | None:
+def _first_token(
+    text: str, start: int, end: int, *, any_case: bool = False
+) -> tuple[int, int] | None:
     for span in _tokens(text, start, end):
-        if _shape_ok(text[span[0] : span[1]]):
+        token = text[span[0] : span[1]]
+        if _shape_ok(token) or (any_case and _shape_ok(token.upper())):
             return span
     return None
 
@@ -285,6 +301,7 @@ _LAYOUTS = re.compile(
     r"|(?P<rif>[VEJPG]-\d{8}-\d)"
     r"|(?P<tw>[A-Za-z][12]\d{8})"
     r"|(?P<hk>[A-Z]{1,2}\d{6}\([0-9A]\))"
+    r"|(?P<cnic>\d{5}-\d{7}-\d)"
     r")(?![A-Za-z0-9]|[.\-/][A-Za-z0-9])"
 )
 _LAYOUT_CHECKS: dict[str, Check] = {
@@ -307,11 +324,12 @@ _LAYOUT_CHECKS: dict[str, Check] = {
     "rif": _ve_rif.is_valid,
     "tw": _tw_id,
     "hk": _hkid,
+    "cnic": _pk_cnic.is_valid,
 }
 
 
 def find_documents(t: Text) -> Iterator[Span]:
-    if t.digits < 5:
+    if t.digits < 4:  # an Indian PAN holds four digits
         return
     text, lower = t.raw, t.lower
     for m in _LAYOUTS.finditer(text):
@@ -328,7 +346,8 @@ def find_documents(t: Text) -> Iterator[Span]:
         return
     for k in checked:
         check = _check_of(k.group(0))
-        after = _first_token(text, k.end(), k.end() + _AFTER)
+        # a checked format may be written in lower case ("pan is jqxpr9902e"): its check holds
+        after = _first_token(text, k.end(), k.end() + _AFTER, any_case=True)
         if after is not None and _passes(check, text[after[0] : after[1]]):
             yield PiiKind.NATIONAL_ID, after[0], after[1]
             continue
@@ -346,7 +365,13 @@ def _named_documents(text: str, lower: str, shaped: list[re.Match[str]]) -> Iter
         if k.group(0) in _ABBREVIATIONS:
             if text[k.start() : k.end()] != k.group(0).upper():
                 continue  # "dl", "nin" only as capitalised abbreviations
-            window = _ABBREVIATION_AFTER  # and followed at once by the number ("DL F98…")
+            # followed at once by the number ("DL F98…"), or by nine digits or more a few
+            # words on ("NIN slip came thru: 22068514356", "NID (smart card) 6956685463")
+            long_run = _LONG_RUN.search(text, k.end(), k.end() + _AFTER)
+            if long_run is not None:
+                yield PiiKind.NATIONAL_ID, long_run.start(), long_run.end()
+                continue
+            window = _ABBREVIATION_AFTER
         if k.group(0).startswith("tax") and _NOT_PERSONAL.search(
             lower, max(0, k.start() - 32), k.start()
         ):

@@ -95,7 +95,9 @@ def find_ibans(t: Text) -> Iterator[Span]:
 # --------------------------------------------------------------------------- SSN, national ids
 
 _SSN = re.compile(r"(?<![\w\-/.])\d{3}(?P<sep>[\- ]?)\d{2}(?P=sep)\d{4}(?![\w\-/]|\.\d)")
-_SSN_CONTEXT = re.compile(r"(?i)(?<![a-z])ssn|social[ \-]security|\bsoc\.? ?sec|\bsocial\b")
+_SSN_CONTEXT = re.compile(
+    r"(?i)(?<![a-z])ssn|social[ \-]security|\bsoc\.? ?sec|\bsocial\b|(?<![a-z])ss ?(?:#|no\b)"
+)
 
 
 def find_ssns(t: Text) -> Iterator[Span]:

@@ -7,7 +7,8 @@ and shape its vendor documents: OpenAI and Anthropic (``sk-…``), Google (``AIz
 Twilio API keys (``SK`` + 32 hex), npm, PyPI, Hugging Face, HashiCorp Vault, Azure storage
 account keys and SAS signatures, Shopify, DigitalOcean, Mailgun, Mailchimp, Telegram bots,
 Databricks, Atlassian, Docker Hub, Grafana, New Relic, Sentry, Supabase, Replicate, Groq,
-Perplexity, xAI, Notion, Figma, Postman, Doppler, Pinecone, LangSmith and Linear.
+Perplexity, xAI, Notion, Figma, Postman, Doppler, Pinecone, LangSmith, Linear, Netlify,
+Braintree and Sentry DSN keys.
 
 A prefix alone is not a key: the part after it must be long enough, must not be a
 placeholder (``sk-xxxx``, ``<token>``), and must look random (entropy and, where the vendor
@@ -62,6 +63,9 @@ _VENDOR_KEYS = re.compile(
     r"|lsv2_(?:pt|sk)_(?P<langsmith>[a-f0-9]{32}_[a-f0-9]{10})"
     r"|lin_api_(?P<linear>[A-Za-z0-9]{40})"
     r"|discord(?:app)?\.com/api/webhooks/\d{17,20}/(?P<discord>[\w\-]{60,80})"
+    r"|nfp_(?P<netlify>[A-Za-z0-9]{36,40})"
+    r"|access_token\$(?:production|sandbox)\$[a-z0-9]{16}\$(?P<braintree>[a-f0-9]{32})"
+    r"|(?P<sentrydsn>[a-f0-9]{32})@(?:o\d+\.)?ingest\.(?:[a-z]{2}\.)?sentry\.io"
     r")(?![A-Za-z0-9_\-])"
 )
 # Azure storage: an account key (88 base64 characters) after AccountKey= or in a key field,
@@ -72,11 +76,11 @@ _AZURE = re.compile(
 )
 # Vendors whose keys are lower-case hex: no mixed case to ask for.
 _HEX_BODIES = frozenset({"twilio", "shopify", "digitalocean", "mailgun", "mailchimp"})
-_HEX_BODIES |= {"databricks", "supabase", "postman", "langsmith"}
+_HEX_BODIES |= {"databricks", "supabase", "postman", "langsmith", "braintree", "sentrydsn"}
 _PREFILTER = re.compile(
     r"sk-|AIza|GOCSPX-|ya29\.|gl[a-z]{1,5}[-_]|SG\.|SK[0-9a-f]|npm_|pypi-|hf_|hv[sb]\.|shp|do[opr]_"
     r"|key-|-us\d|:AA|dapi|ATATT|dckr_|NRAK-|sntr|sbp_|r8_|gsk_|pplx-|xai-|ntn_|secret_|figd_"
-    r"|PMAK-|dp\.|pcsk_|lsv2_|lin_api_|discord"
+    r"|PMAK-|dp\.|pcsk_|lsv2_|lin_api_|discord|nfp_|access_token\$|sentry\.io"
 )
 
 
