@@ -98,9 +98,10 @@ async def broken_invariants(
         "JOIN memory_edges e ON e.target_id = t.id AND e.kind = 'derived_from' "
         "JOIN memories s ON s.id = e.source_id AND s.gate_decision_type = 'consolidation' "
         "JOIN memories sh ON sh.record_id = s.record_id AND sh.superseded_by IS NULL "
-        "WHERE h.superseded_by IS NULL AND h.status = 'active' AND sh.status <> 'forgotten'"
+        "WHERE h.superseded_by IS NULL AND h.status IN ('active', 'challenged') "
+        "AND sh.status <> 'forgotten'"
     )
-    found += [f"{r['record_id']}: active and in a live summary" for r in doubled]
+    found += [f"{r['record_id']}: readable and in a live summary" for r in doubled]
     for record_id, version_id in acknowledged:
         owner = await db.fetchval("SELECT record_id FROM memories WHERE id = $1", version_id)
         if owner != record_id:

@@ -18,7 +18,7 @@ from httpx import Response
 from engram import Kernel
 from engram.errors import ConsolidationConflict
 from engram.memory.audit.entry import BATCH_LANE
-from engram.memory.consolidation.model import BatchReport
+from engram.memory.consolidation.model import BatchReport, ConsolidationReport
 from engram.memory.gate.requests import GateRequest, GateResult
 from engram.memory.types import GateAction, MemoryRecord, MemoryStatus, MemoryType, TrustLevel
 from tests.conftest import ScratchDatabase
@@ -219,6 +219,39 @@ NEWER_POOL = (
 )
 
 
+API_FACTS = [
+    "The public API authenticates requests with JWT bearer tokens.",
+    "The public API rate-limits each client to 100 requests per minute.",
+    "The public API is served from eu-west-1 behind CloudFront.",
+]
+
+
+async def _written_while_a_batch_commits(
+    kernel: Kernel, database: ScratchDatabase, record: MemoryRecord
+) -> tuple[set[str], ConsolidationReport]:
+    """Write ``record`` while a deep pass is inside its transaction (held by a lock on the
+    batch lane of the audit log, the way a long batch holds it: its versions are written but
+    not visible), and let the pass commit once a resolution of the write waits for a head
+    the batch holds. Returns the conflict classes the write found and the pass's report."""
+    admin = await asyncpg.connect(database.admin_url)
+    try:
+        held = admin.transaction()
+        await held.start()
+        await admin.execute(
+            "SELECT 1 FROM engram.audit_chain_heads WHERE lane = $1 FOR UPDATE", BATCH_LANE
+        )
+        passing = asyncio.create_task(kernel.consolidation.run(DEEP))
+        await lock_waiters(admin, 1)  # the batch wrote its versions and waits for its lane
+        written = await kernel.gate.evaluate(GateRequest(GateAction.CREATE, record, BOSS, EXTERNAL))
+        assert written.layer2_decision is not None, written.reason
+        found = {c.classification.value for c in written.layer2_decision.conflicts}
+        await lock_waiters(admin, 2)  # ... and a resolution waits for a source's head
+        await held.rollback()
+        return found, await passing
+    finally:
+        await admin.close()
+
+
 async def test_a_supersession_resolved_after_a_batch_keeps_the_source_consolidated(
     kernel: Kernel, database: ScratchDatabase
 ) -> None:
@@ -233,33 +266,53 @@ async def test_a_supersession_resolved_after_a_batch_keeps_the_source_consolidat
     the batch lane of the audit log (so its writes are not yet visible), the way a long
     batch holds it."""
     ids = await _seed_thread(kernel, "pool")
-    admin = await asyncpg.connect(database.admin_url)
-    try:
-        held = admin.transaction()
-        await held.start()
-        await admin.execute(
-            "SELECT 1 FROM engram.audit_chain_heads WHERE lane = $1 FOR UPDATE", BATCH_LANE
-        )
-        passing = asyncio.create_task(kernel.consolidation.run(DEEP))
-        await lock_waiters(admin, 1)  # the batch wrote its versions and waits for its lane
-        newer = MemoryRecord.draft(
-            MemoryType.EPISODE,
-            NEWER_POOL,
-            source_agent=BOSS.agent_id,
-            event_time=DAY + timedelta(days=5),
-            namespace="pool",
-        )
-        written = await kernel.gate.evaluate(GateRequest(GateAction.CREATE, newer, BOSS, EXTERNAL))
-        assert written.layer2_decision is not None
-        found = {c.classification.value for c in written.layer2_decision.conflicts}
-        assert "supersession" in found, found
-        await lock_waiters(admin, 2)  # ... and a resolution waits for a source's head
-        await held.rollback()
-        report = await passing
-    finally:
-        await admin.close()
+    newer = MemoryRecord.draft(
+        MemoryType.EPISODE,
+        NEWER_POOL,
+        source_agent=BOSS.agent_id,
+        event_time=DAY + timedelta(days=5),
+        namespace="pool",
+    )
+    found, report = await _written_while_a_batch_commits(kernel, database, newer)
+    assert "supersession" in found, found
     await kernel.events.settled()
     assert report.created, report.skipped
     statuses = [(await head_of(kernel, source)).status for source in ids]
     assert statuses == [MemoryStatus.CONSOLIDATED] * len(ids)
+    assert await broken_invariants(kernel) == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="design: a contradiction found against a source a batch consumed meanwhile "
+    "challenges the source out of its summary (keep it consolidated, challenge the summary, "
+    "or release the item?); see the pass H report",
+)
+async def test_a_contradiction_resolved_after_a_batch_leaves_no_source_beside_its_summary(
+    kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """As above, with a contradiction: three beliefs about the public API are merged while a
+    trusted agent writes, with less confidence, that it authenticates with session cookies.
+    The resolution restates the JWT belief as ``challenged`` after the batch consumed it:
+    the source is readable again beside the live summary that still states the JWT fact
+    unchallenged (sequentially the write would have met, and challenged, the summary)."""
+    ids = []
+    for text in API_FACTS:
+        record = MemoryRecord.draft(
+            MemoryType.BELIEF, text, source_agent=BOSS.agent_id, source_confidence=0.9
+        )
+        result = await kernel.gate.evaluate(GateRequest(GateAction.CREATE, record, BOSS, EXTERNAL))
+        assert result.record_id is not None, result.reason
+        ids.append(result.record_id)
+    await kernel.events.settled()
+    cookies = MemoryRecord.draft(
+        MemoryType.BELIEF,
+        "The public API authenticates requests with session cookies.",
+        source_agent=BOSS.agent_id,
+        source_confidence=0.5,
+    )
+    found, report = await _written_while_a_batch_commits(kernel, database, cookies)
+    assert "contradiction" in found, found
+    assert report.created, report.skipped
+    await kernel.events.settled()
     assert await broken_invariants(kernel) == []
