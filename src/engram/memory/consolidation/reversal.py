@@ -216,10 +216,18 @@ class BatchDesk:
                 groups.append(group)
 
         async def finish(conn: Connection, outcomes: Sequence[GroupOutcome]) -> None:
-            refused = [o for o in outcomes if not o.written and o.skipped != Skip.SOURCE_CHANGED]
+            refused = [
+                (group, o)
+                for group, o in zip(groups, outcomes, strict=True)
+                if not o.written and o.skipped != Skip.SOURCE_CHANGED
+            ]
+            for group, _ in refused:
+                if await _moved_since(conn, group):  # refused for the plan, not the request
+                    raise _MovedOn(f"batch {batch_id}: a record moved on during the rollback")
             if refused:  # the Gate said no: planning again would hear the same answer
+                refused_outcome = refused[0][1]
                 raise ConsolidationConflict(
-                    f"batch {batch_id}: the Gate refused the rollback ({refused[0].detail}); "
+                    f"batch {batch_id}: the Gate refused the rollback ({refused_outcome.detail}); "
                     "nothing changed"
                 )
             if not all(outcome.written for outcome in outcomes):
@@ -238,6 +246,21 @@ class StillMoving(ConsolidationConflict):
 
 class _MovedOn(ConsolidationConflict):
     """A record of the batch moved between a rollback's plan and its transaction."""
+
+
+async def _moved_since(conn: Connection, group: Sequence[GateRequest]) -> bool:
+    """Whether a record ``group`` changes is no longer the live version it was planned
+    against. A FORGET is in place (the version stays), so a record an agent or a release
+    forgot meanwhile is refused by the Gate's schema check rather than as a conflict."""
+    for request in group:
+        head = await store.head(conn, request.record.record_id)
+        if (
+            head is None
+            or head.status is MemoryStatus.FORGOTTEN
+            or head.version != request.expected_version
+        ):
+            return True
+    return False
 
 
 def restate(head: MemoryRecord, status: MemoryStatus, *, request_id: str) -> GateRequest:

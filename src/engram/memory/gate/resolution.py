@@ -77,6 +77,10 @@ CONFLICT_EDGES = {
 }
 
 
+#: Statuses the supersession of a record keeps (any other head is ``active``).
+_KEPT_BY_SUPERSESSION = frozenset({MemoryStatus.CHALLENGED, MemoryStatus.CONSOLIDATED})
+
+
 class Step(StrEnum):
     """One state change a resolution makes."""
 
@@ -301,7 +305,9 @@ def resolution_requests(
     key = f"resolve:{decision_id}:{conflict.existing_version_id}"
     at = "" if revision is None else f"@{revision}"
     allowed = set(_FULL_STEPS.get(conflict.classification, ()) if steps is None else steps)
-    keep = older.status if older.status is MemoryStatus.CHALLENGED else None
+    # Ending a claim's validity changes no status: a challenged record stays challenged, and
+    # a source a batch consumed since the write stays consolidated under its summary.
+    keep = older.status if older.status in _KEPT_BY_SUPERSESSION else None
     requests = []
     if Step.SUPERSEDE_OLDER in allowed:
         older_start = older.event_time or older.ingestion_time

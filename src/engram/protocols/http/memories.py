@@ -193,6 +193,20 @@ async def _live_head(kernel: KernelDep, principal: Principal, record_id: UUID) -
     return head
 
 
+async def _unless_forgotten_since(
+    kernel: KernelDep, principal: Principal, record_id: UUID, result: GateResult
+) -> Response:
+    """The answer to an UPDATE or FORGET. One the Gate refused because a request racing it
+    forgot the record (a schema rejection or a conflict, depending on which read saw it) is
+    answered as if sent after that forget: 404, and so is its retry, whose recorded refusal
+    is replayed (the refusal stays audited)."""
+    if result.decision is not GateDecision.APPROVED:
+        head = await kernel.temporal.current(record_id, caller=principal.caller, count_read=False)
+        if head is None or head.status is MemoryStatus.FORGOTTEN:
+            raise NotFound(f"no record {record_id}")
+    return gate_response(result)
+
+
 _WRITE_HEADERS = {
     "ETag": {"description": "The version written.", "schema": {"type": "string"}},
 }
@@ -331,7 +345,7 @@ async def update_memory(
     result = await session.amend(
         record_id, payload, head=head, expected_version=expected, request_id=retry
     )
-    return gate_response(result)
+    return await _unless_forgotten_since(kernel, principal, record_id, result)
 
 
 @router.delete(
@@ -364,4 +378,4 @@ async def forget_memory(
     )
     if head.status is MemoryStatus.FORGOTTEN and not result.replayed:
         raise NotFound(f"no record {record_id}")  # forgotten before, by another request
-    return gate_response(result)
+    return await _unless_forgotten_since(kernel, principal, record_id, result)
