@@ -36,11 +36,17 @@ def _stem(token: str) -> str:
     return token
 
 
-def significant_tokens(text: str) -> frozenset[str]:
-    """Words that carry the claim: case-folded, plural-stripped, stopwords dropped.
+def significant_words(text: str) -> tuple[str, ...]:
+    """Words that carry the claim, in order: case-folded, plural-stripped, stopwords dropped.
 
     Numbers and versions stay whole (``v2.0`` and ``v2.1`` differ), so two texts with equal
-    token sets say the same thing in different spacing, case, articles or number.
+    sequences say the same thing in different spacing, case, articles or number; the order
+    counts ("Alice reports to Bob" / "Bob reports to Alice", "03/04" / "04/03").
     """
     folded = unicodedata.normalize("NFKC", text).casefold()
-    return frozenset(_stem(t) for t in _TOKEN.findall(folded) if t not in _STOPWORDS)
+    return tuple(_stem(t) for t in _TOKEN.findall(folded) if t not in _STOPWORDS)
+
+
+def significant_tokens(text: str) -> frozenset[str]:
+    """The distinct :func:`significant_words` of a text."""
+    return frozenset(significant_words(text))

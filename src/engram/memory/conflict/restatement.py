@@ -5,9 +5,10 @@ information, so every sign of something new counts against it: a word of change,
 flipped, a word swapped for its opposite or for another value of the same slot ("aisle" /
 "window"), another subject in an otherwise kept sentence ("the standard agent's ledger" /
 "the restricted agent's ledger"), a name or code on one side only ("Inés Vidal" / "Pablo
-Sanz", "us-east-1" / "eu-west-1", "Xcode"), a value (number, date, version) the older lacks
-unless the amounts are the same in other units ("25 km" / "25,000 metres"), or clearly more
-words added than taken away.
+Sanz", "us-east-1" / "eu-west-1", "Xcode"; a month's name outside a date), a value (number,
+date, version) the older lacks unless the amounts are the same in other units ("25 km" /
+"25,000 metres") and every other value is written alike ("3.10" is not "3.1", "10K" not "10",
+"5 million" not "5 billion"), or clearly more words added than taken away.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import re
 
 from engram.memory.conflict.cues import compare, is_value, statement_tokens
 from engram.memory.conflict.features import change_language
-from engram.memory.conflict.quantities import month_word, same_amounts
+from engram.memory.conflict.quantities import month_word, readings
 from engram.memory.types import MemoryRecord
 
 #: Names (capitalised words not opening a sentence, acronyms) and codes ("us-east-1", "v8");
@@ -42,15 +43,21 @@ _OPENERS = frozenset(
 
 
 def marks(text: str) -> frozenset[str]:
-    """The names and codes of a statement, casefolded. A month's name is no name: it is
-    part of a date, which the amounts compare ("3 April 2024" / "2024-04-03")."""
+    """The names and codes of a statement, casefolded. A month's name inside a date is no
+    name: the amounts compare the date ("3 April 2024" / "2024-04-03"); outside one it is
+    ("3 April" / "3 June")."""
     stripped = text.strip()
-    found = {m.group(0).casefold() for m in _MARKS.finditer(stripped)}
+    dates = [(r.start, r.end) for r in readings(stripped) if r.quantity.dimension == "date"]
+    found = {
+        m.group(0).casefold()
+        for m in _MARKS.finditer(stripped)
+        if not (month_word(m.group(0)) and any(a <= m.start() < b for a, b in dates))
+    }
     for m in _OPENING_NAME.finditer(stripped):
         word, following = m.group(1), m.group(2)
         if word.istitle() and following[0].isupper() and word.casefold() not in _OPENERS:
             found.add(word.casefold())
-    return frozenset(mark for mark in found if not month_word(mark))
+    return frozenset(found)
 
 
 #: Names and codes of a statement looked for in the other: each is a scan of the other text,
@@ -89,6 +96,52 @@ def restates(old: MemoryRecord, new: MemoryRecord) -> bool:
         return False
     old_words, new_words = set(statement_tokens(old.content)), set(statement_tokens(new.content))
     added, removed = new_words - old_words, old_words - new_words
-    if any(map(is_value, added)) and not same_amounts(old.content, new.content):
+    if any(map(is_value, added)) and not _same_values(old.content, new.content):
         return False
     return len(added) - len(removed) < EXTRA_WORDS
+
+
+def _joins(text: str, at: int, step: int) -> bool:
+    """The character at ``at`` continues the word on its other side (seen going ``step``):
+    a letter or digit, or "/", ".", ":" or "-" followed by one ("10K", "04/03/2024", "v2",
+    "5-10"); a hyphen before a word joins a compound ("4-year-old"), not a code."""
+    if not 0 <= at < len(text):
+        return False
+    char, beyond = text[at], text[at + step] if 0 <= at + step < len(text) else " "
+    if char.isalnum() or char == "_":
+        return True
+    if char == "-" and step > 0:
+        return beyond.isdigit()
+    return char in "/.:-" and beyond.isalnum()
+
+
+def _whole(text: str, start: int, end: int) -> tuple[int, int]:
+    """The whole word or code that the amount ``text[start:end]`` is written in."""
+    while _joins(text, start - 1, -1):
+        start -= 1
+    while _joins(text, end, 1):
+        end += 1
+    return start, end
+
+
+def _values(text: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """The amounts a statement states, each as a key that compares it, and the values
+    (:func:`is_value`) left once the amounts are taken out: a month without a date, a scale
+    word ("million"). An amount written inside a longer code ("10K", "$5M", "04/03/2024") is
+    compared as the code is written, not as the number read from it."""
+    keys: dict[tuple[int, int], tuple[str, str]] = {}
+    chars = list(text)
+    for reading in readings(text):
+        start, end = _whole(text, reading.start, reading.end)
+        exact = (start, end) == (reading.start, reading.end)
+        keys[start, end] = reading.written if exact else ("code", text[start:end].casefold())
+        chars[start:end] = " " * (end - start)
+    rest = sorted(t for t in statement_tokens("".join(chars)) if is_value(t))
+    return sorted(keys.values()), rest
+
+
+def _same_values(old_text: str, new_text: str) -> bool:
+    """Both statements state amounts, the same ones in whatever units ("25 km" / "25,000
+    metres"), and every other value is written alike on both sides."""
+    old_keys, old_rest = _values(old_text)
+    return bool(old_keys) and (old_keys, old_rest) == _values(new_text)

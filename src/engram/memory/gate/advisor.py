@@ -5,10 +5,11 @@ specification:
 
 1. **ADD / UPDATE / NOOP.** A proposal whose normalised content hash equals an active head of
    the same type and namespace is a NOOP that reinforces that record. So is a *near* duplicate:
-   cosine similarity at least ``NEAR_DUPLICATE`` (0.95) **and** the same significant words
-   (:func:`~engram.memory.fingerprint.significant_tokens`: case, plurals and articles aside).
-   The second condition matters: the embedding model scores "the deploy target is v2.0" and
-   "… v2.1" at 0.98, and treating a changed value as a duplicate would silently drop it.
+   cosine similarity at least ``NEAR_DUPLICATE`` (0.95) **and** the same significant words in
+   the same order (:func:`~engram.memory.fingerprint.significant_words`: case, plurals and
+   articles aside). The second condition matters: the embedding model scores "the deploy
+   target is v2.0" and "… v2.1" at 0.98, and "Alice reports to Bob" and "Bob reports to
+   Alice" at 0.99; treating either as a duplicate would silently drop a changed fact.
    So is a *restatement* of the closest record (``PLAIN_RESTATEMENT`` 0.85, or
    ``RESTATEMENT`` 0.75 when the conflict classifier sees no added detail; it takes many
    paraphrases for incompatible claims, so its conflict probability does not count here),
@@ -43,7 +44,7 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from engram.memory.conflict.detection import ConflictResolver, ConflictResult, PairRelation
-from engram.memory.fingerprint import significant_tokens
+from engram.memory.fingerprint import significant_words
 from engram.memory.gate.access import merge_denial
 from engram.memory.rl.features import advice_features, features_json
 from engram.memory.types import (
@@ -328,12 +329,12 @@ class HeuristicAdvisor:
 
     def _near_duplicate(self, record: MemoryRecord, others: list[Neighbour]) -> Neighbour | None:
         """The closest neighbour at ``near_duplicate`` or more with the same significant words."""
-        words = significant_tokens(record.content)
+        words = significant_words(record.content)
         near = [
             n
             for n in others
             if n.similarity >= self._policy.near_duplicate
-            and significant_tokens(n.record.content) == words
+            and significant_words(n.record.content) == words
         ]
         return max(near, key=lambda n: n.similarity) if near else None
 

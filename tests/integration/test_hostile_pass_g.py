@@ -1,0 +1,51 @@
+"""Hostile pass G: a write the Gate answers NOOP is not stored, so a wrong NOOP loses what
+an agent asked to remember. Each proposal here changes one fact of a stored record while its
+amounts read as equal (a month without a year, a scale word, a number with letters glued
+on, a decimal's trailing digit, a ten-digit number, a date's parts in another order). Real
+embedded PostgreSQL and the real embedding model, through an agent session.
+"""
+
+from __future__ import annotations
+
+from engram import Kernel
+from engram.protocols.inprocess import AgentSession
+from tests.integration.gate_helpers import WRITER
+from tests.unit.test_restated_values import CHANGED, SAME
+
+#: (stored, proposed): the same words, two of them swapped. The model scores each pair at
+#: 0.976-0.999 and the sets of significant words are equal, so they read as near duplicates.
+SWAPPED = [
+    ("Alice reports to Bob", "Bob reports to Alice"),
+    ("Stage 2 uses 4 nodes", "Stage 4 uses 2 nodes"),
+    ("We are migrating from MySQL to Postgres", "We are migrating from Postgres to MySQL"),
+    ("The blue team owns the red dashboard", "The red team owns the blue dashboard"),
+    ("Ana mentors Luis on Go", "Luis mentors Ana on Go"),
+]
+
+
+async def _second_write(kernel: Kernel, old: str, new: str, namespace: str) -> str:
+    """Remember ``old`` then ``new`` in ``namespace``; the second write's outcome."""
+    session = AgentSession(kernel, WRITER)
+    first = await session.remember({"type": "belief", "content": old, "namespace": namespace})
+    assert "created" == first.outcome.value, first.reason
+    second = await session.remember({"type": "belief", "content": new, "namespace": namespace})
+    return f"{second.outcome.value}: {second.reason}"
+
+
+async def test_a_changed_value_is_stored_not_reinforced(kernel: Kernel) -> None:
+    """Every proposal that changes a value, or swaps two of its words, is written as a
+    record of its own."""
+    outcomes = {
+        new: await _second_write(kernel, old, new, f"g-changed-{i}")
+        for i, (old, new) in enumerate(CHANGED + SWAPPED)
+    }
+    lost = {new: outcome for new, outcome in outcomes.items() if outcome.startswith("reinforced")}
+    assert {} == lost
+
+
+async def test_the_same_value_written_another_way_reinforces(kernel: Kernel) -> None:
+    """The fix keeps restatements in other units, formats and number words as NOOPs."""
+    outcomes = [
+        await _second_write(kernel, old, new, f"g-same-{i}") for i, (old, new) in enumerate(SAME)
+    ]
+    assert all(outcome.startswith("reinforced") for outcome in outcomes), outcomes
