@@ -1,7 +1,8 @@
 """Hostile pass G: a write the Gate answers NOOP is not stored, so a wrong NOOP loses what
 an agent asked to remember. Each proposal here changes one fact of a stored record while its
 amounts read as equal (a month without a year, a scale word, a number with letters glued
-on, a decimal's trailing digit, a ten-digit number, a date's parts in another order). Real
+on, a decimal's trailing digit, a ten-digit number, a date's parts in another order), keeps
+the sentence around one swapped verb or noun, adds a bound or a scope, or swaps two words. Real
 embedded PostgreSQL and the real embedding model, through an agent session.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 from engram import Kernel
 from engram.protocols.inprocess import AgentSession
 from tests.integration.gate_helpers import WRITER
-from tests.unit.test_restated_values import CHANGED, SAME
+from tests.unit.test_restated_values import CHANGED, CHANGED_WORDS, SAME
 
 #: (stored, proposed): the same words, two of them swapped. The model scores each pair at
 #: 0.976-0.999 and the sets of significant words are equal, so they read as near duplicates.
@@ -33,11 +34,11 @@ async def _second_write(kernel: Kernel, old: str, new: str, namespace: str) -> s
 
 
 async def test_a_changed_value_is_stored_not_reinforced(kernel: Kernel) -> None:
-    """Every proposal that changes a value, or swaps two of its words, is written as a
-    record of its own."""
+    """Every proposal that changes a value, swaps one word group or two of its words, or
+    adds a bound, an exception or a scope, is written as a record of its own."""
     outcomes = {
         new: await _second_write(kernel, old, new, f"g-changed-{i}")
-        for i, (old, new) in enumerate(CHANGED + SWAPPED)
+        for i, (old, new) in enumerate(CHANGED + CHANGED_WORDS + SWAPPED)
     }
     lost = {new: outcome for new, outcome in outcomes.items() if outcome.startswith("reinforced")}
     assert {} == lost
@@ -45,7 +46,9 @@ async def test_a_changed_value_is_stored_not_reinforced(kernel: Kernel) -> None:
 
 async def test_the_same_value_written_another_way_reinforces(kernel: Kernel) -> None:
     """The fix keeps restatements in other units, formats and number words as NOOPs."""
-    outcomes = [
-        await _second_write(kernel, old, new, f"g-same-{i}") for i, (old, new) in enumerate(SAME)
-    ]
-    assert all(outcome.startswith("reinforced") for outcome in outcomes), outcomes
+    outcomes = {
+        new: await _second_write(kernel, old, new, f"g-same-{i}")
+        for i, (old, new) in enumerate(SAME)
+    }
+    added = {new: outcome for new, outcome in outcomes.items() if outcome.startswith("created")}
+    assert {} == added

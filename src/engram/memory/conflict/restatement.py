@@ -15,9 +15,16 @@ from __future__ import annotations
 
 import re
 
-from engram.memory.conflict.cues import compare, is_value, statement_tokens
+from engram.memory.conflict.cues import (
+    FUNCTION_WORDS,
+    MAX_SWAP,
+    compare,
+    differing_spans,
+    is_value,
+    statement_tokens,
+)
 from engram.memory.conflict.features import change_language
-from engram.memory.conflict.quantities import month_word, readings
+from engram.memory.conflict.quantities import amount_word, month_word, readings
 from engram.memory.types import MemoryRecord
 
 #: Names (capitalised words not opening a sentence, acronyms) and codes ("us-east-1", "v8");
@@ -85,6 +92,69 @@ SAME_SENTENCE = 0.5
 EXTRA_WORDS = 4
 
 
+#: Words that bound a claim or make an exception to it ("at least 5 minutes", "every 6 hours
+#: except weekends", "up to 40", "only on weekdays"): a few words that narrow what is said.
+_BOUND = re.compile(
+    r"\b(?:at\s+(?:least|most)|up\s+to|only|except|excluding|unless|minimum|maximum"
+    r"|(?:more|less|fewer|greater|higher|lower|later|earlier|longer|shorter)\s+than)\b",
+    re.IGNORECASE,
+)
+
+
+def _one_word_swapped(old_text: str, new_text: str) -> bool:
+    """The one difference between the statements is a short word group swapped for another,
+    each with a word that names something (not an article, preposition, auxiliary or amount):
+    a sentence kept word for word around a swapped verb or noun says another thing ("signed"
+    / "expires", "a hotel in" / "flights to"), where a paraphrase rewords more than one
+    place."""
+    spans = differing_spans(old_text, new_text)
+    if len(spans) != 1:
+        return False
+    before, after = spans[0]
+
+    def names(words: list[str]) -> bool:
+        return any(
+            w not in FUNCTION_WORDS and not is_value(w) and not amount_word(w) for w in words
+        )
+
+    return (
+        0 < len(before) <= MAX_SWAP
+        and 0 < len(after) <= MAX_SWAP
+        and names(before)
+        and names(after)
+    )
+
+
+#: Words that open a phrase saying where, when, for whom or on what condition a claim holds.
+_QUALIFIER_OPENERS = frozenset(
+    {"in", "on", "at", "for", "with", "without", "during", "within", "per", "across", "under",
+     "over", "outside", "inside", "from", "via", "through", "except", "excluding", "unless",
+     "if", "when", "whenever", "while", "until", "before", "after"}
+)  # fmt: skip
+
+
+def _qualified(old_text: str, new_text: str) -> bool:
+    """The newer inserts, where the older has nothing, a phrase opened by a preposition or a
+    condition that names something ("in production", "on school nights", "unless
+    cancelled") and keeps the rest word for word: the claim now holds in a narrower scope,
+    which is new. A paraphrase that also rewords elsewhere is left to the other tests."""
+    spans = differing_spans(old_text, new_text)
+    if len(spans) != 1:
+        return False
+    before, after = spans[0]
+    return (
+        not before
+        and len(after) > 1
+        and after[0] in _QUALIFIER_OPENERS
+        and any(w not in FUNCTION_WORDS for w in after[1:])
+    )
+
+
+def _bounds(text: str) -> list[str]:
+    """The bounds and exceptions a statement states, normalised, in sorted order."""
+    return sorted(" ".join(m.group(0).casefold().split()) for m in _BOUND.finditer(text))
+
+
 def restates(old: MemoryRecord, new: MemoryRecord) -> bool:
     """Nothing in ``new`` is new over ``old``, as far as the statements' words can tell."""
     diff = compare(old.content, new.content)
@@ -94,6 +164,12 @@ def restates(old: MemoryRecord, new: MemoryRecord) -> bool:
         return False  # one sentence about another subject
     if _one_sided(old.content, new.content) or _one_sided(new.content, old.content):
         return False
+    if _one_word_swapped(old.content, new.content):
+        return False  # "Alice approved the budget" / "Alice requested the budget"
+    if _qualified(old.content, new.content):
+        return False  # "uses Slack for alerts" / "… for alerts in production"
+    if _bounds(new.content) != _bounds(old.content):
+        return False  # a limit or an exception stated on one side only
     old_words, new_words = set(statement_tokens(old.content)), set(statement_tokens(new.content))
     added, removed = new_words - old_words, old_words - new_words
     if any(map(is_value, added)) and not _same_values(old.content, new.content):
