@@ -47,6 +47,8 @@ CHANGED_WORDS = [
     ("The job runs every 6 hours", "The job runs every 6 hours except weekends"),
     ("The team uses Slack for alerts", "The team uses Slack for alerts in production"),
     ("The kids go to bed at 8 pm", "The kids go to bed at 8 pm on school nights"),
+    ("The retro happens every sprint", "The retro happens every other sprint"),
+    ("The invoice is due in thirty days", "The invoice is due in thirty business days"),
     ("The vendor contract auto-renews every year",
      "The vendor contract auto-renews every year unless cancelled"),
 ]  # fmt: skip

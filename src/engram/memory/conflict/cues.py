@@ -377,12 +377,13 @@ def first_swap(old_text: str, new_text: str) -> tuple[float, int, bool]:
     return swaps[0][0] / len(a), len(spans), swaps[0][1]
 
 
-def differing_spans(old_text: str, new_text: str) -> list[tuple[list[str], list[str]]]:
+def differing_spans(old_text: str, new_text: str) -> list[tuple[list[str], list[str], str]]:
     """The word groups that differ between two statements, each as (older's, newer's)
-    tokens; one side is empty for words only added or only cut."""
+    tokens and the newer's token just before them ("" at the start); one side is empty for
+    words only added or only cut."""
     a, b = _statement(old_text).tokens, _statement(new_text).tokens
     spans, _ = _aligned(old_text, new_text)
-    return [(a[i1:i2], b[j1:j2]) for i1, i2, j1, j2 in spans]
+    return [(a[i1:i2], b[j1:j2], b[j1 - 1] if j1 else "") for i1, i2, j1, j2 in spans]
 
 
 def word_overlap(old_text: str, new_text: str) -> float:

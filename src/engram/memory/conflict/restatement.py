@@ -110,7 +110,7 @@ def _one_word_swapped(old_text: str, new_text: str) -> bool:
     spans = differing_spans(old_text, new_text)
     if len(spans) != 1:
         return False
-    before, after = spans[0]
+    before, after, _ = spans[0]
 
     def names(words: list[str]) -> bool:
         return any(
@@ -133,21 +133,25 @@ _QUALIFIER_OPENERS = frozenset(
 )  # fmt: skip
 
 
+#: Words that count what follows them, as a number does ("every sprint").
+_COUNTING = frozenset({"every", "each", "per"})
+
+
 def _qualified(old_text: str, new_text: str) -> bool:
-    """The newer inserts, where the older has nothing, a phrase opened by a preposition or a
-    condition that names something ("in production", "on school nights", "unless
-    cancelled") and keeps the rest word for word: the claim now holds in a narrower scope,
+    """The newer keeps the older word for word and inserts a phrase opened by a preposition
+    or a condition that names something ("in production", "on school nights", "unless
+    cancelled"), or a word between a number and what it counts ("thirty business days",
+    "every other sprint"): the claim now holds in a narrower scope or counts another thing,
     which is new. A paraphrase that also rewords elsewhere is left to the other tests."""
     spans = differing_spans(old_text, new_text)
     if len(spans) != 1:
         return False
-    before, after = spans[0]
-    return (
-        not before
-        and len(after) > 1
-        and after[0] in _QUALIFIER_OPENERS
-        and any(w not in FUNCTION_WORDS for w in after[1:])
-    )
+    before, after, preceding = spans[0]
+    if before or not any(w not in FUNCTION_WORDS for w in after):
+        return False
+    if is_value(preceding) or preceding in _COUNTING:
+        return True  # what is counted changed: "thirty business days", "every other sprint"
+    return len(after) > 1 and after[0] in _QUALIFIER_OPENERS
 
 
 def _bounds(text: str) -> list[str]:
