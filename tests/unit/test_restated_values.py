@@ -49,6 +49,7 @@ CHANGED_WORDS = [
     ("The kids go to bed at 8 pm", "The kids go to bed at 8 pm on school nights"),
     ("The retro happens every sprint", "The retro happens every other sprint"),
     ("The invoice is due in thirty days", "The invoice is due in thirty business days"),
+    ("The 9 am train is usually late", "The 9 pm train is usually late"),
     ("The vendor contract auto-renews every year",
      "The vendor contract auto-renews every year unless cancelled"),
 ]  # fmt: skip

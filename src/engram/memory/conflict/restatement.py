@@ -176,7 +176,7 @@ def restates(old: MemoryRecord, new: MemoryRecord) -> bool:
         return False  # a limit or an exception stated on one side only
     old_words, new_words = set(statement_tokens(old.content)), set(statement_tokens(new.content))
     added, removed = new_words - old_words, old_words - new_words
-    if any(map(is_value, added)) and not _same_values(old.content, new.content):
+    if not _no_new_values(old.content, new.content):
         return False
     return len(added) - len(removed) < EXTRA_WORDS
 
@@ -220,8 +220,10 @@ def _values(text: str) -> tuple[list[tuple[str, str]], list[str]]:
     return sorted(keys.values()), rest
 
 
-def _same_values(old_text: str, new_text: str) -> bool:
-    """Both statements state amounts, the same ones in whatever units ("25 km" / "25,000
-    metres"), and every other value is written alike on both sides."""
+def _no_new_values(old_text: str, new_text: str) -> bool:
+    """Every value the newer states the older states too: each amount in whatever units
+    ("25 km" / "25,000 metres", "6 pm" / "18:00"; not "9 am" / "9 pm"), and every other
+    value written alike."""
     old_keys, old_rest = _values(old_text)
-    return bool(old_keys) and (old_keys, old_rest) == _values(new_text)
+    new_keys, new_rest = _values(new_text)
+    return set(new_keys) <= set(old_keys) and set(new_rest) <= set(old_rest)
