@@ -15,14 +15,21 @@ from engram.protocols.inprocess import AgentSession
 from tests.integration.gate_helpers import WRITER
 from tests.unit.test_restated_values import CHANGED, CHANGED_WORDS, SAME
 
-#: (stored, proposed): the same words, two of them swapped. The model scores each pair at
-#: 0.976-0.999 and the sets of significant words are equal, so they read as near duplicates.
+#: (stored, proposed): the same words, two of them swapped, or one preposition of role for
+#: another. The model scores each pair at 0.95-0.999 and the significant words were equal
+#: as sets, so most read as near duplicates.
 SWAPPED = [
     ("Alice reports to Bob", "Bob reports to Alice"),
     ("Stage 2 uses 4 nodes", "Stage 4 uses 2 nodes"),
     ("We are migrating from MySQL to Postgres", "We are migrating from Postgres to MySQL"),
     ("The blue team owns the red dashboard", "The red team owns the blue dashboard"),
     ("Ana mentors Luis on Go", "Luis mentors Ana on Go"),
+    # "to", "by", "for" and "with" were stopwords, so these too had equal significant words
+    ("The invoice was sent to Acme", "The invoice was sent by Acme"),
+    ("Alice works with Bob", "Alice works for Bob"),
+    ("Data is copied from staging to prod", "Data is copied to staging from prod"),
+    ("The key was shared with the vendor", "The key was shared by the vendor"),
+    ("The payment is from Globex", "The payment is to Globex"),
 ]
 
 

@@ -37,3 +37,4 @@ def test_significant_words_keep_their_order() -> None:
     assert significant_words("The backups were restored") == significant_words(
         "the backup was restored"
     )
+    assert significant_words("sent to Acme") != significant_words("sent by Acme")

@@ -23,9 +23,11 @@ def content_hash(text: str) -> bytes:
 
 
 _TOKEN = re.compile(r"[^\W_]+(?:[.'][^\W_]+)*")
+#: Words that carry no claim. "to", "by", "for" and "with" are not among them: they say who
+#: does what to whom ("sent to Acme" / "sent by Acme", "works with Bob" / "works for Bob").
 _STOPWORDS = frozenset(
-    {"a", "an", "the", "is", "are", "was", "were", "be", "been", "of", "to", "in", "on", "at",
-     "for", "by", "with", "and", "or", "it", "its", "this", "that", "these", "those", "as"}
+    {"a", "an", "the", "is", "are", "was", "were", "be", "been", "of", "in", "on", "at", "and",
+     "or", "it", "its", "this", "that", "these", "those", "as"}
 )  # fmt: skip
 
 

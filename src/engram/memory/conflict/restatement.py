@@ -101,12 +101,16 @@ _BOUND = re.compile(
 )
 
 
+#: Prepositions that say who does what to whom, or which way something goes.
+_ROLES = frozenset({"to", "from", "by", "for", "with", "without", "into", "against", "via"})
+
+
 def _one_word_swapped(old_text: str, new_text: str) -> bool:
     """The one difference between the statements is a short word group swapped for another,
-    each with a word that names something (not an article, preposition, auxiliary or amount):
-    a sentence kept word for word around a swapped verb or noun says another thing ("signed"
-    / "expires", "a hotel in" / "flights to"), where a paraphrase rewords more than one
-    place."""
+    each with a word that names something (not an article, preposition, auxiliary or amount),
+    or a preposition of direction or role for another: a sentence kept word for word around a
+    swapped verb, noun or role says another thing ("signed" / "expires", "a hotel in" /
+    "flights to", "to Acme" / "by Acme"), where a paraphrase rewords more than one place."""
     spans = differing_spans(old_text, new_text)
     if len(spans) != 1:
         return False
@@ -117,6 +121,8 @@ def _one_word_swapped(old_text: str, new_text: str) -> bool:
             w not in FUNCTION_WORDS and not is_value(w) and not amount_word(w) for w in words
         )
 
+    if set(before) & _ROLES and set(after) & _ROLES and set(before) != set(after):
+        return True  # "sent to Acme" / "sent by Acme", "works with Bob" / "works for Bob"
     return (
         0 < len(before) <= MAX_SWAP
         and 0 < len(after) <= MAX_SWAP
