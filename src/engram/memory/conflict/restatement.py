@@ -215,15 +215,19 @@ def _values(text: str) -> tuple[list[tuple[str, str]], list[str]]:
     (:func:`is_value`) left once the amounts are taken out: a month without a date, a scale
     word ("million"). An amount written inside a longer code ("10K", "$5M", "04/03/2024") is
     compared as the code is written, not as the number read from it."""
-    keys: dict[tuple[int, int], tuple[str, str]] = {}
+    keys: list[tuple[str, str]] = []
     chars = list(text)
+    covered = 0  # the end of the last code: its other amounts were compared with it
     for reading in readings(text):
+        if reading.start < covered:
+            continue
         start, end = _whole(text, reading.start, reading.end)
         exact = (start, end) == (reading.start, reading.end)
-        keys[start, end] = reading.written if exact else ("code", text[start:end].casefold())
+        keys.append(reading.written if exact else ("code", text[start:end].casefold()))
         chars[start:end] = " " * (end - start)
+        covered = end
     rest = sorted(t for t in statement_tokens("".join(chars)) if is_value(t))
-    return sorted(keys.values()), rest
+    return sorted(keys), rest
 
 
 def _no_new_values(old_text: str, new_text: str) -> bool:
