@@ -115,11 +115,11 @@ def _one_word_swapped(old_text: str, new_text: str) -> bool:
     if len(spans) != 1:
         return False
     before, after, _ = spans[0]
+    if any(is_value(w) or amount_word(w) for w in before + after):
+        return False  # an amount rewritten as well ("prefers the 6 pm" / "likes the 18:00")
 
     def names(words: list[str]) -> bool:
-        return any(
-            w not in FUNCTION_WORDS and not is_value(w) and not amount_word(w) for w in words
-        )
+        return any(w not in FUNCTION_WORDS for w in words)
 
     if set(before) & _ROLES and set(after) & _ROLES and set(before) != set(after):
         return True  # "sent to Acme" / "sent by Acme", "works with Bob" / "works for Bob"
