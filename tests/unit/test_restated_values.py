@@ -65,7 +65,7 @@ SAME = [
     ("Pixel is our 4-year-old beagle", "Pixel is our beagle, four years old"),
     ("The app has 5 million users", "The app has 5 million users overall"),
     ("Maria prefers 18:00 meetings", "Maria prefers 6 pm meetings"),
-    ("Prefers the 6 pm slot", "Likes the 18:00 slot"),
+    ("The team prefers the 6 pm slot for retros", "The team likes the 18:00 slot for retros"),
     ("The team has 1,200 members", "The team has 1200 members"),
     ("Alerts without a runbook link get ignored at night.",
      "At night, on-call engineers ignore alerts that come without a runbook link."),
