@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from engram.memory.fingerprint import content_hash, normalise, significant_tokens
+from engram.memory.fingerprint import (
+    content_hash,
+    normalise,
+    significant_tokens,
+    significant_words,
+)
 
 
 def test_fingerprints_ignore_case_spacing_and_final_punctuation() -> None:
@@ -21,3 +26,15 @@ def test_significant_tokens_keep_values_and_drop_plural_endings() -> None:
     assert significant_tokens("restored from backups") == significant_tokens(
         "restored from the backup"
     )
+
+
+def test_significant_words_keep_their_order() -> None:
+    """Two swapped words leave the set of words equal but not the sequence (hostile pass G:
+    "Alice reports to Bob" was a near duplicate of "Bob reports to Alice")."""
+    swapped = ("Alice reports to Bob", "Bob reports to Alice")
+    assert significant_tokens(swapped[0]) == significant_tokens(swapped[1])
+    assert significant_words(swapped[0]) != significant_words(swapped[1])
+    assert significant_words("The backups were restored") == significant_words(
+        "the backup was restored"
+    )
+    assert significant_words("sent to Acme") != significant_words("sent by Acme")

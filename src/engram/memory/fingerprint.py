@@ -23,9 +23,11 @@ def content_hash(text: str) -> bytes:
 
 
 _TOKEN = re.compile(r"[^\W_]+(?:[.'][^\W_]+)*")
+#: Words that carry no claim. "to", "by", "for" and "with" are not among them: they say who
+#: does what to whom ("sent to Acme" / "sent by Acme", "works with Bob" / "works for Bob").
 _STOPWORDS = frozenset(
-    {"a", "an", "the", "is", "are", "was", "were", "be", "been", "of", "to", "in", "on", "at",
-     "for", "by", "with", "and", "or", "it", "its", "this", "that", "these", "those", "as"}
+    {"a", "an", "the", "is", "are", "was", "were", "be", "been", "of", "in", "on", "at", "and",
+     "or", "it", "its", "this", "that", "these", "those", "as"}
 )  # fmt: skip
 
 
@@ -36,11 +38,17 @@ def _stem(token: str) -> str:
     return token
 
 
-def significant_tokens(text: str) -> frozenset[str]:
-    """Words that carry the claim: case-folded, plural-stripped, stopwords dropped.
+def significant_words(text: str) -> tuple[str, ...]:
+    """Words that carry the claim, in order: case-folded, plural-stripped, stopwords dropped.
 
     Numbers and versions stay whole (``v2.0`` and ``v2.1`` differ), so two texts with equal
-    token sets say the same thing in different spacing, case, articles or number.
+    sequences say the same thing in different spacing, case, articles or number; the order
+    counts ("Alice reports to Bob" / "Bob reports to Alice", "03/04" / "04/03").
     """
     folded = unicodedata.normalize("NFKC", text).casefold()
-    return frozenset(_stem(t) for t in _TOKEN.findall(folded) if t not in _STOPWORDS)
+    return tuple(_stem(t) for t in _TOKEN.findall(folded) if t not in _STOPWORDS)
+
+
+def significant_tokens(text: str) -> frozenset[str]:
+    """The distinct :func:`significant_words` of a text."""
+    return frozenset(significant_words(text))

@@ -86,7 +86,7 @@ _PREPOSITIONS = frozenset(
      "into"}
 )  # fmt: skip
 #: Words that name nothing: a swap of one for another is wording, not another thing.
-_FUNCTION_WORDS = _PREPOSITIONS | _DROP | _AUX_TOKENS
+FUNCTION_WORDS = _PREPOSITIONS | _DROP | _AUX_TOKENS
 
 #: Words that say one statement replaces the other ("switched to", "instead of", "no longer").
 _CHANGE = _stems(
@@ -368,13 +368,22 @@ def first_swap(old_text: str, new_text: str) -> tuple[float, int, bool]:
     a, b = _statement(old_text).tokens, _statement(new_text).tokens
     spans, _ = _aligned(old_text, new_text)
     swaps = [
-        (i1, i2 - i1 == 1 == j2 - j1 and not {a[i1], b[j1]} & _FUNCTION_WORDS)
+        (i1, i2 - i1 == 1 == j2 - j1 and not {a[i1], b[j1]} & FUNCTION_WORDS)
         for i1, i2, j1, j2 in spans
         if i2 > i1 and j2 > j1
     ]
     if not swaps or not a:
         return 1.0, len(spans), False
     return swaps[0][0] / len(a), len(spans), swaps[0][1]
+
+
+def differing_spans(old_text: str, new_text: str) -> list[tuple[list[str], list[str], str]]:
+    """The word groups that differ between two statements, each as (older's, newer's)
+    tokens and the newer's token just before them ("" at the start); one side is empty for
+    words only added or only cut."""
+    a, b = _statement(old_text).tokens, _statement(new_text).tokens
+    spans, _ = _aligned(old_text, new_text)
+    return [(a[i1:i2], b[j1:j2], b[j1 - 1] if j1 else "") for i1, i2, j1, j2 in spans]
 
 
 def word_overlap(old_text: str, new_text: str) -> float:

@@ -106,6 +106,17 @@ class Quantity:
     value: float
 
 
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """An amount where it is written: ``text[start:end]``, its quantity and a key that
+    compares it (the normalised value, or a plain number's digits as written)."""
+
+    start: int
+    end: int
+    quantity: Quantity
+    written: tuple[str, str]
+
+
 def _exact(dimension: str, value: float) -> Quantity:
     """A quantity whose value is rounded to nine significant digits, so that a conversion's
     floating-point residue ("2.2 m" against "220 cm") does not tell equal amounts apart."""
@@ -181,16 +192,16 @@ def _date(match: re.Match[str]) -> Quantity | None:
         return None
 
 
-def _written(text: str) -> tuple[list[tuple[int, Quantity]], str]:
-    """Times of day and dates with where they start, and the text with them blanked out (so
+def _written(text: str) -> tuple[list[Reading], str]:
+    """Times of day and dates where they are written, and the text with them blanked out (so
     their digits are not read again as counts)."""
-    found: list[tuple[int, Quantity]] = []
+    found: list[Reading] = []
     chars = list(text)
     for pattern, read in ((_DATE, _date), (_CLOCK, _clock)):
         for match in pattern.finditer("".join(chars)):
             quantity = read(match)
             if quantity is not None:
-                found.append((match.start(), quantity))
+                found.append(Reading(match.start(), match.end(), quantity, _key(quantity)))
                 chars[match.start() : match.end()] = " " * (match.end() - match.start())
     return found, "".join(chars)
 
@@ -242,27 +253,41 @@ def _amount_at(tokens: list[str], i: int) -> tuple[Quantity | None, int]:
 
 
 @functools.lru_cache(maxsize=8192)
-def quantities(text: str) -> tuple[Quantity, ...]:
-    """Every amount in ``text``, in order of appearance, normalised to base units."""
+def readings(text: str) -> tuple[Reading, ...]:
+    """Every amount in ``text`` where it is written, in order of appearance."""
     found, rest = _written(text)
     matches = list(_TOKEN.finditer(rest))
     tokens = [m.group(0).casefold() for m in matches]
     i = 0
     while i < len(tokens):
-        token, at = tokens[i], matches[i].start()
+        token, first = tokens[i], i
         parsed = _number(token)
+        amount: Quantity | None = None
         if token in _RATES:
-            found.append((at, Quantity("period", _RATES[token])))
+            amount = Quantity("period", _RATES[token])
         elif parsed is not None and parsed[2]:
-            found.append((at, Quantity("percent", parsed[0])))
+            amount = Quantity("percent", parsed[0])
         elif parsed is not None or (
             token in _NUMBER_WORDS and (i + 1 < len(tokens) or token not in _WEAK_WORDS)
         ):
             amount, i = _amount_at(tokens, i)
-            if amount is not None:
-                found.append((at, amount))
+        if amount is not None:
+            start, end = matches[first].start(), matches[i].end()
+            written = _key(amount)
+            if amount.dimension == "count":
+                # a plain number is compared as written: "3.10" is not "3.1", and a
+                # ten-digit number is not rounded to nine digits ("eighteen" is "18")
+                digits = token.replace(",", "") if parsed is not None and i == first else ""
+                written = ("count", digits or f"{amount.value:.15g}")
+            found.append(Reading(start, end, amount, written))
         i += 1
-    return tuple(q for _, q in sorted(found, key=lambda pair: pair[0]))
+    return tuple(sorted(found, key=lambda reading: reading.start))
+
+
+@functools.lru_cache(maxsize=8192)
+def quantities(text: str) -> tuple[Quantity, ...]:
+    """Every amount in ``text``, in order of appearance, normalised to base units."""
+    return tuple(reading.quantity for reading in readings(text))
 
 
 def amount_word(token: str) -> bool:
@@ -306,5 +331,5 @@ def changed_amounts(old_text: str, new_text: str) -> bool:
     return False
 
 
-def _key(quantity: Quantity) -> tuple[str, float]:
-    return quantity.dimension, round(quantity.value, 6)
+def _key(quantity: Quantity) -> tuple[str, str]:
+    return quantity.dimension, repr(round(quantity.value, 6))

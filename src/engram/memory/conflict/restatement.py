@@ -5,18 +5,26 @@ information, so every sign of something new counts against it: a word of change,
 flipped, a word swapped for its opposite or for another value of the same slot ("aisle" /
 "window"), another subject in an otherwise kept sentence ("the standard agent's ledger" /
 "the restricted agent's ledger"), a name or code on one side only ("Inés Vidal" / "Pablo
-Sanz", "us-east-1" / "eu-west-1", "Xcode"), a value (number, date, version) the older lacks
-unless the amounts are the same in other units ("25 km" / "25,000 metres"), or clearly more
-words added than taken away.
+Sanz", "us-east-1" / "eu-west-1", "Xcode"; a month's name outside a date), a value (number,
+date, version) the older lacks unless the amounts are the same in other units ("25 km" /
+"25,000 metres") and every other value is written alike ("3.10" is not "3.1", "10K" not "10",
+"5 million" not "5 billion"), or clearly more words added than taken away.
 """
 
 from __future__ import annotations
 
 import re
 
-from engram.memory.conflict.cues import compare, is_value, statement_tokens
+from engram.memory.conflict.cues import (
+    FUNCTION_WORDS,
+    MAX_SWAP,
+    compare,
+    differing_spans,
+    is_value,
+    statement_tokens,
+)
 from engram.memory.conflict.features import change_language
-from engram.memory.conflict.quantities import month_word, same_amounts
+from engram.memory.conflict.quantities import amount_word, month_word, readings
 from engram.memory.types import MemoryRecord
 
 #: Names (capitalised words not opening a sentence, acronyms) and codes ("us-east-1", "v8");
@@ -42,15 +50,21 @@ _OPENERS = frozenset(
 
 
 def marks(text: str) -> frozenset[str]:
-    """The names and codes of a statement, casefolded. A month's name is no name: it is
-    part of a date, which the amounts compare ("3 April 2024" / "2024-04-03")."""
+    """The names and codes of a statement, casefolded. A month's name inside a date is no
+    name: the amounts compare the date ("3 April 2024" / "2024-04-03"); outside one it is
+    ("3 April" / "3 June")."""
     stripped = text.strip()
-    found = {m.group(0).casefold() for m in _MARKS.finditer(stripped)}
+    dates = [(r.start, r.end) for r in readings(stripped) if r.quantity.dimension == "date"]
+    found = {
+        m.group(0).casefold()
+        for m in _MARKS.finditer(stripped)
+        if not (month_word(m.group(0)) and any(a <= m.start() < b for a, b in dates))
+    }
     for m in _OPENING_NAME.finditer(stripped):
         word, following = m.group(1), m.group(2)
         if word.istitle() and following[0].isupper() and word.casefold() not in _OPENERS:
             found.add(word.casefold())
-    return frozenset(mark for mark in found if not month_word(mark))
+    return frozenset(found)
 
 
 #: Names and codes of a statement looked for in the other: each is a scan of the other text,
@@ -84,6 +98,79 @@ SAME_SENTENCE = 0.5
 EXTRA_WORDS = 4
 
 
+#: Words that bound a claim or make an exception to it ("at least 5 minutes", "every 6 hours
+#: except weekends", "up to 40", "only on weekdays"): a few words that narrow what is said.
+_BOUND = re.compile(
+    r"\b(?:at\s+(?:least|most)|up\s+to|only|except|excluding|unless|minimum|maximum"
+    r"|(?:more|less|fewer|greater|higher|lower|later|earlier|longer|shorter)\s+than)\b",
+    re.IGNORECASE,
+)
+
+
+#: Prepositions that say who does what to whom, or which way something goes.
+_ROLES = frozenset({"to", "from", "by", "for", "with", "without", "into", "against", "via"})
+
+
+def _one_word_swapped(old_text: str, new_text: str) -> bool:
+    """The one difference between the statements is a short word group swapped for another,
+    each with a word that names something (not an article, preposition, auxiliary or amount),
+    or a preposition of direction or role for another: a sentence kept word for word around a
+    swapped verb, noun or role says another thing ("signed" / "expires", "a hotel in" /
+    "flights to", "to Acme" / "by Acme"), where a paraphrase rewords more than one place."""
+    spans = differing_spans(old_text, new_text)
+    if len(spans) != 1:
+        return False
+    before, after, _ = spans[0]
+    if any(is_value(w) or amount_word(w) for w in before + after):
+        return False  # an amount rewritten as well ("prefers the 6 pm" / "likes the 18:00")
+
+    def names(words: list[str]) -> bool:
+        return any(w not in FUNCTION_WORDS for w in words)
+
+    if set(before) & _ROLES and set(after) & _ROLES and set(before) != set(after):
+        return True  # "sent to Acme" / "sent by Acme", "works with Bob" / "works for Bob"
+    return (
+        0 < len(before) <= MAX_SWAP
+        and 0 < len(after) <= MAX_SWAP
+        and names(before)
+        and names(after)
+    )
+
+
+#: Words that open a phrase saying where, when, for whom or on what condition a claim holds.
+_QUALIFIER_OPENERS = frozenset(
+    {"in", "on", "at", "for", "with", "without", "during", "within", "per", "across", "under",
+     "over", "outside", "inside", "from", "via", "through", "except", "excluding", "unless",
+     "if", "when", "whenever", "while", "until", "before", "after"}
+)  # fmt: skip
+
+
+#: Words that count what follows them, as a number does ("every sprint").
+_COUNTING = frozenset({"every", "each", "per"})
+
+
+def _qualified(old_text: str, new_text: str) -> bool:
+    """The newer keeps the older word for word and inserts a phrase opened by a preposition
+    or a condition that names something ("in production", "on school nights", "unless
+    cancelled"), or a word between a number and what it counts ("thirty business days",
+    "every other sprint"): the claim now holds in a narrower scope or counts another thing,
+    which is new. A paraphrase that also rewords elsewhere is left to the other tests."""
+    spans = differing_spans(old_text, new_text)
+    if len(spans) != 1:
+        return False
+    before, after, preceding = spans[0]
+    if before or not any(w not in FUNCTION_WORDS for w in after):
+        return False
+    if is_value(preceding) or preceding in _COUNTING:
+        return True  # what is counted changed: "thirty business days", "every other sprint"
+    return len(after) > 1 and after[0] in _QUALIFIER_OPENERS
+
+
+def _bounds(text: str) -> list[str]:
+    """The bounds and exceptions a statement states, normalised, in sorted order."""
+    return sorted(" ".join(m.group(0).casefold().split()) for m in _BOUND.finditer(text))
+
+
 def restates(old: MemoryRecord, new: MemoryRecord) -> bool:
     """Nothing in ``new`` is new over ``old``, as far as the statements' words can tell."""
     diff = compare(old.content, new.content)
@@ -93,8 +180,66 @@ def restates(old: MemoryRecord, new: MemoryRecord) -> bool:
         return False  # one sentence about another subject
     if _one_sided(old.content, new.content) or _one_sided(new.content, old.content):
         return False
+    if _one_word_swapped(old.content, new.content):
+        return False  # "Alice approved the budget" / "Alice requested the budget"
+    if _qualified(old.content, new.content):
+        return False  # "uses Slack for alerts" / "… for alerts in production"
+    if _bounds(new.content) != _bounds(old.content):
+        return False  # a limit or an exception stated on one side only
     old_words, new_words = set(statement_tokens(old.content)), set(statement_tokens(new.content))
     added, removed = new_words - old_words, old_words - new_words
-    if any(map(is_value, added)) and not same_amounts(old.content, new.content):
+    if not _no_new_values(old.content, new.content):
         return False
     return len(added) - len(removed) < EXTRA_WORDS
+
+
+def _joins(text: str, at: int, step: int) -> bool:
+    """The character at ``at`` continues the word on its other side (seen going ``step``):
+    a letter or digit, or "/", ".", ":" or "-" followed by one ("10K", "04/03/2024", "v2",
+    "5-10"); a hyphen before a word joins a compound ("4-year-old"), not a code."""
+    if not 0 <= at < len(text):
+        return False
+    char, beyond = text[at], text[at + step] if 0 <= at + step < len(text) else " "
+    if char.isalnum() or char == "_":
+        return True
+    if char == "-" and step > 0:
+        return beyond.isdigit()
+    return char in "/.:-" and beyond.isalnum()
+
+
+def _whole(text: str, start: int, end: int) -> tuple[int, int]:
+    """The whole word or code that the amount ``text[start:end]`` is written in."""
+    while _joins(text, start - 1, -1):
+        start -= 1
+    while _joins(text, end, 1):
+        end += 1
+    return start, end
+
+
+def _values(text: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """The amounts a statement states, each as a key that compares it, and the values
+    (:func:`is_value`) left once the amounts are taken out: a month without a date, a scale
+    word ("million"). An amount written inside a longer code ("10K", "$5M", "04/03/2024") is
+    compared as the code is written, not as the number read from it."""
+    keys: list[tuple[str, str]] = []
+    chars = list(text)
+    covered = 0  # the end of the last code: its other amounts were compared with it
+    for reading in readings(text):
+        if reading.start < covered:
+            continue
+        start, end = _whole(text, reading.start, reading.end)
+        exact = (start, end) == (reading.start, reading.end)
+        keys.append(reading.written if exact else ("code", text[start:end].casefold()))
+        chars[start:end] = " " * (end - start)
+        covered = end
+    rest = sorted(t for t in statement_tokens("".join(chars)) if is_value(t))
+    return sorted(keys), rest
+
+
+def _no_new_values(old_text: str, new_text: str) -> bool:
+    """Every value the newer states the older states too: each amount in whatever units
+    ("25 km" / "25,000 metres", "6 pm" / "18:00"; not "9 am" / "9 pm"), and every other
+    value written alike."""
+    old_keys, old_rest = _values(old_text)
+    new_keys, new_rest = _values(new_text)
+    return set(new_keys) <= set(old_keys) and set(new_rest) <= set(old_rest)

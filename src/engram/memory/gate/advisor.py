@@ -5,21 +5,22 @@ specification:
 
 1. **ADD / UPDATE / NOOP.** A proposal whose normalised content hash equals an active head of
    the same type and namespace is a NOOP that reinforces that record. So is a *near* duplicate:
-   cosine similarity at least ``NEAR_DUPLICATE`` (0.95) **and** the same significant words
-   (:func:`~engram.memory.fingerprint.significant_tokens`: case, plurals and articles aside).
-   The second condition matters: the embedding model scores "the deploy target is v2.0" and
-   "… v2.1" at 0.98, and treating a changed value as a duplicate would silently drop it.
+   cosine similarity at least ``NEAR_DUPLICATE`` (0.95) **and** the same significant words in
+   the same order (:func:`~engram.memory.fingerprint.significant_words`: case, plurals and
+   articles aside). The second condition matters: the embedding model scores "the deploy
+   target is v2.0" and "… v2.1" at 0.98, and "Alice reports to Bob" and "Bob reports to
+   Alice" at 0.99; treating either as a duplicate would silently drop a changed fact.
    So is a *restatement* of the closest record (``PLAIN_RESTATEMENT`` 0.85, or
-   ``RESTATEMENT`` 0.75 when the conflict classifier sees no added detail; it takes many
-   paraphrases for incompatible claims, so its conflict probability does not count here),
+   ``RESTATEMENT`` 0.75 when the conflict classifier sees neither conflict nor added detail),
    in its scope, whose words show nothing new
    (:func:`~engram.memory.conflict.restatement.restates`). Otherwise a record the write
    conflicts with, or else the closest record at or above ``UPDATE_CANDIDATE`` (0.65) in the
    same scope, is reported as an update candidate: the write still adds a record (the Gate
    never merges on its own). A closest record that names a thing the proposal does not,
    while the proposal names one it does not, with neither conflict nor added detail, is
-   another thing of the same kind (another region, version, market): no candidate. An UPDATE whose content, metadata, access level, namespace,
-   classification and evidence equal the current version's is a NOOP.
+   another thing of the same kind (another region, version, market): no candidate. An
+   UPDATE whose content, metadata, access level, namespace, classification and evidence
+   equal the current version's is a NOOP.
 2. **Conflict classification** through the :class:`~engram.memory.conflict.ConflictResolver`.
 3. **Consolidation routing**: flag the record when it has been repeated three times or when it
    has four or more related active records (similarity ≥ 0.70), five with itself.
@@ -46,7 +47,7 @@ from uuid import UUID
 
 from engram.memory.conflict.detection import ConflictResolver, ConflictResult, PairRelation
 from engram.memory.conflict.restatement import names_other_things
-from engram.memory.fingerprint import significant_tokens
+from engram.memory.fingerprint import significant_words
 from engram.memory.gate.access import merge_denial
 from engram.memory.rl.features import advice_features, features_json
 from engram.memory.types import (
@@ -331,12 +332,12 @@ class HeuristicAdvisor:
 
     def _near_duplicate(self, record: MemoryRecord, others: list[Neighbour]) -> Neighbour | None:
         """The closest neighbour at ``near_duplicate`` or more with the same significant words."""
-        words = significant_tokens(record.content)
+        words = significant_words(record.content)
         near = [
             n
             for n in others
             if n.similarity >= self._policy.near_duplicate
-            and significant_tokens(n.record.content) == words
+            and significant_words(n.record.content) == words
         ]
         return max(near, key=lambda n: n.similarity) if near else None
 
@@ -370,12 +371,18 @@ class HeuristicAdvisor:
             and _one_moment(nearest.record, record)
             and (
                 nearest.similarity >= policy.plain_restatement
-                or (nearest.similarity >= policy.restatement and relation.refines < REFINES)
+                or (
+                    nearest.similarity >= policy.restatement
+                    and nearest.record.record_id not in conflicting
+                    and relation.refines < REFINES
+                )
             )
         ):
-            # the classifier takes many paraphrases for incompatible claims; this close, and
+            # the classifier takes some paraphrases for incompatible claims; this close, and
             # with no new value, name, negation, opposite, swapped slot or change word, the
-            # words say it is the same claim, so no conflict with it is reported either
+            # words say it is the same claim, so no conflict with it is reported either. Less
+            # close, its conflict still counts: "prefers tea in the morning" / "in the mornings
+            # usually drinks coffee" passes every word test (hostile pass G)
             target = nearest.record.record_id
             return decide(
                 AdvisorAction.NOOP,
