@@ -1,4 +1,5 @@
-"""PII screening of everyday and integration text (rules read off the dev_u and dev_v writers)."""
+"""PII screening of everyday, integration, document and finance text (rules read off the
+dev_u, dev_v, dev_w and dev_x writers)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,27 @@ FOUND = [
     (PiiKind.PHONE, "sent the movers wa.me/971552615494 to coordinate"),
     (PiiKind.PHONE, "if the gate is locked Suresh is at 99509 34676"),
     (PiiKind.PHONE, "Bilal plumber (DHA ph 6) - 0300-9424276, comes after jumma"),
+    # documents and records as scanners, OCR and payment systems write them (ICAO specimens)
+    (PiiKind.NATIONAL_ID, "KYC: L898902C36UTO7408122F1204159ZE184226B<<<<<10 matched"),
+    (PiiKind.NATIONAL_ID, "ID card I<UTOD231458907<<<<<<<<<<<<<<< scanned for the wallet"),
+    (PiiKind.NATIONAL_ID, "second row 7408122F1204159UTO<<<<<<<<<<<6 from the upload"),
+    (PiiKind.BANK_ACCOUNT, "NACHA entry 6220210000218871062932291 0000184250 payroll credit"),
+    (PiiKind.PAYMENT_CARD, "POS dump, track 1: %B4111111111111111^DOE/JOHN^27121010000000?"),
+    (PiiKind.PAYMENT_CARD, "card box reads:  3782  822463  10005  Exp 11/26"),
+    (PiiKind.BANK_ACCOUNT, "OCR  of  form:  Sort  code  60-97-41  Account  no.  19302747"),
+    (PiiKind.NATIONAL_ID, "sin:120 420 724 provided by the applicant"),
+    (PiiKind.NATIONAL_ID, "steuer_id=44987263014 kyc_level=2 country=DE"),
+    (PiiKind.NATIONAL_ID, "OCR licence 4d.  DONNE 804192 CJ9TW  5. issued 2024"),
+    (
+        PiiKind.AWS_SECRET_ACCESS_KEY,
+        "Secret half of the archive IAM key is EsQh2n0oJbEwaTJVwIhRhqf+aLK6OY8yL39B8mGl",
+    ),
+    (
+        PiiKind.SECRET_ASSIGNMENT,
+        '<property name="hibernate.connection.password">CBca*KKcUOY@61</property>',
+    ),
+    (PiiKind.SECRET_ASSIGNMENT, "she read out her portal password (Koala!Sunset42) to save time"),
+    (PiiKind.PHONE, "pediu retorno no celular (21) 99472-3318 sobre o chargeback"),
     # vendor keys
     (PiiKind.API_KEY, "netlify deploy --auth nfp_XscMsBZAXEngjlfLmR5Cx5Hd3aa5sufOYnpz --prod"),
     (
@@ -49,6 +71,10 @@ NOT_FOUND = [
     "backup codes are printed in the settings page",
     "Cookie: theme=dark; lang=en-GB",
     "the wifi key is on the router sticker",
+    "Vault token tok_9aQ2Lk7mZ1xP4vR8wT3s replaces the card number downstream",
+    "Sort code 40-47-84 is an HSBC branch; no account number supplied yet",
+    "ABA 128153509 is the routing number on the cheque; we still need the account number",
+    "MRZ-like noise P<<<<<<<<<<< and 123456789<<< with no valid check digits",
 ]
 
 

@@ -43,6 +43,9 @@ What it detects
   NRIC, IRD, TFN, NHS, PPS, AHV, ...), checked where that id has a check digit, and a dozen
   countries' layouts that a check digit makes distinctive (Korean RRN, Brazilian CPF, Swedish
   personnummer, Swiss AHV, Belgian national number, ...) with no keyword.
+* more ``national_id`` and ``bank_account`` (``mrz``): passport and identity-card
+  machine-readable zone lines whose check digits hold, and the account of a NACHA entry
+  record whose routing number checks.
 * ``api_key`` (``vendors``): keys and tokens of some forty services by their documented
   prefix and shape (OpenAI, Anthropic, Google, GitLab, SendGrid, Twilio, npm, PyPI, Hugging
   Face, Vault, Azure storage, ...), the random part checked for length and entropy.
@@ -184,6 +187,7 @@ from engram.memory.gate.pii.disguised import find_obfuscated_emails, spoken_runs
 from engram.memory.gate.pii.documents import find_documents
 from engram.memory.gate.pii.findings import PiiFinding, PiiKind, Span, Text
 from engram.memory.gate.pii.identifiers import find_cards, find_ibans, find_national_ids, find_ssns
+from engram.memory.gate.pii.mrz import find_machine_readable
 from engram.memory.gate.pii.vendors import find_api_keys
 
 __all__ = ["DETECTOR", "DETECTOR_VERSION", "PiiFinding", "PiiKind", "scan"]
@@ -233,6 +237,7 @@ _DETECTORS: tuple[Callable[[Text], Iterator[Span]], ...] = (
     find_ssns,
     find_national_ids,
     find_documents,
+    find_machine_readable,
     find_emails,
 )
 

@@ -35,7 +35,8 @@ from engram.memory.gate.pii.findings import PiiKind, Span, Text
 from engram.memory.gate.pii.heuristics import passes_check
 
 _BANKING = re.compile(
-    r"(?:bank|\b(?:banking|routing|sort code|bsb|ifsc|clabe|swift|bic|iban|ach|eft|wire|payouts?"
+    r"(?:bank|\b(?:banking|routing|sort {1,3}code|bsb|ifsc|clabe|swift|bic|iban|ach|eft|wire"
+    r"|payouts?"
     r"|payroll|direct deposit|deposit|transit|branch|cheque|checking|savings|current account"
     r"|refund|reimburse\w*|kontonummer|kontonr|konto|futsu|giro|rib|bankleitzahl|blz"
     r"|reg\.? ?nr|registreringsnummer|cbu|nuban|udbetaling|utbetalning|transfers?"
@@ -57,7 +58,7 @@ _DATE = re.compile(r"\d{4}[\-.]\d{2}[\-.]\d{2}|\d{2}[\-.]\d{2}[\-.]\d{4}")
 _AFTER = 40
 _BEFORE = 24
 _CODES = re.compile(
-    r"\b(?P<kind>routing(?:[ _](?:number|no))?|aba|rtn|sort[ \-]?code|bsb|transit)"
+    r"\b(?P<kind>routing(?:[ _](?:number|no))?|aba|rtn|sort(?:[ \-]{0,3})code|bsb|transit)"
     r"\b[^0-9\n]{0,16}?(?P<code>\d[\d \-]{4,10}\d)(?![\w\-]|[.,]\d)"
 )
 _CODE_SHAPES = {
@@ -68,6 +69,12 @@ _CODE_SHAPES = {
     "bsb": re.compile(r"\d{3}[ \-]?\d{3}"),
     "transit": re.compile(r"\d{5}"),
 }
+# A text that says the account itself is not given: a bank code alone locates no money.
+_NO_ACCOUNT = re.compile(
+    r"\b(?:no|without|need|needs|needed|missing|awaiting|still need)\b[^.\n]{0,24}"
+    r"\baccount(?: number| no\.?| details)?\b"
+    r"|\baccount (?:number|details) (?:will|to) (?:come|follow)"
+)
 _LAYOUTS = re.compile(
     r"(?<![\w.\-])(?:(?P<nz>\d{2}-\d{4}-\d{7}-\d{2,3})|(?P<no>\d{4}\.\d{2}\.\d{5})"
     r"|(?P<cbu>\d{22}))(?![\w\-])"
@@ -123,12 +130,15 @@ def find_bank_accounts(t: Text) -> Iterator[Span]:
             yield PiiKind.BANK_ACCOUNT, m.start(), m.end()
     if len(lower) != len(text) or not _BANKING.search(lower):
         return
+    missing = [m.span() for m in _NO_ACCOUNT.finditer(lower)]
     for m in _CODES.finditer(lower):
-        if _code_ok(m.group("kind"), m.group("code").strip()):
+        if _code_ok(m.group("kind"), m.group("code").strip()) and not missing:
             yield PiiKind.BANK_ACCOUNT, m.start("code"), m.end("code")
     for word in _ACCOUNT_WORDS.finditer(lower):
         if _NOT_BANK.search(lower, max(0, word.start() - 16), word.start()):
             continue
+        if any(start <= word.start() < end for start, end in missing):
+            continue  # "no account number yet", "account details will come by post"
         after = [
             n
             for n in _NUMBER.finditer(text, word.end(), min(len(text), word.end() + _AFTER))

@@ -11,7 +11,7 @@ import base64
 import binascii
 import itertools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from engram.memory.gate.pii.findings import PiiKind, Span, Text
 from engram.memory.gate.pii.heuristics import char_classes, entropy, is_placeholder
@@ -48,6 +48,8 @@ _ASSIGNMENT = re.compile(
 # variable "db_password" { default = "…" } (Terraform).
 _ELEMENT = re.compile(
     r"<(?P<name>[\w.\-]{1,60})>(?P<v>[^<\n]{1,512})</(?P=name)>"
+    r"|<(?P<tag>[\w.\-]{1,30})[ \t]+(?:name|key)=\"(?P<attr>[\w.\-]{1,80})\"[ \t]*>"
+    r"(?P<av>[^<\n]{1,512})</(?P=tag)>"
     r"|variable\s{1,8}\"(?P<var>[\w.\-]{1,60})\"\s{0,8}\{[^}\n]{0,200}?"
     r"\bdefault\s{0,8}=\s{0,8}\"(?P<dv>[^\"\n]{1,512})\""
 )
@@ -91,6 +93,9 @@ _METADATA_WORDS = frozenset(
 )  # fmt: skip
 _WORDY = re.compile(r"(?:[a-z]+|[A-Z][a-z]+|[A-Z]+)(?:[\-_. /](?:[a-z]+|[A-Z][a-z]+|[A-Z]+))*")
 _REFERENCE = re.compile(r"[A-Za-z_]+\d{0,2}(?:\.[A-Za-z_]+\d{0,2})+|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
+_OBJECT_ID = re.compile(
+    r"(?:tok|pm|cus|acct|ch|pi|src|card|seti|sub|prod|price|evt|req|txn|py|re|po)_[A-Za-z0-9]{8,32}"
+)
 _DIGEST = re.compile(r"(?i)^(?:sha\d*|md5|blake2\w*)[:\-]")
 _BASE64 = re.compile(r"[A-Za-z0-9+/]{8,}={0,2}")
 
@@ -138,6 +143,8 @@ def _secret_value_ok(value: str, key_class: str, next_char: str, *, bare: bool) 
         return False
     if value.startswith("pk.eyJ"):
         return False  # a Mapbox public token: meant to ship in clients (its secret is "sk.")
+    if _OBJECT_ID.fullmatch(value):
+        return False  # a payment object's id or a card's vault token (tok_…, pm_…, cus_…)
     if _decodes_to_placeholder(value):
         return False
     if key_class == "loose password":  # "password &HtB6a6vh3K9i!2", passphrase "8rEf…"
@@ -272,7 +279,13 @@ def _key_value_pairs(t: Text) -> Iterator[Span]:
     if "</" not in t.raw and "default" not in t.lower:
         return
     for m in _ELEMENT.finditer(t.raw):
-        name, value = ("name", "v") if m.group("name") else ("var", "dv")
+        name, value = (
+            ("name", "v")
+            if m.group("name")
+            else ("attr", "av")
+            if m.group("attr")
+            else ("var", "dv")
+        )
         key_class = _key_class(m.group(name))
         if key_class and _secret_value_ok(m.group(value), key_class, "", bare=False):
             yield PiiKind.SECRET_ASSIGNMENT, m.start(value), m.end(value)
@@ -294,26 +307,41 @@ _GROUPED_SEED = re.compile(
     r"(?i:\b(?:seed|secret|authenticator|totp|2fa|mfa)\b)[^\n]{0,48}?"
     r"(?<![A-Za-z0-9])(?P<v>(?:[A-Z2-7]{4}[ \t]){3,}[A-Z2-7]{4})(?![A-Za-z0-9])"
 )
+_BRACKETED = re.compile(
+    r"(?i)\b(?:password|passcode|passphrase|pwd|pin)[ \t]*\((?P<v>[^\s()]{6,64})\)"
+)
 _COOKIE = re.compile(r"(?i)\b(?:set-)?cookie:[ \t]*(?P<v>[^\n]{1,2048})")
 _COOKIE_PAIR = re.compile(r"(?P<name>[^\s=;,]{1,64})=(?P<value>[^\s;,]{1,512})")
 
 
+def _random_seed(value: str) -> bool:
+    return entropy(value.replace(" ", "")) >= 3.0
+
+
+def _bracketed_password(value: str) -> bool:
+    return _secret_value_ok(value, "password", "", bare=False)
+
+
+#: (words one of which the text must hold, the pattern, a test of its value or None)
+_SHORT: tuple[tuple[tuple[str, ...], re.Pattern[str], Callable[[str], bool] | None], ...] = (
+    (("pin",), _PIN, None),
+    (("code",), _BACKUP_CODES, None),
+    (("seed", "secret", "authenticator", "totp", "2fa", "mfa"), _GROUPED_SEED, _random_seed),
+    (("(",), _BRACKETED, _bracketed_password),
+)
+
+
 def _short_secrets(t: Text) -> Iterator[Span]:
-    text, lower = t.raw, t.lower
-    if "pin" in lower:
-        for m in _PIN.finditer(text):
-            yield PiiKind.SECRET_ASSIGNMENT, m.start("v"), m.end("v")
-    if "code" in lower:
-        for m in _BACKUP_CODES.finditer(text):
-            yield PiiKind.SECRET_ASSIGNMENT, m.start("v"), m.end("v")
-    if any(word in lower for word in ("seed", "secret", "authenticator", "totp", "2fa", "mfa")):
-        for m in _GROUPED_SEED.finditer(text):
-            if entropy(m.group("v").replace(" ", "")) >= 3.0:
-                yield PiiKind.SECRET_ASSIGNMENT, m.start("v"), m.end("v")
-    if "cookie" in lower:
-        for header in _COOKIE.finditer(text):
-            for pair in _COOKIE_PAIR.finditer(header.group("v")):
-                value = pair.group("value")
-                if _secret_value_ok(value, "secret", "", bare=False):
-                    at = header.start("v") + pair.start("value")
-                    yield PiiKind.SECRET_ASSIGNMENT, at, at + len(value)
+    for words, pattern, ok in _SHORT:
+        if any(word in t.lower for word in words):
+            for m in pattern.finditer(t.raw):
+                if ok is None or ok(m.group("v")):
+                    yield PiiKind.SECRET_ASSIGNMENT, m.start("v"), m.end("v")
+    if "cookie" not in t.lower:
+        return
+    for header in _COOKIE.finditer(t.raw):
+        for pair in _COOKIE_PAIR.finditer(header.group("v")):
+            value = pair.group("value")
+            if _secret_value_ok(value, "secret", "", bare=False):
+                at = header.start("v") + pair.start("value")
+                yield PiiKind.SECRET_ASSIGNMENT, at, at + len(value)

@@ -51,6 +51,7 @@ _PHONE_WORDS = (
     "phone", "tel", "mobile", "cell", "call", "fax", "whatsapp", "signal", "landline", "handy",
     "portable", "ring", "text", "sms", "dial", "contact", "kakao", "wechat", "viber",
     "telegram", "imessage", "facetime", "voicemail", "hotline", "helpline", "reach me",
+    "celular", "cel", "movil", "móvil", "telefone", "tlf", "tfno",
     "reach her", "reach him", "reach them", "тел", "телефон", "tél", "téléphone", "telefon",
     "telefono", "teléfono", "puhelin", "sími", "هاتف",
 )  # fmt: skip
@@ -212,7 +213,7 @@ _CHAT_LINK = re.compile(r"(?i)\b(?:wa\.me/|whatsapp\.com/send/?\?phone=)\+?(\d{8
 # An Indian mobile as it is written there, five digits and five ("99509 34676").
 _IN_MOBILE = re.compile(r"[6-9]\d{4} \d{5}")
 # Where a run of digits and punctuation joins two things: "(DHA ph 6) - 0300-9424276".
-_JOIN = re.compile(r"\)?[ \t]+-[ \t]+\(?|\)[ \t]+")
+_JOIN = re.compile(r"\)?[ \t]+-[ \t]+\(?")
 
 
 def _chat_links(text: str) -> Iterator[Span]:
@@ -235,7 +236,7 @@ def _in_mobile(candidate: str) -> bool:
 
 
 def _pieces(run: re.Match[str]) -> Iterator[tuple[int, int]]:
-    """The parts of a run that a dash between spaces or a closing bracket joined, each of
+    """The parts of a run that a dash between spaces joined, each of
     seven digits or more (the run itself when nothing joined two parts)."""
     start = run.start()
     for part in _JOIN.split(run.group(0)):

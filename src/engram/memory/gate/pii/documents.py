@@ -119,6 +119,15 @@ def _hkid(value: str) -> bool:
     return check == ("A" if expected == 10 else str(expected))
 
 
+def _uk_licence(value: str) -> bool:
+    """A British driving licence number: five letters of the surname (9 pads a short one),
+    the birth date as decade, month (plus 50 for a woman), day and year, then initials, a
+    digit and two check letters; OCR may split it with spaces."""
+    digits = value.replace(" ", "")[5:11]
+    month, day = int(digits[1:3]), int(digits[3:5])
+    return (1 <= month <= 12 or 51 <= month <= 62) and 1 <= day <= 31
+
+
 def _ir_melli(value: str) -> bool:
     """An Iranian national code (kod-e melli): ten digits, the last a mod-11 check."""
     if not re.fullmatch(r"\d{10}", value) or len(set(value)) == 1:
@@ -302,6 +311,7 @@ _LAYOUTS = re.compile(
     r"|(?P<tw>[A-Za-z][12]\d{8})"
     r"|(?P<hk>[A-Z]{1,2}\d{6}\([0-9A]\))"
     r"|(?P<cnic>\d{5}-\d{7}-\d)"
+    r"|(?P<ukdl>[A-Z9]{5} ?\d{6} ?[A-Z9]{2}\d[A-Z]{2})"
     r")(?![A-Za-z0-9]|[.\-/][A-Za-z0-9])"
 )
 _LAYOUT_CHECKS: dict[str, Check] = {
@@ -325,6 +335,7 @@ _LAYOUT_CHECKS: dict[str, Check] = {
     "tw": _tw_id,
     "hk": _hkid,
     "cnic": _pk_cnic.is_valid,
+    "ukdl": _uk_licence,
 }
 
 

@@ -29,7 +29,7 @@ _CARD = re.compile(
     r"(?:\d{4}(?P<s1>[ \-.])\d{4}(?P=s1)\d{4}(?P=s1)\d{4}(?:(?P=s1)\d{1,3})?"
     r"|\d{4}(?P<s3> {1,2})\d{4} {1,2}\d{4} {1,2}\d{4}"  # a line wrapped inside it
     r"|\d{8}(?P<s4> {1,2})\d{8}"
-    r"|\d{4}(?P<s2>[ \-])\d{6}(?P=s2)\d{4,5}"
+    r"|\d{4}(?P<s2>[ \-]| {2})\d{6}(?P=s2)\d{4,5}"
     r"|\d{13,19})"
     r"(?![\w]|[.\-/]\d)"
 )
@@ -57,9 +57,16 @@ def _card_ok(digits: str) -> bool:
     return False
 
 
+# Magnetic-stripe data: track 1 (``%B<number>^NAME^…``) and track 2 (``;<number>=…``).
+_TRACK = re.compile(r"(?:%B|;)(?P<pan>\d{13,19})(?:\^|=\d{4})")
+
+
 def find_cards(t: Text) -> Iterator[Span]:
     if t.digits < 13:
         return
+    for m in _TRACK.finditer(t.raw):
+        if _card_ok(m.group("pan")):
+            yield PiiKind.PAYMENT_CARD, m.start("pan"), m.end("pan")
     text = t.raw
     for m in _CARD.finditer(text):
         grouped = m.group("s1") or m.group("s2") or m.group("s3") or m.group("s4")
@@ -116,9 +123,14 @@ def find_ssns(t: Text) -> Iterator[Span]:
 
 
 # Identity keywords: acronyms in upper case, phrases in any case (matched on the lowered text).
-_ID_ACRONYMS = re.compile(r"\b(?:SIN|NAS|BSN|NIE|NIF|DNI|NIR|INSEE|PAN|NINO|UIDAI|IdNr|TIN|UID)\b")
+# An acronym also counts in lower case as the name of a field ("sin:120 420 724",
+# "bsn=…", "steuer_id=…").
+_ID_ACRONYMS = re.compile(
+    r"\b(?:SIN|NAS|BSN|NIE|NIF|DNI|NIR|INSEE|PAN|NINO|UIDAI|IdNr|TIN|UID)\b"
+    r"|(?<![\w\-])(?i:sin|nas|bsn|nie|nif|dni|nir|nino|tin|idnr)(?=[ \t]*[:=])"
+)
 _ID_PHRASES = re.compile(
-    r"social insurance|burgerservice|sofinummer|steuer[\- ]?id|steueridentifikation"
+    r"social insurance|burgerservice|sofinummer|steuer[\-_ ]?id|steueridentifikation"
     r"|identifikationsnummer|tax[ \-]?id|taxpayer|aadhaa?r|s[ée]curit[ée] sociale|codice fiscale"
     r"|national insurance|national id|identity number|id number|citizen service number"
     r"|personal number|permanent account number"
