@@ -117,6 +117,15 @@ async def test_writes_and_reads_for_one_agent(kernel: Kernel) -> None:
     assert "not_found" == _error(gone)["kind"]
     kept = await tools.call("get", {"record_id": record_id, "include_forgotten": True}, writer)
     assert "forgotten" == _body(kept)["record"]["status"]
+    # a write planned before the forget (its version) is answered as one sent after it: the
+    # record is gone, whichever of the Gate's checks saw the forget (hostile pass H)
+    late_update = await tools.call(
+        "update", {**changed, "record_id": record_id, "expected_version": 2}, writer
+    )
+    late_forget = await tools.call(
+        "forget", {"record_id": record_id, "expected_version": 2}, writer
+    )
+    assert ["not_found", "not_found"] == [_error(late_update)["kind"], _error(late_forget)["kind"]]
 
 
 async def test_update_keeps_every_field_it_does_not_send(kernel: Kernel) -> None:

@@ -44,6 +44,7 @@ from engram.memory.types import (
     AccessLevel,
     CallerIdentity,
     GateAction,
+    GateDecision,
     GateDecisionType,
     MemoryRecord,
     MemoryStatus,
@@ -358,6 +359,21 @@ class AgentSession:
                 head, self._caller, ORIGIN, expected_version=expected_version, request_id=request_id
             )
         )
+
+    async def forgotten_since(
+        self, record_id: UUID | None, result: GateResult, *, absent_too: bool = False
+    ) -> bool:
+        """Whether ``result``, an UPDATE or FORGET the Gate refused, lost to a request that
+        forgot the record meanwhile (a schema rejection or a conflict, depending on which read
+        saw the forget): adapters answer it, and its replayed retry, as a request sent after
+        that forget is answered (not found); the refusal stays audited. ``absent_too``: a
+        record the caller cannot find at all counts too (an adapter that looked it up first)."""
+        if record_id is None or result.decision is GateDecision.APPROVED:
+            return False
+        head = await self._kernel.temporal.current(record_id, caller=self._caller, count_read=False)
+        if head is None:
+            return absent_too
+        return head.status is MemoryStatus.FORGOTTEN
 
     async def refuse_unknown(
         self,

@@ -200,10 +200,9 @@ async def _unless_forgotten_since(
     forgot the record (a schema rejection or a conflict, depending on which read saw it) is
     answered as if sent after that forget: 404, and so is its retry, whose recorded refusal
     is replayed (the refusal stays audited)."""
-    if result.decision is not GateDecision.APPROVED:
-        head = await kernel.temporal.current(record_id, caller=principal.caller, count_read=False)
-        if head is None or head.status is MemoryStatus.FORGOTTEN:
-            raise NotFound(f"no record {record_id}")
+    session = AgentSession(kernel, principal.caller)
+    if await session.forgotten_since(record_id, result, absent_too=True):
+        raise NotFound(f"no record {record_id}")
     return gate_response(result)
 
 

@@ -148,6 +148,8 @@ class EngramTools:
                 expected_version=control.expected_version,
                 request_id=control.request_id,
             )
+        if await session.forgotten_since(target, result):
+            raise NotFound(f"no record {target} that you may read")
         return gate_result("update", result, principal.caller.max_read_level)
 
     async def _forget(self, principal: Principal, arguments: Mapping[str, Any]) -> CallToolResult:
@@ -156,6 +158,8 @@ class EngramTools:
         result = await session.forget(
             args.record_id, expected_version=args.expected_version, request_id=args.request_id
         )
+        if await session.forgotten_since(args.record_id, result):
+            raise NotFound(f"no record {args.record_id} that you may read")
         return gate_result("forget", result, principal.caller.max_read_level)
 
     async def _feedback(self, principal: Principal, arguments: Mapping[str, Any]) -> CallToolResult:
