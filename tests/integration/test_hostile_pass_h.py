@@ -118,20 +118,14 @@ async def test_a_rollback_racing_an_agents_forget_plans_again_instead_of_failing
 # --- 2. the same content written twice at once -----------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="design: the duplicate look-up runs before the write and nothing serialises two "
-    "writers of one content hash (the one-statement write cannot see a row committed while "
-    "it waited); see the pass H report",
-)
 async def test_the_same_content_written_by_two_agents_at_once_is_stored_once(api: Api) -> None:
     """Two agents (and the first agent's retry under one Idempotency-Key) send the same belief
     at once. Sent one after the other, the second is answered ``reinforced`` and one record
-    holds the content; sent together, each writer looks for the exact duplicate before
-    either has committed, finds none, and each stores its own record: up to four live heads
-    of one content in one namespace, which search then returns side by side and whose
-    reinforcements are split between them. (The Idempotency-Key race itself holds: one
-    decision answers both attempts.)"""
+    holds the content; sent together, each writer looked for the exact duplicate before
+    either had committed, found none, and stored its own record (up to four live heads of
+    one content). A CREATE now holds its content's lock from the look-up to the commit
+    (gate.serial), so the later writers find the first. (The Idempotency-Key race itself
+    holds: one decision answers both attempts.)"""
     rng = random.Random(4)  # noqa: S311 - interleavings, not secrets
     alice = await api.agent("alice", TrustLevel.STANDARD, writes_per_minute=FAST)
     bob = await api.agent("bob", TrustLevel.STANDARD, writes_per_minute=FAST)

@@ -49,6 +49,15 @@ FOUND = [
     ),
     (PiiKind.SECRET_ASSIGNMENT, "she read out her portal password (Koala!Sunset42) to save time"),
     (PiiKind.PHONE, "pediu retorno no celular (21) 99472-3318 sobre o chargeback"),
+    # US and Canadian health, legal and HR documents
+    (PiiKind.NATIONAL_ID, "e-Rx from Dr. Whitcombe, DEA BW8890166, fill ok"),
+    (PiiKind.NATIONAL_ID, "Rendering provider is an individual (type 1) NPI: 1269245274"),
+    (PiiKind.NATIONAL_ID, "marketplace reconciliation uses ITIN 987-83-4176 from her 1095-A"),
+    (PiiKind.NATIONAL_ID, "BC PHN 9583 715 507 for the snowbird patient"),
+    (PiiKind.NATIONAL_ID, "Employee's EAD shows USCIS# A557-757-470, category C09"),
+    (PiiKind.NATIONAL_ID, "illinois dl M133-4276-3786, exp 2027, matches the subpoena"),
+    (PiiKind.NATIONAL_ID, "TRICARE: sponsor's DoD ID 9119056595 keyed into DEERS"),
+    (PiiKind.SECRET_ASSIGNMENT, "Epic test login for the new MA is dhall / yJnalF_7LY*5M!"),
     # vendor keys
     (PiiKind.API_KEY, "netlify deploy --auth nfp_XscMsBZAXEngjlfLmR5Cx5Hd3aa5sufOYnpz --prod"),
     (
@@ -75,6 +84,9 @@ NOT_FOUND = [
     "Sort code 40-47-84 is an HSBC branch; no account number supplied yet",
     "ABA 128153509 is the routing number on the cheque; we still need the account number",
     "MRZ-like noise P<<<<<<<<<<< and 123456789<<< with no valid check digits",
+    "Group NPI 1919769772 (type 2, Lakeside Family Medicine PLLC) goes in box 33a",
+    "Claimant's routing (ABA) is 260181785; still waiting on her actual account number",
+    "the login page is at /auth / sso for every clinic",
 ]
 
 

@@ -38,6 +38,7 @@ from engram.memory.gate.requests import (
     WriteOutcome,
 )
 from engram.memory.gate.resolution import carry_out
+from engram.memory.gate.serial import SameContent, content_key
 from engram.memory.gate.signals import GateSignals
 from engram.memory.gate.write_path import StaleTarget, WritePath
 from engram.memory.storable import escape_text
@@ -84,6 +85,7 @@ class LibrarianGate:
         self._limiter = limiter or RateLimiter()
         self._writes = WritePath(db=db, audit=audit, events=events)
         self._signals = GateSignals(metrics)
+        self._same_content = SameContent()  # a CREATE waits for writers of its content
 
     @property
     def advisor(self) -> GateAdvisor:
@@ -119,7 +121,8 @@ class LibrarianGate:
         ):
             embedding = asyncio.ensure_future(self._embed(record.content))
         try:
-            result = await self._evaluate(request, decision_id, timing, embedding)
+            async with self._same_content.hold(content_key(request)):
+                result = await self._evaluate(request, decision_id, timing, embedding)
             return await as_read_by(self._db, result, request.caller_identity)
         finally:
             if embedding is not None and not embedding.done():

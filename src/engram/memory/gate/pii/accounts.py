@@ -71,7 +71,7 @@ _CODE_SHAPES = {
 }
 # A text that says the account itself is not given: a bank code alone locates no money.
 _NO_ACCOUNT = re.compile(
-    r"\b(?:no|without|need|needs|needed|missing|awaiting|still need)\b[^.\n]{0,24}"
+    r"\b(?:no|without|need|needs|needed|missing|awaiting|waiting|pending|still need)\b[^.\n]{0,24}"
     r"\baccount(?: number| no\.?| details)?\b"
     r"|\baccount (?:number|details) (?:will|to) (?:come|follow)"
 )

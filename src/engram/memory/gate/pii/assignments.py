@@ -310,6 +310,11 @@ _GROUPED_SEED = re.compile(
 _BRACKETED = re.compile(
     r"(?i)\b(?:password|passcode|passphrase|pwd|pin)[ \t]*\((?P<v>[^\s()]{6,64})\)"
 )
+# A login given as "user / password": "Epic test login for the new MA is dhall / yJnalF_7LY*5M!".
+_LOGIN_PAIR = re.compile(
+    r"(?i)\b(?:login|credentials?|creds|sign-?in)\b[^\n]{0,40}?(?:\bis|\bare|:)[ \t]+"
+    r"[\w.@\-]{2,64}[ \t]*/[ \t]*(?P<v>[^\s;,]{6,64})"
+)
 _COOKIE = re.compile(r"(?i)\b(?:set-)?cookie:[ \t]*(?P<v>[^\n]{1,2048})")
 _COOKIE_PAIR = re.compile(r"(?P<name>[^\s=;,]{1,64})=(?P<value>[^\s;,]{1,512})")
 
@@ -328,6 +333,7 @@ _SHORT: tuple[tuple[tuple[str, ...], re.Pattern[str], Callable[[str], bool] | No
     (("code",), _BACKUP_CODES, None),
     (("seed", "secret", "authenticator", "totp", "2fa", "mfa"), _GROUPED_SEED, _random_seed),
     (("(",), _BRACKETED, _bracketed_password),
+    (("login", "credential", "creds", "sign-in", "signin"), _LOGIN_PAIR, _bracketed_password),
 )
 
 

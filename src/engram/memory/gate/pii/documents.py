@@ -27,12 +27,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 
+from stdnum import luhn as _luhn
 from stdnum.ar import cuit as _ar_cuit
 from stdnum.at import vnr as _at_vnr
 from stdnum.au import tfn as _au_tfn
 from stdnum.be import nn as _be_nn
 from stdnum.bg import egn as _bg_egn
 from stdnum.br import cpf as _br_cpf
+from stdnum.ca import bc_phn as _ca_bc_phn
 from stdnum.ch import ssn as _ch_ssn
 from stdnum.cl import rut as _cl_rut
 from stdnum.cn import ric as _cn_ric
@@ -128,6 +130,19 @@ def _uk_licence(value: str) -> bool:
     return (1 <= month <= 12 or 51 <= month <= 62) and 1 <= day <= 31
 
 
+def _us_npi(value: str) -> bool:
+    """A US National Provider Identifier: ten digits, Luhn over the 80840 prefix."""
+    return bool(re.fullmatch(r"[12]\d{9}", value)) and bool(_luhn.is_valid("80840" + value))
+
+
+def _us_dea(value: str) -> bool:
+    """A DEA registration number: two letters, six digits and a check digit."""
+    if not re.fullmatch(r"[A-Z]{2}\d{7}", value):
+        return False
+    d = [int(c) for c in value[2:]]
+    return (d[0] + d[2] + d[4] + 2 * (d[1] + d[3] + d[5])) % 10 == d[6]
+
+
 def _ir_melli(value: str) -> bool:
     """An Iranian national code (kod-e melli): ten digits, the last a mod-11 check."""
     if not re.fullmatch(r"\d{10}", value) or len(set(value)) == 1:
@@ -195,6 +210,17 @@ _CHECKED: tuple[tuple[str, Check], ...] = (
     (r"hkid|hong kong id(?:entity card)?", _hkid),
     (r"pan(?: card| no\.?| number)?", lambda v: bool(_in_pan.is_valid(v.upper()))),
     (r"کد ملی|melli code|code melli|kod-?e? melli|iranian national code", _ir_melli),
+    (r"npi(?: number| no\.?)?|national provider identifier", _us_npi),
+    (r"dea(?: number| no\.?| registration(?: number)?| #)?", _us_dea),
+    (r"(?:bc )?phn|personal health number", _ca_bc_phn.is_valid),
+)
+_US_STATES = (
+    "alabama|alaska|arizona|arkansas|california|colorado|connecticut|delaware|florida|georgia"
+    "|hawaii|idaho|illinois|indiana|iowa|kansas|kentucky|louisiana|maine|maryland"
+    "|massachusetts|michigan|minnesota|mississippi|missouri|montana|nebraska|nevada"
+    "|new hampshire|new jersey|new mexico|new york|north carolina|north dakota|ohio|oklahoma"
+    "|oregon|pennsylvania|rhode island|south carolina|south dakota|tennessee|texas|utah"
+    "|vermont|virginia|washington|west virginia|wisconsin|wyoming"
 )
 # Keywords of documents without a published check digit: the token's shape must do.
 _SHAPED = (
@@ -213,6 +239,8 @@ _SHAPED = (
     r"|nic|nid|iin|снилс|snils"
     r"|tax (?:id|number|identification number|code)|taxpayer"
     r"|voter'?s? (?:id|card)|voter id card|epic (?:no|number)"
+    r"|dmv (?:client )?id|dod id|edipi|a-?number|alien (?:registration )?number|uscis"
+    r"|(?:" + _US_STATES + r") (?:dl|driver'?s? licen[cs]e|licen[cs]e|id card|state id)"
 )
 _CHECKED_RE = re.compile(r"\b(?:" + "|".join(f"(?:{k})" for k, _ in _CHECKED) + r")\b")
 _CHECKED_PARTS = tuple((re.compile(rf"(?:{k})\Z"), check) for k, check in _CHECKED)
@@ -225,6 +253,7 @@ _ABBREVIATIONS = frozenset({"dl", "nin", "cin", "tin", "nic", "nid", "iin"})
 # A tax number of a company, not a person: "company tax number", "VAT / business tax id".
 _NOT_PERSONAL = re.compile(r"\b(?:company|business|corporate|vat|supplier|firm|employer)\b")
 _ABBREVIATION_AFTER = 8
+_ORGANISATION = re.compile(r"\b(?:group|type 2|organi[sz]ation(?:al)?|facility|billing)\b")
 _LONG_RUN = re.compile(r"(?<![\w\-./])\d{9,17}(?![\w\-]|[.,]\d)")
 #: Keywords read per text; a text naming more ids than this is reported unread (fail-safe).
 MAX_KEYWORDS = 64
@@ -356,6 +385,10 @@ def find_documents(t: Text) -> Iterator[Span]:
         yield PiiKind.NATIONAL_ID, last.start(), last.end()
         return
     for k in checked:
+        if k.group(0).startswith(("npi", "national provider")) and _ORGANISATION.search(
+            lower, max(0, k.start() - 24), k.end() + 40
+        ):
+            continue  # an organisation's NPI (type 2) names no person
         check = _check_of(k.group(0))
         # a checked format may be written in lower case ("pan is jqxpr9902e"): its check holds
         after = _first_token(text, k.end(), k.end() + _AFTER, any_case=True)

@@ -17,6 +17,7 @@ from stdnum.in_ import aadhaar as _in_aadhaar
 from stdnum.in_ import pan as _in_pan
 from stdnum.it import codicefiscale as _it_cf
 from stdnum.nl import bsn as _nl_bsn
+from stdnum.us import itin as _us_itin
 from stdnum.us import ssn as _us_ssn
 
 from engram.memory.gate.pii.findings import PiiKind, Span, Text
@@ -107,11 +108,19 @@ _SSN_CONTEXT = re.compile(
 )
 
 
+_ITIN_CONTEXT = re.compile(r"(?i)\bitin\b")
+
+
 def find_ssns(t: Text) -> Iterator[Span]:
     if t.digits < 9:
         return
     text = t.raw
     for m in _SSN.finditer(text):
+        if _us_itin.is_valid(m.group(0).replace(" ", "-")) and (
+            m.group("sep") == "-" or preceded_by(_ITIN_CONTEXT, text, m.start(), 48)
+        ):  # an ITIN, a taxpayer id the IRS issues to people without an SSN
+            yield PiiKind.NATIONAL_ID, m.start(), m.end()
+            continue
         if not _us_ssn.is_valid(m.group(0).replace(" ", "-")):
             continue
         if (
