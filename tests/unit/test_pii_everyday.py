@@ -1,6 +1,8 @@
 """PII screening of everyday, integration, document and finance text (rules read off the
 dev_u, dev_v, dev_w and dev_x writers)."""
 
+# ruff: noqa: RUF001 - the cases are written in other scripts on purpose
+
 from __future__ import annotations
 
 import pytest
@@ -58,6 +60,18 @@ FOUND = [
     (PiiKind.NATIONAL_ID, "illinois dl M133-4276-3786, exp 2027, matches the subpoena"),
     (PiiKind.NATIONAL_ID, "TRICARE: sponsor's DoD ID 9119056595 keyed into DEERS"),
     (PiiKind.SECRET_ASSIGNMENT, "Epic test login for the new MA is dhall / yJnalF_7LY*5M!"),
+    # labels in other scripts (read folded, as the scanner reads the text)
+    (PiiKind.SECRET_ASSIGNMENT, '管理画面のパスワードは "fxkRG*e1JUgb" です'),
+    (PiiKind.SECRET_ASSIGNMENT, "пароль от 1С: 8n-dq-D29L*o, не пересылай"),
+    (PiiKind.SECRET_ASSIGNMENT, "访客 Wi-Fi 密码：*Pwrx0j4#w6#（每月更换）"),
+    (PiiKind.PHONE, "Driver 王师傅，手机 139 9010 6205，wait at 虹桥 T2"),
+    (PiiKind.PHONE, "ask Γιώργος, κινητό 697 618 9837, before noon"),
+    (PiiKind.NATIONAL_ID, "เลขประจำตัวประชาชน 1-5696-34576-54-4 for payroll"),
+    (PiiKind.NATIONAL_ID, "מספר תעודת זהות 337670053 for the Haifa new hire"),
+    (PiiKind.NATIONAL_ID, '{"name": "Sato Yui", "my_number": "399925201375"}'),
+    (PiiKind.NATIONAL_ID, "РНОКПП 3244936073 for the Lviv freelancer's contract"),
+    (PiiKind.BANK_ACCOUNT, "薪轉帳戶 中國信託 (822) 帳號 2214-2754-4651 for the hire"),
+    (PiiKind.API_KEY, "AccessKeyId=LTAI5toGmjuttWTTbtj3RTAJ for the OSS bucket"),
     # vendor keys
     (PiiKind.API_KEY, "netlify deploy --auth nfp_XscMsBZAXEngjlfLmR5Cx5Hd3aa5sufOYnpz --prod"),
     (
@@ -87,6 +101,11 @@ NOT_FOUND = [
     "Group NPI 1919769772 (type 2, Lakeside Family Medicine PLLC) goes in box 33a",
     "Claimant's routing (ABA) is 260181785; still waiting on her actual account number",
     "the login page is at /auth / sso for every clinic",
+    "QQ号 2898446324 是她的工作号, used only for the vendor group chat",
+    "ООО «Волга Партс»: ИНН 7792452370, ОГРН 1439466349200 for the supplier",
+    "ΑΦΜ εταιρείας 094201080 (Aegean Freight) printed on the invoice header",
+    "Mã số thuế công ty 0342425118 — xuất hóa đơn VAT for March",
+    "사업자등록번호 905-87-62992 goes on the tax invoice",
 ]
 
 

@@ -32,22 +32,27 @@ from stdnum.nz import bankaccount as _nz_account
 from stdnum.us import rtn as _us_rtn
 
 from engram.memory.gate.pii.findings import PiiKind, Span, Text
-from engram.memory.gate.pii.heuristics import passes_check
+from engram.memory.gate.pii.heuristics import folded, passes_check
 
 _BANKING = re.compile(
-    r"(?:bank|\b(?:banking|routing|sort {1,3}code|bsb|ifsc|clabe|swift|bic|iban|ach|eft|wire"
-    r"|payouts?"
-    r"|payroll|direct deposit|deposit|transit|branch|cheque|checking|savings|current account"
-    r"|refund|reimburse\w*|kontonummer|kontonr|konto|futsu|giro|rib|bankleitzahl|blz"
-    r"|reg\.? ?nr|registreringsnummer|cbu|nuban|udbetaling|utbetalning|transfers?"
-    r"|račun|tekući|rachunek|sąskaitos|reikningsnúmer|счет|рахунок|rib|banco|ahorros"
-    r"|corriente|cci)\b)"
+    folded(
+        r"(?:bank|\b(?:banking|routing|sort {1,3}code|bsb|ifsc|clabe|swift|bic|iban|ach|eft|wire"
+        r"|payouts?"
+        r"|payroll|direct deposit|deposit|transit|branch|cheque|checking|savings|current account"
+        r"|refund|reimburse\w*|kontonummer|kontonr|konto|futsu|giro|rib|bankleitzahl|blz"
+        r"|reg\.? ?nr|registreringsnummer|cbu|nuban|udbetaling|utbetalning|transfers?"
+        r"|račun|tekući|rachunek|sąskaitos|reikningsnúmer|счет|рахунок|rib|banco|ahorros"
+        r"|corriente|cci)\b|銀行|银行|振込|은행|банк|בנק|ธนาคาร|ngân hàng|帳號|账号|帳戶|账户|口座)"
+    )
 )
 _ACCOUNT_WORDS = re.compile(
-    r"(?:\b(?:account|acct|acc|a/c|ac no|clabe|nuban|kontonummer|kontonr|konto|cuenta|compte"
-    r"|conto|rekening|checking|savings|cheque account|stk|số tài khoản|rekening|no\. rek"
-    r"|račun|rachunek|sąskaitos nr|reikningsnúmer|счет|рахунок|rib|cci)"
-    r"|account_?(?:number|no|num)\b)"
+    folded(
+        r"(?:\b(?:account|acct|acc|a/c|ac no|clabe|nuban|kontonummer|kontonr|konto|cuenta|compte"
+        r"|conto|rekening|checking|savings|cheque account|stk|số tài khoản|rekening|no\. rek"
+        r"|račun|rachunek|sąskaitos nr|reikningsnúmer|счет|рахунок|rib|cci)"
+        r"|帳號|账号|帳戶|账户|口座|普通|当座|계좌(?:번호)?|номер сч[её]та|חשבון|บัญชี|số tài khoản"
+        r"|account_?(?:number|no|num)\b)"
+    )
 )
 _NOT_BANK = re.compile(
     r"\b(?:aws|gcp|azure|customer|client|user|member|loyalty|billing|service|cloud|admin"

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Iterator
 
 from engram.memory.gate.pii.findings import PiiKind, Span, Text
-from engram.memory.gate.pii.heuristics import char_classes, entropy, is_placeholder
+from engram.memory.gate.pii.heuristics import char_classes, entropy, folded, is_placeholder
 
 # Words for a password in other languages (written without diacritics, as in config).
 _FOREIGN_PASSWORDS = (
@@ -23,7 +23,10 @@ _FOREIGN_PASSWORDS = (
     "parool", "lykilord", "slaptazodis", "parole", "passe",
 )  # fmt: skip
 # The same words as written with their letters (the name splitter reads ASCII words only).
-_ACCENTED_PASSWORDS = ("hasło", "contraseña", "şifre", "jelszó", "lösenord")
+_ACCENTED_PASSWORDS = tuple(map(folded, (
+    "hasło", "contraseña", "şifre", "jelszó", "lösenord", "пароль", "パスワード", "비밀번호",
+    "密码", "密碼", "סיסמה", "סיסמא", "كلمة المرور", "κωδικός", "mật khẩu", "รหัสผ่าน",
+)))  # fmt: skip
 _SECRET_STEMS = (
     "key", "secret", "token", "pass", "pwd", "pw", "cred", "sessionid", "seed",
     *_FOREIGN_PASSWORDS, *_ACCENTED_PASSWORDS,
@@ -36,7 +39,7 @@ _ASSIGNMENT = re.compile(
     + r")"
     r"[\w.\-]{0,40})"
     r"(?:(?P<gap>[ \t]+(?:for|of|on|at|to|in|do|na|za|pro|zu|pour|para|per|voor|til"
-    r"|de|du|des|del|della|der|dem|den)"
+    r"|de|du|des|del|della|der|dem|den|от|для)"
     r"[ \t][^.\n:=;,\"'`]{1,40}?)?"
     r"[\"']?(?:[ \t]{0,3}(?::=|=>|=|:)[ \t]{0,3}|[ \t]+(?:is|was|est|ist|es|è)(?:[ \t]+now)?[ \t]+"
     r"|[ \t]+(?:(?:got|was|has been|is)[ \t]+)?(?:reset|changed|set|updated|rotated)[ \t]+to[ \t]+)"
@@ -96,6 +99,7 @@ _REFERENCE = re.compile(r"[A-Za-z_]+\d{0,2}(?:\.[A-Za-z_]+\d{0,2})+|[A-Z][A-Z0-9
 _OBJECT_ID = re.compile(
     r"(?:tok|pm|cus|acct|ch|pi|src|card|seti|sub|prod|price|evt|req|txn|py|re|po)_[A-Za-z0-9]{8,32}"
 )
+_CALLABLE = re.compile(r"[A-Za-z_][\w.]*")
 _DIGEST = re.compile(r"(?i)^(?:sha\d*|md5|blake2\w*)[:\-]")
 _BASE64 = re.compile(r"[A-Za-z0-9+/]{8,}={0,2}")
 
@@ -104,11 +108,13 @@ def _key_class(key: str, *, wifi: bool = False) -> str | None:
     """``"password"``, ``"secret"`` or None for the name on the left of an assignment; a
     lone ``key`` in a text about a wireless network is its password ("SSID … key: …")."""
     words = [w.lower() for w in _IDENT_WORD.findall(key)]
-    if not words or any(w in _METADATA_WORDS for w in words):
+    if any(w in _METADATA_WORDS for w in words):
+        return None
+    if any(word in key.lower() for word in _ACCENTED_PASSWORDS):
+        return "password"  # also a name of no ASCII word at all ("管理画面のパスワード")
+    if not words:
         return None
     if wifi and words == ["key"]:
-        return "password"
-    if any(word in key.lower() for word in _ACCENTED_PASSWORDS):
         return "password"
     if any(w in _PASSWORD_WORDS or w.endswith(("password", "passwd")) for w in words):
         return "password"
@@ -135,8 +141,8 @@ def _decodes_to_placeholder(value: str) -> bool:
 
 def _secret_value_ok(value: str, key_class: str, next_char: str, *, bare: bool) -> bool:
     """The entropy rule of the module docstring, applied to one assigned value."""
-    if next_char in {"(", "["} or is_placeholder(value):
-        return False
+    if (next_char in {"(", "["} and _CALLABLE.fullmatch(value)) or is_placeholder(value):
+        return False  # a call or subscript (get_password(), env["X"]) is no value
     if bare and _REFERENCE.fullmatch(value):
         return False
     if "://" in value or value.startswith(("/", "./", "~/")) or _DIGEST.match(value):

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import phonenumbers
 
 from engram.memory.gate.pii.findings import PiiKind, Span, Text
+from engram.memory.gate.pii.heuristics import folded
 
 # --------------------------------------------------------------------------- email
 
@@ -39,7 +40,7 @@ _NOT_PHONE_LABEL = re.compile(
     r"(?i)(?:\b(?:order|ticket|invoice|inv|build|issue|pr|case|ref|reference|tracking|acct"
     r"|account|po|job|run|batch|txn|transaction|confirmation|serial|sku|version|release|id"
     r"|item|part|incident|request|req|pipeline|commit|cve|patent|isbn|seed|port|pin"
-    r"|imei|meid|imsi|iccid|sin|meter|consumer)"
+    r"|imei|meid|imsi|iccid|sin|meter|consumer|qq(?:号码|号)?)"
     r"(?:[ \t]*(?:no\.?|number|num|id|#))?[ \t]*[#:=]?|#)[ \t]*$"
 )
 _GLUE = frozenset("-_/#.@=\\")
@@ -51,7 +52,9 @@ _PHONE_WORDS = (
     "phone", "tel", "mobile", "cell", "call", "fax", "whatsapp", "signal", "landline", "handy",
     "portable", "ring", "text", "sms", "dial", "contact", "kakao", "wechat", "viber",
     "telegram", "imessage", "facetime", "voicemail", "hotline", "helpline", "reach me",
-    "celular", "cel", "movil", "móvil", "telefone", "tlf", "tfno",
+    "celular", "cel", "movil", "móvil", "telefone", "tlf", "tfno", "κινητό", "τηλ", "手机",
+    "手機", "電話", "携帯", "전화", "휴대폰", "핸드폰", "טלפון", "נייד", "โทร", "điện thoại", "sđt",
+    "моб", "мобильный", "جوال", "موبايل",
     "reach her", "reach him", "reach them", "тел", "телефон", "tél", "téléphone", "telefon",
     "telefono", "teléfono", "puhelin", "sími", "هاتف",
 )  # fmt: skip
@@ -61,7 +64,8 @@ _NATIONAL_REGIONS = (
     "GB", "DE", "FR", "IT", "NL", "BE", "AT", "CH", "IE", "AU", "IN", "JP", "BR", "ES", "PT",
     "PL", "SE", "NO", "DK", "FI", "NZ", "ZA", "KR", "SG", "MX", "CN", "CZ", "GR", "TR", "IL",
     "US", "CA", "ID", "PH", "VN", "PK", "HU", "HR", "AR", "CL", "EG", "KE", "NG", "BG", "RS",
-    "SK", "SI", "LT", "LV", "EE", "IS", "LU", "MA", "GH", "AE", "SA", "UA",
+    "SK", "SI", "LT", "LV", "EE", "IS", "LU", "MA", "GH", "AE", "SA", "UA", "HK", "TW", "TH",
+    "MY", "KZ", "RU", "QA", "CY", "IR",
 )  # fmt: skip
 
 
@@ -78,6 +82,8 @@ def _phone_span_ok(text: str, start: int, end: int) -> bool:
         return False
     if _NOT_PHONE_LABEL.search(text, max(0, start - 32), start) is not None:
         return False
+    if _TAX_NUMBER.search(text, max(0, start - 40), start) is not None:
+        return False
     if _YEAR_FIRST.match(text, start):
         return False  # 2026.02.0988, 2024-05-118734: a build or case number that opens on a date
     label = _NUMBER_LABEL.search(text, max(0, start - 32), start)
@@ -87,7 +93,7 @@ def _phone_span_ok(text: str, start: int, end: int) -> bool:
 # A whole word, an inflection ("phones", "phoned", "calling") or a compound ("telephone",
 # "telco", "Telefonnummer"): not the first letters of a longer name ("mobilesdk_app_id").
 _PHONE_WORD = re.compile(
-    r"\b(?:" + "|".join(_PHONE_WORDS) + r")"
+    r"\b(?:" + "|".join(map(folded, _PHONE_WORDS)) + r")"
     r"(?:s|es|d|ed|ing|co|ephony|e?phone|nummer|nr|number|no)?(?![a-z])"
 )
 _DATE_RUN = re.compile(r"\d{1,4}[/.\-]\d{1,2}[/.\-]\d{1,4}")
@@ -144,6 +150,12 @@ _NUMBER_LABEL = re.compile(r"(?i)(\w*)[ .\-]*(?:nr|no|n[º°])\.?[ \t]*[:#]?[ \t
 _PHONE_STEMS = ("tel", "phone", "fon", "handy", "mobil", "cell", "fax")
 # Eight digits in pairs ("20 63 18 54"): how Danish and Norwegian numbers are written.
 _PAIRS = re.compile(r"\d{2} \d{2} \d{2} \d{2}")
+# A tax or business registration number, named a few words before the digits.
+_TAX_NUMBER = re.compile(
+    r"(?i)(?:mã số thuế|\bmst\b|tax (?:code|id|number)|사업자등록번호|business registration"
+    r"|αφμ|\bafm\b|\bинн\b|\bогрн\b|\bкпп\b|\binn\b|\bogrn\b)"  # noqa: RUF001 - Russian
+    r"[^\n\d]{0,24}$"
+)
 _DECIMAL = re.compile(r"\d+[.,]\d+")
 _YEAR_FIRST = re.compile(r"(?:19|20)\d{2}[.\-/](?:0[1-9]|1[0-2])[.\-/]")
 _MOBILE = frozenset(

@@ -70,11 +70,12 @@ from stdnum.se import personnummer as _se_pnr
 from stdnum.si import emso as _si_emso
 from stdnum.th import pin as _th_pin
 from stdnum.tr import tckimlik as _tr_tck
+from stdnum.ua import rntrc as _ua_rntrc
 from stdnum.ve import rif as _ve_rif
 from stdnum.za import idnr as _za_idnr
 
 from engram.memory.gate.pii.findings import PiiKind, Span, Text
-from engram.memory.gate.pii.heuristics import passes_check
+from engram.memory.gate.pii.heuristics import folded, passes_check
 
 Check = Callable[[str], bool]
 
@@ -174,7 +175,7 @@ _CHECKED: tuple[tuple[str, Check], ...] = (
     (r"rfc", _mx_rfc.is_valid),
     (r"rut", _cl_rut.is_valid),
     (r"rrn|resident registration(?: number)?|주민등록번호", _kr_rrn.is_valid),
-    (r"my ?number|individual number|マイナンバー", _jp_in.is_valid),
+    (r"my[ _]?number|individual number|マイナンバー|個人番号", _jp_in.is_valid),
     (r"nric|fin", _any(_sg_nric, _my_nric.is_valid)),
     (r"ird(?: number)?", _nz_ird.is_valid),
     (r"tfn|tax file number", _au_tfn.is_valid),
@@ -189,7 +190,7 @@ _CHECKED: tuple[tuple[str, Check], ...] = (
     (r"rijksregisternummer|national (?:register|registry) number", _be_nn.is_valid),
     (r"resident identity|居民身份证", _cn_ric.is_valid),
     (r"cuil|cuit", _ar_cuit.is_valid),
-    (r"teudat zehut|t\.z\.|israeli id(?: number)?", _il_idnr.is_valid),
+    (r"teudat zehut|t\.z\.|israeli id(?: number)?|תעודת זהות|ת\.ז", _il_idnr.is_valid),
     (r"rodn[ée] [čc][íi]slo|r\.[čc]\.", _cz_rc.is_valid),
     (r"t\.?c\.? kimlik(?: no)?|kimlik no", _tr_tck.is_valid),
     (r"cpr(?:-nummer| number| nr\.?)?", _dk_cpr.is_valid),
@@ -204,8 +205,9 @@ _CHECKED: tuple[tuple[str, Check], ...] = (
     (r"personas kods", _lv_pvn.is_valid),
     (r"isikukood", _ee_ik.is_valid),
     (r"rif", _ve_rif.is_valid),
-    (r"инн|inn(?: физлица)?", _ru_inn.is_valid),
-    (r"thai (?:pin|id)", _th_pin.is_valid),
+    (r"инн|inn(?: физлица)?", lambda v: len(v) == 12 and bool(_ru_inn.is_valid(v))),
+    (r"рнокпп|рнокпп|ипн|іпн|rnokpp", _ua_rntrc.is_valid),
+    (r"thai (?:pin|id)|เลขประจำตัวประชาชน|บัตรประชาชน", _th_pin.is_valid),
     (r"taiwan id|身分證", _tw_id),
     (r"hkid|hong kong id(?:entity card)?", _hkid),
     (r"pan(?: card| no\.?| number)?", lambda v: bool(_in_pan.is_valid(v.upper()))),
@@ -239,12 +241,14 @@ _SHAPED = (
     r"|nic|nid|iin|снилс|snils"
     r"|tax (?:id|number|identification number|code)|taxpayer"
     r"|voter'?s? (?:id|card)|voter id card|epic (?:no|number)"
+    r"|паспорт|护照|護照|여권|パスポート|דרכון|hộ chiếu|หนังสือเดินทาง|جواز سفر"
+    r"|αριθμός ταυτότητας|δελτίο ταυτότητας|身份证|身分證|주민등록증|удостоверение личности"
     r"|dmv (?:client )?id|dod id|edipi|a-?number|alien (?:registration )?number|uscis"
     r"|(?:" + _US_STATES + r") (?:dl|driver'?s? licen[cs]e|licen[cs]e|id card|state id)"
 )
-_CHECKED_RE = re.compile(r"\b(?:" + "|".join(f"(?:{k})" for k, _ in _CHECKED) + r")\b")
-_CHECKED_PARTS = tuple((re.compile(rf"(?:{k})\Z"), check) for k, check in _CHECKED)
-_SHAPED_RE = re.compile(r"\b(?:" + _SHAPED + r")\b")
+_CHECKED_RE = re.compile(folded(r"\b(?:" + "|".join(f"(?:{k})" for k, _ in _CHECKED) + r")\b"))
+_CHECKED_PARTS = tuple((re.compile(folded(rf"(?:{k})\Z")), check) for k, check in _CHECKED)
+_SHAPED_RE = re.compile(folded(r"\b(?:" + _SHAPED + r")\b"))
 _AFTER = 40
 _BEFORE = 32
 # Short names that are also ordinary words or abbreviations ("DL" for deep learning): they
@@ -253,6 +257,8 @@ _ABBREVIATIONS = frozenset({"dl", "nin", "cin", "tin", "nic", "nid", "iin"})
 # A tax number of a company, not a person: "company tax number", "VAT / business tax id".
 _NOT_PERSONAL = re.compile(r"\b(?:company|business|corporate|vat|supplier|firm|employer)\b")
 _ABBREVIATION_AFTER = 8
+# A company named beside a tax number: "εταιρεία" and its forms, Greek "A.E.", "Ltd", "GmbH".
+_COMPANY = re.compile(r"εταιρ|\b(?:company|ltd|gmbh|llc|inc)\b|\N{GREEK SMALL LETTER ALPHA}\.ε\.")
 _ORGANISATION = re.compile(r"\b(?:group|type 2|organi[sz]ation(?:al)?|facility|billing)\b")
 _LONG_RUN = re.compile(r"(?<![\w\-./])\d{9,17}(?![\w\-]|[.,]\d)")
 #: Keywords read per text; a text naming more ids than this is reported unread (fail-safe).
@@ -385,6 +391,10 @@ def find_documents(t: Text) -> Iterator[Span]:
         yield PiiKind.NATIONAL_ID, last.start(), last.end()
         return
     for k in checked:
+        if k.group(0) in ("afm", "αφμ") and _COMPANY.search(
+            lower, max(0, k.start() - 40), k.end() + 40
+        ):
+            continue  # a company's tax number names no person
         if k.group(0).startswith(("npi", "national provider")) and _ORGANISATION.search(
             lower, max(0, k.start() - 24), k.end() + 40
         ):

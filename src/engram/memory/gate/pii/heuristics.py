@@ -9,8 +9,16 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Callable
+
+
+def folded(keywords: str) -> str:
+    """Keywords (or a pattern of them) in the form scanned text is read in: each non-ASCII
+    character NFKC-normalised on its own, as the scanner folds text ("ำ" in Thai becomes
+    two characters)."""
+    return "".join(c if c.isascii() else unicodedata.normalize("NFKC", c) for c in keywords)
 
 
 def entropy(value: str) -> float:
