@@ -117,10 +117,16 @@ class Reading:
     written: tuple[str, str]
 
 
+#: Significant digits an amount is compared to: a conversion's floating-point residue sits
+#: near the sixteenth; a written amount ("5550123456") keeps every digit up to the twelfth.
+_SIGNIFICANT = 12
+
+
 def _exact(dimension: str, value: float) -> Quantity:
-    """A quantity whose value is rounded to nine significant digits, so that a conversion's
-    floating-point residue ("2.2 m" against "220 cm") does not tell equal amounts apart."""
-    rounded = float(f"{value:.9g}") if math.isfinite(value) else value
+    """A quantity whose value is rounded to :data:`_SIGNIFICANT` digits, so that a
+    conversion's floating-point residue ("2.2 m" against "220 cm") does not tell equal
+    amounts apart."""
+    rounded = float(f"{value:.{_SIGNIFICANT}g}") if math.isfinite(value) else value
     return Quantity(dimension, rounded)
 
 
@@ -332,4 +338,5 @@ def changed_amounts(old_text: str, new_text: str) -> bool:
 
 
 def _key(quantity: Quantity) -> tuple[str, str]:
-    return quantity.dimension, repr(round(quantity.value, 6))
+    """Significant digits, not decimals: "2.5 mg" (2.5e-06 kg) is not "2.6 mg"."""
+    return quantity.dimension, f"{quantity.value:.{_SIGNIFICANT}g}"

@@ -23,6 +23,7 @@ counts only where the text says it is a bank account:
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterator
 
@@ -135,15 +136,18 @@ def find_bank_accounts(t: Text) -> Iterator[Span]:
             yield PiiKind.BANK_ACCOUNT, m.start(), m.end()
     if len(lower) != len(text) or not _BANKING.search(lower):
         return
-    missing = [m.span() for m in _NO_ACCOUNT.finditer(lower)]
+    missing = [m.span() for m in _NO_ACCOUNT.finditer(lower)]  # disjoint, in text order
+    missing_starts = [start for start, _ in missing]
     for m in _CODES.finditer(lower):
         if _code_ok(m.group("kind"), m.group("code").strip()) and not missing:
             yield PiiKind.BANK_ACCOUNT, m.start("code"), m.end("code")
     for word in _ACCOUNT_WORDS.finditer(lower):
         if _NOT_BANK.search(lower, max(0, word.start() - 16), word.start()):
             continue
-        if any(start <= word.start() < end for start, end in missing):
-            continue  # "no account number yet", "account details will come by post"
+        at = bisect.bisect_right(missing_starts, word.start()) - 1
+        # "no account number yet", "account details will come by post": the number before
+        # the word is a bank code, not the account; one written after it still is one
+        said_missing = at >= 0 and word.start() < missing[at][1]
         after = [
             n
             for n in _NUMBER.finditer(text, word.end(), min(len(text), word.end() + _AFTER))
@@ -154,5 +158,5 @@ def find_bank_accounts(t: Text) -> Iterator[Span]:
             for n in _NUMBER.finditer(text, max(0, word.start() - _BEFORE), word.start())
             if _account_like(text, n)
         ]
-        for number in after[:1] or before[-1:]:
+        for number in after[:1] or ([] if said_missing else before[-1:]):
             yield PiiKind.BANK_ACCOUNT, number.start(), number.end()

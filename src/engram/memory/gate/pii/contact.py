@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import re
 from collections.abc import Iterator
 
@@ -40,7 +42,7 @@ _NOT_PHONE_LABEL = re.compile(
     r"(?i)(?:\b(?:order|ticket|invoice|inv|build|issue|pr|case|ref|reference|tracking|acct"
     r"|account|po|job|run|batch|txn|transaction|confirmation|serial|sku|version|release|id"
     r"|item|part|incident|request|req|pipeline|commit|cve|patent|isbn|seed|port|pin"
-    r"|imei|meid|imsi|iccid|sin|meter|consumer|qq(?:号码|号)?)"
+    r"|imei|meid|imsi|iccid|sin|meter|consumer|routing|aba|rtn|transit|qq(?:号码|号)?)"
     r"(?:[ \t]*(?:no\.?|number|num|id|#))?[ \t]*[#:=]?|#)[ \t]*$"
 )
 _GLUE = frozenset("-_/#.@=\\")
@@ -188,15 +190,31 @@ def _international_possible(candidate: str) -> bool:
     return len(str(number.national_number)) >= 8 and phonenumbers.is_possible_number(number)
 
 
+class _Covered:
+    """Spans already found, asked whether a run overlaps one in logarithmic time (a text
+    of thousands of ids has thousands of runs, each once compared with every span)."""
+
+    def __init__(self, taken: list[Span]) -> None:
+        spans = sorted((start, end) for _, start, end in taken)
+        self._starts = [start for start, _ in spans]
+        self._reach = list(itertools.accumulate((end for _, end in spans), max))
+
+    def overlaps(self, start: int, end: int) -> bool:
+        """Whether a span that begins before ``end`` ends after ``start``."""
+        before = bisect.bisect_left(self._starts, end)
+        return before > 0 and self._reach[before - 1] > start
+
+
 def _runs(t: Text, taken: list[Span]) -> Iterator[tuple[re.Match[str], bool]]:
     """Digit runs of seven digits or more that no other finding covers, each with whether it
     is one too many: past ``MAX_PHONE_RUNS`` (more candidate numbers than any memory holds),
     rather than spend the Gate's time reading them all, or skip what may hide behind them,
     the next run is a finding unread."""
     read = 0
+    covered = _Covered(taken)
     for run in _PHONE_RUN.finditer(t.raw):
         start, end = run.span()
-        if any(s < end and start < e for _, s, e in taken):
+        if covered.overlaps(start, end):
             continue
         if sum(c.isdigit() for c in run.group(0)) < 7:
             continue

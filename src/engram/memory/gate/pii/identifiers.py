@@ -196,6 +196,16 @@ _LETTER_ID_RULES: dict[str, tuple[Callable[[str], bool], bool]] = {
 # The run is taken whole (possessive): a card number does not hide a 12-digit id inside it.
 _DIGIT_IDS = re.compile(r"(?<![\w.\-])\d(?:[ .\-]?\d){8,}+(?![\w\-]|\.\d)")
 _NON_DIGIT = re.compile(r"\D")
+_DOTTED_QUAD = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}")
+
+
+def _ipv4(token: str) -> bool:
+    """An IPv4 address ("10.0.105.221"): its nine to twelve digits are no id."""
+    return _DOTTED_QUAD.fullmatch(token) is not None and all(
+        int(octet) <= 255 for octet in token.split(".")
+    )
+
+
 _DIGIT_ID_RULES: dict[int, tuple[tuple[Callable[[str], bool], ...], bool]] = {
     # digit count: (validators, any one of which must pass; needs an identity keyword)
     9: ((_ca_sin.is_valid, _nl_bsn.is_valid), True),
@@ -222,7 +232,7 @@ def find_national_ids(t: Text) -> Iterator[Span]:
     for m in _DIGIT_IDS.finditer(text):
         digits = _NON_DIGIT.sub("", m.group(0))
         rule = _DIGIT_ID_RULES.get(len(digits))
-        if rule is None:
+        if rule is None or _ipv4(m.group(0)):
             continue
         validators, needs_keyword = rule
         if len(digits) == 15 and digits[0] not in "12":

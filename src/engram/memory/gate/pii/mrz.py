@@ -10,7 +10,8 @@ the layout around them rarely occurs otherwise.
 
 A NACHA (ACH) entry detail record, line type ``6``, carries the receiving bank's routing
 number (eight digits and an ABA check digit) and the account number in the next seventeen
-characters; the account is reported when the routing number's check holds.
+characters; the account is reported when the routing number's check holds and the text
+names ACH or NACHA as a word.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ _TD1_SECOND = re.compile(
     r"(?<![A-Z0-9<])(?P<dob>\d{6})(?P<bc>\d)[MFX<](?P<exp>\d{6})(?P<ec>\d)[A-Z<]{3}"
     r"[A-Z0-9<]{11}\d(?![A-Z0-9<])"
 )
+#: The file's name as a word: "ach" inside "cached", "each" or "reach" names no ACH file.
+_NACHA_WORD = re.compile(r"\b(?:nacha|ach)\b")
 _NACHA_ENTRY = re.compile(
     r"(?<!\d)6(?:2[2-9]|3[2-9]|4[12]|5[1-5])(?P<rtn>\d{9})(?P<account>[0-9A-Za-z\-]{4,17})"
 )
@@ -64,7 +67,7 @@ def find_machine_readable(t: Text) -> Iterator[Span]:
         for m in _TD1_SECOND.finditer(text):
             if _holds(m, ("dob", "bc"), ("exp", "ec")):
                 yield PiiKind.NATIONAL_ID, m.start(), m.end()
-    if "nacha" in t.lower or "ach" in t.lower:
+    if "ach" in t.lower and _NACHA_WORD.search(t.lower):
         for m in _NACHA_ENTRY.finditer(text):
             if _us_rtn.is_valid(m.group("rtn")) and any(c.isdigit() for c in m.group("account")):
                 yield PiiKind.BANK_ACCOUNT, m.start("account"), m.end("account")
