@@ -38,6 +38,25 @@ def test_a_nacha_entry_is_still_found() -> None:
     assert PiiKind.BANK_ACCOUNT in {finding.kind for finding in scan(text)}
 
 
+#: An account number written after its word, in a text that also says something is
+#: pending, missing or absent: the phrase "no account number yet" was taken to cover every
+#: account word within 24 characters after a "no", "pending", "need" or "missing", and the
+#: number after it went unreported.
+ACCOUNTS_BESIDE_A_NEGATION = [
+    "Direct deposit: no change to account 1234567890, routing 122105155",
+    "Pending payroll: account 4455667788, routing 122105155.",
+    "Wire still pending to account 4455667788 at Chase, routing 122105155",
+    "Need to wire $500 to account 4455667788, routing 122105155 by Friday",
+]
+
+
+@pytest.mark.parametrize("text", ACCOUNTS_BESIDE_A_NEGATION)
+def test_an_account_number_after_its_word_is_found_beside_a_negation(text: str) -> None:
+    """The account number itself is reported; only a bank code before the word is not."""
+    found = [text[f.start : f.end] for f in scan(text) if f.kind is PiiKind.BANK_ACCOUNT]
+    assert any(value in {"1234567890", "4455667788"} for value in found), found
+
+
 # --- PII: time on crafted text ---------------------------------------------------------------
 
 #: Texts of 100,000 characters whose scan grew with the square of their length: one "no
