@@ -17,12 +17,17 @@ from engram.memory.types import MemoryRecord, MemoryType
 #: Text a memory store holds that the rules of regex@3 quarantined: an 18-digit chat or
 #: object id read as a NACHA entry because "ach" occurs in "cached", "each" or "reach"; an
 #: IPv4 address after a "nas:" field read as a nine-digit national id; a routing number read
-#: as a phone number once its text said the account was still missing.
+#: as a phone number once its text said the account was still missing; a counter or total
+#: a few words after "NIC" (a network card), "NID" or "TIN" read as the id those letters
+#: abbreviate.
 ORDINARY = [
     "Discord message id 632918273055102938 cached for the weekly digest",
     "Reach the release channel 632918273055102938 for each announcement",
     "nas: 10.0.105.221 mounted at /mnt/backup",
     "Routing number 021000021 is the public ABA of the bank; no account number yet",
+    "NIC bond0 rx_bytes 123456789012 after the firmware update",
+    "NID daemon restarted; uptime 3456789012 ms",
+    "TIN roof quote: 12 sheets, total 345678901 rupiah",
 ]
 
 

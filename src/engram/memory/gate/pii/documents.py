@@ -412,6 +412,18 @@ def find_documents(t: Text) -> Iterator[Span]:
     yield from _named_documents(text, lower, shaped)
 
 
+_DIGIT_OR_BREAK = re.compile(r"\d|[;.!?](?:\s|$)")
+
+
+def _first_digits(text: str, start: int, end: int) -> re.Match[str] | None:
+    """A run of nine digits or more that is the first digit written after ``start`` (before
+    ``end``), with no end of a sentence or clause before it."""
+    first = _DIGIT_OR_BREAK.search(text, start, end)
+    if first is None or not first.group(0).isdigit():
+        return None
+    return _LONG_RUN.match(text, first.start())
+
+
 def _named_documents(text: str, lower: str, shaped: list[re.Match[str]]) -> Iterator[Span]:
     """Numbers after the name of a document without a check digit, by shape."""
     for k in shaped:
@@ -420,8 +432,10 @@ def _named_documents(text: str, lower: str, shaped: list[re.Match[str]]) -> Iter
             if text[k.start() : k.end()] != k.group(0).upper():
                 continue  # "dl", "nin" only as capitalised abbreviations
             # followed at once by the number ("DL F98…"), or by nine digits or more a few
-            # words on ("NIN slip came thru: 22068514356", "NID (smart card) 6956685463")
-            long_run = _LONG_RUN.search(text, k.end(), k.end() + _AFTER)
+            # words on ("NIN slip came thru: 22068514356", "NID (smart card) 6956685463"):
+            # the first digits after the word, in its clause ("NIC bond0 rx_bytes 1234…",
+            # "NID daemon restarted; uptime 3456789012 ms" name a network card, a daemon)
+            long_run = _first_digits(text, k.end(), k.end() + _AFTER)
             if long_run is not None:
                 yield PiiKind.NATIONAL_ID, long_run.start(), long_run.end()
                 continue
