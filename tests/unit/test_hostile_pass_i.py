@@ -92,11 +92,13 @@ def _belief(content: str) -> MemoryRecord:
 #: (stored, proposed): each proposal changes an amount. A milligram dose or a price of a
 #: fraction of a cent was compared after rounding to six decimals of its base unit (the
 #: kilogram, the dollar), so "2.5 mg" and "2.6 mg" were one key and the NOOP dropped the
-#: new dose.
+#: new dose; a temperature was rounded to whole degrees (a fever of 38.4 °C was 38.2 °C).
 CHANGED_SMALL = [
     ("Dana takes 2.5 mg of melatonin at night", "Dana takes 2.6 mg of melatonin at night"),
     ("Dana takes 0.25 mg of melatonin at night", "Dana takes 0.3 mg of melatonin at night"),
     ("The model costs $0.0000025 per token", "The model costs $0.000003 per token"),
+    ("Dana's fever was 38.4 °C this morning", "Dana's fever was 38.2 °C this morning"),
+    ("The server room is kept at 20.4 °C", "The server room is kept at 20.2 °C"),
 ]
 
 

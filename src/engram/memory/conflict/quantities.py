@@ -150,7 +150,8 @@ def _measured(value: float, unit: str, following: str, currency: str) -> Quantit
         if unit in table:
             return _exact(dimension, value * table[unit])
     if unit in _TEMPERATURES:
-        return Quantity("temperature", round(_TEMPERATURES[unit](value)))
+        # to a tenth of a degree: "140 °F" is "60 °C", a fever of 38.4 °C is not one of 38.2
+        return Quantity("temperature", round(_TEMPERATURES[unit](value), 1))
     if unit in _CURRENCY or currency:
         return Quantity(f"money:{_CURRENCY[unit if unit in _CURRENCY else currency]}", value)
     if unit in {"sq", "square"} and following in _LENGTHS:
