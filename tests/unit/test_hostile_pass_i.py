@@ -19,7 +19,8 @@ from engram.memory.types import MemoryRecord, MemoryType
 #: IPv4 address after a "nas:" field read as a nine-digit national id; a routing number read
 #: as a phone number once its text said the account was still missing; a counter or total
 #: a few words after "NIC" (a network card), "NID" or "TIN" read as the id those letters
-#: abbreviate.
+#: abbreviate; two five-digit numbers read as an Indian mobile with no phone word; four-letter
+#: capitals after "secret" read as an authenticator seed.
 ORDINARY = [
     "Discord message id 632918273055102938 cached for the weekly digest",
     "Reach the release channel 632918273055102938 for each announcement",
@@ -28,6 +29,9 @@ ORDINARY = [
     "NIC bond0 rx_bytes 123456789012 after the firmware update",
     "NID daemon restarted; uptime 3456789012 ms",
     "TIN roof quote: 12 sheets, total 345678901 rupiah",
+    "Zip codes 94105 94107 are in the delivery zone",
+    "Q3 units shipped by region: 84210 91377",
+    "TOP SECRET: KEEP THIS FILE AWAY FROM INTERNS",
 ]
 
 

@@ -258,6 +258,16 @@ def _chat_links(text: str) -> Iterator[Span]:
             yield PiiKind.PHONE, m.start(1), m.end(1)
 
 
+# How a number is handed to someone without a phone word: "Suresh is at 99509 34676".
+_GIVEN = re.compile(r"(?i)\b(?:at|on)[ \t]+$")
+
+
+def _given(text: str, start: int) -> bool:
+    """The words before ``start`` hand a number over ("at", "on"): two groups of five digits
+    are as often two counts or two postcodes ("Zip codes 94105 94107")."""
+    return _GIVEN.search(text, max(0, start - 8), start) is not None
+
+
 def _in_mobile(candidate: str) -> bool:
     if not _IN_MOBILE.fullmatch(candidate):
         return False
@@ -309,7 +319,7 @@ def find_phones(t: Text, taken: list[Span]) -> Iterator[Span]:
                 continue
             tried += 1
             if (national and _national_phone_ok(candidate)) or (
-                (_national_mobile(candidate) or _in_mobile(candidate))
+                (_national_mobile(candidate) or (_in_mobile(candidate) and _given(text, start)))
                 and not _GROUP_BEFORE.search(text, 0, start)
             ):
                 yield PiiKind.PHONE, start, end
