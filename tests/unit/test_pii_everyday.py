@@ -72,6 +72,21 @@ FOUND = [
     (PiiKind.NATIONAL_ID, "РНОКПП 3244936073 for the Lviv freelancer's contract"),
     (PiiKind.BANK_ACCOUNT, "薪轉帳戶 中國信託 (822) 帳號 2214-2754-4651 for the hire"),
     (PiiKind.API_KEY, "AccessKeyId=LTAI5toGmjuttWTTbtj3RTAJ for the OSS bucket"),
+    # telecom, fleets and public services (Brazil, Argentina, Africa, Europe)
+    (PiiKind.PAYMENT_CARD, "Cartão Elo 6363 6851 8160 8015 charged twice for the fee"),
+    (PiiKind.PAYMENT_CARD, "hipercard:6062822337368236 exp 09/27, retry tomorrow"),
+    (PiiKind.PHONE, "Telemóvel da mãe: 912 384 601; fixo só de manhã"),
+    (PiiKind.PHONE, "Portabilidade: cliente wants to keep (11) 97842-5749 on prepaid"),
+    (PiiKind.PHONE, "alerts publish to sms/outbound/254722953285, the owner's own mobile"),
+    (PiiKind.BANK_ACCOUNT, "PIX chave aleatória 8ca7f33b-7639-4d8b-b4f7-b31333e59065 for her"),
+    (PiiKind.BANK_ACCOUNT, "Banco do Brasil, agência 9073-5, conta corrente 26.217.952-0"),
+    (PiiKind.NATIONAL_ID, "DNI 38.654.371 es de Tomás, el voluntario del comedor"),
+    (PiiKind.NATIONAL_ID, "BVN: 22568511777 needed before the loan is disbursed"),
+    (PiiKind.NATIONAL_ID, "French passport 60AV15955 of the volunteer"),
+    (PiiKind.NATIONAL_ID, "rijbewijsnummer 4570932236 for the Utrecht driver"),
+    (PiiKind.NATIONAL_ID, "RICA done using the owner's ID 8603129381086 and a bill"),
+    (PiiKind.SECRET_ASSIGNMENT, 'network={ ssid="Depot-Ops-5G" psk="82cz5DGUTCvAgavg1v" }'),
+    (PiiKind.SECRET_ASSIGNMENT, "device_key: b9f19f466a33a83b7dc8765191aca957 for uplink signing"),
     # vendor keys
     (PiiKind.API_KEY, "netlify deploy --auth nfp_XscMsBZAXEngjlfLmR5Cx5Hd3aa5sufOYnpz --prod"),
     (
@@ -106,6 +121,10 @@ NOT_FOUND = [
     "ΑΦΜ εταιρείας 094201080 (Aegean Freight) printed on the invoice header",
     "Mã số thuế công ty 0342425118 — xuất hóa đơn VAT for March",
     "사업자등록번호 905-87-62992 goes on the tax invoice",
+    "La cooperativa factura con CUIT 30-95211863-9 (persona jurídica)",
+    "KRA PIN P051987340Q belongs to the NGO itself, not to any staff member",
+    "Inscrição imobiliária 019.063.0034-1 — endereço da creche, para o IPTU",
+    "the release is 10.100.200 and build v2.3.1 of the app",
 ]
 
 

@@ -42,14 +42,14 @@ _BANKING = re.compile(
         r"|payroll|direct deposit|deposit|transit|branch|cheque|checking|savings|current account"
         r"|refund|reimburse\w*|kontonummer|kontonr|konto|futsu|giro|rib|bankleitzahl|blz"
         r"|reg\.? ?nr|registreringsnummer|cbu|nuban|udbetaling|utbetalning|transfers?"
-        r"|račun|tekući|rachunek|sąskaitos|reikningsnúmer|счет|рахунок|rib|banco|ahorros"
+        r"|račun|tekući|rachunek|sąskaitos|reikningsnúmer|счет|рахунок|rib|banco\w*|ahorros|pix"
         r"|corriente|cci)\b|銀行|银行|振込|은행|банк|בנק|ธนาคาร|ngân hàng|帳號|账号|帳戶|账户|口座)"
     )
 )
 _ACCOUNT_WORDS = re.compile(
     folded(
         r"(?:\b(?:account|acct|acc|a/c|ac no|clabe|nuban|kontonummer|kontonr|konto|cuenta|compte"
-        r"|conto|rekening|checking|savings|cheque account|stk|số tài khoản|rekening|no\. rek"
+        r"|conto|conta|rekening|checking|savings|cheque account|stk|số tài khoản|rekening|no\. rek"
         r"|račun|rachunek|sąskaitos nr|reikningsnúmer|счет|рахунок|rib|cci)"
         r"|帳號|账号|帳戶|账户|口座|普通|当座|계좌(?:번호)?|номер сч[её]та|חשבון|บัญชี|số tài khoản"
         r"|account_?(?:number|no|num)\b)"
@@ -127,10 +127,20 @@ def _checked_layout(group: str, value: str) -> bool:
     return passes_check(_LAYOUT_CHECKS[group], value)
 
 
+# A PIX random key (chave aleatória): a UUID that routes payments to one person's account.
+_PIX_KEY = re.compile(
+    r"(?i)\bpix\b[^\n]{0,40}?(?<![\w\-])(?P<key>[0-9a-f]{8}-[0-9a-f]{4}-[1-5][0-9a-f]{3}"
+    r"-[89ab][0-9a-f]{3}-[0-9a-f]{12})(?![\w\-])"
+)
+
+
 def find_bank_accounts(t: Text) -> Iterator[Span]:
     if t.digits < 6:
         return
     text, lower = t.raw, t.lower
+    if "pix" in lower:
+        for m in _PIX_KEY.finditer(text):
+            yield PiiKind.BANK_ACCOUNT, m.start("key"), m.end("key")
     for m in _LAYOUTS.finditer(text):
         if _checked_layout(m.lastgroup or "", m.group(0)):
             yield PiiKind.BANK_ACCOUNT, m.start(), m.end()

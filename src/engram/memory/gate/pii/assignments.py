@@ -28,19 +28,19 @@ _ACCENTED_PASSWORDS = tuple(map(folded, (
     "密码", "密碼", "סיסמה", "סיסמא", "كلمة المرور", "κωδικός", "mật khẩu", "รหัสผ่าน",
 )))  # fmt: skip
 _SECRET_STEMS = (
-    "key", "secret", "token", "pass", "pwd", "pw", "cred", "sessionid", "seed",
+    "key", "secret", "token", "pass", "pwd", "pw", "cred", "sessionid", "seed", "psk",
     *_FOREIGN_PASSWORDS, *_ACCENTED_PASSWORDS,
 )  # fmt: skip
 _ASSIGNMENT = re.compile(
     r"(?<![\w.\-])"
     r"(?P<key>(?:[A-Za-z]{2,12} )?[\w.\-]{0,40}?"
-    r"(?i:key|secret|token|pass|pwd|pw|credentials?|creds|sessionid|seed|"
+    r"(?i:key|secret|token|pass|pwd|pw|credentials?|creds|sessionid|seed|psk|"
     + "|".join((*_FOREIGN_PASSWORDS, *_ACCENTED_PASSWORDS))
     + r")"
     r"[\w.\-]{0,40})"
     r"(?:(?P<gap>[ \t]+(?:for|of|on|at|to|in|do|na|za|pro|zu|pour|para|per|voor|til"
     r"|de|du|des|del|della|der|dem|den|от|для)"
-    r"[ \t][^.\n:=;,\"'`]{1,40}?)?"
+    r"[ \t][^.\n:=;,\"'`]{1,60}?)?"
     r"[\"']?(?:[ \t]{0,3}(?::=|=>|=|:)[ \t]{0,3}|[ \t]+(?:is|was|est|ist|es|è)(?:[ \t]+now)?[ \t]+"
     r"|[ \t]+(?:(?:got|was|has been|is)[ \t]+)?(?:reset|changed|set|updated|rotated)[ \t]+to[ \t]+)"
     r"|[\"']?(?P<loose>[ \t]+))"
@@ -67,7 +67,17 @@ _AUTH_HEADER = re.compile(r"(?<![\w\-])(?:[Bb]earer|Basic)[ \t]+(?P<v>[A-Za-z0-9
 _WIFI = re.compile(r"\b(?:wi-?fi|wlan|ssid|wpa2?|router)\b")
 _IDENT_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 _PASSWORD_WORDS = frozenset(
-    {"password", "passwd", "pwd", "pass", "passphrase", "pw", "passcode", *_FOREIGN_PASSWORDS}
+    {
+        "password",
+        "passwd",
+        "pwd",
+        "pass",
+        "passphrase",
+        "pw",
+        "passcode",
+        "psk",
+        *_FOREIGN_PASSWORDS,
+    }
 )
 # In a bare value, "&name=" starts the next parameter of a query string.
 _NEXT_PARAMETER = re.compile(r"&(?=[A-Za-z_][\w.\-]*=)")
@@ -78,7 +88,8 @@ _KEY_QUALIFIERS = frozenset(
     {
         "api", "access", "secret", "private", "signing", "encryption", "master", "auth",
         "session", "license", "licence", "client", "app", "service", "account", "webhook",
-        "hmac", "jwt", "admin", "root", "deploy", "subscription", "consumer", "x",
+        "hmac", "jwt", "admin", "root", "deploy", "subscription", "consumer", "x", "device",
+        "network", "shared",
     }
 )  # fmt: skip
 _METADATA_WORDS = frozenset(

@@ -54,7 +54,8 @@ _PHONE_WORDS = (
     "phone", "tel", "mobile", "cell", "call", "fax", "whatsapp", "signal", "landline", "handy",
     "portable", "ring", "text", "sms", "dial", "contact", "kakao", "wechat", "viber",
     "telegram", "imessage", "facetime", "voicemail", "hotline", "helpline", "reach me",
-    "celular", "cel", "movil", "móvil", "telefone", "tlf", "tfno", "κινητό", "τηλ", "手机",
+    "celular", "cel", "movil", "móvil", "telefone", "tlf", "tfno", "telemóvel",
+    "telemovel", "κινητό", "τηλ", "手机",
     "手機", "電話", "携帯", "전화", "휴대폰", "핸드폰", "טלפון", "נייד", "โทร", "điện thoại", "sđt",
     "моб", "мобильный", "جوال", "موبايل",
     "reach her", "reach him", "reach them", "тел", "телефон", "tél", "téléphone", "telefon",
@@ -109,7 +110,7 @@ def _national_phone_ok(candidate: str) -> bool:
     if _DATE_RUN.fullmatch(candidate.strip()):
         return False
     if not digits.startswith("0"):
-        if len(digits) < 10 and not _PAIRS.fullmatch(candidate.strip()):
+        if len(digits) < 10 and not _SHORT_LAYOUT.fullmatch(candidate.strip()):
             return False  # eight or nine bare digits are too often a code or a count
         try:
             if phonenumbers.is_valid_number(phonenumbers.parse("+" + digits, None)):
@@ -152,10 +153,12 @@ _NUMBER_LABEL = re.compile(r"(?i)(\w*)[ .\-]*(?:nr|no|n[º°])\.?[ \t]*[:#]?[ \t
 _PHONE_STEMS = ("tel", "phone", "fon", "handy", "mobil", "cell", "fax")
 # Eight digits in pairs ("20 63 18 54"): how Danish and Norwegian numbers are written.
 _PAIRS = re.compile(r"\d{2} \d{2} \d{2} \d{2}")
+# Nine digits in threes ("912 384 601", "618.213.597"): Portuguese and Spanish numbers.
+_SHORT_LAYOUT = re.compile(r"\d{2} \d{2} \d{2} \d{2}|\d{3}([ .])\d{3}\1\d{3}")
 # A tax or business registration number, named a few words before the digits.
 _TAX_NUMBER = re.compile(
     r"(?i)(?:mã số thuế|\bmst\b|tax (?:code|id|number)|사업자등록번호|business registration"
-    r"|αφμ|\bafm\b|\bинн\b|\bогрн\b|\bкпп\b|\binn\b|\bogrn\b)"  # noqa: RUF001 - Russian
+    r"|inscri[çc][ãa]o|αφμ|\bafm\b|\bинн\b|\bогрн\b|\bкпп\b|\binn\b|\bogrn\b)"  # noqa: RUF001 - Russian
     r"[^\n\d]{0,24}$"
 )
 _DECIMAL = re.compile(r"\d+[.,]\d+")
@@ -241,6 +244,11 @@ def _matched(text: str, start: int, end: int) -> list[Span]:
 # A chat link that opens a conversation with a number ("wa.me/971552615494").
 _CHAT_LINK = re.compile(r"(?i)\b(?:wa\.me/|whatsapp\.com/send/?\?phone=)\+?(\d{8,15})\b")
 # An Indian mobile as it is written there, five digits and five ("99509 34676").
+# A Brazilian mobile as it is written there: "(11) 97842-5749".
+_BR_MOBILE = re.compile(r"\(\d{2}\) 9\d{4}-\d{4}")
+# A number in international form without "+", given to a key or as a path segment
+# ("dst=447700977557", "sms/outbound/254722953285") in a text that speaks of phones.
+_GLUED_INTERNATIONAL = re.compile(r"(?<=[=/:])(?P<n>[1-9]\d{10,14})(?![\w\-])")
 _IN_MOBILE = re.compile(r"[6-9]\d{4} \d{5}")
 # Where a run of digits and punctuation joins two things: "(DHA ph 6) - 0300-9424276".
 _JOIN = re.compile(r"\)?[ \t]+-[ \t]+\(?")
@@ -268,6 +276,24 @@ def _given(text: str, start: int) -> bool:
     return _GIVEN.search(text, max(0, start - 8), start) is not None
 
 
+def _br_mobile(candidate: str) -> bool:
+    if not _BR_MOBILE.fullmatch(candidate):
+        return False
+    number = phonenumbers.parse(candidate, "BR")
+    return phonenumbers.is_valid_number(number) and phonenumbers.number_type(number) in _MOBILE
+
+
+def _glued(text: str) -> Iterator[Span]:
+    """International numbers given to a key or in a path, read as their "+" form."""
+    for m in _GLUED_INTERNATIONAL.finditer(text):
+        try:
+            number = phonenumbers.parse("+" + m.group("n"), None)
+        except phonenumbers.NumberParseException:
+            continue
+        if phonenumbers.is_valid_number(number):
+            yield PiiKind.PHONE, m.start("n"), m.end("n")
+
+
 def _in_mobile(candidate: str) -> bool:
     if not _IN_MOBILE.fullmatch(candidate):
         return False
@@ -286,13 +312,35 @@ def _pieces(run: re.Match[str]) -> Iterator[tuple[int, int]]:
         start = at + len(part)
 
 
+def _piece_is_phone(text: str, start: int, end: int, national: bool) -> bool | None:
+    """Whether a piece of a run that the library's matcher did not read is a phone number;
+    None when it was not read in national formats (so it does not count as a try)."""
+    candidate = text[start:end]
+    if _DECIMAL.fullmatch(candidate):
+        return None  # 0.70710678: a number with a fraction, not a phone
+    if _international_possible(candidate):
+        return _phone_span_ok(text, start, end) or None
+    if not _phone_span_ok(text, start, end):
+        return None
+    return (national and _national_phone_ok(candidate)) or (
+        (
+            _national_mobile(candidate)
+            or _br_mobile(candidate)
+            or (_in_mobile(candidate) and _given(text, start))
+        )
+        and not _GROUP_BEFORE.search(text, 0, start)
+    )
+
+
 def find_phones(t: Text, taken: list[Span]) -> Iterator[Span]:
     """Phone numbers in digit runs that no more specific finding already covers."""
     text = t.raw
     if t.digits < 7:
         return
     yield from _chat_links(text)
-    national: bool | None = None  # whether a phone keyword occurs; computed on first need
+    national = _PHONE_WORD.search(t.lower) is not None
+    if national or "msisdn" in t.lower:
+        yield from _glued(text)
     tried = 0  # runs read in national formats (each tries every region)
     for run, unread in _runs(t, taken):
         if unread or tried > MAX_NATIONAL_TRIES:
@@ -306,20 +354,9 @@ def find_phones(t: Text, taken: list[Span]) -> Iterator[Span]:
             if (start, end) != run.span() and (found := _matched(text, start, end)):
                 yield from found
                 continue
-            candidate = text[start:end]
-            if _DECIMAL.fullmatch(candidate):
-                continue  # 0.70710678: a number with a fraction, not a phone
-            if _international_possible(candidate):
-                if _phone_span_ok(text, start, end):
-                    yield PiiKind.PHONE, start, end
-                continue
-            if national is None:
-                national = _PHONE_WORD.search(t.lower) is not None
-            if not _phone_span_ok(text, start, end):
+            verdict = _piece_is_phone(text, start, end, national)
+            if verdict is None:
                 continue
             tried += 1
-            if (national and _national_phone_ok(candidate)) or (
-                (_national_mobile(candidate) or (_in_mobile(candidate) and _given(text, start)))
-                and not _GROUP_BEFORE.search(text, 0, start)
-            ):
+            if verdict:
                 yield PiiKind.PHONE, start, end

@@ -131,6 +131,16 @@ def _uk_licence(value: str) -> bool:
     return (1 <= month <= 12 or 51 <= month <= 62) and 1 <= day <= 31
 
 
+def _personal_cuit(value: str) -> bool:
+    """An Argentine CUIL or CUIT of a person (20, 23, 24, 27); 30, 33 and 34 are companies."""
+    return bool(_ar_cuit.is_valid(value)) and re.sub(r"\D", "", value)[:2] in {
+        "20",
+        "23",
+        "24",
+        "27",
+    }
+
+
 def _us_npi(value: str) -> bool:
     """A US National Provider Identifier: ten digits, Luhn over the 80840 prefix."""
     return bool(re.fullmatch(r"[12]\d{9}", value)) and bool(_luhn.is_valid("80840" + value))
@@ -184,12 +194,12 @@ _CHECKED: tuple[tuple[str, Check], ...] = (
     (r"ahv|avs", _ch_ssn.is_valid),
     (r"sv[\- ]?nummer|sozialversicherungsnummer|versicherungsnummer", _at_vnr.is_valid),
     (r"cnp", _ro_cnp.is_valid),
-    (r"sa id|south african id|id ?number", _any(_za_idnr.is_valid, _kr_rrn.is_valid)),
+    (r"sa id|south african id|id ?number|id", _any(_za_idnr.is_valid, _kr_rrn.is_valid)),
     (r"nif|contribuinte", _pt_nif.is_valid),
     (r"cart[ãa]o de cidad[ãa]o|citizen card", _pt_cc.is_valid),
     (r"rijksregisternummer|national (?:register|registry) number", _be_nn.is_valid),
     (r"resident identity|居民身份证", _cn_ric.is_valid),
-    (r"cuil|cuit", _ar_cuit.is_valid),
+    (r"cuil|cuit", _personal_cuit),
     (r"teudat zehut|t\.z\.|israeli id(?: number)?|תעודת זהות|ת\.ז", _il_idnr.is_valid),
     (r"rodn[ée] [čc][íi]slo|r\.[čc]\.", _cz_rc.is_valid),
     (r"t\.?c\.? kimlik(?: no)?|kimlik no", _tr_tck.is_valid),
@@ -243,6 +253,9 @@ _SHAPED = (
     r"|voter'?s? (?:id|card)|voter id card|epic (?:no|number)"
     r"|паспорт|护照|護照|여권|パスポート|דרכון|hộ chiếu|หนังสือเดินทาง|جواز سفر"
     r"|αριθμός ταυτότητας|δελτίο ταυτότητας|身份证|身分證|주민등록증|удостоверение личности"
+    r"|bvn|bank verification number|t[íi]tulo de eleitor|clave de elector|cnh|rg"
+    r"|rijbewijsnummer|f[üu]hrerscheinnummer|num[ée]ro de permis"
+    r"|(?:kenyan|ugandan|tanzanian|nigerian|ghanaian|zambian|rwandan|ethiopian) id(?: number| no)?"
     r"|dmv (?:client )?id|dod id|edipi|a-?number|alien (?:registration )?number|uscis"
     r"|(?:" + _US_STATES + r") (?:dl|driver'?s? licen[cs]e|licen[cs]e|id card|state id)"
 )
@@ -253,7 +266,7 @@ _AFTER = 40
 _BEFORE = 32
 # Short names that are also ordinary words or abbreviations ("DL" for deep learning): they
 # count in capitals only, and the number must follow within a "no." or a colon.
-_ABBREVIATIONS = frozenset({"dl", "nin", "cin", "tin", "nic", "nid", "iin"})
+_ABBREVIATIONS = frozenset({"dl", "nin", "cin", "tin", "nic", "nid", "iin", "cnh", "rg", "bvn"})
 # A tax number of a company, not a person: "company tax number", "VAT / business tax id".
 _NOT_PERSONAL = re.compile(r"\b(?:company|business|corporate|vat|supplier|firm|employer)\b")
 _ABBREVIATION_AFTER = 8
@@ -270,7 +283,9 @@ _TOKEN = re.compile(
     r"(?![A-Za-z0-9]|[.\-/][A-Za-z0-9])"
 )
 _DATE = re.compile(r"\d{4}[\-/.]\d{1,2}[\-/.]\d{1,2}|\d{1,2}[\-/.]\d{1,2}[\-/.]\d{2,4}")
-_VERSION = re.compile(r"(?i)v\d|^\d{1,3}\.\d{1,3}\.\d{1,4}$")
+# A version ("v2", "1.4.2"), not a number grouped in thousands ("38.654.371", an Argentine
+# DNI) nor a "v" inside a document number ("60AV15955").
+_VERSION = re.compile(r"(?i)(?:^|[^a-z])v\d|^(?!\d{1,3}(?:\.\d{3})+$)\d{1,3}\.\d{1,3}\.\d{1,4}$")
 
 
 def _shape_ok(token: str) -> bool:
@@ -364,7 +379,7 @@ _LAYOUT_CHECKS: dict[str, Check] = {
     "curp": lambda v: _mx_curp.is_valid(v.upper()),
     "rfc": _mx_rfc.is_valid,
     "rut": _cl_rut.is_valid,
-    "cuil": _ar_cuit.is_valid,
+    "cuil": _personal_cuit,
     "rc": _cz_rc.is_valid,
     "rif": _ve_rif.is_valid,
     "tw": _tw_id,
@@ -445,5 +460,8 @@ def _named_documents(text: str, lower: str, shaped: list[re.Match[str]]) -> Iter
         ):
             continue
         found = _first_token(text, k.end(), k.end() + window)
-        if found is not None:
-            yield PiiKind.NATIONAL_ID, found[0], found[1]
+        if found is None:
+            continue
+        if k.group(0) == "kra pin" and text[found[0]] in "Pp":
+            continue  # a KRA PIN starting with P is a company's
+        yield PiiKind.NATIONAL_ID, found[0], found[1]

@@ -45,6 +45,11 @@ _CARD_BRANDS: tuple[tuple[re.Pattern[str], frozenset[int]], ...] = (
     (re.compile(r"6(?:011|4[4-9]|5|2)"), frozenset(range(16, 20))),
     (re.compile(r"5[06-8]|6(?:304|7)"), frozenset(range(13, 20))),
     (re.compile(r"9792"), frozenset({16})),  # TROY (Turkey)
+    # Elo and Hipercard (Brazil)
+    (
+        re.compile(r"606282|636[23]|6277|650|6516|6550|509|4011|4312|4389|4514|4576"),
+        frozenset({16}),
+    ),
     (re.compile(r"220[0-4]"), frozenset({16})),  # Mir (Russia)
 )
 _GROUP_BEFORE = re.compile(r"(?<![A-Za-z0-9])[A-Za-z]{0,2}\d[A-Za-z0-9]{0,3}[ \-]$")
