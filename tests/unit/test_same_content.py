@@ -6,7 +6,10 @@ import asyncio
 
 import pytest
 
-from engram.memory.gate.serial import SameContent
+from engram.memory.gate.access import caller_for_tier
+from engram.memory.gate.requests import GateRequest
+from engram.memory.gate.serial import SameContent, content_key
+from engram.memory.types import GateAction, GateDecisionType, MemoryRecord, MemoryType, TrustLevel
 
 KEY = ("default", "belief", b"\x01" * 32)
 OTHER = ("default", "belief", b"\x02" * 32)
@@ -68,3 +71,15 @@ async def test_a_cancelled_waiter_and_a_failing_holder_leave_nothing_held() -> N
     assert 0 == len(locks)
     async with locks.hold(None):  # no key, no lock
         assert 0 == len(locks)
+
+
+def test_a_content_that_cannot_be_encoded_takes_no_lock() -> None:
+    """A lone surrogate cannot be hashed: the request takes no lock and Layer 1 refuses it
+    (the key was computed before Layer 1 and raised, a 500 in CI's odd-input tests)."""
+    caller = caller_for_tier("a", TrustLevel.STANDARD)
+    record = MemoryRecord.draft(MemoryType.BELIEF, "bad \ud800 text", source_agent="a")
+    request = GateRequest(GateAction.CREATE, record, caller, GateDecisionType.EXTERNAL)
+    assert content_key(request) is None
+    fine = record.model_copy(update={"content": "fine text"})
+    key = content_key(GateRequest(GateAction.CREATE, fine, caller, GateDecisionType.EXTERNAL))
+    assert key is not None

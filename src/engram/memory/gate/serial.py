@@ -30,7 +30,10 @@ def content_key(request: GateRequest) -> Key | None:
         request.decision_type is GateDecisionType.CONSOLIDATION
     ):
         return None
-    return (record.namespace, record.type.value, content_hash(record.content))
+    try:
+        return (record.namespace, record.type.value, content_hash(record.content))
+    except UnicodeEncodeError:
+        return None  # a lone surrogate: Layer 1 refuses it, and nothing is written to wait for
 
 
 class SameContent:
