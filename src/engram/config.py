@@ -28,7 +28,9 @@ DURATION_UNITS = {
     "job_backoff_seconds": 1.0,
     "job_backoff_max_seconds": 1.0,
 }
-LONGEST_SECONDS = 100 * 365.25 * 86400
+#: The longest a schedule's interval may be: far enough to mean "never" (a benchmark sets
+#: twice the time since the epoch), short enough for any due instant to stay a date.
+LONGEST_SECONDS = 1000 * 365.25 * 86400
 
 
 class EngramSettings(BaseSettings):
@@ -221,10 +223,10 @@ class EngramSettings(BaseSettings):
     @classmethod
     def _duration(cls, value: float, info: ValidationInfo) -> float:
         """A duration that becomes a schedule, a window or a back-off is a finite one of
-        at least a second and at most a century (else the kernel fails as it opens)."""
+        at least a second and at most a thousand years (else the kernel fails as it opens)."""
         seconds = value * DURATION_UNITS[str(info.field_name)]
         if not (math.isfinite(seconds) and 1.0 <= seconds <= LONGEST_SECONDS):
-            raise ValueError("must be at least one second and at most 100 years")
+            raise ValueError("must be at least one second and at most 1000 years")
         return value
 
     @field_validator("data_dir", "embedding_model_path")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,12 @@ def test_well_formed_database_urls_are_accepted(monkeypatch: pytest.MonkeyPatch)
     ):
         monkeypatch.setenv("ENGRAM_DATABASE_URL", url)
         assert not EngramSettings().embedded
+
+
+def test_an_interval_meant_as_never_is_accepted_and_an_impossible_one_is_not() -> None:
+    """Twice the minutes since the epoch (how `scheduler_bench` keeps the light pass from
+    running) is a valid interval; an interval no date can follow is refused."""
+    never = 2 * time.time() / 60
+    assert never == EngramSettings(consolidation_light_minutes=never).consolidation_light_minutes
+    with pytest.raises(ValidationError, match="at most 1000 years"):
+        EngramSettings(consolidation_light_minutes=1e300)
