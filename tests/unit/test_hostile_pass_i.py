@@ -68,22 +68,23 @@ def test_an_account_number_after_its_word_is_found_beside_a_negation(text: str) 
 
 # --- PII: time on crafted text ---------------------------------------------------------------
 
-#: Texts of 100,000 characters whose scan grew with the square of their length: one "no
-#: account" phrase per account word (each word compared with every phrase), and thousands
-#: of checked ids (each digit run compared with every finding before it).
+#: Texts of 200,000 characters whose scan grew with the square of their length (3-4 s): one
+#: "no account" phrase per account word (each word compared with every phrase), and
+#: thousands of checked ids (each digit run compared with every finding before it). Linear,
+#: they take about 0.4 s; the bound leaves room for a loaded two-core machine.
 CRAFTED = [
-    "bank routing 021000021 " + "no account " * 9_100,
-    "900-70-1234 " * 8_300,
-    "12345-1234567-1 " * 6_250,
+    "bank routing 021000021 " + "no account " * 18_200,
+    "900-70-1234 " * 16_600,
+    "12345-1234567-1 " * 12_500,
 ]
 
 
 @pytest.mark.parametrize("text", CRAFTED)
-def test_a_crafted_text_of_100_kb_is_scanned_in_well_under_a_second(text: str) -> None:
+def test_a_crafted_text_of_200_kb_is_scanned_in_linear_time(text: str) -> None:
     """The scan stays linear in the text's length."""
     started = time.perf_counter()
-    scan(text[:100_000])
-    assert time.perf_counter() - started < 0.5
+    scan(text[:200_000])
+    assert time.perf_counter() - started < 2.0
 
 
 # --- amounts: changed values read as equal ---------------------------------------------------
