@@ -54,10 +54,19 @@ DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "consolidatio
 WRITER = bulk_writer("eval-writer")
 
 
-def load(half: str) -> list[dict[str, Any]]:
-    """The topics of one half."""
-    with (DATA / f"{half}.jsonl").open(encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+def files(half: str) -> list[Path]:
+    """One half's files: the first writer's ``<half>.jsonl`` and each later writer's
+    ``<half>_<writer>.jsonl``."""
+    return [DATA / f"{half}.jsonl", *sorted(DATA.glob(f"{half}_*.jsonl"))]
+
+
+def load(paths: list[Path]) -> list[dict[str, Any]]:
+    """The topics of these files."""
+    topics: list[dict[str, Any]] = []
+    for path in paths:
+        with path.open(encoding="utf-8") as handle:
+            topics += [json.loads(line) for line in handle if line.strip()]
+    return topics
 
 
 def _metadata(kind: MemoryType, content: str) -> dict[str, Any]:
@@ -255,7 +264,8 @@ async def outcome(
 
 
 async def measure(args: argparse.Namespace) -> dict[str, Any]:
-    topics = load(args.half)
+    paths = [args.file] if args.file else files(args.half)
+    topics = load(paths)
     async with (
         scratch_server("engram-consolidation-eval-") as server,
         open_kernel(settings=runtime_settings(server)) as kernel,
@@ -264,13 +274,14 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         result: dict[str, Any] = {
             "benchmark": "consolidation_eval",
             "half": args.half,
+            "files": [path.name for path in paths],
             "topics": sum(1 for t in topics if t["action"] != "none"),
             "distractors": sum(1 for t in topics if t["action"] == "none"),
             "records": len(owner),
             "python": platform.python_version(),
         }
         if args.grid:
-            if args.half != "dev":
+            if args.half != "dev" or args.file:
                 raise SystemExit("--grid tunes: dev half only")
             result["grid"] = (await grid(kernel, owner, topics))[:15]
             return result
@@ -287,6 +298,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--half", choices=("dev", "test"), default="test")
+    parser.add_argument("--file", type=Path, help="one writer's file instead of a half")
     parser.add_argument("--grid", action="store_true", help="tune on dev: print the grid")
     parser.add_argument("--seed", type=int, default=11)
     args = parser.parse_args()

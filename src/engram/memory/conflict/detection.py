@@ -15,9 +15,11 @@ it (closing intervals, linking edges, escalating) is the resolver's job (ADR-010
 - *refinement*: the newer adds compatible detail;
 - no conflict: unrelated, or compatible because the scope differs.
 
-**How.** Scope first: records of another type or namespace, explicit subjects that differ
-(``metadata.subject`` / ``metadata.name``), different deployment environments and episodes
-more than ``EPISODE_WINDOW`` apart are never in conflict. Then a trained classifier
+**How.** Scope first (:mod:`engram.memory.conflict.scope`): records of another type or
+namespace, explicit subjects that differ (``metadata.subject`` / ``metadata.name``),
+different deployment environments, records less similar than ``REPORTED_SIMILARITY`` and
+episodes more than ``EPISODE_WINDOW`` apart that say nothing changed are never in conflict;
+a later occurrence of an episode is never acted on. Then a trained classifier
 (:mod:`engram.memory.conflict.model`, features in :mod:`engram.memory.conflict.features`)
 says whether the two statements are incompatible, a refinement or neither. Time order,
 confidence and change language are not learned: the documented rules above turn an
@@ -37,29 +39,30 @@ import re
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Protocol
 from uuid import UUID
 
 from engram.infra.embeddings import EmbeddingAdapter
 from engram.memory.conflict.cues import (
     compare,
-    first_swap,
     is_value,
     statement_tokens,
-    word_overlap,
 )
 from engram.memory.conflict.features import change_language, pair_features
 from engram.memory.conflict.model import PairModel, packaged_model
 from engram.memory.conflict.quantities import amount_word, same_amounts
 from engram.memory.conflict.restatement import restates
+from engram.memory.conflict.scope import (
+    COMPARED_WORDS,
+    REPORTED_SIMILARITY,
+    later_occurrence,
+    out_of_scope,
+    scope_differs,
+    unanchored_episodes,
+)
 from engram.memory.conflict.sentences import facing_statements
 from engram.memory.types import ConflictClassification, MemoryRecord, MemoryType
 
-#: Below this cosine similarity and ``COMPARED_WORDS`` shared words a pair is not looked at.
-RELATED_SIMILARITY = 0.2
-#: Share of distinct shared words that brings a less similar pair to the classifier anyway.
-COMPARED_WORDS = 0.25
 #: How many of the given records, the most similar first, are judged: a fact a new record
 #: changes or contradicts is among its closest; the rest are other facts of the neighbourhood.
 JUDGED = 3
@@ -74,26 +77,11 @@ SUPERSEDE = 0.7
 RESTATED_WORDS = 0.8
 #: Source confidences this far apart make one side of an incompatibility better supported.
 SUPPORT_MARGIN = 0.1
-#: Episodes further apart than this are two occurrences, not two accounts of one.
-EPISODE_WINDOW = timedelta(hours=12)
-#: Words by which a later account says an event was moved, not that it happened again.
-_MOVED = re.compile(
-    r"\b(?:rescheduled|postponed|moved|changed|pushed back|brought forward|delayed|bumped)\b",
-    re.IGNORECASE,
-)
 #: Words by which a statement says something carries on unchanged.
 _CARRIES_ON = re.compile(
     r"\b(?:still|remains?|remained|continues? to|continued to|as before|unchanged)\b",
     re.IGNORECASE,
 )
-#: A word group swapped within this share of the older statement's start swaps its subject.
-SUBJECT_SPAN = 0.2
-#: Deployment environments (and their short names): one statement about each is two facts.
-ENVIRONMENTS = {
-    "staging": "staging", "stag": "staging", "production": "production", "prod": "production",
-    "dev": "development", "development": "development", "qa": "qa", "sandbox": "sandbox",
-    "preview": "preview", "canary": "canary", "uat": "uat", "preprod": "preprod",
-}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +138,8 @@ class ConflictResolver(Protocol):
         ...
 
 
+#: The classes that end or challenge a record; the others link or escalate.
+_ACTED_ON = (ConflictClassification.SUPERSESSION, ConflictClassification.CONTRADICTION)
 #: What resolving each class does (carried out by the Gate, see engram.memory.gate.resolution).
 RESOLUTIONS = {
     ConflictClassification.SUPERSESSION: "link supersedes; end the older record's validity",
@@ -159,58 +149,12 @@ RESOLUTIONS = {
 }
 
 
-def subject_of(record: MemoryRecord) -> str | None:
-    """The subject a record names explicitly (preference subject, entity name), lowercased."""
-    for key in ("subject", "name"):
-        value = record.metadata.get(key)
-        if isinstance(value, str) and value.strip():
-            return value.strip().casefold()
-    return None
-
-
 def _is_newer(new: MemoryRecord, old: MemoryRecord) -> bool:
     """New by event time (ingestion time where unknown); equal event times by ingestion."""
     new_time, old_time = new.event_time or new.ingestion_time, old.event_time or old.ingestion_time
     if new_time == old_time:
         return new.ingestion_time > old.ingestion_time
     return new_time > old_time
-
-
-def _other_occurrence(new: MemoryRecord, old: MemoryRecord) -> bool:
-    if new.type is not MemoryType.EPISODE or new.event_time is None or old.event_time is None:
-        return False
-    return abs(new.event_time - old.event_time) > EPISODE_WINDOW
-
-
-def _environments(text: str) -> frozenset[str]:
-    return frozenset(ENVIRONMENTS[t] for t in statement_tokens(text) if t in ENVIRONMENTS)
-
-
-def _scope_differs(new: MemoryRecord, old: MemoryRecord) -> bool:
-    """Environments, a swapped subject or episode times say these are two facts."""
-    new_env, old_env = _environments(new.content), _environments(old.content)
-    if new_env and old_env and not new_env & old_env:
-        return True
-    if _another_subject(old, new):
-        return True
-    # two occurrences of an episode, unless the newer says the first one was moved or that
-    # the world changed since ("moved again, now Monday", "rolled back", "expanded to 100%")
-    return _other_occurrence(new, old) and not (
-        (_MOVED.search(new.content) and not _MOVED.search(old.content)) or change_language(old, new)
-    )
-
-
-def _unanchored_episodes(old: MemoryRecord, new: MemoryRecord) -> bool:
-    """Two episodes that share no value (time, date, number, version), where the newer says
-    nothing changed and no word is negated, opposed or swapped for another in the claim: two
-    moments of a story ("paged at 02:10" / "rolled back"), not two accounts of one moment."""
-    if MemoryType.EPISODE not in (old.type, new.type):
-        return False
-    shared = set(statement_tokens(old.content)) & set(statement_tokens(new.content))
-    if any(map(is_value, shared)) or change_language(old, new):
-        return False
-    diff = compare(old.content, new.content)  # "held in Munich" / "in Vienna": one moment
-    return not (diff.antonym or diff.negation_flipped or diff.alternative)
 
 
 def _restates(old: MemoryRecord, new: MemoryRecord) -> bool:
@@ -226,20 +170,6 @@ def _affirms(old: MemoryRecord, new: MemoryRecord) -> bool:
     "as before"), which the older does not: "stretches are still held 30 seconds, and a
     foam-roller step is new" reports an addition, so it cannot end the older record."""
     return bool(_CARRIES_ON.search(new.content)) and not _CARRIES_ON.search(old.content)
-
-
-def _another_subject(old: MemoryRecord, new: MemoryRecord) -> bool:
-    """The statements name different things in one word at their start and also say different
-    things about them ("The cache service keeps its data in Redis" / "The ledger service …
-    in MySQL"), and the newer does not say anything changed: two facts about two things."""
-    swap_at, spans, one_word = first_swap(old.content, new.content)
-    return (
-        one_word
-        and swap_at < SUBJECT_SPAN
-        and spans >= 2
-        and compare(old.content, new.content).subject_changed
-        and not change_language(old, new)
-    )
 
 
 def _better_supported(new: MemoryRecord, old: MemoryRecord) -> bool:
@@ -270,18 +200,6 @@ class _Judged:
 #: lexicon and compiling what the features need (about 50 ms once per process; the Gate's
 #: readiness probe allows 200 ms).
 _WARM_UP = ("The warm-up service runs on port 8080.", "The warm-up service runs on 9090.")
-
-
-def _out_of_scope(old: MemoryRecord, new: MemoryRecord, similarity: float) -> bool:
-    """Another type, too distant, or explicit subjects that differ: nothing to compare."""
-    if old.type is not new.type:
-        return True
-    new_subject, old_subject = subject_of(new), subject_of(old)
-    if new_subject is not None and old_subject is not None and new_subject != old_subject:
-        return True
-    return (
-        similarity < RELATED_SIMILARITY and word_overlap(old.content, new.content) < COMPARED_WORDS
-    )
 
 
 def _claims(old: MemoryRecord, new: MemoryRecord) -> list[tuple[MemoryRecord, MemoryRecord]]:
@@ -376,11 +294,16 @@ class ConflictDetector:
         incompatible = p["conflict"]
 
         def result(kind: ConflictClassification, reason: str) -> ConflictResult:
+            if kind in _ACTED_ON and later_occurrence(new, old):
+                kind = ConflictClassification.UNRESOLVABLE
+                reason = f"{reason}, but in another occurrence of an episode"
             return ConflictResult(
                 kind, old.record_id, old.id, similarity, f"{reason} ({self.version})"
             )
 
         if incompatible >= CONFLICT_MIN and incompatible >= max(p.values()):
+            if similarity < REPORTED_SIMILARITY:
+                return None  # neighbours in a store, not two statements of one fact
             sure = incompatible >= DECISIVE
             if change_language(old, new):
                 doubts = [
@@ -450,16 +373,16 @@ class ConflictDetector:
                 found[index] = known.found
                 continue
             fresh.append(index)
-            if _out_of_scope(old, new, similarity):
+            if out_of_scope(old, new, similarity):
                 continue
             for claim_old, claim_new in _claims(old, new):
-                if not _scope_differs(claim_new, claim_old):
+                if not scope_differs(claim_new, claim_old):
                     units.append((claim_old, claim_new, similarity))
                     owners.append(index)
         answers = self._model.probabilities_of([pair_features(*unit) for unit in units])
         for (old, new, _), owner, answer in zip(units, owners, answers, strict=True):
             p = answer
-            if self._restated_amounts(old, new) or _unanchored_episodes(old, new):
+            if self._restated_amounts(old, new) or unanchored_episodes(old, new):
                 # "24 hours" / "one day": the same amount, said another way; or two moments of
                 # one story: compatible, though the newer may still refine the older
                 p = {**p, "conflict": 0.0}

@@ -1,0 +1,86 @@
+"""Scope rules that keep a store's true records from being ended or challenged
+(engram.memory.conflict.scope): a distant neighbour and a later occurrence of an episode."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from engram.memory.conflict.detection import ConflictDetector
+from engram.memory.conflict.scope import REPORTED_SIMILARITY, later_occurrence
+from engram.memory.types import ConflictClassification, MemoryRecord, MemoryType
+
+
+def record(kind: MemoryType, text: str, day: int, hour: int = 9) -> MemoryRecord:
+    """A draft of ``kind`` from agent a, dated that day of March 2026."""
+    return MemoryRecord.draft(
+        kind, text, source_agent="a", event_time=datetime(2026, 3, day, hour, tzinfo=UTC)
+    )
+
+
+async def classes(old: MemoryRecord, new: MemoryRecord, similarity: float) -> list[str]:
+    """The classes the packaged detector reports for one pair."""
+    found = await ConflictDetector().detect(new, [old], similarities={old.id: similarity})
+    return [c.classification.value for c in found]
+
+
+async def test_a_distant_neighbour_is_never_in_conflict() -> None:
+    """Two reflections about different things, one saying something changed, are close
+    enough in a store to be judged; below the floor nothing is reported (the classifier
+    alone read them as a supersession)."""
+    old = record(
+        MemoryType.REFLECTION,
+        "Customers escalate less when the very first reply promises a concrete time for the "
+        "next update, even if there is no fix yet.",
+        3,
+    )
+    new = record(
+        MemoryType.REFLECTION,
+        "On-call load dropped noticeably once alerts were routed to each dataset owner "
+        "instead of one shared channel for everything.",
+        20,
+    )
+    assert [] == await classes(old, new, 0.25)
+    assert [] == await classes(old, new, REPORTED_SIMILARITY - 0.01)
+
+
+async def test_a_later_occurrence_of_an_episode_is_escalated_not_retired() -> None:
+    """A week later the substitution happens "once more", told with a word of change
+    ("replaced"): each episode is a true account of its own Saturday, so the older one is not
+    ended; the judgement is escalated at most. Within the window it is one account."""
+    old = record(
+        MemoryType.EPISODE,
+        "FreshCart order came: free-range eggs listed as out of stock and swapped for a "
+        "standard dozen. The family won't eat those.",
+        7,
+    )
+    again = record(
+        MemoryType.EPISODE,
+        "Once more FreshCart replaced the free-range eggs with a different product. That is "
+        "the third Saturday in a row.",
+        14,
+    )
+    found = await ConflictDetector().detect(again, [old], similarities={old.id: 0.71})
+    assert all(c.classification is ConflictClassification.UNRESOLVABLE for c in found)
+    assert all("another occurrence" in c.reason for c in found)
+    assert later_occurrence(again, old)
+    same_morning = record(MemoryType.EPISODE, again.content, 7, 15)
+    assert not later_occurrence(same_morning, old)
+
+
+async def test_a_moved_event_still_supersedes_days_later() -> None:
+    """A planned event that the newer says was moved is the same event, not another one."""
+    old = record(MemoryType.EPISODE, "Leo's dentist appointment booked for 14 May at 10:30.", 2)
+    moved = record(
+        MemoryType.EPISODE, "Leo's dentist appointment was changed to 21 May at 09:00.", 20
+    )
+    assert not later_occurrence(moved, old)
+    assert ["supersession"] == await classes(old, moved, 0.86)
+
+
+async def test_a_later_episode_that_changes_a_state_still_supersedes() -> None:
+    """Without a word saying it happened again, a later episode that reports a change of the
+    state the older one described is judged as before ("10 %" / "expanded to 100 %")."""
+    old = record(MemoryType.EPISODE, "Rolled out mobile v3.2.0 to 10% of Android users.", 2)
+    expanded = record(MemoryType.EPISODE, "Android rollout of v3.2.0 expanded to 100%.", 5)
+    assert not later_occurrence(expanded, old)
+    assert ["supersession"] == await classes(old, expanded, 0.8)
