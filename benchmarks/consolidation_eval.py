@@ -140,8 +140,8 @@ async def grid(kernel: Kernel, owner: dict[UUID, str], topics: list[dict[str, An
     """B-cubed F1 and action agreement over a grid of clustering thresholds (dev only)."""
     rows = []
     base = PlannerSettings()
-    for threshold, entity_weight, time_weight, lexical_weight in product(
-        (0.44, 0.5, 0.56, 0.62), (0.3, 0.5), (0.3, 0.5), (0.0, 0.3, 0.5)
+    for threshold, entity_weight, time_weight, lexical_weight, horizon in product(
+        (0.36, 0.40, 0.44, 0.50), (0.3, 0.5, 0.7), (0.3, 0.5), (0.3, 0.5), (21.0, 60.0)
     ):
         settings = replace(
             base,
@@ -152,6 +152,7 @@ async def grid(kernel: Kernel, owner: dict[UUID, str], topics: list[dict[str, An
                 entity_weight=entity_weight,
                 time_weight=time_weight,
                 lexical_weight=lexical_weight,
+                time_horizon_days=horizon,
             ),
         )
         planner = Planner(kernel.db, ExtractiveSummarizer(), settings)
@@ -163,6 +164,7 @@ async def grid(kernel: Kernel, owner: dict[UUID, str], topics: list[dict[str, An
                 "entity_weight": entity_weight,
                 "time_weight": time_weight,
                 "lexical_weight": lexical_weight,
+                "time_horizon_days": horizon,
                 **bcubed(found, owner),
                 "action_agreement": _agreement(planned, owner, topics),
             }

@@ -14,6 +14,7 @@ from engram.memory.consolidation.actions import (
     level_of,
     merged_steps,
     output_type,
+    repeated_steps,
     steps_of,
 )
 from engram.memory.consolidation.model import ConsolidationAction
@@ -246,3 +247,63 @@ def test_level_of_is_the_most_closed() -> None:
     levels = [AccessLevel.PUBLIC, AccessLevel.SENSITIVE, AccessLevel.USER]
     assert AccessLevel.SENSITIVE == level_of([record(level=level) for level in levels])
     assert AccessLevel.PUBLIC == level_of([record(level=AccessLevel.PUBLIC)])
+
+
+def pairwise(n: int, cosine: float) -> np.ndarray:
+    """``n`` unit embeddings whose every pair has this cosine."""
+    vectors = np.zeros((n, n + 1), dtype=np.float32)
+    vectors[:, 0] = np.sqrt(cosine)
+    vectors[np.arange(n), np.arange(1, n + 1)] = np.sqrt(1 - cosine)
+    return vectors
+
+
+def test_an_incident_told_in_steps_is_a_merge_and_a_repeated_routine_a_skill() -> None:
+    """Arrows and commas alone do not make a procedure: a log of one incident is written in
+    steps too, but each step is new; a routine repeats its steps."""
+    log = [
+        record("Pump alarm on bed 4 → occlusion cleared, line flushed, rate reset, pharmacy paged"),
+        record(
+            "Bed 4 pump alarmed later → swapped to spare unit BM-12, old one tagged, biomed told"
+        ),
+        record("Biomed found a cracked pressure sensor, unit BM-07 sent to vendor, loan unit due"),
+    ]
+    routine = [
+        record("Strip linen, bag by colour, wipe frame with chlorclean, remake bed, mark clean"),
+        record("Stripped linen, bagged by colour, wiped frame with chlorclean, remade bed, marked"),
+        record("Linen stripped, bag by colour, chlorclean wipe of frame, remake bed, mark clean"),
+    ]
+    assert repeated_steps(log) < ActionParams().skill_repeated
+    assert repeated_steps(routine) >= 0.5
+    alike_enough = pairwise(3, 0.6)  # above skill_similarity, below promote_similarity
+    assert ConsolidationAction.MERGE == choose(log, alike_enough, ActionParams())
+    assert ConsolidationAction.SKILL == choose(routine, alike_enough, ActionParams())
+
+
+def test_observations_that_say_it_happened_again_are_promoted_though_less_alike() -> None:
+    """Below promote_similarity, a pattern told as one ("again", "third week in a row") or
+    with a belief among its records is promoted; a story of the same likeness is merged."""
+    story = [
+        record("Handover started late, the night nurse was still with bed 9."),
+        record("Day team took over at 07:40 after the family meeting ran long."),
+        record("Handover notes moved to the printed SBAR sheet for the review."),
+    ]
+    pattern = [
+        record("Handover overran again, finished 07:48."),
+        record("Handover late once more; finished 07:50."),
+        record("Third week in a row the handover ran past 07:45."),
+    ]
+    believed = [*story[:2], record("Handovers overrun on Tuesdays.", type_=MemoryType.BELIEF)]
+    vectors = pairwise(3, 0.55)
+    assert ConsolidationAction.MERGE == choose(story, vectors, ActionParams())
+    assert ConsolidationAction.PROMOTE == choose(pattern, vectors, ActionParams())
+    assert ConsolidationAction.PROMOTE == choose(believed, vectors, ActionParams())
+    assert ConsolidationAction.MERGE == choose(pattern, pairwise(3, 0.45), ActionParams())
+
+
+def test_steps_of_keeps_an_abbreviation_with_its_number() -> None:
+    """A sentence end parts steps only before a capital: "ext. 4410" stays whole (it was
+    cut in two, and the fact was lost from the skill's text)."""
+    assert ["phoned the bed manager on ext. 4410"] == steps_of(
+        "phoned the bed manager on ext. 4410"
+    )
+    assert ["Weighed approx. 3 kg", "Logged it"] == steps_of("Weighed approx. 3 kg. Logged it.")

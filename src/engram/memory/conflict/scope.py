@@ -85,6 +85,12 @@ def _other_occurrence(new: MemoryRecord, old: MemoryRecord) -> bool:
     return abs(new.event_time - old.event_time) > EPISODE_WINDOW
 
 
+def says_again(text: str) -> bool:
+    """Whether an account says its event happened again ("again", "once more", "the third
+    Saturday in a row", "as usual")."""
+    return bool(_AGAIN.search(text))
+
+
 def later_occurrence(new: MemoryRecord, old: MemoryRecord) -> bool:
     """An episode more than ``EPISODE_WINDOW`` after another that says it happened again
     ("again", "once more", "another", "the third time"), and not that the first was moved:
@@ -92,9 +98,7 @@ def later_occurrence(new: MemoryRecord, old: MemoryRecord) -> bool:
     also reports a change ("FreshCart replaced the eggs once more"), the pair is judged, but
     what it finds is escalated."""
     return (
-        _other_occurrence(new, old)
-        and bool(_AGAIN.search(new.content))
-        and not _MOVED.search(new.content)
+        _other_occurrence(new, old) and says_again(new.content) and not _MOVED.search(new.content)
     )
 
 

@@ -1,14 +1,19 @@
 """What a topic becomes: the action (§5.4) and the consolidated record's text and fields.
 
 * **skill**: the records repeat one procedure: they are alike (mean pairwise cosine at least
-  ``skill_similarity``) and written as lists of steps (on average at least ``skill_parts``
-  pieces between commas, semicolons, "then" and arrows). The skill's ``steps`` are the
-  distinct pieces in the order first seen; the text lists them.
+  ``skill_similarity``), written as lists of steps (on average at least ``skill_parts``
+  pieces between commas, semicolons, "then" and arrows), and the steps recur: at least
+  ``skill_repeated`` of them have a step of another record with much the same words (a log
+  of one incident is written in steps too, but each step is new). The skill's ``steps`` are
+  the distinct pieces in the order first seen; the text lists them.
 * **promote**: at least ``promote_min`` records that say the same thing (mean pairwise cosine
-  at least ``promote_similarity``) become one ``belief``. Its confidence grows with the number
-  and confidence of independent sources: ``1 - prod(1 - c_i)`` with one term per writing
-  agent (as the audit log records it, its surest source), capped at 0.99. Any other
-  consolidated record is as sure as its least sure source.
+  at least ``promote_similarity``), or that are less alike (at least
+  ``recurring_similarity``) but say it happened again ("again", "once more", "the third week
+  in a row": at least ``recurring_share`` of them) or hold a belief, become one ``belief``.
+  Its confidence grows with the number and confidence of independent sources:
+  ``1 - prod(1 - c_i)`` with one term per writing agent (as the audit log records it, its
+  surest source), capped at 0.99. Any other consolidated record is as sure as its least sure
+  source.
 * **merge**: any other topic of two or more records: one narrative of the same type as most of
   its sources, each moment dated, in event-time order.
 * **compress**: a topic of one record of at least ``compress_min_words`` words, when the
@@ -29,12 +34,17 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from engram.memory.conflict.scope import says_again
 from engram.memory.consolidation.facts import content_words
 from engram.memory.consolidation.model import ConsolidationAction
 from engram.memory.consolidation.summarize import SourceText, Style, select_clauses
 from engram.memory.types import AccessLevel, MemoryRecord, MemoryType
 
-_PARTS = re.compile(r"[,;:]\s+|\s+then\s+|\s*(?:->|\u2192)\s*|(?<=[.!?])\s+|\n+")
+#: Where a procedure's steps part: commas, semicolons, colons, "then", arrows, new lines, and
+#: sentence ends before a capital ("… on ext. 4410" and "approx. 3 kg" stay one step).
+_PARTS = re.compile(
+    r"[,;:]\s+|\s+then\s+|\s*(?:->|\u2192)\s*|(?<=[.!?])\s+(?=[A-Z\u00c0-\u00d6\u00d8-\u00de\u0391-\u03a9\u0410-\u042f])|\n+"
+)
 _LEADING = re.compile(
     r"^(?:and\s+)?(?:then|next|finally|afterwards|after that)\b[,\s]*", re.IGNORECASE
 )
@@ -47,9 +57,12 @@ class ActionParams:
     """The action rules' knobs (see the module docstring)."""
 
     skill_parts: float = 4.5
-    skill_similarity: float = 0.60
+    skill_similarity: float = 0.58
+    skill_repeated: float = 0.2
     promote_min: int = 3
     promote_similarity: float = 0.62
+    recurring_similarity: float = 0.5
+    recurring_share: float = 0.3
     compress_min_words: int = 100
     compress_min_saving: float = 0.15
 
@@ -72,12 +85,46 @@ def choose(
     similarity = _mean_similarity(vectors)
     parts = sum(len(steps_of(s.content)) for s in sources) / len(sources)
     if all(s.type is MemoryType.SKILL for s in sources) or (
-        similarity >= params.skill_similarity and parts >= params.skill_parts
+        similarity >= params.skill_similarity
+        and parts >= params.skill_parts
+        and repeated_steps(sources) >= params.skill_repeated
     ):
         return ConsolidationAction.SKILL
-    if len(sources) >= params.promote_min and similarity >= params.promote_similarity:
+    if len(sources) >= params.promote_min and (
+        similarity >= params.promote_similarity
+        or (similarity >= params.recurring_similarity and _recurring(sources, params))
+    ):
         return ConsolidationAction.PROMOTE
     return ConsolidationAction.MERGE
+
+
+def _recurring(sources: Sequence[MemoryRecord], params: ActionParams) -> bool:
+    """The sources say they report one pattern: enough of them say it happened again, or one
+    of them is a belief."""
+    again = sum(says_again(s.content) for s in sources) / len(sources)
+    return again >= params.recurring_share or any(s.type is MemoryType.BELIEF for s in sources)
+
+
+#: Two steps with at least this share of their content words in common are one step.
+SAME_STEP = 0.4
+
+
+def repeated_steps(sources: Sequence[MemoryRecord]) -> float:
+    """The share of the sources' steps that another source also takes (Jaccard of content
+    words at least ``SAME_STEP``)."""
+    steps = [
+        [frozenset(content_words(piece)) for piece in steps_of(s.content)][:MAX_STEPS]
+        for s in sources
+    ]
+    total = repeated = 0
+    for n, own in enumerate(steps):
+        others = [step for m, theirs in enumerate(steps) if m != n for step in theirs if step]
+        for step in own:
+            if not step:
+                continue
+            total += 1
+            repeated += any(len(step & o) >= SAME_STEP * len(step | o) for o in others)
+    return repeated / total if total else 0.0
 
 
 def _mean_similarity(vectors: NDArray[np.float32]) -> float:
