@@ -6,9 +6,9 @@ the real model, computes the pair features, fits scikit-learn's
 = supersession, contradiction or unresolvable; ``refinement``; ``none``) and writes the
 trees to ``src/engram/memory/conflict/conflict_model.json``, checking that the packaged scorer
 reproduces scikit-learn's probabilities. ``--cv`` instead prints the whole detector's
-five-fold cross-validated confusion on dev; ``--by-writer`` holds out each writer of
-``dev_writers.jsonl`` in turn, which asks how the detector does on text by a writer it never
-saw (choices are made by this figure). The test half is never read here
+five-fold cross-validated confusion on dev; ``--by-writer`` holds out each later writer
+(``dev_writers.jsonl``, ``dev_stories.jsonl``) in turn, which asks how the detector does on
+text by a writer it never saw (choices are made by this figure). The test half is never read here
 (``benchmarks/conflict_eval.py --half test`` reports it).
 
     pip install -e '.[train]'   # scikit-learn: a training-time tool, not a kernel dependency
@@ -41,13 +41,19 @@ from engram.memory.conflict.features import FEATURES, pair_features  # noqa: E40
 from engram.memory.conflict.model import MODEL_FILE, PairModel  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "conflict"
-#: The dev half, hard negatives written for dev later (same subject, another attribute), and
-#: four more writers' pairs (ids ``g-`` .. ``j-``, one writer each).
-DEV = (DATA / "dev.jsonl", DATA / "dev_extra.jsonl", DATA / "dev_writers.jsonl")
-#: The writers of ``dev_writers.jsonl``, by id prefix: ``--by-writer`` holds out each in turn.
-WRITERS = ("g", "h", "i", "j")
+#: The dev half, hard negatives written for dev later (same subject, another attribute),
+#: four more writers' pairs (ids ``g-`` .. ``j-``, one writer each) and one writer's pairs
+#: from stories as agents write them (``s-``).
+DEV = (
+    DATA / "dev.jsonl",
+    DATA / "dev_extra.jsonl",
+    DATA / "dev_writers.jsonl",
+    DATA / "dev_stories.jsonl",
+)
+#: The writers held out in turn by ``--by-writer``, by id prefix.
+WRITERS = ("g", "h", "i", "j", "s")
 OUT = ROOT / "src" / "engram" / "memory" / "conflict" / MODEL_FILE
-VERSION = "conflict-gbdt@4"
+VERSION = "conflict-gbdt@5"
 GROUPS = {
     "supersession": "conflict",
     "contradiction": "conflict",
@@ -162,8 +168,8 @@ def cross_validate(pairs: list[Pair], sims: list[float], rows: list[list[float]]
 
 
 def by_writer(pairs: list[Pair], sims: list[float], rows: list[list[float]]) -> dict[str, Any]:
-    """Each writer of ``dev_writers.jsonl`` held out in turn, the model trained on all the rest
-    of dev: how the detector does on text by someone it never saw."""
+    """Each later writer held out in turn, the model trained on all the rest of dev: how the
+    detector does on text by someone it never saw."""
     labels = [p.label for p in pairs]
     folds = []
     for writer in WRITERS:
@@ -223,7 +229,7 @@ def main() -> None:
         dest="mode",
         action="store_const",
         const="by-writer",
-        help="hold out each writer of dev_writers.jsonl in turn; write nothing",
+        help="hold out each later writer of dev in turn; write nothing",
     )
     args = parser.parse_args()
     print(json.dumps(asyncio.run(_main(args.mode)), indent=1))

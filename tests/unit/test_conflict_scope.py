@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from engram.memory.conflict.detection import ConflictDetector
+from engram.memory.conflict.features import _tense
 from engram.memory.conflict.scope import REPORTED_SIMILARITY, later_occurrence
 from engram.memory.types import ConflictClassification, MemoryRecord, MemoryType
 
@@ -61,7 +62,6 @@ async def test_a_later_occurrence_of_an_episode_is_escalated_not_retired() -> No
     )
     found = await ConflictDetector().detect(again, [old], similarities={old.id: 0.71})
     assert all(c.classification is ConflictClassification.UNRESOLVABLE for c in found)
-    assert all("another occurrence" in c.reason for c in found)
     assert later_occurrence(again, old)
     same_morning = record(MemoryType.EPISODE, again.content, 7, 15)
     assert not later_occurrence(same_morning, old)
@@ -84,3 +84,47 @@ async def test_a_later_episode_that_changes_a_state_still_supersedes() -> None:
     expanded = record(MemoryType.EPISODE, "Android rollout of v3.2.0 expanded to 100%.", 5)
     assert not later_occurrence(expanded, old)
     assert ["supersession"] == await classes(old, expanded, 0.8)
+
+
+async def test_a_later_step_of_a_story_leaves_the_earlier_account_standing() -> None:
+    """ "Agreed to a credit memo instead of wiring the money back" uses a word of change, but
+    the audit finding it follows stays true: no conflict (`conflict-gbdt@4` ended it)."""
+    finding = record(
+        MemoryType.EPISODE,
+        "Internal audit flagged a duplicate payment: Brightline Supplies invoice BL-20931 for "
+        "18,400 USD was paid on April 14 and then again on April 21.",
+        2,
+    )
+    settled = record(
+        MemoryType.EPISODE,
+        "Brightline Supplies agreed to issue credit memo CM-5512 for 18,400 USD against "
+        "upcoming invoices instead of wiring the money back.",
+        10,
+    )
+    assert [] == await classes(finding, settled, 0.685)
+
+
+def test_tense_tells_an_account_from_a_standing_state() -> None:
+    """The classifier reads how many words tell of the past and how many of how things
+    stand; "needed"-like regular pasts count, "speed" and "need" do not."""
+    assert (0.0, 3.0) == _tense("Kim owns the ticket and is on call every Monday.")
+    assert (2.0, 0.0) == _tense("Raised the pool to 200 and restarted the pods.")
+    assert (1.0, 0.0) == _tense("We needed more speed.")
+    assert (3.0, 0.0) == _tense("was were had did went")
+
+
+async def test_a_change_told_by_a_later_occurrence_is_escalated_with_its_reason() -> None:
+    """The classifier is sure the world changed, but the newer episode says it is another
+    occurrence ("once again", a week later): escalated, and the reason says why; told on the
+    same day without those words, it supersedes."""
+    old = record(MemoryType.EPISODE, "The team tracks its work in Jira.", 2)
+    again = record(
+        MemoryType.EPISODE, "Once again the team switched its work tracking from Jira to Linear.", 9
+    )
+    found = await ConflictDetector().detect(again, [old], similarities={old.id: 0.8})
+    assert [ConflictClassification.UNRESOLVABLE] == [c.classification for c in found]
+    assert "another occurrence of an episode" in found[0].reason
+    same_day = record(
+        MemoryType.EPISODE, "The team switched its work tracking from Jira to Linear.", 2, 15
+    )
+    assert ["supersession"] == await classes(old, same_day, 0.8)

@@ -33,6 +33,29 @@ _TYPES = tuple(MemoryType)
 _CAPITALISED = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][A-Za-z0-9]+|\b[A-Z]{2,}[A-Za-z0-9]*")
 _ALSO = frozenset({"also", "too", "additionally", "addition", "besides", "another"})
 _EXCLUSIVE = frozenset({"only", "exclusively", "solely", "sole", "single", "just", "instead"})
+_WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
+#: Verbs that say how things stand now or will be: a state or a plan a later record can end.
+_STANDING = frozenset(
+    {"is", "are", "am", "isn't", "aren't", "has", "have", "hasn't", "haven't", "does",
+     "doesn't", "do", "don't", "will", "won't", "remains", "stays", "owns", "uses", "runs",
+     "lives", "works", "prefers", "wants", "needs", "keeps", "holds", "scheduled", "booked",
+     "planned", "due", "currently", "usually", "always", "every", "each"}
+)  # fmt: skip
+#: Irregular past forms (regular ones end in "ed"): an account of what happened.
+_PAST = frozenset(
+    {"was", "were", "wasn't", "weren't", "had", "did", "didn't", "went", "came", "found",
+     "got", "made", "took", "said", "saw", "sent", "told", "gave", "left", "kept", "ran",
+     "began", "brought", "bought", "thought", "paid", "held", "wrote", "broke", "chose",
+     "drove", "fell", "felt", "flew", "grew", "knew", "led", "lost", "met", "rose", "sold",
+     "spoke", "spent", "taught", "threw", "woke", "won", "became", "caught", "fought",
+     "forgot", "hung", "rang", "sang", "sat", "slept", "stood", "struck", "swung", "tore",
+     "understood", "overran", "rebuilt", "withdrew", "upheld", "undid", "reran"}
+)  # fmt: skip
+_NOT_PAST = frozenset(
+    {"need", "speed", "feed", "seed", "bed", "red", "shed", "hundred", "embed", "indeed",
+     "proceed", "exceed", "succeed", "breed", "weed", "greed", "creed", "steed", "deed",
+     "heed", "reed", "ted", "ned", "med", "fed"}
+)  # fmt: skip
 
 FEATURES: tuple[str, ...] = (
     "similarity",
@@ -72,6 +95,10 @@ FEATURES: tuple[str, ...] = (
     "subject_explicit_same",
     "subject_explicit_differ",
     "locator_differ",
+    "old_past",
+    "old_standing",
+    "new_past",
+    "new_standing",
     *(f"type_{kind.value}" for kind in _TYPES),
 )
 
@@ -88,6 +115,18 @@ def _names(text: str) -> frozenset[str]:
 
 def _jaccard(left: frozenset[str], right: frozenset[str]) -> float:
     return len(left & right) / len(left | right) if left or right else 1.0
+
+
+def _tense(text: str) -> tuple[float, float]:
+    """How many words of ``text`` tell of the past ("was", "rolled back") and how many say
+    how things stand or will be ("is", "owns", "booked for"), each at most 3: an account of
+    a moment stays true after a later change; a standing state or plan does not."""
+    words = _WORD.findall(text.casefold())
+    past = sum(
+        1 for w in words if w in _PAST or (w.endswith("ed") and len(w) > 3 and w not in _NOT_PAST)
+    )
+    standing = sum(1 for w in words if w in _STANDING)
+    return min(3.0, float(past)), min(3.0, float(standing))
 
 
 def _wordnet_antonym(old: Sequence[str], new: Sequence[str]) -> bool:
@@ -113,7 +152,12 @@ def pair_features(old: MemoryRecord, new: MemoryRecord, similarity: float) -> li
     old_subject, old_predicate = statement_parts(old.content)
     new_subject, new_predicate = statement_parts(new.content)
     swap_at, spans, _ = first_swap(old.content, new.content)
+    (old_past, old_standing), (new_past, new_standing) = _tense(old.content), _tense(new.content)
     values = {
+        "old_past": old_past,
+        "old_standing": old_standing,
+        "new_past": new_past,
+        "new_standing": new_standing,
         "first_swap_at": swap_at,
         "swap_at_start": float(swap_at < 0.2),
         "differing_spans": min(6.0, float(spans)),
