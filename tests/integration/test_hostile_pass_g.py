@@ -51,9 +51,9 @@ async def test_a_changed_value_is_stored_not_reinforced(kernel: Kernel) -> None:
     assert {} == lost
 
 
-#: A restatement below 0.85 that the classifier calls incompatible: since the band from 0.75
-#: to 0.85 asks the classifier again (ADR-010), it is stored, naming the record it restates
-#: as its update candidate; a second record, never a lost one.
+#: A restatement below 0.85: the band from 0.75 to 0.85 asks the classifier (ADR-010).
+#: `conflict-gbdt@4` called this paraphrase incompatible, so it was stored with the record it
+#: restates as its update candidate; `@5` finds nothing incompatible, and it reinforces.
 ASKED = ("Alerts without a runbook link get ignored at night.",
          "At night, on-call engineers ignore alerts that come without a runbook link.")  # fmt: skip
 
@@ -62,13 +62,10 @@ async def test_the_same_value_written_another_way_reinforces(kernel: Kernel) -> 
     """The fix keeps restatements in other units, formats and number words as NOOPs."""
     outcomes = {
         new: await _second_write(kernel, old, new, f"g-same-{i}")
-        for i, (old, new) in enumerate(SAME)
+        for i, (old, new) in enumerate([*SAME, ASKED])
     }
-    asked = outcomes.pop(ASKED[1])
     added = {new: outcome for new, outcome in outcomes.items() if outcome.startswith("created")}
     assert {} == added
-    assert asked.startswith("created"), asked
-    assert "update candidate" in asked, asked
 
 
 #: (stored, proposed): a claim reworded in two places with its object swapped. The model
