@@ -17,8 +17,9 @@ counts only where the text says it is a bank account:
   ``BSB``; a Canadian transit number after ``transit``. Each is reported: with the account
   beside it, it locates the money.
 * **Layouts with a check**: a New Zealand account (``01-1188-0687661-01``), a Norwegian
-  kontonummer (``9710.78.07016``) and an Argentine CBU (22 digits), each by its own check
-  digits.
+  kontonummer (``9710.78.07016``), an Argentine CBU (22 digits), a Czech account with its
+  bank code (``19-4515726386/0800``) and a Hungarian giro number (``12034194-88226763``),
+  each by its own check digits.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import re
 from collections.abc import Iterator
 
 from stdnum.ar import cbu as _ar_cbu
+from stdnum.cz import bankaccount as _cz_account
 from stdnum.no import kontonr as _no_kontonr
 from stdnum.nz import bankaccount as _nz_account
 from stdnum.us import rtn as _us_rtn
@@ -43,14 +45,16 @@ _BANKING = re.compile(
         r"|refund|reimburse\w*|kontonummer|kontonr|konto|futsu|giro|rib|bankleitzahl|blz"
         r"|reg\.? ?nr|registreringsnummer|cbu|nuban|udbetaling|utbetalning|transfers?"
         r"|račun|tekući|rachunek|sąskaitos|reikningsnúmer|счет|рахунок|rib|banco\w*|ahorros|pix"
-        r"|corriente|cci)\b|銀行|银行|振込|은행|банк|בנק|ธนาคาร|ngân hàng|帳號|账号|帳戶|账户|口座)"
+        r"|corriente|cci|rekening|bankszámla\w*|účet|účtu)\b"
+        r"|銀行|银行|振込|은행|банк|בנק|ธนาคาร|ngân hàng|帳號|账号|帳戶|账户|口座)"
     )
 )
 _ACCOUNT_WORDS = re.compile(
     folded(
         r"(?:\b(?:account|acct|acc|a/c|ac no|clabe|nuban|kontonummer|kontonr|konto|cuenta|compte"
         r"|conto|conta|rekening|checking|savings|cheque account|stk|số tài khoản|rekening|no\. rek"
-        r"|račun|rachunek|sąskaitos nr|reikningsnúmer|счет|рахунок|rib|cci)"
+        r"|račun|rachunek|sąskaitos nr|reikningsnúmer|счет|рахунок|rib|cci|giro(?: number)?"
+        r"|bankszámla(?:szám)?|számlaszám|účet|číslo účtu)"
         r"|帳號|账号|帳戶|账户|口座|普通|当座|계좌(?:번호)?|номер сч[её]та|חשבון|บัญชี|số tài khoản"
         r"|account_?(?:number|no|num)\b)"
     )
@@ -82,8 +86,9 @@ _NO_ACCOUNT = re.compile(
     r"|\baccount (?:number|details) (?:will|to) (?:come|follow)"
 )
 _LAYOUTS = re.compile(
-    r"(?<![\w.\-])(?:(?P<nz>\d{2}-\d{4}-\d{7}-\d{2,3})|(?P<no>\d{4}\.\d{2}\.\d{5})"
-    r"|(?P<cbu>\d{22}))(?![\w\-])"
+    r"(?<![\w.\-/])(?:(?P<nz>\d{2}-\d{4}-\d{7}-\d{2,3})|(?P<no>\d{4}\.\d{2}\.\d{5})"
+    r"|(?P<cbu>\d{22})|(?P<cz>(?:\d{1,6}-)?\d{2,10}/\d{4})|(?P<hu>\d{8}-\d{8}(?:-\d{8})?))"
+    r"(?![\w\-/])"
 )
 
 
@@ -116,8 +121,23 @@ def _code_ok(kind: str, code: str) -> bool:
     return True
 
 
+def _hu_giro(value: str) -> bool:
+    """A Hungarian account (giro) number: blocks of eight digits; the first block (bank and
+    branch) and the rest each check out with the weights 9, 7, 3, 1 modulo 10."""
+    digits = value.replace("-", "")
+    if len(digits) not in (16, 24) or not digits.isdigit() or len(set(digits)) < 4:
+        return False
+
+    def weighted(block: str) -> int:
+        return sum(int(d) * (9, 7, 3, 1)[n % 4] for n, d in enumerate(block)) % 10
+
+    return weighted(digits[:8]) == 0 and weighted(digits[8:]) == 0
+
+
 _LAYOUT_CHECKS = {
     "nz": _nz_account.is_valid,
+    "cz": _cz_account.is_valid,  # Czech prefix-number/bank code, mod-11 checks, known banks
+    "hu": _hu_giro,
     "cbu": _ar_cbu.is_valid,  # Argentina's 22 digits, two check digits
     "no": _no_kontonr.is_valid,
 }

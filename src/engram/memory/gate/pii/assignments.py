@@ -267,10 +267,22 @@ def find_assignments(t: Text) -> Iterator[Span]:
 # config.json ("auth": base64 of user:password).
 _PGPASS = re.compile(r"(?<![\w.])[\w.\-]+:\d{2,5}:[^:\s]+:[^:\s]+:(?P<v>[^\s:]{6,})")
 _DOCKER_AUTH = re.compile(r"\"auth\"\s{0,8}:\s{0,8}\"(?P<v>[A-Za-z0-9+/]{12,}={0,2})\"")
+# A MySQL or MariaDB client given its password on the command line: "-p" and the password
+# with no space between them ("-p'jiAc…'", "-pS3cr3t"), after the command's name.
+_MYSQL_PASSWORD = re.compile(
+    r"\b(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\b[^\n|;&]{0,80}?"
+    r"(?<=\s)-p(?:'(?P<q>[^'\s]{4,})'|\"(?P<d>[^\"\s]{4,})\"|(?P<v>[^\s'\"-][^\s'\"]{3,}))"
+)
 
 
 def _files_of_secrets(t: Text) -> Iterator[Span]:
-    """The password of a .pgpass line, and a docker config.json login."""
+    """The password of a .pgpass line, a docker config.json login and a MySQL client's
+    ``-p`` password."""
+    if "mysql" in t.lower or "mariadb" in t.lower:
+        for m in _MYSQL_PASSWORD.finditer(t.raw):
+            group = next(g for g in ("q", "d", "v") if m.group(g))
+            if _secret_value_ok(m.group(group), "password", "", bare=True):
+                yield PiiKind.SECRET_ASSIGNMENT, m.start(group), m.end(group)
     if "pgpass" in t.lower:
         for m in _PGPASS.finditer(t.raw):
             if _secret_value_ok(m.group("v"), "password", "", bare=True):

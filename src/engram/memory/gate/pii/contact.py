@@ -276,6 +276,22 @@ def _given(text: str, start: int) -> bool:
     return _GIVEN.search(text, max(0, start - 8), start) is not None
 
 
+# A local number without its area code, as people give one across a desk: "555-0143".
+_LOCAL = re.compile(r"\d{3}[\- ]\d{4}")
+#: How far before a local number its phone word may stand ("text Kadri directly at 518 6463").
+_LOCAL_WORD_BEFORE = 48
+
+
+def _local_number(text: str, start: int, end: int) -> bool:
+    """Seven digits written as three and four, with a phone word just before them in the
+    same sentence: a number given as a phone number, even one in no region's plan."""
+    if not _LOCAL.fullmatch(text[start:end]):
+        return False
+    before = text[max(0, start - _LOCAL_WORD_BEFORE) : start]
+    clause = re.split(r"[.;!?\n]", before)[-1]
+    return _PHONE_WORD.search(clause.casefold()) is not None
+
+
 def _br_mobile(candidate: str) -> bool:
     if not _BR_MOBILE.fullmatch(candidate):
         return False
@@ -322,6 +338,8 @@ def _piece_is_phone(text: str, start: int, end: int, national: bool) -> bool | N
         return _phone_span_ok(text, start, end) or None
     if not _phone_span_ok(text, start, end):
         return None
+    if national and _local_number(text, start, end):
+        return True
     return (national and _national_phone_ok(candidate)) or (
         (
             _national_mobile(candidate)

@@ -47,6 +47,7 @@ from stdnum.gr import amka as _gr_amka
 from stdnum.gr import vat as _gr_vat
 from stdnum.hr import oib as _hr_oib
 from stdnum.id import nik as _id_nik
+from stdnum.id import npwp as _id_npwp
 from stdnum.ie import pps as _ie_pps
 from stdnum.il import idnr as _il_idnr
 from stdnum.in_ import aadhaar as _in_aadhaar
@@ -162,6 +163,16 @@ def _ir_melli(value: str) -> bool:
     return int(value[9]) == (total if total < 2 else 11 - total)
 
 
+def _hu_taj(value: str) -> bool:
+    """A Hungarian social security number (TAJ): nine digits, the last the sum of the first
+    eight weighted 3 and 7 in turn, modulo 10."""
+    digits = value.replace("-", "").replace(" ", "")
+    if not re.fullmatch(r"\d{9}", digits) or len(set(digits)) == 1:
+        return False
+    total = sum(int(d) * (3 if n % 2 == 0 else 7) for n, d in enumerate(digits[:8]))
+    return total % 10 == int(digits[8])
+
+
 def _any(*checks: Check) -> Check:
     def check(value: str) -> bool:
         return any(_safe(c, value) for c in checks)
@@ -194,7 +205,10 @@ _CHECKED: tuple[tuple[str, Check], ...] = (
     (r"ahv|avs", _ch_ssn.is_valid),
     (r"sv[\- ]?nummer|sozialversicherungsnummer|versicherungsnummer", _at_vnr.is_valid),
     (r"cnp", _ro_cnp.is_valid),
-    (r"sa id|south african id|id ?number|id", _any(_za_idnr.is_valid, _kr_rrn.is_valid)),
+    (
+        r"sa id|south african id|id ?number|id",
+        _any(_za_idnr.is_valid, _kr_rrn.is_valid, _th_pin.is_valid),
+    ),
     (r"nif|contribuinte", _pt_nif.is_valid),
     (r"cart[ãa]o de cidad[ãa]o|citizen card", _pt_cc.is_valid),
     (r"rijksregisternummer|national (?:register|registry) number", _be_nn.is_valid),
@@ -208,6 +222,9 @@ _CHECKED: tuple[tuple[str, Check], ...] = (
     (r"afm|αφμ", _gr_vat.is_valid),
     (r"oib", _hr_oib.is_valid),
     (r"nik|ktp", _id_nik.is_valid),
+    (r"npwp", _id_npwp.is_valid),
+    (r"taj(?:[ \-]?sz[áa]m)?", _hu_taj),
+    (r"no\.? kp|mykad|kad pengenalan", _my_nric.is_valid),
     (r"cnic|nadra", _pk_cnic.is_valid),
     (r"asmens kodas", _lt_asmens.is_valid),
     (r"emšo|emso", _si_emso.is_valid),
@@ -351,7 +368,7 @@ _LAYOUTS = re.compile(
     r"|(?P<mynric>\d{6}-\d{2}-\d{4})"
     r"|(?P<ric>\d{17}[\dX])"
     r"|(?P<sgnric>[STFGM]\d{7}[A-Z])"
-    r"|(?P<hetu>\d{6}[\-+A]\d{3}[0-9A-Y])"
+    r"|(?P<hetu>\d{6}[\-+A-FU-Y]\d{3}[0-9A-Y])"
     r"|(?P<curp>[A-Za-z]{4}\d{6}[HMXhmx][A-Za-z]{5}[A-Za-z0-9]\d)"
     r"|(?P<rfc>[A-Z&]{4}\d{6}[A-Z0-9]{3})"
     r"|(?P<rut>\d{1,2}\.\d{3}\.\d{3}-[\dkK])"

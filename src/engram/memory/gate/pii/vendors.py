@@ -65,6 +65,7 @@ _VENDOR_KEYS = re.compile(
     r"|discord(?:app)?\.com/api/webhooks/\d{17,20}/(?P<discord>[\w\-]{60,80})"
     r"|nfp_(?P<netlify>[A-Za-z0-9]{36,40})"
     r"|LTAI(?P<alibaba>[A-Za-z0-9]{12,30})"
+    r"|(?:SB-)?Mid-server-(?P<midtrans>[A-Za-z0-9_\-]{20,})"
     r"|access_token\$(?:production|sandbox)\$[a-z0-9]{16}\$(?P<braintree>[a-f0-9]{32})"
     r"|(?P<sentrydsn>[a-f0-9]{32})@(?:o\d+\.)?ingest\.(?:[a-z]{2}\.)?sentry\.io"
     r")(?![A-Za-z0-9_\-])"
@@ -81,7 +82,7 @@ _HEX_BODIES |= {"databricks", "supabase", "postman", "langsmith", "braintree", "
 _PREFILTER = re.compile(
     r"sk-|AIza|GOCSPX-|ya29\.|gl[a-z]{1,5}[-_]|SG\.|SK[0-9a-f]|npm_|pypi-|hf_|hv[sb]\.|shp|do[opr]_"
     r"|key-|-us\d|:AA|dapi|ATATT|dckr_|NRAK-|sntr|sbp_|r8_|gsk_|pplx-|xai-|ntn_|secret_|figd_"
-    r"|PMAK-|dp\.|pcsk_|lsv2_|lin_api_|discord|nfp_|access_token\$|sentry\.io|LTAI"
+    r"|PMAK-|dp\.|pcsk_|lsv2_|lin_api_|discord|nfp_|access_token\$|sentry\.io|LTAI|Mid-server-"
 )
 
 
