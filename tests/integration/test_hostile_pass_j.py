@@ -1,0 +1,230 @@
+"""Hostile pass J: differential tests. Two stores get the same visible setup and the same
+caller operations; store B also holds records the caller may not read. Every answer the
+caller gets must be the same in both, up to fresh ids, instants and timings. Real embedded
+PostgreSQL and the real embedding model, no mocks."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from engram.memory.types import TrustLevel, WriteOutcome
+from engram.protocols.inprocess import AgentSession
+from engram.protocols.views import record_view, result_view, search_view
+from tests.integration.twin_helpers import Store, differences, normalised, twin_a, twin_b
+
+__all__ = ["twin_a", "twin_b"]
+
+FAST = 100_000.0
+C1 = "The incident bridge for the payments outage is room Orion on floor nine."
+PARA = "Payments outage incidents are bridged in room Orion, floor nine."
+VEGA = "The incident bridge for the payments outage is room Vega on floor two."
+DRILL = "The zyqbar failover drill runs every Thursday at noon."
+DRILL_FRI = "The zyqbar failover drill runs every Friday at noon."
+VISIBLE = [
+    "The staging cluster runs Kubernetes 1.29 on three nodes.",
+    "The quarterly report is due on the fifth working day.",
+    "The incident bridge for payments outages is announced in the ops channel.",
+    "The zyqbar service exports metrics to the shared Prometheus.",
+]
+PII = "Call Dana Whitfield at dana.whitfield@example.com about the zyqbar drill in room Orion."
+
+
+def _belief(content: str, level: str = "agent", **extra: Any) -> dict[str, Any]:
+    return {"type": "belief", "content": content, "access_level": level, **extra}
+
+
+async def _agents(store: Store) -> None:
+    await store.agent("boss", TrustLevel.TRUSTED, writes_per_minute=FAST)
+    await store.agent("writer", TrustLevel.STANDARD, writes_per_minute=FAST)
+    await store.agent("intern", TrustLevel.RESTRICTED, writes_per_minute=FAST)
+    await store.agent("other", TrustLevel.STANDARD, writes_per_minute=FAST)
+
+
+def _session(store: Store, name: str) -> AgentSession:
+    return AgentSession(store.kernel, store.principals[name].caller)
+
+
+async def _visible(store: Store) -> None:
+    other = _session(store, "other")
+    for content in VISIBLE:
+        result = await other.remember(_belief(content))
+        assert result.record_id is not None, result.reason
+
+
+async def _hidden(store: Store) -> None:
+    """Records the standard writer may not read, as influential as they can be."""
+    boss = _session(store, "boss")
+    for content in (C1, PARA, VEGA, DRILL):
+        result = await boss.remember(_belief(content, "sensitive"))
+        assert result.record_id is not None, result.reason
+    raised = await boss.remember(_belief(DRILL_FRI + " Owner: platform."))
+    assert raised.record_id is not None
+    result = await boss.update(
+        raised.record_id, _belief(DRILL_FRI + " Owner: platform.", "sensitive"), expected_version=1
+    )
+    assert result.version == 2, result.reason
+    other = _session(store, "other")
+    forgotten = await other.remember(_belief(DRILL_FRI))
+    assert forgotten.record_id is not None
+    await other.forget(forgotten.record_id)
+    await other.remember(_belief(PII))
+    await store.kernel.events.settled()
+
+
+async def _writes(store: Store, name: str) -> tuple[list[Any], list[Any]]:
+    """The caller's writes through the three adapters; returns (answers, record ids)."""
+    session = _session(store, name)
+    principal = store.principals[name]
+    headers = store.headers[name]
+    out: list[Any] = []
+    ids: list[Any] = []
+    for content in (C1, DRILL):
+        result = await session.remember(_belief(content))
+        out.append(result_view(result))
+        ids.append(result.record_id)
+    response = await store.client.post("/v1/memories", json=_belief(PARA), headers=headers)
+    out.append([response.status_code, response.json()])
+    ids.append(response.json().get("record_id"))
+    tool = await store.tools.call("remember", _belief(DRILL_FRI), principal)
+    out.append([tool.is_error, tool.structured_content])
+    ids.append((tool.structured_content or {}).get("record_id"))
+    return out, ids
+
+
+async def _reads(store: Store, name: str, ids: list[Any]) -> list[Any]:
+    """The caller's reads (and a few more writes) through the three adapters."""
+    caller = store.principals[name].caller
+    principal = store.principals[name]
+    headers = store.headers[name]
+    session = AgentSession(store.kernel, caller)
+    out: list[Any] = []
+    retrieval = store.kernel.retrieval
+    client = store.client
+    for query in ("zyqbar drill", "incident bridge room Orion floor nine", "Vega", "Dana"):
+        for options in (
+            {},
+            {"min_score": 0.38},
+            {"limit": 1},
+            {"limit": 3, "min_score": 0.0},
+            {"as_of_ingestion": datetime.now(UTC)},
+            {"as_of_event": datetime.now(UTC)},
+            {"include_superseded": True},
+            {"include_consolidated": True},
+            {"include_superseded": True, "limit": 2, "min_score": 0.0},
+        ):
+            found = await retrieval.search(caller, query, **options)
+            out.append({"query": query, "options": str(sorted(options)), **search_view(found)})
+            body = {
+                "query": query,
+                **{k: str(v) if isinstance(v, datetime) else v for k, v in options.items()},
+            }
+            response = await client.post("/v1/search", json=body, headers=headers)
+            out.append(response.json())
+            tool = await store.tools.call("recall", body, principal)
+            out.append(tool.structured_content)
+    temporal = store.kernel.temporal
+    for record_id in ids:
+        chain = await temporal.get_version_chain(record_id, caller=caller)
+        out.append([record_view(v) for v in chain])
+        out.append((await client.get(f"/v1/memories/{record_id}", headers=headers)).json())
+        out.append((await client.get(f"/v1/memories/{record_id}/versions", headers=headers)).json())
+        tool = await store.tools.call("history", {"record_id": str(record_id)}, principal)
+        out.append(tool.structured_content)
+    out.append([record_view(r) for r in await temporal.page(caller=caller)])
+    out.append((await store.tools.call("list", {"limit": 3}, principal)).structured_content)
+    out.append((await store.tools.call("list", {}, principal)).structured_content)
+    receipt = await retrieval.feedback(caller, ids[0], useful=True)
+    out.append({"useful": receipt.useful, "version": str(receipt.version_id)})
+    body = {"record_id": str(ids[1]), "useful": False}
+    out.append((await client.post("/v1/feedback", json=body, headers=headers)).json())
+    updated = await session.amend(ids[0], {"content": C1 + " Bring a badge."}, expected_version=1)
+    out.append(result_view(updated))
+    response = await client.patch(
+        f"/v1/memories/{ids[1]}",
+        json={"content": DRILL + " Owner: ops."},
+        headers={**headers, "If-Match": '"1"'},
+    )
+    out.append([response.status_code, response.json()])
+    tool = await store.tools.call(
+        "update", {"record_id": str(ids[2]), "content": PARA + " Badge needed."}, principal
+    )
+    out.append([tool.is_error, tool.structured_content])
+    forgot = await session.forget(ids[3])
+    out.append(result_view(forgot))
+    for content in (DRILL_FRI, C1, VEGA, PII, DRILL + " Owner: platform."):
+        again = await session.remember(_belief(content))
+        out.append(result_view(again))
+    return out
+
+
+async def _run(store: Store, name: str, *, hidden: bool) -> list[Any]:
+    await _agents(store)
+    await _visible(store)
+    if hidden:
+        await _hidden(store)
+    out, ids = await _writes(store, name)
+    if hidden:
+        await _hidden_after(store, name, ids)
+    await store.kernel.events.settled()
+    out += await _reads(store, name, ids)
+    await store.kernel.events.settled()
+    return out
+
+
+async def _hidden_after(store: Store, name: str, ids: list[Any]) -> None:
+    """Hidden writes after the caller's: the trusted agent repeats, contradicts and
+    paraphrases them at sensitive."""
+    boss = _session(store, "boss")
+    for content in (C1, VEGA, PARA + " Confirmed.", DRILL_FRI):
+        await boss.remember(_belief(content, "sensitive"))
+
+
+async def test_every_answer_is_the_same_with_records_the_caller_may_not_read(
+    twin_a: Store, twin_b: Store
+) -> None:
+    """Writes, searches (floors, limits, as-of, old versions, consolidated), reads, version
+    chains, listings, feedback, updates and forgets through the three adapters answer the
+    standard agent alike whether or not the store also holds the trusted agent's sensitive
+    copies, paraphrases and contradictions of its facts, a raised record, a forgotten one and
+    a quarantined one."""
+    a = normalised(await _run(twin_a, "writer", hidden=False))
+    b = normalised(await _run(twin_b, "writer", hidden=True))
+    assert len(a) > 140
+    assert [] == differences(a, b)
+
+
+async def test_a_repetition_above_a_records_level_is_not_counted_for_its_readers(
+    twin_a: Store, twin_b: Store
+) -> None:
+    """The trusted agent repeating an agent-level fact at ``sensitive`` is answered as a
+    reinforcement of it, but counts no repetition: the standard writer's next repeat is routed
+    to consolidation (three repetitions) only when its own readers repeated it so often. Audit
+    replay gives back every decision (it subtracts only the repetitions that counted)."""
+    answers = []
+    for store, hidden in ((twin_a, False), (twin_b, True)):
+        await _agents(store)
+        writer = _session(store, "writer")
+        first = await writer.remember(_belief(DRILL))
+        if hidden:
+            boss = _session(store, "boss")
+            for _ in range(2):
+                again = await boss.remember(_belief(DRILL, "sensitive"))
+                assert (WriteOutcome.REINFORCED, first.record_id) == (
+                    again.outcome,
+                    again.record_id,
+                )
+        second = await writer.remember(_belief(DRILL))
+        assert WriteOutcome.REINFORCED == second.outcome
+        answers.append(normalised([result_view(first), result_view(second)]))
+    assert [] == differences(*answers)
+    # replay rebuilds each decision's repetitions from today's minus those counted since
+    writer, boss = _session(twin_b, "writer"), _session(twin_b, "boss")
+    for session, level in ((writer, "agent"), (writer, "agent"), (boss, "sensitive")):
+        routed = await session.remember(_belief(VISIBLE[1], level))
+    assert routed.layer2_decision is not None
+    assert routed.layer2_decision.route_to_consolidation
+    await writer.remember(_belief(VISIBLE[1]))
+    report = await twin_b.kernel.replay.replay()
+    assert [] == [(d.action, d.reasons) for d in report.changed]
+    assert len(report.decisions) - len(report.skipped) >= 4
