@@ -5,12 +5,13 @@ PostgreSQL and the real embedding model, no mocks."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from engram.memory.types import TrustLevel, WriteOutcome
+from engram.memory.types import AccessLevel, TrustLevel, WriteOutcome
 from engram.protocols.inprocess import AgentSession
 from engram.protocols.views import record_view, result_view, search_view
+from tests.integration.consolidation_helpers import DAY, DEEP, INCIDENT, LATE_ETL
 from tests.integration.twin_helpers import Store, differences, normalised, twin_a, twin_b
 
 __all__ = ["twin_a", "twin_b"]
@@ -52,12 +53,15 @@ async def _visible(store: Store) -> None:
         assert result.record_id is not None, result.reason
 
 
-async def _hidden(store: Store) -> None:
-    """Records the standard writer may not read, as influential as they can be."""
+async def _hidden(store: Store, name: str) -> None:
+    """Records ``name`` may not read, as influential as they can be (the restricted agent
+    may not read the standard agent's user-level records either)."""
     boss = _session(store, "boss")
-    for content in (C1, PARA, VEGA, DRILL):
-        result = await boss.remember(_belief(content, "sensitive"))
-        assert result.record_id is not None, result.reason
+    levels = [("boss", "sensitive")] + ([("other", "user")] if name == "intern" else [])
+    for writer, level in levels:
+        for content in (C1, PARA, VEGA, DRILL):
+            result = await _session(store, writer).remember(_belief(content, level))
+            assert result.record_id is not None, result.reason
     raised = await boss.remember(_belief(DRILL_FRI + " Owner: platform."))
     assert raised.record_id is not None
     result = await boss.update(
@@ -162,7 +166,7 @@ async def _run(store: Store, name: str, *, hidden: bool) -> list[Any]:
     await _agents(store)
     await _visible(store)
     if hidden:
-        await _hidden(store)
+        await _hidden(store, name)
     out, ids = await _writes(store, name)
     if hidden:
         await _hidden_after(store, name, ids)
@@ -175,9 +179,10 @@ async def _run(store: Store, name: str, *, hidden: bool) -> list[Any]:
 async def _hidden_after(store: Store, name: str, ids: list[Any]) -> None:
     """Hidden writes after the caller's: the trusted agent repeats, contradicts and
     paraphrases them at sensitive."""
-    boss = _session(store, "boss")
-    for content in (C1, VEGA, PARA + " Confirmed.", DRILL_FRI):
-        await boss.remember(_belief(content, "sensitive"))
+    levels = [("boss", "sensitive")] + ([("other", "user")] if name == "intern" else [])
+    for writer, level in levels:
+        for content in (C1, VEGA, PARA + " Confirmed.", DRILL_FRI):
+            await _session(store, writer).remember(_belief(content, level))
 
 
 async def test_every_answer_is_the_same_with_records_the_caller_may_not_read(
@@ -190,6 +195,17 @@ async def test_every_answer_is_the_same_with_records_the_caller_may_not_read(
     a quarantined one."""
     a = normalised(await _run(twin_a, "writer", hidden=False))
     b = normalised(await _run(twin_b, "writer", hidden=True))
+    assert len(a) > 140
+    assert [] == differences(a, b)
+
+
+async def test_every_answer_is_the_same_for_a_restricted_caller(
+    twin_a: Store, twin_b: Store
+) -> None:
+    """The same for the restricted agent, with the standard agent's user-level copies,
+    paraphrases and contradictions of its facts hidden from it as well."""
+    a = normalised(await _run(twin_a, "intern", hidden=False))
+    b = normalised(await _run(twin_b, "intern", hidden=True))
     assert len(a) > 140
     assert [] == differences(a, b)
 
@@ -228,3 +244,80 @@ async def test_a_repetition_above_a_records_level_is_not_counted_for_its_readers
     report = await twin_b.kernel.replay.replay()
     assert [] == [(d.action, d.reasons) for d in report.changed]
     assert len(report.decisions) - len(report.skipped) >= 4
+
+
+async def _consolidated_reads(store: Store, *, hidden: bool) -> list[Any]:
+    """The writer's episodes of two topics, consolidated by a deep pass (store B: the trusted
+    agent's sensitive accounts of the same topics too); then its reads."""
+    await _agents(store)
+    writer, boss = _session(store, "writer"), _session(store, "boss")
+    for offset, texts in ((0, INCIDENT), (40, LATE_ETL)):
+        for n, text in enumerate(texts):
+            when = (DAY + timedelta(days=offset + n)).isoformat()
+            result = await writer.remember({"type": "episode", "content": text, "event_time": when})
+            assert result.record_id is not None, result.reason
+            if hidden:
+                late = (DAY + timedelta(days=offset + n, hours=5)).isoformat()
+                for variant in (text, text.replace("again", "once more") + " Confirmed."):
+                    body = {"type": "episode", "content": variant, "event_time": late}
+                    await boss.remember({**body, "access_level": "sensitive"})
+    await store.kernel.events.settled()
+    stored = await store.kernel.admin_temporal.query(limit=1000)
+    sensitive = [r for r in stored if r.access_level is AccessLevel.SENSITIVE]
+    assert len(sensitive) >= (len(INCIDENT) + len(LATE_ETL) if hidden else 0)
+    report = await store.kernel.consolidation.run(DEEP)
+    assert report.batches
+    caller = store.principals["writer"].caller
+    out: list[Any] = []
+    for query in ("checkout-api latency incident", "orders_daily ETL late"):
+        for options in ({}, {"include_consolidated": True}, {"include_superseded": True}):
+            found = await store.kernel.retrieval.search(caller, query, **options)
+            out.append(search_view(found))
+    # the summaries of one batch share its instant, so their order in a page is the ids'
+    page = sorted(await store.kernel.temporal.page(caller=caller), key=lambda r: r.content)
+    out.append([record_view(r) for r in page])
+    for record in page:
+        chain = await store.kernel.temporal.get_version_chain(record.record_id, caller=caller)
+        out.append([record_view(v) for v in chain])
+        for cited in record.evidence_links:
+            source = await store.kernel.temporal.get_version_chain(cited, caller=caller)
+            out.append([record_view(v) for v in source])
+    return out
+
+
+async def test_consolidation_gives_the_caller_the_same_summaries_beside_hidden_accounts(
+    twin_a: Store, twin_b: Store
+) -> None:
+    """A deep pass over the writer's episodes makes the same summaries from them, consolidates
+    the same sources and answers the same searches whether or not the trusted agent holds
+    sensitive accounts of the same incidents."""
+    a = normalised(await _consolidated_reads(twin_a, hidden=False))
+    b = normalised(await _consolidated_reads(twin_b, hidden=True))
+    assert [] == differences(a, b)
+
+
+async def test_versions_of_equal_similarity_come_newest_first(twin_a: Store) -> None:
+    """Versions restating one content (a record marked ``challenged`` by a resolution) are
+    equally similar to any query: a search of old versions returns them newest first, not in
+    the order the table's layout gave (which records the caller may not read shape too)."""
+    await _agents(twin_a)
+    intern = _session(twin_a, "intern")
+    services = ("billing", "ledger", "search", "mail", "identity", "reports")
+    for service in services:
+        await intern.remember(
+            _belief(f"The incident bridge for the {service} outage is room Orion on floor nine.")
+        )
+        await intern.remember(
+            _belief(f"The incident bridge for the {service} outage is room Vega on floor two.")
+        )
+        await twin_a.kernel.events.settled()
+    caller = twin_a.principals["intern"].caller
+    found = await twin_a.kernel.retrieval.search(
+        caller, "which cache holds the sessions", include_superseded=True, limit=50
+    )
+    tied: dict[float | None, list[tuple[Any, int]]] = {}
+    for hit in found.hits:
+        tied.setdefault(hit.similarity, []).append((hit.record.record_id, hit.record.version))
+    pairs = [versions for versions in tied.values() if len(versions) > 1]
+    assert len(pairs) >= len(services), found.hits
+    assert [sorted(p, key=lambda v: (str(v[0]), -v[1])) for p in pairs] == pairs
