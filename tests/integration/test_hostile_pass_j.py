@@ -8,10 +8,13 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
+from engram.memory.consolidation import ConsolidationTrigger
 from engram.memory.types import AccessLevel, TrustLevel, WriteOutcome
 from engram.protocols.inprocess import AgentSession
 from engram.protocols.views import record_view, result_view, search_view
-from tests.integration.consolidation_helpers import DAY, DEEP, INCIDENT, LATE_ETL
+from tests.integration.consolidation_helpers import DAY, DEEP, INCIDENT, LATE_ETL, engine_with
 from tests.integration.twin_helpers import Store, differences, normalised, twin_a, twin_b
 
 __all__ = ["twin_a", "twin_b"]
@@ -321,3 +324,81 @@ async def test_versions_of_equal_similarity_come_newest_first(twin_a: Store) -> 
     pairs = [versions for versions in tied.values() if len(versions) > 1]
     assert len(pairs) >= len(services), found.hits
     assert [sorted(p, key=lambda v: (str(v[0]), -v[1])) for p in pairs] == pairs
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="design: version numbers count every version of a record, those a reader may not "
+    "read included; a gap in a history (and If-Match's numbers) shows a hidden version was "
+    "written. Renumbering per reader would break If-Match across readers.",
+)
+async def test_a_hidden_version_leaves_no_gap_in_the_version_numbers(
+    twin_a: Store, twin_b: Store
+) -> None:
+    """The trusted agent edits the writer's record once where the writer can see it (A), or
+    raises it to sensitive first and then edits it back down (B): the writer's reads differ
+    only by the hidden version, which its numbering still shows."""
+    answers = []
+    for store, hidden in ((twin_a, False), (twin_b, True)):
+        await _agents(store)
+        written = await _session(store, "writer").remember(_belief(C1))
+        assert written.record_id is not None
+        boss = _session(store, "boss")
+        version = 1
+        if hidden:
+            raised = await boss.update(
+                written.record_id, _belief(C1, "sensitive"), expected_version=1
+            )
+            assert raised.version == 2, raised.reason
+            version = 2
+        edited = await boss.update(
+            written.record_id, _belief(C1 + " Bring a badge."), expected_version=version
+        )
+        assert edited.decision.value == "approved", edited.reason
+        headers = store.headers["writer"]
+        chain = await store.client.get(
+            f"/v1/memories/{written.record_id}/versions", headers=headers
+        )
+        stale = await store.client.patch(
+            f"/v1/memories/{written.record_id}",
+            json={"content": C1},
+            headers={**headers, "If-Match": '"1"'},
+        )
+        answers.append(normalised([chain.json(), stale.status_code, stale.json()]))
+    assert [] == differences(*answers)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="design: the pressure trigger compares the database-wide count of fast-path records "
+    "(hidden ones included) with ENGRAM_FAST_PATH_LIMIT, so whether a pass consolidates a "
+    "caller's records depends on records it may not read.",
+)
+async def test_pressure_consolidation_does_not_depend_on_hidden_records(
+    twin_a: Store, twin_b: Store
+) -> None:
+    """The writer's late-ETL episodes are consolidated by a pressure pass only when the
+    trusted agent's sensitive episodes push the store over the fast-path limit."""
+    statuses = []
+    for store, hidden in ((twin_a, False), (twin_b, True)):
+        await _agents(store)
+        writer = _session(store, "writer")
+        ids = []
+        for n, text in enumerate(LATE_ETL):
+            when = (DAY + timedelta(days=n)).isoformat()
+            result = await writer.remember({"type": "episode", "content": text, "event_time": when})
+            ids.append(result.record_id)
+        if hidden:
+            boss = _session(store, "boss")
+            for n in range(6):
+                note = f"Vendor call {n} about the Q{n % 4 + 1} invoice dispute went nowhere."
+                when = (DAY + timedelta(days=20 * n)).isoformat()
+                body = {"type": "episode", "content": note, "event_time": when}
+                body["access_level"] = "sensitive"
+                assert (await boss.remember(body)).record_id is not None
+        engine = engine_with(store.kernel, fast_path_limit=len(LATE_ETL) + 2)
+        await engine.run(ConsolidationTrigger.PRESSURE_DRIVEN)
+        caller = store.principals["writer"].caller
+        heads = [await store.kernel.temporal.current(i, caller=caller) for i in ids]
+        statuses.append([None if h is None else h.status.value for h in heads])
+    assert statuses[0] == statuses[1]
