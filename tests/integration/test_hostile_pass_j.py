@@ -6,14 +6,18 @@ PostgreSQL and the real embedding model, no mocks."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from engram.config import EMBEDDING_DIMENSION, EngramSettings
+from engram.infra.fastembed_embedder import FastembedEmbedder
 from engram.memory.consolidation import ConsolidationTrigger
 from engram.memory.types import AccessLevel, TrustLevel, WriteOutcome
 from engram.protocols.inprocess import AgentSession
 from engram.protocols.views import record_view, result_view, search_view
+from engram.retrieval.search import Retrieval, SearchTuning
 from tests.integration.consolidation_helpers import DAY, DEEP, INCIDENT, LATE_ETL, engine_with
 from tests.integration.twin_helpers import Store, differences, normalised, twin_a, twin_b
 
@@ -402,3 +406,53 @@ async def test_pressure_consolidation_does_not_depend_on_hidden_records(
         heads = [await store.kernel.temporal.current(i, caller=caller) for i in ids]
         statuses.append([None if h is None else h.status.value for h in heads])
     assert statuses[0] == statuses[1]
+
+
+async def _other_searches(store: Store, *, hidden: bool, model: Path) -> list[Any]:
+    """The writer's searches answered by the text leg alone (no model files: a degraded
+    search) and by both legs fused (``text_leg`` on)."""
+    await _agents(store)
+    await _visible(store)
+    if hidden:
+        await _hidden(store, "writer")
+    _, ids = await _writes(store, "writer")
+    if hidden:
+        await _hidden_after(store, "writer", ids)
+    await store.kernel.events.settled()
+    settings = EngramSettings()
+    broken = FastembedEmbedder(
+        model,
+        model_name=settings.embedding_model_name,
+        dimension=EMBEDDING_DIMENSION,
+        workers=1,
+        threads=1,
+    )
+    kernel = store.kernel
+    fused = Retrieval(
+        kernel.db, kernel.embeddings, kernel.temporal, tuning=SearchTuning(text_leg=True)
+    )
+    caller = store.principals["writer"].caller
+    out: list[Any] = []
+    for retrieval in (Retrieval(kernel.db, broken, kernel.temporal), fused):
+        for query in ("zyqbar drill", "incident bridge room Orion floor nine", "Vega Thursday"):
+            for options in (
+                {},
+                {"limit": 1},
+                {"as_of_ingestion": datetime.now(UTC)},
+                {"include_superseded": True},
+            ):
+                found = await retrieval.search(caller, query, **options)
+                out.append(search_view(found))
+    await broken.close()
+    return out
+
+
+async def test_text_leg_searches_are_the_same_with_hidden_records(
+    twin_a: Store, twin_b: Store, tmp_path: Path
+) -> None:
+    """Degraded searches (the text leg on every word) and searches fusing both legs answer
+    alike whether or not the store holds hidden records with the query's rare words."""
+    a = normalised(await _other_searches(twin_a, hidden=False, model=tmp_path))
+    b = normalised(await _other_searches(twin_b, hidden=True, model=tmp_path))
+    assert any(view["degraded"] and view["hits"] for view in a)
+    assert [] == differences(a, b)
