@@ -169,16 +169,21 @@ async def _reads(store: Store, name: str, ids: list[Any]) -> list[Any]:
     return out
 
 
-async def _run(store: Store, name: str, *, hidden: bool) -> list[Any]:
+async def _run(store: Store, name: str, *, hidden: bool, reader: str = "") -> list[Any]:
+    """``name`` writes, ``reader`` (``name`` unless given) reads; the hidden records are
+    those ``reader`` may not read."""
+    reader = reader or name
     await _agents(store)
     await _visible(store)
     if hidden:
-        await _hidden(store, name)
+        await _hidden(store, reader)
     out, ids = await _writes(store, name)
+    if reader != name:
+        out = []  # what the writer was answered is its own view
     if hidden:
-        await _hidden_after(store, name, ids)
+        await _hidden_after(store, reader, ids)
     await store.kernel.events.settled()
-    out += await _reads(store, name, ids)
+    out += await _reads(store, reader, ids)
     await store.kernel.events.settled()
     return out
 
@@ -214,6 +219,29 @@ async def test_every_answer_is_the_same_for_a_restricted_caller(
     a = normalised(await _run(twin_a, "intern", hidden=False))
     b = normalised(await _run(twin_b, "intern", hidden=True))
     assert len(a) > 140
+    assert [] == differences(a, b)
+
+
+async def test_what_a_standard_writer_stores_beside_hidden_records_reads_the_same(
+    twin_a: Store, twin_b: Store
+) -> None:
+    """The standard agent writes; the restricted agent reads what it wrote. The standard
+    agent may read the user-level copies, paraphrases and contradictions of its facts, which
+    the restricted agent may not: they must not change what the restricted agent gets."""
+    a = normalised(await _run(twin_a, "writer", hidden=False, reader="intern"))
+    b = normalised(await _run(twin_b, "writer", hidden=True, reader="intern"))
+    assert len(a) > 130
+    assert [] == differences(a, b)
+
+
+async def test_what_a_trusted_writer_stores_beside_its_sensitive_records_reads_the_same(
+    twin_a: Store, twin_b: Store
+) -> None:
+    """The trusted agent writes agent-level facts beside its own sensitive copies,
+    paraphrases and contradictions of them; the standard agent reads them alike."""
+    a = normalised(await _run(twin_a, "boss", hidden=False, reader="writer"))
+    b = normalised(await _run(twin_b, "boss", hidden=True, reader="writer"))
+    assert len(a) > 130
     assert [] == differences(a, b)
 
 
