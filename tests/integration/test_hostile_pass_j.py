@@ -163,6 +163,9 @@ async def _reads(store: Store, name: str, ids: list[Any]) -> list[Any]:
     out.append([tool.is_error, tool.structured_content])
     forgot = await session.forget(ids[3])
     out.append(result_view(forgot))
+    for record_id in ids:
+        args = {"record_id": str(record_id), "include_forgotten": True}
+        out.append((await store.tools.call("get", args, principal)).structured_content)
     for content in (DRILL_FRI, C1, VEGA, PII, DRILL + " Owner: platform."):
         again = await session.remember(_belief(content))
         out.append(result_view(again))
