@@ -30,6 +30,10 @@ WHERE record_id = $1 AND ingestion_time < $2 AND gate_decision_id <> $3
 ORDER BY version DESC
 LIMIT 1
 
+-- fragment: levels
+-- The access levels, lowest first (AccessLevel's order).
+ARRAY['public', 'agent', 'user', 'system', 'sensitive']
+
 -- name: replay_candidates_as_of
 -- What `candidates` returned just before instant $6: $1 embedding (NULL: use the exact row only),
 -- $2 namespace, $3 type, $4 content hash, $5 limit, $7 the decision, $8 the access levels the
@@ -56,6 +60,19 @@ WITH known AS (
                WHERE a.record_id = v.record_id AND a.version_id = v.id
                  AND a.outcome = 'reinforced' AND a.decision_type <> 'self_healing'
                  AND a.occurred_at >= $6
+                 -- a repetition above the version's level then counted nothing (write_path)
+                 AND array_position({{levels}}, CASE
+                         WHEN EXISTS (SELECT 1 FROM json_array_elements(a.layer1_checks) c
+                                      WHERE c->>'name' = 'pii' AND c->>'quarantined' = 'true')
+                         THEN 'sensitive'
+                         ELSE a.input_snapshot #>> '{record,access_level}' END)
+                     <= array_position({{levels}}, coalesce(
+                         (SELECT r.input_snapshot->>'previous_level' FROM librarian_audit r
+                          WHERE r.record_id = v.record_id AND r.version_id = v.id
+                            AND r.action = 'RELEASE' AND r.occurred_at >= a.occurred_at
+                          ORDER BY r.seq
+                          LIMIT 1),
+                         v.access_level))
            )::int AS repetitions_at
     FROM memories v
     WHERE namespace = $2 AND type = $3 AND ingestion_time < $6

@@ -246,8 +246,13 @@ class WritePath:
             locked = await self._lock_head(conn, plan)
         if locked.id != target.id:
             raise StaleTarget(locked)
-        if plan.request.decision_type is GateDecisionType.SELF_HEALING:
+        if (
+            plan.request.decision_type is GateDecisionType.SELF_HEALING
+            or plan.record.access_level.rank > target.access_level.rank
+        ):
             # A repair, not a repetition: fill what a degraded write left out, count nothing.
+            # Nor does a repetition above the record's level count: its readers may not read
+            # it, so it must not change what they get (ADR-008; hostile pass J).
             if plan.vector is not None and plan.embedding_model is not None:
                 await store.fill_embedding(
                     conn, target.id, embedding=plan.vector, embedding_model=plan.embedding_model

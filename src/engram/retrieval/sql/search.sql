@@ -46,11 +46,15 @@ to_tsquery('simple', coalesce((
 
 -- name: vector_heads
 -- $1 the query embedding; nearest first (memories_embedding_hnsw_idx, iterative scan), with
--- each one's cosine distance.
-SELECT id, record_id, embedding <=> $1::vector AS distance FROM memories
-WHERE embedding IS NOT NULL AND {{heads}}
-ORDER BY embedding <=> $1::vector
-LIMIT $6
+-- each one's cosine distance. Equal distances (one content) are ordered by id: left to the
+-- scan, their order followed the table's layout, which versions the caller may not read
+-- shape too (hostile pass J).
+SELECT n.id, n.record_id, n.distance
+FROM (SELECT id, record_id, embedding <=> $1::vector AS distance FROM memories
+      WHERE embedding IS NOT NULL AND {{heads}}
+      ORDER BY embedding <=> $1::vector
+      LIMIT $6) AS n
+ORDER BY n.distance, n.id
 
 -- name: vector_heads_words
 -- vector_heads and, for each version, what the evidence lookup below brings: the query's
@@ -78,14 +82,19 @@ FROM {{terms}} AS q,
               FROM memories m
               WHERE m.content_tsv @@ q AND {{heads}}
               LIMIT 201) AS t
-ORDER BY ts_rank_cd(t.content_tsv, q) DESC, t.ingestion_time DESC
+ORDER BY ts_rank_cd(t.content_tsv, q) DESC, t.ingestion_time DESC, t.id
 LIMIT $6
 
 -- name: vector_versions
-SELECT m.id, m.record_id, m.embedding <=> $1::vector AS distance FROM memories m
-WHERE m.embedding IS NOT NULL AND {{versions}}
-ORDER BY m.embedding <=> $1::vector
-LIMIT $6
+-- As vector_heads; equal distances by record, then newest version first (the versions of
+-- one record restated unchanged share an embedding).
+SELECT n.id, n.record_id, n.distance
+FROM (SELECT m.id, m.record_id, m.version, m.embedding <=> $1::vector AS distance
+      FROM memories m
+      WHERE m.embedding IS NOT NULL AND {{versions}}
+      ORDER BY m.embedding <=> $1::vector
+      LIMIT $6) AS n
+ORDER BY n.distance, n.record_id, n.version DESC
 
 -- name: text_versions
 SELECT t.id, t.record_id, count(*) OVER () AS matches
@@ -94,7 +103,7 @@ FROM {{terms}} AS q,
               FROM memories m
               WHERE m.content_tsv @@ q AND {{versions}}
               LIMIT 201) AS t
-ORDER BY ts_rank_cd(t.content_tsv, q) DESC, t.ingestion_time DESC
+ORDER BY ts_rank_cd(t.content_tsv, q) DESC, t.ingestion_time DESC, t.id
 LIMIT $6
 
 -- name: evidence
