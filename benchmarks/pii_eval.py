@@ -39,7 +39,9 @@ from engram.memory.gate.pii import DETECTOR, DETECTOR_VERSION, PiiKind, scan
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
 HALVES: dict[str, tuple[Path, ...]] = {
     "test": (DATA / "pii" / "test_k.tsv", DATA / "pii" / "test_m.tsv"),
-    "dev": tuple(DATA / "pii" / f"dev_{writer}.tsv" for writer in (*"lnopqrstuvwxyz", "aa", "bb", "cc", "dd")),
+    "dev": tuple(
+        DATA / "pii" / f"dev_{writer}.tsv" for writer in (*"lnopqrstuvwxyz", "aa", "bb", "cc", "dd")
+    ),
     "legacy": (DATA / "pii_corpus.tsv",),
 }
 RECALL_GOAL = 0.97
