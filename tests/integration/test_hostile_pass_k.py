@@ -1,0 +1,107 @@
+"""Hostile pass K: real faults on the paths other than a plain CREATE (updates, forgets,
+releases, rollbacks, outbox deliveries): backends killed with ``pg_terminate_backend``,
+processes killed with SIGKILL. Every test here failed when it was written; what held is in
+``test_hostile_pass_k_held.py``."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from datetime import UTC, datetime
+
+import asyncpg
+
+from engram import Kernel
+from engram.memory.types import GateDecision, TrustLevel
+from tests.conftest import ScratchDatabase
+from tests.integration.gate_helpers import STANDARD, belief, create, lock_waiters
+from tests.integration.race_helpers import broken_invariants
+
+CALLER = replace(STANDARD, writes_per_minute=1_000_000, trust_level=TrustLevel.TRUSTED)
+
+
+# --- the outbox: a delivery whose own transaction dies ----------------------------------------
+
+MARCH = datetime(2025, 3, 1, 9, tzinfo=UTC)
+APRIL = datetime(2025, 4, 10, 9, tzinfo=UTC)
+PAIRS = [
+    ("The deploy target for the web app is v2.0.", "The deploy target for the web app is v2.1."),
+    (
+        "The payments service runs 3 replicas in production.",
+        "The payments service now runs 5 replicas in production.",
+    ),
+]
+
+
+async def _drain_backend(admin: asyncpg.Connection) -> int:
+    """The pid of the outbox drain's backend, idle in its transaction while it delivers."""
+    for _ in range(500):
+        pid = await admin.fetchval(
+            "SELECT pid FROM pg_stat_activity WHERE usename = 'engram_runtime' "
+            "AND datname = current_database() AND state = 'idle in transaction' "
+            "AND query LIKE '%FROM outbox AS o%'"
+        )
+        if pid is not None:
+            return int(pid)
+        await asyncio.sleep(0.01)
+    rows = await admin.fetch(
+        "SELECT pid, state, wait_event_type, left(query, 120) AS q FROM pg_stat_activity "
+        "WHERE datname = current_database()"
+    )
+    raise AssertionError(f"no outbox drain holds a transaction: {[dict(r) for r in rows]}")
+
+
+async def test_events_of_a_drain_killed_mid_delivery_are_delivered_without_new_writes(
+    kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """Two supersessions are written while the outbox delivers the first one's resolution
+    (held by a lock on the older record's head), and the drain's backend is terminated
+    meanwhile. The documented promise (docs/operations.md, Escalations): an event whose
+    delivery fails for an infrastructure reason is tried again after 1, 2, 4 ... s with or
+    without new writes. The drain logged ``outbox.drain_failed`` and stopped: the second
+    resolution was never carried out, and the older fact of the second pair stayed current,
+    until some later commit happened to start a drain."""
+    olds = []
+    for old, _ in PAIRS:
+        made = await kernel.gate.evaluate(create(belief(old, event_time=MARCH), CALLER))
+        assert made.record_id is not None, made.reason
+        olds.append(made.record_id)
+    await kernel.events.settled()
+    admin = await asyncpg.connect(database.admin_url)
+    # pg_stat_activity is read once per transaction: watch from outside the one holding the lock
+    watch = await asyncpg.connect(database.admin_url)
+    try:
+        held = admin.transaction()
+        await held.start()
+        await admin.execute(
+            "SELECT 1 FROM engram.memories WHERE record_id = $1 AND superseded_by IS NULL "
+            "FOR NO KEY UPDATE",
+            olds[0],
+        )
+        first = await kernel.gate.evaluate(create(belief(PAIRS[0][1], event_time=APRIL), CALLER))
+        assert first.decision is GateDecision.APPROVED, first.reason
+        drain = await _drain_backend(watch)
+        await lock_waiters(watch, 1)  # the first resolution waits for the held head
+        second = await kernel.gate.evaluate(create(belief(PAIRS[1][1], event_time=APRIL), CALLER))
+        assert second.decision is GateDecision.APPROVED, second.reason
+        assert second.layer2_decision is not None
+        found = [(c.classification.value, c.reason) for c in second.layer2_decision.conflicts]
+        assert [kind for kind, _ in found] == ["supersession"], found
+        assert await watch.fetchval("SELECT pg_terminate_backend($1)", drain)
+        await held.rollback()
+    finally:
+        await admin.close()
+        await watch.close()
+
+    async def superseded() -> bool:
+        heads = [await kernel.temporal.current(r) for r in olds]
+        return all(h is not None and h.event_time_end == APRIL for h in heads)
+
+    for _ in range(80):  # 8 s: the retries come after 1, 2 and 4 s
+        if await superseded():
+            break
+        await asyncio.sleep(0.1)
+    pending = await kernel.db.fetchval("SELECT count(*) FROM outbox WHERE dispatched_at IS NULL")
+    assert (await superseded(), pending) == (True, 0)
+    await kernel.events.settled()
+    assert await broken_invariants(kernel) == []

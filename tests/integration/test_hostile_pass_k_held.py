@@ -1,0 +1,118 @@
+"""Hostile pass K, what held: updates and forgets retried under their request ids while
+their backends are killed (``pg_terminate_backend``) write once; the version store and the
+audit log hold every invariant afterwards."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from uuid import UUID
+
+import asyncpg
+
+from benchmarks.agent_text import texts
+from engram import Kernel
+from engram.memory.gate.requests import GateRequest, GateResult
+from engram.memory.types import GateDecision, MemoryStatus
+from tests.conftest import ScratchDatabase
+from tests.integration.gate_helpers import EXTERNAL, belief, create, update
+from tests.integration.race_helpers import broken_invariants
+from tests.integration.test_hostile_pass_k import CALLER
+
+RECORDS = 24
+#: Unrelated texts (no two of them conflict), one per record.
+TEXTS = texts(RECORDS, 11)
+
+
+async def _kill_busy_backends(admin: asyncpg.Connection, database: str, times: int) -> int:
+    """Terminate one busy backend of the runtime role ``times`` times, 40 ms apart (one at
+    a time, so that the breaker stays closed and the other writes go on)."""
+    killed = 0
+    for _ in range(times):
+        await asyncio.sleep(0.04)
+        killed += await admin.fetchval(
+            "SELECT count(pg_terminate_backend(pid)) FROM ("
+            " SELECT pid FROM pg_stat_activity WHERE datname = $1 AND usename = 'engram_runtime'"
+            " AND state <> 'idle' ORDER BY random() LIMIT 1) AS busy",
+            database,
+        )
+    return killed
+
+
+def _requests(records: list[UUID], heads: dict[UUID, int]) -> list[GateRequest]:
+    """An UPDATE of every even record, a FORGET of every odd one, each with its request id."""
+    made = []
+    for n, record_id in enumerate(records):
+        if n % 2 == 0:
+            request = update(
+                record_id, f"{TEXTS[n]} Reviewed again in week {n + 1}.", heads[record_id], CALLER
+            )
+            made.append(replace(request, request_id=f"change-{n}"))
+        else:
+            target = belief("", record_id=record_id, source_agent=CALLER.agent_id)
+            made.append(
+                GateRequest.forget(
+                    target,
+                    CALLER,
+                    EXTERNAL,
+                    expected_version=heads[record_id],
+                    request_id=f"change-{n}",
+                )
+            )
+    return made
+
+
+async def test_updates_and_forgets_retried_after_killed_backends_write_once(
+    quick_breaker_kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """Backends are killed while updates and forgets commit; whatever each attempt answered,
+    its retry under the same request id is approved, and every record ends with exactly one
+    change: two versions for an update, one forgotten version for a forget, one audit row
+    per change, and a log that verifies and rebuilds the store."""
+    kernel = quick_breaker_kernel
+    records = []
+    for n in range(RECORDS):
+        made = await kernel.gate.evaluate(create(belief(TEXTS[n]), CALLER))
+        assert made.record_id is not None, made.reason
+        records.append(made.record_id)
+    await kernel.events.settled()
+    heads = dict.fromkeys(records, 1)
+    admin = await asyncpg.connect(database.admin_url)
+    try:
+        changes = [kernel.gate.evaluate(r) for r in _requests(records, heads)]
+        first, killed = await asyncio.gather(
+            asyncio.gather(*changes, return_exceptions=True),
+            _kill_busy_backends(admin, database.name, 4),
+        )
+    finally:
+        await admin.close()
+    await asyncio.sleep(0.3)  # the kills may have opened the breaker: let it probe again
+    assert killed >= 2, "the kills came after the writes"
+    failed = [r for r in first if isinstance(r, BaseException)]
+    assert all(type(r).__module__.startswith("engram") for r in failed), failed
+    again: list[GateResult] = [await kernel.gate.evaluate(r) for r in _requests(records, heads)]
+    assert [r.reason for r in again if r.decision is not GateDecision.APPROVED] == []
+    for n, result in enumerate(first):
+        if isinstance(result, GateResult):
+            assert result.decision is GateDecision.APPROVED, (n, result.reason)
+            assert result.decision_id == again[n].decision_id, n
+    await kernel.events.settled()
+    versions = {
+        row["record_id"]: (row["versions"], row["status"])
+        for row in await kernel.db.fetch(
+            "SELECT record_id, count(*) AS versions, "
+            "(array_agg(status ORDER BY version DESC))[1] AS status "
+            "FROM memories GROUP BY record_id"
+        )
+    }
+    expected = {
+        r: (2, MemoryStatus.ACTIVE.value) if n % 2 == 0 else (1, MemoryStatus.FORGOTTEN.value)
+        for n, r in enumerate(records)
+    }
+    assert versions == expected
+    changed = await kernel.db.fetchval(
+        "SELECT count(*) FROM librarian_audit WHERE action IN ('UPDATE', 'FORGET') "
+        "AND decision = 'approved'"
+    )
+    assert changed == RECORDS
+    assert await broken_invariants(kernel) == []
