@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
+from typing import Any
 from uuid import UUID
 
 import asyncpg
@@ -13,15 +14,18 @@ import asyncpg
 from benchmarks.agent_text import texts
 from engram import Kernel
 from engram.memory.gate.requests import GateRequest, GateResult
-from engram.memory.types import GateDecision, MemoryStatus
+from engram.memory.types import GateDecision, MemoryStatus, TrustLevel
 from tests.conftest import ScratchDatabase
 from tests.integration.gate_helpers import EXTERNAL, belief, create, update
-from tests.integration.race_helpers import broken_invariants
+from tests.integration import test_http_api as http_api
+from tests.integration.race_helpers import broken_invariants, typed
+from tests.integration.test_http_api import Api
 from tests.integration.test_hostile_pass_k import CALLER
 
 RECORDS = 24
 #: Unrelated texts (no two of them conflict), one per record.
 TEXTS = texts(RECORDS, 11)
+api = http_api.api
 
 
 async def _kill_busy_backends(admin: asyncpg.Connection, database: str, times: int) -> int:
@@ -116,3 +120,46 @@ async def test_updates_and_forgets_retried_after_killed_backends_write_once(
     )
     assert changed == RECORDS
     assert await broken_invariants(kernel) == []
+
+
+async def test_sixteen_patches_with_one_if_match_make_one_version_and_fifteen_409s(
+    api: Api,
+) -> None:
+    """Per round, 16 PATCHes of one record with the same If-Match (each with its own
+    Idempotency-Key; in the last round half of them DELETEs): exactly one wins, the others
+    are typed 409s naming the version the winner made (404s when a DELETE won: the record is
+    gone), each key's retry answers as its first attempt did, and the chain is 1..n with one
+    head and a log that verifies."""
+    alice = await api.agent("alice", TrustLevel.STANDARD, writes_per_minute=100_000)
+    made = await api.write({"type": "belief", "content": TEXTS[0]}, alice)
+    assert made.status_code == 201, made.text
+    path = f"/v1/memories/{made.json()['record_id']}"
+    for round_no in range(3):
+        version = round_no + 1
+        pinned = {**alice, "If-Match": f'"{version}"'}
+
+        def attempt(n: int, round_no: int = round_no, pinned: dict[str, str] = pinned) -> Any:
+            keyed = {**pinned, "Idempotency-Key": f"race-{round_no}-{n}"}
+            if round_no == 2 and n % 2:
+                return api.client.delete(path, headers=keyed)
+            body = {"content": f"{TEXTS[0]} Checked in round {round_no} by writer {n}."}
+            return api.client.patch(path, json=body, headers=keyed)
+
+        answers = await asyncio.gather(*(attempt(n) for n in range(16)))
+        assert typed(answers) == []
+        won = [a for a in answers if a.status_code == 200]
+        assert len(won) == 1, [a.text[:200] for a in answers]
+        lost = 404 if won[0].json()["outcome"] == "forgotten" else 409
+        assert sorted(a.status_code for a in answers) == [200] + [lost] * 15
+        if lost == 409:
+            losers = {a.json()["current_version"] for a in answers if a.status_code == 409}
+            assert losers == {version + 1}
+        again = await asyncio.gather(*(attempt(n) for n in range(16)))
+        assert [a.status_code for a in again] == [a.status_code for a in answers]
+    await api.kernel.events.settled()
+    chain = await api.kernel.db.fetch(
+        "SELECT version, status FROM memories WHERE record_id = $1 ORDER BY version",
+        UUID(made.json()["record_id"]),
+    )
+    assert [row["version"] for row in chain] in ([1, 2, 3], [1, 2, 3, 4])
+    assert await broken_invariants(api.kernel) == []
