@@ -8,14 +8,18 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 from datetime import UTC, datetime
+from uuid import UUID
 
 import asyncpg
 
 from engram import Kernel
-from engram.memory.types import GateDecision, TrustLevel
+from engram.memory.gate.requests import GateRequest, GateResult
+from engram.memory.types import GateAction, GateDecision, MemoryRecord, MemoryStatus, TrustLevel
 from tests.conftest import ScratchDatabase
-from tests.integration.gate_helpers import STANDARD, belief, create, lock_waiters
+from tests.integration.consolidation_helpers import DEEP, head_of
+from tests.integration.gate_helpers import BOSS, EXTERNAL, STANDARD, belief, create, lock_waiters
 from tests.integration.race_helpers import broken_invariants
+from tests.integration.test_hostile_pass_h import _seed_thread
 
 CALLER = replace(STANDARD, writes_per_minute=1_000_000, trust_level=TrustLevel.TRUSTED)
 
@@ -104,4 +108,84 @@ async def test_events_of_a_drain_killed_mid_delivery_are_delivered_without_new_w
     pending = await kernel.db.fetchval("SELECT count(*) FROM outbox WHERE dispatched_at IS NULL")
     assert (await superseded(), pending) == (True, 0)
     await kernel.events.settled()
+    assert await broken_invariants(kernel) == []
+
+
+# --- a release delivered again after the next pass ---------------------------------------------
+
+
+async def _update(kernel: Kernel, record_id: UUID, content: str) -> GateResult:
+    """The trusted agent's UPDATE of ``record_id`` (its current version) to ``content``."""
+    head = await head_of(kernel, record_id)
+    changed = MemoryRecord.draft(
+        head.type,
+        content,
+        record_id=record_id,
+        source_agent=BOSS.agent_id,
+        event_time=head.event_time,
+        namespace=head.namespace,
+    )
+    return await kernel.gate.evaluate(
+        GateRequest(GateAction.UPDATE, changed, BOSS, EXTERNAL, expected_version=head.version)
+    )
+
+
+CORRECTED = "Paged at 02:10 for checkout-api: p99 latency above 2 s, paged Dana (corrected)."
+
+
+async def test_a_release_delivered_again_after_the_next_pass_keeps_that_pass_summary(
+    kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """An agent corrects a consolidated source; the outbox delivers ``memory.updated`` and
+    the release takes the summary back, but the drain's backend is terminated before it marks
+    the event delivered (the release itself is held by a lock on the summary's head until
+    then). The next pass consolidates the corrected source with the others into a new
+    summary; then the event is delivered again (at least once, as documented). The second
+    delivery released "every item that consumed the record": it forgot the new summary,
+    which was made from the corrected version and owed nothing to the change, and put its
+    sources back on the fast path."""
+    ids = await _seed_thread(kernel, "redelivered")
+    first_pass = await kernel.consolidation.run(DEEP)
+    (summary,) = first_pass.created
+    admin = await asyncpg.connect(database.admin_url)
+    watch = await asyncpg.connect(database.admin_url)
+    try:
+        held = admin.transaction()
+        await held.start()
+        await admin.execute(
+            "SELECT 1 FROM engram.memories WHERE record_id = $1 AND superseded_by IS NULL "
+            "FOR NO KEY UPDATE",
+            summary,
+        )
+        corrected = await _update(kernel, ids[0], CORRECTED)
+        assert corrected.decision is GateDecision.APPROVED, corrected.reason
+        drain = await _drain_backend(watch)
+        await lock_waiters(watch, 1)  # the release waits for the summary's head
+        assert await watch.fetchval("SELECT pg_terminate_backend($1)", drain)
+        await held.rollback()
+        for _ in range(200):  # the release goes on and commits
+            if (await head_of(kernel, summary)).status is MemoryStatus.FORGOTTEN:
+                break
+            await asyncio.sleep(0.02)
+        assert (await head_of(kernel, summary)).status is MemoryStatus.FORGOTTEN
+        # The event is still pending; a drain of another kernel would deliver it whenever.
+        # Keep it out of this kernel's drains until the next pass has committed.
+        held = admin.transaction()
+        await held.start()
+        pending = await admin.fetch(
+            "SELECT id FROM engram.outbox WHERE event_type = 'memory.updated' "
+            "AND aggregate_id = $1 AND dispatched_at IS NULL FOR UPDATE",
+            ids[0],
+        )
+        assert pending, "the drain marked the event delivered before it was killed"
+        second_pass = await kernel.consolidation.run(DEEP)
+        (remade,) = second_pass.created
+        assert set(second_pass.consumed) == set(ids)
+        await held.rollback()
+    finally:
+        await admin.close()
+        await watch.close()
+    await kernel.events.settled()
+    assert (await head_of(kernel, remade)).status is MemoryStatus.ACTIVE
+    assert [(await head_of(kernel, i)).status for i in ids] == [MemoryStatus.CONSOLIDATED] * 3
     assert await broken_invariants(kernel) == []

@@ -16,11 +16,11 @@ from engram import Kernel
 from engram.memory.gate.requests import GateRequest, GateResult
 from engram.memory.types import GateDecision, MemoryStatus, TrustLevel
 from tests.conftest import ScratchDatabase
-from tests.integration.gate_helpers import EXTERNAL, belief, create, update
 from tests.integration import test_http_api as http_api
+from tests.integration.gate_helpers import EXTERNAL, belief, create, update
 from tests.integration.race_helpers import broken_invariants, typed
-from tests.integration.test_http_api import Api
 from tests.integration.test_hostile_pass_k import CALLER
+from tests.integration.test_http_api import Api
 
 RECORDS = 24
 #: Unrelated texts (no two of them conflict), one per record.
