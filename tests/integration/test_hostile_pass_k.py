@@ -11,16 +11,20 @@ from datetime import UTC, datetime
 from uuid import UUID
 
 import asyncpg
+import pytest
 
 from engram import Kernel
 from engram.memory.gate.requests import GateRequest, GateResult
 from engram.memory.types import GateAction, GateDecision, MemoryRecord, MemoryStatus, TrustLevel
 from tests.conftest import ScratchDatabase
+from tests.integration import test_http_api as http_api
 from tests.integration.consolidation_helpers import DEEP, head_of
 from tests.integration.gate_helpers import BOSS, EXTERNAL, STANDARD, belief, create, lock_waiters
 from tests.integration.race_helpers import broken_invariants
 from tests.integration.test_hostile_pass_h import _seed_thread
+from tests.integration.test_http_api import Api
 
+api = http_api.api
 CALLER = replace(STANDARD, writes_per_minute=1_000_000, trust_level=TrustLevel.TRUSTED)
 
 
@@ -189,3 +193,33 @@ async def test_a_release_delivered_again_after_the_next_pass_keeps_that_pass_sum
     assert (await head_of(kernel, remade)).status is MemoryStatus.ACTIVE
     assert [(await head_of(kernel, i)).status for i in ids] == [MemoryStatus.CONSOLIDATED] * 3
     assert await broken_invariants(kernel) == []
+
+
+# --- a rating retried under its Idempotency-Key -------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="design: ratings keep no request key (a column and a unique index per agent, a "
+    "migration); see the pass K report",
+)
+async def test_feedback_retried_under_one_idempotency_key_is_stored_once(api: Api) -> None:
+    """A client whose answer to POST /v1/feedback was lost (the server killed after the
+    commit, a dropped connection) sends it again under the same Idempotency-Key, which
+    docs/api.md says POST accepts: "a retry with the same key by the same agent ... writes
+    nothing". The key is ignored on this route: the retry stores a second rating, and the
+    reward the learned advisor trains on counts the record's usefulness twice."""
+    alice = await api.agent("alice", TrustLevel.STANDARD, writes_per_minute=100_000)
+    made = await api.write({"type": "belief", "content": PAIRS[0][0]}, alice)
+    assert made.status_code == 201, made.text
+    record_id = made.json()["record_id"]
+    keyed = {**alice, "Idempotency-Key": "rating-1"}
+    for _ in range(2):
+        rated = await api.client.post(
+            "/v1/feedback", json={"record_id": record_id, "useful": True}, headers=keyed
+        )
+        assert rated.status_code == 200, rated.text
+    stored = await api.kernel.db.fetchval(
+        "SELECT count(*) FROM memory_feedback WHERE record_id = $1", UUID(record_id)
+    )
+    assert stored == 1
