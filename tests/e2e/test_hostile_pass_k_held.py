@@ -7,6 +7,7 @@ store."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import signal
@@ -17,9 +18,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import httpx
 import pytest
 
+from engram.infra.embedded_server import EmbeddedPostgres
 from tests.e2e.conftest import TOKEN, Served, close, start_serve
 from tests.e2e.test_crash_restart import _cluster_processes
 from tests.e2e.test_serve import ENGRAM, _env, _free_port
@@ -205,3 +208,168 @@ def test_the_postmaster_killed_under_load_gives_typed_503s_then_recovers_in_plac
     verify = _cli(env, "audit", "verify")
     assert verify.returncode == 0, verify.stdout + verify.stderr[-800:]
     assert "Traceback" not in served.output(), served.output()[-3000:]
+
+
+class AdminLoad:
+    """The admin's clients: one releasing quarantined records (pinned to version 1), one
+    rating and changing plain records; every acknowledged change kept."""
+
+    def __init__(self, base: str, token: str, quarantined: list[str], plain: list[str]) -> None:
+        self.base, self.token = base, token
+        self.quarantined, self.plain = quarantined, plain
+        self.released: set[str] = set()
+        self.rated: Counter[str] = Counter()
+        self.versions: set[tuple[str, int]] = set()
+        self.bad: list[str] = []
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.threads = [
+            threading.Thread(target=self._release, daemon=True),
+            threading.Thread(target=self._rate_and_change, daemon=True),
+        ]
+
+    def __enter__(self) -> AdminLoad:
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stopping.set()
+        for thread in self.threads:
+            thread.join(TIMEOUT + 5)
+
+    def _client(self) -> httpx.Client:
+        auth = {"Authorization": f"Bearer {self.token}"}
+        return httpx.Client(base_url=self.base, headers=auth, timeout=TIMEOUT)
+
+    def _typed(self, response: httpx.Response) -> None:
+        if response.status_code not in ALLOWED:
+            with self.lock:
+                self.bad.append(f"{response.request.url.path}: {response.status_code}")
+
+    def _release(self) -> None:
+        with self._client() as client:
+            for record_id in self.quarantined:
+                if self.stopping.is_set():
+                    return
+                try:
+                    answer = client.post(
+                        f"/v1/quarantine/{record_id}/release",
+                        json={"reason": "a published rota address", "level": "agent"},
+                        headers={"If-Match": '"1"'},
+                    )
+                except httpx.TransportError:
+                    return
+                self._typed(answer)
+                if answer.status_code == 200:
+                    with self.lock:
+                        self.released.add(record_id)
+                time.sleep(0.05)
+
+    def _rate_and_change(self) -> None:
+        with self._client() as client:
+            i = 0
+            while not self.stopping.is_set():
+                record_id = self.plain[i % len(self.plain)]
+                i += 1
+                try:
+                    rated = client.post(
+                        "/v1/feedback", json={"record_id": record_id, "useful": i % 3 != 0}
+                    )
+                    self._typed(rated)
+                    if rated.status_code == 200:
+                        with self.lock:
+                            self.rated[record_id] += 1
+                    head = client.get(f"/v1/memories/{record_id}")
+                    if head.status_code != 200:
+                        continue
+                    changed = client.patch(
+                        f"/v1/memories/{record_id}",
+                        json={"metadata": {"round": i}},
+                        headers={"If-Match": head.headers["etag"]},
+                    )
+                    self._typed(changed)
+                    if changed.status_code == 200:
+                        with self.lock:
+                            self.versions.add((record_id, int(changed.json()["version"])))
+                except httpx.TransportError:
+                    time.sleep(0.05)
+
+
+@pytest.mark.slow
+def test_serve_killed_while_an_admin_releases_rates_and_changes_keeps_what_was_acked(
+    served: Served,
+) -> None:
+    """SIGKILL of `engram serve` while the admin releases quarantined records one by one and
+    rates and changes plain ones; after a restart every acknowledged release, rating and
+    version is there, no release was half done (a released record is out of the quarantine
+    list and its RELEASE row is in the log), and audit verify and audit state pass."""
+    env = served.env
+    found = TOKEN.search(served.output())
+    assert found is not None, served.output()
+    auth = {"Authorization": f"Bearer {found.group(0)}"}
+    quarantined, plain = [], []
+    with httpx.Client(base_url=served.base, headers=auth, timeout=TIMEOUT) as client:
+        for n in range(40):
+            text = f"Service {n} pages its on-call at oncall{n}.rota@example.org first."
+            made = client.post("/v1/memories", json={"type": "belief", "content": text})
+            assert made.status_code == 201, made.text
+            assert made.json()["record"]["access_level"] == "sensitive", made.text
+            quarantined.append(made.json()["record_id"])
+        for text in ("The ledger runs on PostgreSQL 16.", "The wiki moved to host nine."):
+            made = client.post("/v1/memories", json={"type": "belief", "content": text})
+            assert made.status_code == 201, made.text
+            plain.append(made.json()["record_id"])
+    with AdminLoad(served.base, found.group(0), quarantined, plain) as load:
+        deadline = time.monotonic() + 60
+        while len(load.released) < 15 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.kill(served.process.pid, signal.SIGKILL)
+        served.process.wait(10)
+    assert 15 <= len(load.released) < len(quarantined), "the kill missed the releases"
+    assert load.bad == [], load.bad[:10]
+    again = start_serve(env)
+    try:
+        with httpx.Client(base_url=again.base, headers=auth, timeout=TIMEOUT) as client:
+            listed = client.get("/v1/quarantine", params={"limit": 1000})
+            assert listed.status_code == 200, listed.text
+            still = {r["record_id"] for r in listed.json()["records"]}
+            assert still & load.released == set()
+            assert still | load.released <= set(quarantined)
+            log = client.get("/v1/audit", params={"action": "RELEASE", "limit": 1000})
+            logged = {e["record_id"] for e in log.json()["entries"]}
+            assert set(quarantined) - still == logged
+            for record_id, version in load.versions:
+                chain = client.get(f"/v1/memories/{record_id}/versions").json()["versions"]
+                assert version in {v["version"] for v in chain}
+    finally:
+        close(again)
+    state = _cli(env, "audit", "state")
+    assert state.returncode == 0, state.stdout[-1500:] + state.stderr[-800:]
+    verify = _cli(env, "audit", "verify")
+    assert verify.returncode == 0, verify.stdout + verify.stderr[-800:]
+    assert load.rated, "no rating was acknowledged"
+    assert _ratings(Path(env["ENGRAM_DATA_DIR"]) / "pg", plain) >= load.rated
+
+
+def _ratings(pgdata: Path, records: list[str]) -> Counter[str]:
+    """The ratings stored per record (over the cluster's socket, started if need be)."""
+    pg = EmbeddedPostgres(pgdata)
+    pg.start()
+    try:
+
+        async def read() -> Counter[str]:
+            conn = await asyncpg.connect(pg.admin_url("engram"))
+            try:
+                rows = await conn.fetch(
+                    "SELECT record_id::text AS r, count(*) AS n FROM engram.memory_feedback "
+                    "WHERE record_id::text = ANY($1) GROUP BY record_id",
+                    records,
+                )
+            finally:
+                await conn.close()
+            return Counter({row["r"]: int(row["n"]) for row in rows})
+
+        return asyncio.run(read())
+    finally:
+        pg.stop()
