@@ -223,3 +223,52 @@ async def test_feedback_retried_under_one_idempotency_key_is_stored_once(api: Ap
         "SELECT count(*) FROM memory_feedback WHERE record_id = $1", UUID(record_id)
     )
     assert stored == 1
+
+
+# --- a statement cancelled under a request -----------------------------------------------------
+
+
+async def test_a_write_whose_statement_is_cancelled_is_a_typed_503_not_a_500(
+    api: Api, database: ScratchDatabase
+) -> None:
+    """An operator cancels (``pg_cancel_backend``) the statement of a PATCH that waits for a
+    lock on the record's head: the request was answered 500 ``internal`` (SQLSTATE 57014,
+    query_canceled, fell through to DatabaseError), an untyped outage that tells the client
+    neither to retry nor why. Nothing was written; the same PATCH goes through afterwards."""
+    alice = await api.agent("alice", TrustLevel.STANDARD, writes_per_minute=100_000)
+    made = await api.write({"type": "belief", "content": PAIRS[0][0]}, alice)
+    assert made.status_code == 201, made.text
+    record_id = made.json()["record_id"]
+    path = f"/v1/memories/{record_id}"
+    pinned = {**alice, "If-Match": '"1"', "Idempotency-Key": "cancelled-once"}
+    admin = await asyncpg.connect(database.admin_url)
+    watch = await asyncpg.connect(database.admin_url)
+    try:
+        held = admin.transaction()
+        await held.start()
+        await admin.execute(
+            "SELECT 1 FROM engram.memories WHERE record_id = $1 AND superseded_by IS NULL "
+            "FOR NO KEY UPDATE",
+            UUID(record_id),
+        )
+        patch = asyncio.ensure_future(
+            api.client.patch(path, json={"metadata": {"checked": True}}, headers=pinned)
+        )
+        await lock_waiters(watch, 1)
+        cancelled = await watch.fetchval(
+            "SELECT count(pg_cancel_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND wait_event_type = 'Lock' "
+            "AND usename = 'engram_runtime'"
+        )
+        assert cancelled == 1
+        answer = await patch
+        await held.rollback()
+    finally:
+        await admin.close()
+        await watch.close()
+    assert answer.status_code == 503, answer.text
+    assert answer.json()["type"] == "urn:engram:problem:unavailable"
+    again = await api.client.patch(path, json={"metadata": {"checked": True}}, headers=pinned)
+    assert again.status_code == 200, again.text
+    assert again.json()["version"] == 2
+    assert await broken_invariants(api.kernel) == []
