@@ -5,6 +5,7 @@ audit log hold every invariant afterwards."""
 from __future__ import annotations
 
 import asyncio
+import random
 from dataclasses import replace
 from typing import Any
 from uuid import UUID
@@ -14,11 +15,13 @@ import asyncpg
 from benchmarks.agent_text import texts
 from engram import Kernel
 from engram.memory.gate.requests import GateRequest, GateResult
-from engram.memory.types import GateDecision, MemoryStatus, TrustLevel
+from engram.memory.types import GateAction, GateDecision, MemoryRecord, MemoryStatus, TrustLevel
 from tests.conftest import ScratchDatabase
 from tests.integration import test_http_api as http_api
-from tests.integration.gate_helpers import EXTERNAL, belief, create, update
-from tests.integration.race_helpers import broken_invariants, typed
+from tests.integration.consolidation_helpers import DEEP, INCIDENT, head_of
+from tests.integration.gate_helpers import BOSS, EXTERNAL, belief, create, update
+from tests.integration.race_helpers import broken_invariants, jittered, typed
+from tests.integration.test_hostile_pass_h import _seed_thread
 from tests.integration.test_hostile_pass_k import CALLER
 from tests.integration.test_http_api import Api
 
@@ -163,3 +166,67 @@ async def test_sixteen_patches_with_one_if_match_make_one_version_and_fifteen_40
     )
     assert [row["version"] for row in chain] in ([1, 2, 3], [1, 2, 3, 4])
     assert await broken_invariants(api.kernel) == []
+
+
+async def test_a_forget_an_update_and_a_pass_over_one_thread_at_once_keep_every_invariant(
+    kernel: Kernel,
+) -> None:
+    """Per round, a thread of three events in a namespace of its own; an agent forgets the
+    first, corrects the second, and a deep pass runs, all at once with random delays. An agent
+    write that loses to the pass is a version conflict (a forget is then sent again); whatever
+    wins, no source is consolidated without a live summary, no forgotten fact is in one, an
+    approved correction stands, and the log verifies and rebuilds the store."""
+    rng = random.Random(2611)  # noqa: S311 - interleavings, not secrets
+    for n in range(12):
+        ids = await _seed_thread(kernel, f"three-way-{n}")
+        corrected = f"{INCIDENT[1]} Confirmed by the on-call lead in round {n}."
+
+        async def forget(record_id: UUID = ids[0]) -> object:
+            head = await head_of(kernel, record_id)
+            return await kernel.gate.evaluate(
+                GateRequest.forget(head, BOSS, EXTERNAL, expected_version=head.version)
+            )
+
+        async def change(record_id: UUID = ids[1], text: str = corrected) -> object:
+            head = await head_of(kernel, record_id)
+            proposal = MemoryRecord.draft(
+                head.type,
+                text,
+                record_id=record_id,
+                source_agent=BOSS.agent_id,
+                event_time=head.event_time,
+                namespace=head.namespace,
+            )
+            return await kernel.gate.evaluate(
+                GateRequest(
+                    GateAction.UPDATE, proposal, BOSS, EXTERNAL, expected_version=head.version
+                )
+            )
+
+        async def consolidate() -> object:
+            return await kernel.consolidation.run(DEEP)
+
+        forgotten, changed, _ = await jittered(rng, [forget, change, consolidate], spread=0.2)
+        await kernel.events.settled()
+        assert isinstance(forgotten, GateResult)
+        assert isinstance(changed, GateResult)
+        # Each agent write read its head before the others ran: one the pass consumed first
+        # is a version conflict (the agent reads again and retries), never anything else.
+        outcomes = {forgotten.decision, changed.decision}
+        assert outcomes <= {GateDecision.APPROVED, GateDecision.CONFLICT}, n
+        if changed.decision is GateDecision.APPROVED:
+            assert (await head_of(kernel, ids[1])).content == corrected
+        if forgotten.decision is not GateDecision.APPROVED:
+            retried = await forget()
+            assert isinstance(retried, GateResult)
+            assert retried.decision is GateDecision.APPROVED, (n, retried.reason)
+            await kernel.events.settled()
+        leaked = await kernel.db.fetch(
+            "SELECT h.record_id FROM memories h JOIN memory_edges e ON e.target_id IN ("
+            " SELECT id FROM memories WHERE record_id = h.record_id) AND e.kind = 'derived_from' "
+            "JOIN memories s ON s.id = e.source_id AND s.record_id = $1 "
+            "WHERE h.superseded_by IS NULL AND h.status <> 'forgotten'",
+            ids[0],
+        )
+        assert leaked == [], (n, "a live summary still cites the forgotten event")
+        assert await broken_invariants(kernel) == [], n
