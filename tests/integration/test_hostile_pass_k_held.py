@@ -20,6 +20,7 @@ from tests.conftest import ScratchDatabase
 from tests.integration import test_http_api as http_api
 from tests.integration.consolidation_helpers import DEEP, INCIDENT, head_of
 from tests.integration.gate_helpers import BOSS, EXTERNAL, belief, create, update
+from tests.integration.lost_ack import with_lost_ack
 from tests.integration.race_helpers import broken_invariants, jittered, typed
 from tests.integration.test_hostile_pass_h import _seed_thread
 from tests.integration.test_hostile_pass_k import CALLER
@@ -230,3 +231,78 @@ async def test_a_forget_an_update_and_a_pass_over_one_thread_at_once_keep_every_
         )
         assert leaked == [], (n, "a live summary still cites the forgotten event")
         assert await broken_invariants(kernel) == [], n
+
+
+# --- COMMITs whose acknowledgement was lost ----------------------------------------------------
+
+
+async def test_writes_whose_commit_acknowledgement_is_lost_are_written_once(
+    kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """A CREATE, an UPDATE and a FORGET each commit, and the connection is terminated before
+    the kernel hears so; the kernel's retry finds its decision in the log and answers it:
+    each is approved once, with one version and one audit row, and the log verifies."""
+    created = await with_lost_ack(
+        database.admin_url,
+        kernel.gate.evaluate(create(belief(TEXTS[0]), CALLER)),
+        # A new record is written in one statement (create_at_once); pg_stat_activity shows
+        # its first kilobyte, the comment naming its parameters.
+        "as store's insert_version",
+    )
+    assert created.decision is GateDecision.APPROVED, created.reason
+    assert created.record_id is not None
+    await kernel.events.settled()
+    changed = await with_lost_ack(
+        database.admin_url,
+        kernel.gate.evaluate(update(created.record_id, f"{TEXTS[0]} Checked.", 1, CALLER)),
+        "COMMIT",
+    )
+    assert (changed.decision, changed.version) == (GateDecision.APPROVED, 2), changed.reason
+    await kernel.events.settled()
+    target = belief("", record_id=created.record_id, source_agent=CALLER.agent_id)
+    forgotten = await with_lost_ack(
+        database.admin_url,
+        kernel.gate.evaluate(GateRequest.forget(target, CALLER, EXTERNAL, expected_version=2)),
+        "COMMIT",
+    )
+    assert forgotten.decision is GateDecision.APPROVED, forgotten.reason
+    await kernel.events.settled()
+    rows = await kernel.db.fetch(
+        "SELECT action, count(*) AS n FROM librarian_audit WHERE record_id = $1 "
+        "AND decision_type = 'external' GROUP BY action ORDER BY action",
+        created.record_id,
+    )
+    assert [(r["action"], r["n"]) for r in rows] == [("CREATE", 1), ("FORGET", 1), ("UPDATE", 1)]
+    assert (
+        await kernel.db.fetchval(
+            "SELECT count(*) FROM memories WHERE record_id = $1", created.record_id
+        )
+        == 2
+    )
+    assert await broken_invariants(kernel) == []
+
+
+async def test_a_release_whose_commit_acknowledgement_is_lost_is_done_once(
+    kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """An admin's quarantine release commits and its acknowledgement is lost: the retry finds
+    its RELEASE row and answers the released record; one row, and the log verifies."""
+    admin = await kernel.agents.add("root", TrustLevel.TRUSTED, admin=True)
+    flagged = await kernel.gate.evaluate(
+        create(belief("The rota lead is reachable at rota.lead@example.org."), CALLER)
+    )
+    assert flagged.modified_record is not None
+    assert flagged.modified_record.access_level.value == "sensitive"
+    await kernel.events.settled()
+    caller = (await kernel.agents.authenticate(admin[1])).caller
+    released, _ = await with_lost_ack(
+        database.admin_url,
+        kernel.quarantine.release(flagged.record_id, admin=caller, reason="a published rota"),
+        "COMMIT",
+    )
+    assert released.access_level.value == "agent"
+    assert (
+        await kernel.db.fetchval("SELECT count(*) FROM librarian_audit WHERE action = 'RELEASE'")
+        == 1
+    )
+    assert await broken_invariants(kernel) == []
