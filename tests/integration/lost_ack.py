@@ -28,6 +28,9 @@ async def _standby(admin: asyncpg.Connection, names: str | None) -> None:
     else:
         await admin.execute(f"ALTER SYSTEM SET synchronous_standby_names = '{names}'")
     await admin.execute("SELECT pg_reload_conf()")
+    # The checkpointer publishes whether commits wait for a standby when it has read the
+    # file again; a commit before that does not wait.
+    await asyncio.sleep(0.3)
 
 
 async def with_lost_ack(admin_url: str, call: Awaitable[T], statement: str) -> T:

@@ -15,6 +15,8 @@ import pytest
 
 from engram import Kernel
 from engram.memory.gate.requests import GateRequest, GateResult
+from engram.memory.rl.grpo import GRPOConfig
+from engram.memory.rl.runs import train_candidate
 from engram.memory.types import GateAction, GateDecision, MemoryRecord, MemoryStatus, TrustLevel
 from tests.conftest import ScratchDatabase
 from tests.integration import test_http_api as http_api
@@ -339,3 +341,32 @@ async def test_an_agent_added_whose_commit_acknowledgement_is_lost_gets_its_toke
     assert agent.name == "ops"
     assert (await kernel.agents.authenticate(token)).caller.agent_id == "ops"
     assert await kernel.agents.count() == 1
+
+
+async def test_an_advisor_rollback_whose_commit_acknowledgement_is_lost_goes_back_one_model(
+    kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """rl@1 then rl@2 promoted; `engram advisor rollback` commits (rl@2 out, rl@1 back) and
+    the connection is terminated before the kernel hears so. The retry ran the rollback
+    again on what the first attempt left: rl@1 retired too, and the heuristic advised every
+    kernel (two steps back for one command, and the answer said "the heuristic")."""
+    for text in PAIRS[0] + PAIRS[1]:
+        made = await kernel.gate.evaluate(create(belief(text), CALLER))
+        assert made.record_id is not None, made.reason
+        await kernel.retrieval.feedback(CALLER, made.record_id, useful=True)
+    models = kernel.advisor_models
+    quick = GRPOConfig(epochs=1, imitation_steps=5)
+    for version in ("rl@1", "rl@2"):
+        trained = await train_candidate(
+            kernel.db, until=datetime.now(UTC), min_decisions=1, config=quick
+        )
+        assert trained.model is not None
+        assert trained.model.version == version
+        await models.record_evaluation(version, {"wins": True, "reasons": []})
+        await models.promote(version)
+    back = await with_lost_ack(database.admin_url, models.rollback(), "COMMIT")
+    assert back is not None
+    assert back.version == "rl@1"
+    active = await models.active()
+    assert active is not None
+    assert active.version == "rl@1"
