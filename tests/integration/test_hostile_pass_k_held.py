@@ -306,3 +306,24 @@ async def test_a_release_whose_commit_acknowledgement_is_lost_is_done_once(
         == 1
     )
     assert await broken_invariants(kernel) == []
+
+
+async def test_a_pass_and_a_rollback_whose_commit_acknowledgements_are_lost_happen_once(
+    kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """A deep pass commits its batch and a rollback of that batch commits, each with its
+    acknowledgement lost: the retries find their decisions in the log, one batch is
+    recorded and rolled back once, the sources are active again, and the log verifies."""
+    ids = await _seed_thread(kernel, "lost-ack")
+    report = await with_lost_ack(database.admin_url, kernel.consolidation.run(DEEP), "COMMIT")
+    (batch,) = report.batches
+    assert set(report.consumed) == set(ids)
+    await kernel.events.settled()
+    assert await kernel.db.fetchval("SELECT count(*) FROM consolidation_batches") == 1
+    undone = await with_lost_ack(
+        database.admin_url, kernel.consolidation.rollback(batch.batch_id), "COMMIT"
+    )
+    assert set(undone.restored) == set(ids)
+    await kernel.events.settled()
+    assert [(await head_of(kernel, i)).status for i in ids] == [MemoryStatus.ACTIVE] * 3
+    assert await broken_invariants(kernel) == []
