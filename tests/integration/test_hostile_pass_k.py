@@ -14,6 +14,8 @@ import asyncpg
 import pytest
 
 from engram import Kernel
+from engram.autonomy.schedule import Daily
+from engram.autonomy.scheduler import Job
 from engram.memory.gate.requests import GateRequest, GateResult
 from engram.memory.rl.grpo import GRPOConfig
 from engram.memory.rl.runs import train_candidate
@@ -24,8 +26,10 @@ from tests.integration.consolidation_helpers import DEEP, head_of
 from tests.integration.gate_helpers import BOSS, EXTERNAL, STANDARD, belief, create, lock_waiters
 from tests.integration.lost_ack import with_lost_ack
 from tests.integration.race_helpers import broken_invariants
+from tests.integration.scheduler_helpers import Clock, scheduler
 from tests.integration.test_hostile_pass_h import _seed_thread
 from tests.integration.test_http_api import Api
+from tests.integration.test_scheduler import START, Recorder
 
 api = http_api.api
 CALLER = replace(STANDARD, writes_per_minute=1_000_000, trust_level=TrustLevel.TRUSTED)
@@ -370,3 +374,28 @@ async def test_an_advisor_rollback_whose_commit_acknowledgement_is_lost_goes_bac
     active = await models.active()
     assert active is not None
     assert active.version == "rl@1"
+
+
+@pytest.mark.usefixtures("schedulers")
+async def test_a_job_claim_whose_commit_acknowledgement_is_lost_runs_the_job_once(
+    kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """A scheduler claims a due job (one statement records the run and marks the job running)
+    and the acknowledgement is lost. The retry met its own run row (UNIQUE job, due,
+    attempt): the tick failed, the next poll found the job "running" under a lock nobody
+    held, recorded that run as abandoned (counted in engram_job_runs_total{outcome=
+    "abandoned"}) and ran the job as attempt 2. The retry now recognises its own run."""
+    body = Recorder()
+    clock = Clock(START)
+    runner = scheduler(kernel, [Job("nightly", Daily(3), body, "test")], clock)
+    assert await runner.tick() == []  # first sighting: marked, not run
+    clock.advance(seconds=40)
+    started = await with_lost_ack(database.admin_url, runner.tick(), "INSERT INTO job_runs")
+    assert started == ["nightly"]
+    await runner.wait_idle()
+    clock.advance(seconds=40)
+    assert await runner.tick() == []
+    await runner.wait_idle()
+    runs = await runner.book.runs("nightly")
+    assert [(run.attempt, run.outcome) for run in runs] == [(1, "succeeded")]
+    assert len(body.dues) == 1
