@@ -4,7 +4,8 @@ setting ``synchronous_standby_names``, as on a cluster with a synchronous standb
 statement to cut is terminated while it waits (``pg_terminate_backend``: "the transaction has
 already committed locally"), and the setting is reset so that the retry's commit goes
 through. Other statements caught waiting are released with ``pg_cancel_backend``, which
-answers them as committed."""
+answers them as committed. The setting is the whole server's: it is set and reset within one
+test, on the test session's private cluster (tests run one at a time)."""
 
 from __future__ import annotations
 
