@@ -58,6 +58,12 @@ class TransientDatabaseError(DatabaseError):
     """The database aborted the operation for a transient reason; it may be retried."""
 
 
+class DatabaseInterrupted(DatabaseError):
+    """The database stopped the statement before it finished: cancelled (by an operator or a
+    timeout), out of a resource (disk, memory), an I/O error (SQLSTATE classes 53, 57, 58).
+    Nothing was committed. Not retried here: the caller may send the request again later."""
+
+
 class UniqueViolation(DatabaseError):
     """A uniqueness constraint refused the write."""
 

@@ -19,7 +19,10 @@ class _Desk(BatchDesk):
         self.error = error
         self.asked: list[uuid.UUID] = []
 
-    async def release(self, record_id: uuid.UUID) -> list[uuid.UUID]:
+    async def release(
+        self, record_id: uuid.UUID, *, changed_in: int | None = None
+    ) -> list[uuid.UUID]:
+        del changed_in
         self.asked.append(record_id)
         raise self.error
 

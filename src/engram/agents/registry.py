@@ -222,7 +222,11 @@ class AgentRegistry:
                 perms,
             )
         except UniqueViolation as exc:
-            raise AlreadyExists(f"an agent named {name!r} already exists") from exc
+            # A retry after a COMMIT whose acknowledgement was lost meets the row it wrote:
+            # that one holds this call's token, and the agent is this call's.
+            row = await self._db.fetchrow(SQL["by_token"], hash_token(token))
+            if row is None or row["name"] != name:
+                raise AlreadyExists(f"an agent named {name!r} already exists") from exc
         assert row is not None  # noqa: S101 - INSERT … RETURNING returns the row
         log.info("agents.added", agent=name, trust=trust.value, admin=admin)
         return _agent(row), token

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from engram.errors import UniqueViolation
 from engram.infra.db import Connection, DatabaseAdapter, Row
 from engram.infra.sql import load_queries
 
@@ -105,7 +106,14 @@ class JobBook:
         self, name: str, *, due: datetime, attempt: int, manual: bool, holder: str, now: datetime
     ) -> int:
         """Record the start of a run; its id."""
-        row = await self._db.fetchrow(SQL["start_run"], name, due, attempt, manual, holder, now)
+        try:
+            row = await self._db.fetchrow(SQL["start_run"], name, due, attempt, manual, holder, now)
+        except UniqueViolation:
+            # A retry after a COMMIT whose acknowledgement was lost meets the run it recorded
+            # (same holder, same start): that run is this one.
+            row = await self._db.fetchrow(SQL["own_run"], name, due, attempt, holder, now)
+            if row is None:
+                raise
         if row is None:
             raise LookupError(f"no job {name!r}")
         return int(row["run_id"])

@@ -2,7 +2,9 @@
 and delivered after commit to in-process subscribers and to ``NOTIFY engram_events``.
 
 A crash between commit and delivery loses nothing: undelivered rows stay in ``outbox`` and
-the next drain (at the next commit, or at start-up) delivers them. Delivery is at least once.
+the next drain (at the next commit, or at start-up) delivers them. A drain that fails on its
+own (its connection lost, the database down) is tried again 1, 2, 4 ... s later (at most
+``MAX_RETRY_WAIT_SECONDS``), with or without new commits. Delivery is at least once.
 A subscriber that fails for an infrastructure reason (the database or a dependency down) leaves
 its event pending until its own retry time (``RETRY_SECONDS`` doubled per attempt, at most
 ``MAX_RETRY_WAIT_SECONDS``): drains started by other commits skip it until then, and a timer
@@ -58,6 +60,9 @@ class OutboxEventBus:
         #: Set when a retry fires: the drain then looks for the next deferred event's time
         #: (an earlier retry may have replaced the timer of a later one).
         self._rearm = False
+        #: Drains in a row that failed on their own (the database, not a subscriber): each
+        #: failure sets a retry, 1, 2, 4 ... s later, so nothing waits for the next commit.
+        self._drain_failures = 0
         self._closed = False
 
     async def publish(self, conn: Connection, event: Event) -> None:
@@ -105,9 +110,15 @@ class OutboxEventBus:
                 if self._rearm:
                     self._rearm = False
                     await self._arm_next()
-            except Exception as exc:  # noqa: BLE001 - delivery is retried at the next commit
-                log.warning("outbox.drain_failed", error=type(exc).__name__)
+            except Exception as exc:  # noqa: BLE001 - delivery is retried (timer or commit)
+                self._drain_failures += 1
+                wait = min(RETRY_SECONDS * 2 ** (self._drain_failures - 1), MAX_RETRY_WAIT_SECONDS)
+                log.warning("outbox.drain_failed", error=type(exc).__name__, retry_in_seconds=wait)
+                # Events this drain held (and those committed meanwhile) are still pending:
+                # without a timer they would wait for a commit that may never come.
+                self._retry_after(wait)
                 return
+            self._drain_failures = 0
             if not self._again:
                 return
 

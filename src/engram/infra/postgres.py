@@ -22,6 +22,7 @@ from pgvector.asyncpg import register_vector
 
 from engram.errors import (
     DatabaseError,
+    DatabaseInterrupted,
     DatabaseUnavailable,
     EngramError,
     PermissionDenied,
@@ -38,6 +39,10 @@ log = structlog.get_logger("engram.infra.postgres")
 SCHEMA = "engram"
 
 _TRANSIENT_SQLSTATES = frozenset({"40001", "40P01", "55P03"})  # serialization, deadlock, lock
+#: SQLSTATE classes of a statement the server stopped: insufficient resources, operator
+#: intervention (a cancel, a statement timeout), system (I/O) errors. The server's condition,
+#: not the request's fault: answered as unavailable, never as an internal error.
+_INTERRUPTED_CLASSES = frozenset({"53", "57", "58"})
 
 
 _DRIVER_ERRORS = (
@@ -82,6 +87,8 @@ def translate(exc: BaseException) -> EngramError:
         sqlstate = getattr(exc, "sqlstate", None)
         if sqlstate in _TRANSIENT_SQLSTATES:
             return TransientDatabaseError(str(exc), sqlstate=sqlstate)
+        if sqlstate is not None and sqlstate[:2] in _INTERRUPTED_CLASSES:
+            return DatabaseInterrupted(str(exc), sqlstate=sqlstate)
         return DatabaseError(str(exc), sqlstate=sqlstate)
     return DatabaseError(f"{type(exc).__name__}: {exc}")
 

@@ -58,6 +58,12 @@ UPDATE jobs SET running = true, holder = $5, started_at = $6, finished_at = NULL
 WHERE name = $1
 RETURNING (SELECT id FROM run) AS run_id
 
+-- name: own_run
+-- The run $2 due, $3 attempt that holder $4 started at $5 (a start whose answer was lost).
+SELECT r.id AS run_id FROM job_runs AS r JOIN jobs AS j ON j.name = r.job
+WHERE r.job = $1 AND r.due_at = $2 AND r.attempt = $3 AND r.holder = $4
+  AND r.started_at = $5 AND j.running AND j.holder = $4
+
 -- name: finish_run
 -- $2 run id, $3 outcome, $4 finished, $5 detail (jsonb), $6 summary text, $7 duration ms,
 -- $8 retry_at (failed runs), $9 cursor (a succeeded run's due time), $10 holder, $11 manual.

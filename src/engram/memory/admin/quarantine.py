@@ -175,6 +175,8 @@ class QuarantineDesk:
             snapshot["records_total"] = len(ids)
 
         async def body(conn: Connection) -> None:
+            if await self._audit.audited(conn, decision_id):
+                return  # a retry after a commit whose acknowledgement was lost
             entry = _admin_entry(
                 decision_id,
                 REVEAL,

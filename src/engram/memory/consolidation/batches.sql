@@ -32,3 +32,8 @@ SELECT id, run_id, trigger, created_at, items, skipped, decision_ids, rolled_bac
        rollback_decision_ids
 FROM consolidation_batches
 WHERE rolled_back_at IS NULL AND items @> $1::jsonb
+
+-- name: batch_version_of
+-- The newest version of record $1 written by one of the decisions in $2 (a batch's own): the
+-- version the batch made when it consumed the record.
+SELECT max(version) FROM memories WHERE record_id = $1 AND gate_decision_id = ANY($2::uuid[])

@@ -70,13 +70,17 @@ class BatchDesk:
             raise NotFound(f"no consolidation batch {batch_id}")
         return row
 
-    async def release(self, record_id: UUID) -> list[UUID]:
+    async def release(self, record_id: UUID, *, changed_in: int | None = None) -> list[UUID]:
         """Undo the items that consumed ``record_id`` once it was forgotten or changed: their
         consolidated records are forgotten and their other sources restored to ``active``
         (the next pass consolidates them again, without what was taken back), so a fact an
         agent forgot or corrected does not live on in a summary. Returns the records
         forgotten. Runs for every ``memory.forgotten`` and ``memory.updated`` event
-        (:meth:`on_source_changed`)."""
+        (:meth:`on_source_changed`).
+
+        ``changed_in``: the version the change made. A batch that consumed a later version
+        (a pass after the change, already without what was taken back) is left alone: an
+        event delivered again after that pass must not undo it."""
         refused: list[GroupOutcome] = []
         for attempt in range(1, RELEASE_ATTEMPTS + 1):
             rows = await self._db.fetch(SQL["batches_with_source"], [{"sources": [str(record_id)]}])
@@ -84,6 +88,10 @@ class BatchDesk:
             retired: list[UUID] = []
             for row in rows:
                 own = set(row["decision_ids"])
+                if changed_in is not None and await self._consumed_since(
+                    record_id, row["decision_ids"], changed_in
+                ):
+                    continue
                 for item in _batch_from_row(row).items:
                     if record_id not in item.sources:
                         continue
@@ -110,6 +118,15 @@ class BatchDesk:
                 f"record {record_id}: the Gate refused the release ({refused[0].detail})"
             )
         raise StillMoving(f"record {record_id}: its summaries kept moving; not released yet")
+
+    async def _consumed_since(
+        self, record_id: UUID, decisions: Sequence[UUID], changed_in: int
+    ) -> bool:
+        """Whether the batch whose decisions are ``decisions`` consumed ``record_id`` after
+        the change that made its version ``changed_in`` (the batch's own version of it is
+        newer)."""
+        made = await self._db.fetchval(SQL["batch_version_of"], record_id, list(decisions))
+        return made is not None and made > changed_in
 
     async def _closed_as_its_sources(
         self, summary: MemoryRecord, heads: dict[UUID, MemoryRecord | None]
@@ -147,8 +164,12 @@ class BatchDesk:
         self-healing repairs: a re-embedding, or a PII finding raising the access level)."""
         if event.payload.get("decision_type") in _NOT_CHANGES:
             return
+        version = event.payload.get("version")
         try:
-            await self.release(UUID(event.payload["record_id"]))
+            await self.release(
+                UUID(event.payload["record_id"]),
+                changed_in=version if isinstance(version, int) else None,
+            )
         except StillMoving as exc:  # contention passes: the outbox delivers the event again
             raise TransientDatabaseError(str(exc)) from exc
 

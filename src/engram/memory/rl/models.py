@@ -187,11 +187,22 @@ class ModelStore:
         heuristic advises again; so too when that model was fitted to another feature
         schema). Without an active model there is nothing to roll back."""
 
+        retiring: str | None = None  # what the first attempt retired (it may have committed)
+
         async def body(conn: Connection) -> ModelRow | None:
+            nonlocal retiring
             await conn.execute(SQL["lock_models"])
+            if retiring is not None:
+                # A retry: if the first attempt committed (its acknowledgement lost), the
+                # model it retired is no longer active, and what is active is its answer.
+                retired = await conn.fetchrow(SQL["model"], retiring)
+                if retired is not None and retired["status"] != "active":
+                    row = await conn.fetchrow(SQL["active_model"])
+                    return None if row is None else _row(row)
             current = await conn.fetchrow(SQL["retire_active"], datetime.now(UTC))
             if current is None:
                 raise NotFound("no active advisor model to roll back")
+            retiring = current["version"]
             previous = current["replaced"]
             row = None if previous is None else await conn.fetchrow(SQL["model"], previous)
             if row is None or row["feature_schema"] != FEATURE_SCHEMA:
