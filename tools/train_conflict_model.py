@@ -7,7 +7,7 @@ the real model, computes the pair features, fits scikit-learn's
 trees to ``src/engram/memory/conflict/conflict_model.json``, checking that the packaged scorer
 reproduces scikit-learn's probabilities. ``--cv`` instead prints the whole detector's
 five-fold cross-validated confusion on dev; ``--by-writer`` holds out each later writer
-(``dev_writers.jsonl``, ``dev_stories.jsonl``) in turn, which asks how the detector does on
+(``dev_writers.jsonl``, ``dev_stories*.jsonl``) in turn, which asks how the detector does on
 text by a writer it never saw (choices are made by this figure). The test half is never read here
 (``benchmarks/conflict_eval.py --half test`` reports it).
 
@@ -42,18 +42,19 @@ from engram.memory.conflict.model import MODEL_FILE, PairModel  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "conflict"
 #: The dev half, hard negatives written for dev later (same subject, another attribute),
-#: four more writers' pairs (ids ``g-`` .. ``j-``, one writer each) and one writer's pairs
-#: from stories as agents write them (``s-``).
+#: four more writers' pairs (ids ``g-`` .. ``j-``, one writer each) and two writers' pairs
+#: from stories as agents write them (``s-``, ``u-``).
 DEV = (
     DATA / "dev.jsonl",
     DATA / "dev_extra.jsonl",
     DATA / "dev_writers.jsonl",
     DATA / "dev_stories.jsonl",
+    DATA / "dev_stories_u.jsonl",
 )
 #: The writers held out in turn by ``--by-writer``, by id prefix.
-WRITERS = ("g", "h", "i", "j", "s")
+WRITERS = ("g", "h", "i", "j", "s", "u")
 OUT = ROOT / "src" / "engram" / "memory" / "conflict" / MODEL_FILE
-VERSION = "conflict-gbdt@5"
+VERSION = "conflict-gbdt@6"
 GROUPS = {
     "supersession": "conflict",
     "contradiction": "conflict",

@@ -34,12 +34,14 @@ _CAPITALISED = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][A-Za-z0-9]+|\b[A-Z]{2,}[A-
 _ALSO = frozenset({"also", "too", "additionally", "addition", "besides", "another"})
 _EXCLUSIVE = frozenset({"only", "exclusively", "solely", "sole", "single", "just", "instead"})
 _WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
-#: Verbs that say how things stand now or will be: a state or a plan a later record can end.
+#: Words that say how things stand now or will be: a state, or a plan ("was rescheduled to
+#: Friday" is a plan however it is told), which a later record can end.
 _STANDING = frozenset(
     {"is", "are", "am", "isn't", "aren't", "has", "have", "hasn't", "haven't", "does",
      "doesn't", "do", "don't", "will", "won't", "remains", "stays", "owns", "uses", "runs",
      "lives", "works", "prefers", "wants", "needs", "keeps", "holds", "scheduled", "booked",
-     "planned", "due", "currently", "usually", "always", "every", "each"}
+     "planned", "rescheduled", "arranged", "postponed", "reserved", "due", "currently",
+     "usually", "always", "every", "each"}
 )  # fmt: skip
 #: Irregular past forms (regular ones end in "ed"): an account of what happened.
 _PAST = frozenset(
