@@ -61,7 +61,7 @@ format: $(STAMP)  ## rewrite files with ruff format and safe fixes
 
 # Every script in benchmarks/ but the peer comparisons (agent_text, harness, seed_versions and
 # stats are their helpers; peers/ holds the peer comparisons' drivers).
-BENCHMARKS := cold_start pii_eval conflict_eval gate_bench write_cpu_budget temporal_bench \
+BENCHMARKS := cold_start pii_eval conflict_eval conflict_stream gate_bench write_cpu_budget temporal_bench \
 	search_bench http_write_bench audit_append_bench consolidation_eval consolidation_bench \
 	scheduler_bench advisor_eval advisor_rl cli_startup recall_floor_eval retrieval_eval \
 	relevance_calibration

@@ -25,6 +25,7 @@ TINY: dict[str, list[str]] = {
     "relevance_calibration": ["--half", "dev", "--limit-queries", "5", "--limit-memories", "60"],
     "pii_eval": ["--repeat", "1"],
     "conflict_eval": [],
+    "conflict_stream": ["--file", "tests/data/consolidation/dev_c2.jsonl"],
     "advisor_eval": ["--half", "dev"],
     "advisor_rl": [
         *("--decisions", "500", "--proposals", "20", "--train-lives", "1"),
@@ -38,7 +39,7 @@ TINY: dict[str, list[str]] = {
     "temporal_bench": ["--records", "200", "--versions", "2", "--chains", "2", "--queries", "5"],
     "search_bench": ["--records", "200", "--pool", "32", "--queries", "4"],
     "http_write_bench": ["--writes", "3", "--warmup", "1"],
-    "consolidation_eval": ["--half", "dev"],
+    "consolidation_eval": ["--file", "tests/data/consolidation/dev_c2.jsonl"],
     "consolidation_bench": ["--records", "300", "--second", "60", "--probe", "10"],
     "scheduler_bench": [
         *("--workers", "2", "--records", "40", "--idle-seconds", "2", "--triggers", "1"),
