@@ -34,10 +34,22 @@ FAST = 100_000
 ROUNDS = 24
 
 
-async def _seed_thread(kernel: Kernel, namespace: str) -> list[UUID]:
+#: The incident thread with its root cause told as the state it left ("is capped at 20"):
+#: a later record that changes that state supersedes it. Told as an account of the incident
+#: ("was capped at 20 in v4.3.0") it stays true after the change (`conflict-gbdt@6`), and
+#: the supersession race below would never start.
+STATE_THREAD = [
+    *INCIDENT[:2],
+    "Root cause of the checkout-api incident: the connection pool is capped at 20 since v4.3.0.",
+]
+
+
+async def _seed_thread(
+    kernel: Kernel, namespace: str, thread: list[str] | None = None
+) -> list[UUID]:
     """The incident thread in a namespace of its own, its conflict resolutions done."""
     ids = []
-    for n, text in enumerate(INCIDENT):
+    for n, text in enumerate(thread or INCIDENT):
         record = MemoryRecord.draft(
             MemoryType.EPISODE,
             text,
@@ -259,7 +271,7 @@ async def test_a_supersession_resolved_after_a_batch_keeps_the_source_consolidat
     that a consolidation was undone. The pass is held inside its transaction by a lock on
     the batch lane of the audit log (so its writes are not yet visible), the way a long
     batch holds it."""
-    ids = await _seed_thread(kernel, "pool")
+    ids = await _seed_thread(kernel, "pool", STATE_THREAD)
     newer = MemoryRecord.draft(
         MemoryType.EPISODE,
         NEWER_POOL,
