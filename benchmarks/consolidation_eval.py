@@ -1,7 +1,8 @@
 """Consolidation quality on a labelled set: topics found, key facts kept, nothing lost.
 
 Prints one JSON object. Every record of one half of ``tests/data/consolidation`` (``dev`` or
-``test``; topics of 3-8 records, single verbose records, single distractors, all shuffled) is
+``test``: each writer's file of that half, or ``--file`` one; topics of 3-8 records, single
+verbose records, single distractors, all shuffled) is
 written through the Gate into a private embedded PostgreSQL; then one ``scheduled_deep`` pass
 runs through ``kernel.consolidation`` and the result is read back from the database:
 

@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 
 from engram.memory.conflict.detection import ConflictDetector
 from engram.memory.conflict.features import _tense
-from engram.memory.conflict.scope import REPORTED_SIMILARITY, later_occurrence
+from engram.memory.conflict.scope import REPORTED_SIMILARITY, later_occurrence, says_again
 from engram.memory.types import ConflictClassification, MemoryRecord, MemoryType
 
 
@@ -130,3 +131,18 @@ async def test_a_change_told_by_a_later_occurrence_is_escalated_with_its_reason(
         MemoryType.EPISODE, "The team switched its work tracking from Jira to Linear.", 2, 15
     )
     assert ["supersession"] == await classes(old, same_day, 0.8)
+
+
+def test_odd_and_huge_text_is_judged_quickly_and_without_error() -> None:
+    """NUL, other scripts, a run of "again" and 200 KB of text: the tense counts, the
+    recurrence test and a whole judgement stay linear and raise nothing."""
+    odd = "was\x00is " + "again once more the third week in a row " * 4_000 + "Ω ещё 再次 " * 2_000
+    started = time.perf_counter()
+    assert (1.0, 1.0) == _tense(odd)  # "was" and "is", split by the NUL
+    assert says_again(odd)
+    old = record(MemoryType.EPISODE, odd, 2)
+    new = record(MemoryType.EPISODE, odd.replace("third", "fourth"), 9)
+    assert later_occurrence(new, old)
+    found = ConflictDetector().judge(old, new, float("nan"))
+    assert found is None or found.classification is not ConflictClassification.SUPERSESSION
+    assert time.perf_counter() - started < 2.0

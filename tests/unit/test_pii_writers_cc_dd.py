@@ -4,6 +4,8 @@ line. Values are made up here, with valid check digits."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from engram.memory.gate.pii import scan
@@ -50,3 +52,24 @@ def test_a_value_of_these_kinds_is_found(text: str, expected: str) -> None:
 def test_a_look_alike_is_not_reported(text: str) -> None:
     """A prompt for the password, a variable, a ticket, and numbers whose checks fail."""
     assert set() == kinds(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "mysql " * 30_000 + "-p",
+        "mysql -u root " + "x" * 200_000 + " -pS3cr3tPassw0rd",
+        "1-" * 100_000 + "/0800",
+        "12345678-" * 20_000,
+        "účet giro rekening " * 10_000,
+        "Mid-server-" + "a" * 200_000,
+        "desk phone " * 20_000 + "555-0187",
+        "TAJ NPWP No. KP " * 10_000,
+    ],
+)
+def test_crafted_runs_are_scanned_in_linear_time(text: str) -> None:
+    """The new layouts and words on 200 KB runs built to make them backtrack: each scan takes
+    well under two seconds (the Gate's screening budget is per write)."""
+    started = time.perf_counter()
+    scan(text)
+    assert time.perf_counter() - started < 2.0
