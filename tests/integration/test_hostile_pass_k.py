@@ -205,27 +205,27 @@ async def test_a_release_delivered_again_after_the_next_pass_keeps_that_pass_sum
 # --- a rating retried under its Idempotency-Key -------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="design: ratings keep no request key (a column and a unique index per agent, a "
-    "migration); see the pass K report",
-)
 async def test_feedback_retried_under_one_idempotency_key_is_stored_once(api: Api) -> None:
     """A client whose answer to POST /v1/feedback was lost (the server killed after the
     commit, a dropped connection) sends it again under the same Idempotency-Key, which
     docs/api.md says POST accepts: "a retry with the same key by the same agent ... writes
-    nothing". The key is ignored on this route: the retry stores a second rating, and the
-    reward the learned advisor trains on counts the record's usefulness twice."""
+    nothing". The key was ignored on this route: the retry stored a second rating, and the
+    reward the learned advisor trains on counted the record's usefulness twice. The retry
+    now answers with the first rating, marked replayed."""
     alice = await api.agent("alice", TrustLevel.STANDARD, writes_per_minute=100_000)
     made = await api.write({"type": "belief", "content": PAIRS[0][0]}, alice)
     assert made.status_code == 201, made.text
     record_id = made.json()["record_id"]
     keyed = {**alice, "Idempotency-Key": "rating-1"}
+    answers = []
     for _ in range(2):
         rated = await api.client.post(
             "/v1/feedback", json={"record_id": record_id, "useful": True}, headers=keyed
         )
         assert rated.status_code == 200, rated.text
+        answers.append(rated.json())
+    assert [a.pop("replayed") for a in answers] == [False, True]
+    assert answers[0] == answers[1]
     stored = await api.kernel.db.fetchval(
         "SELECT count(*) FROM memory_feedback WHERE record_id = $1", UUID(record_id)
     )
@@ -304,17 +304,13 @@ async def test_a_reveal_whose_commit_acknowledgement_is_lost_is_audited_once_and
     assert (await kernel.audit.verify()).ok
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="design: ratings keep no request key (a column and a unique index per agent, a "
-    "migration); see the pass K report",
-)
 async def test_a_rating_whose_commit_acknowledgement_is_lost_is_stored_once(
     kernel: Kernel, database: ScratchDatabase
 ) -> None:
     """One call of ``feedback``: the INSERT commits and the connection is terminated before
     the kernel hears so; the database adapter retries the statement (a lost connection is
-    retried) and stores a second rating. No client retried anything."""
+    retried) and stored a second rating, though no client retried anything. The key the
+    kernel draws for the call now makes the retry find its own row."""
     made = await kernel.gate.evaluate(create(belief(PAIRS[0][0]), CALLER))
     assert made.record_id is not None, made.reason
     await kernel.events.settled()

@@ -15,7 +15,8 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field
 
 from engram.memory.types import GateDecision, MemoryRecord, WriteOutcome
-from engram.retrieval.search import FeedbackReceipt, SearchHit, SearchResult
+from engram.retrieval.feedback import FeedbackReceipt
+from engram.retrieval.search import SearchHit, SearchResult
 
 if TYPE_CHECKING:
     from engram.memory.gate.requests import GateResult
@@ -136,6 +137,10 @@ class FeedbackView(BaseModel):
     useful: bool
     signal: str
     created_at: datetime
+    replayed: bool = Field(
+        default=False,
+        description="The request's key had stored this rating already; nothing was stored now.",
+    )
 
 
 def feedback_view(receipt: FeedbackReceipt) -> dict[str, Any]:
@@ -146,4 +151,5 @@ def feedback_view(receipt: FeedbackReceipt) -> dict[str, Any]:
         "useful": receipt.useful,
         "signal": receipt.signal,
         "created_at": receipt.created_at.isoformat(),
+        "replayed": receipt.replayed,
     }

@@ -35,7 +35,6 @@ versions known at that instant, and each record found is then resolved with the 
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field, replace
@@ -45,7 +44,7 @@ from uuid import UUID
 
 import structlog
 
-from engram.errors import EngramError, Forbidden, NotFound, ValidationFailed
+from engram.errors import EngramError, ValidationFailed
 from engram.infra.db import DatabaseAdapter, Row
 from engram.infra.embeddings import EmbeddingAdapter
 from engram.infra.sql import load_queries
@@ -53,6 +52,7 @@ from engram.memory.temporal import TemporalEngine, readable_levels
 from engram.memory.types import CallerIdentity, MemoryRecord, MemoryStatus, MemoryType
 from engram.observability.metrics import EngramMetrics
 from engram.retrieval.budget import FeedbackBudget
+from engram.retrieval.feedback import FeedbackReceipt, rate
 from engram.retrieval.ranking import Candidate, fuse, lexical_shares, rerank
 from engram.retrieval.relevance import SIMILARITY_ONLY, WITH_WORDS, beside_best
 from engram.retrieval.terms import MIN_PIECES, distinctive_terms
@@ -131,22 +131,6 @@ class SearchResult:
     embed_ms: float = 0.0
     query_ms: float = 0.0
     legs: dict[str, int] = field(default_factory=dict)
-
-
-_SIGNAL = re.compile(r"[a-z_]{1,32}")  # the table's CHECK: ASCII only, refused here, not there
-
-
-@dataclass(frozen=True, slots=True)
-class FeedbackReceipt:
-    """A stored rating. The row's id is not part of it: one sequence numbers every agent's
-    ratings, so the gap between two of a caller's ids would count ratings of records it may
-    not read."""
-
-    record_id: UUID
-    version_id: UUID
-    useful: bool
-    signal: str
-    created_at: datetime
 
 
 def _query_problems(text: str, namespace: str, limit: int) -> list[str]:
@@ -478,23 +462,23 @@ class Retrieval:
         return hits
 
     async def feedback(
-        self, caller: CallerIdentity, record_id: UUID, *, useful: bool, signal: str = "explicit"
+        self,
+        caller: CallerIdentity,
+        record_id: UUID,
+        *,
+        useful: bool,
+        signal: str = "explicit",
+        request_id: str | None = None,
     ) -> FeedbackReceipt:
-        """Store whether a retrieved record helped; a useful record also counts as a read."""
-        if caller.agent_id.startswith("system:"):
-            raise Forbidden("feedback comes from authenticated agents only")
-        given: object = signal  # in-process callers may pass anything
-        if not isinstance(given, str) or not _SIGNAL.fullmatch(given):
-            raise ValidationFailed(errors=["signal: 1-32 lower-case ASCII letters or '_'"])
-        self._feedback_budget.take(caller.agent_id)
-        head = await self._temporal.current(record_id, caller=caller, count_read=False)
-        if head is None or head.status is MemoryStatus.FORGOTTEN:
-            raise NotFound(f"no record {record_id}")
-        row = await self._db.fetchrow(
-            SQL["insert_feedback"], record_id, head.id, caller.agent_id, useful, signal
+        """Store whether a retrieved record helped, once per ``request_id``
+        (:mod:`engram.retrieval.feedback`); a useful record also counts as a read."""
+        return await rate(
+            self._db,
+            self._temporal,
+            self._feedback_budget,
+            caller,
+            record_id,
+            useful=useful,
+            signal=signal,
+            request_id=request_id,
         )
-        assert row is not None  # noqa: S101 - INSERT … RETURNING returns the row
-        if useful:
-            self._temporal.note_reads([head])
-        log.info("retrieval.feedback", agent_id=caller.agent_id, useful=useful, signal=signal)
-        return FeedbackReceipt(record_id, head.id, useful, signal, row["created_at"])

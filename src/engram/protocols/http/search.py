@@ -6,6 +6,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from engram.protocols.http.auth import Caller, KernelDep
+from engram.protocols.http.memories import IdempotencyKey, request_id
 from engram.protocols.http.models import FeedbackBody, SearchBody
 from engram.protocols.http.problems import problem_responses
 from engram.protocols.views import FeedbackView, SearchView, feedback_view, search_view
@@ -30,9 +31,19 @@ async def search(body: SearchBody, kernel: KernelDep, principal: Caller) -> JSON
     response_model=None,
     responses={200: {"model": FeedbackView}, **problem_responses(401, 403, 404, 422)},
 )
-async def feedback(body: FeedbackBody, kernel: KernelDep, principal: Caller) -> JSONResponse:
-    """Store whether a record helped (a useful record also counts as read, for decay)."""
+async def feedback(
+    body: FeedbackBody,
+    kernel: KernelDep,
+    principal: Caller,
+    idempotency_key: IdempotencyKey = None,
+) -> JSONResponse:
+    """Store whether a record helped (a useful record also counts as read, for decay); a
+    retry under the same ``Idempotency-Key`` stores nothing and answers with the first."""
     receipt = await kernel.retrieval.feedback(
-        principal.caller, body.record_id, useful=body.useful, signal=body.signal
+        principal.caller,
+        body.record_id,
+        useful=body.useful,
+        signal=body.signal,
+        request_id=request_id(principal, idempotency_key),
     )
     return JSONResponse(feedback_view(receipt))

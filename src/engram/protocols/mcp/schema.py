@@ -271,6 +271,7 @@ class FeedbackArgs(_Strict):
         pattern=r"^[a-z_]+$",
         description="Optional kind of feedback (lower-case letters and '_'), e.g. 'explicit'.",
     )
+    request_id: RequestIdField
 
 
 # --- tool definitions --------------------------------------------------------------------------

@@ -165,7 +165,11 @@ class EngramTools:
     async def _feedback(self, principal: Principal, arguments: Mapping[str, Any]) -> CallToolResult:
         args = parse(FeedbackArgs, arguments)
         receipt = await self._kernel.retrieval.feedback(
-            principal.caller, args.record_id, useful=args.useful, signal=args.signal
+            principal.caller,
+            args.record_id,
+            useful=args.useful,
+            signal=args.signal,
+            request_id=args.request_id,
         )
         body = feedback_view(receipt)
         verdict = "useful" if receipt.useful else "not useful"

@@ -1,4 +1,4 @@
--- SQL of hybrid retrieval (reads engram.memories, writes engram.memory_feedback).
+-- SQL of hybrid retrieval (reads engram.memories; ratings are in feedback.sql).
 -- Every leg takes: $2 namespace, $3 types (NULL: all), $4 readable access levels,
 -- $5 statuses left out, $6 depth of the leg (rows it returns), $7 tags a version must all
 -- carry in metadata.tags (NULL: no tag filter). The caller's access levels filter inside each
@@ -118,8 +118,3 @@ FROM (SELECT s.words, ARRAY(SELECT quote_literal(x)::tsquery FROM unnest(s.words
       FROM (SELECT tsvector_to_array(to_tsvector('english', $4)) AS words) AS s) AS q,
      memories AS m
 WHERE m.id = ANY($2::uuid[]) AND m.access_level = ANY($3::text[])
-
--- name: insert_feedback
-INSERT INTO memory_feedback (record_id, version_id, agent_id, useful, signal)
-VALUES ($1, $2, $3, $4, $5)
-RETURNING created_at
