@@ -40,7 +40,8 @@ DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
 HALVES: dict[str, tuple[Path, ...]] = {
     "test": (DATA / "pii" / "test_k.tsv", DATA / "pii" / "test_m.tsv"),
     "dev": tuple(
-        DATA / "pii" / f"dev_{writer}.tsv" for writer in (*"lnopqrstuvwxyz", "aa", "bb", "cc", "dd")
+        DATA / "pii" / f"dev_{writer}.tsv"
+        for writer in (*"lnopqrstuvwxyz", "aa", "bb", "cc", "dd", "ff")
     ),
     "legacy": (DATA / "pii_corpus.tsv",),
 }

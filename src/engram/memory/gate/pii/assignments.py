@@ -113,6 +113,7 @@ _OBJECT_ID = re.compile(
 _CALLABLE = re.compile(r"[A-Za-z_][\w.]*")
 _DIGEST = re.compile(r"(?i)^(?:sha\d*|md5|blake2\w*)[:\-]")
 _BASE64 = re.compile(r"[A-Za-z0-9+/]{8,}={0,2}")
+_TOKEN_CHARS = re.compile(r"[A-Za-z0-9_\-]+")
 
 
 def _key_class(key: str, *, wifi: bool = False) -> str | None:
@@ -136,7 +137,17 @@ def _key_class(key: str, *, wifi: bool = False) -> str | None:
             return "secret"
     if len(words) > 1 and words[-1] == "key" and key.isupper():
         return "secret"  # an environment variable such as OPENAI_KEY or MAPBOX_KEY
+    if words[-1] == "key":
+        return "any key"  # "Cohere rerank key: …": secret only if its value is a random token
     return None
+
+
+def _loosely(key_class: str) -> str | None:
+    """The class of a name separated from its value by a space only: its values must look
+    random; a key of no known kind then names no secret ("project key phc_…" is public)."""
+    if key_class == "any key":
+        return None
+    return "loose password" if key_class == "password" else "loose"
 
 
 def _decodes_to_placeholder(value: str) -> bool:
@@ -158,12 +169,21 @@ def _secret_value_ok(value: str, key_class: str, next_char: str, *, bare: bool) 
         return False
     if "://" in value or value.startswith(("/", "./", "~/")) or _DIGEST.match(value):
         return False
-    if value.startswith("pk.eyJ"):
-        return False  # a Mapbox public token: meant to ship in clients (its secret is "sk.")
-    if _OBJECT_ID.fullmatch(value):
-        return False  # a payment object's id or a card's vault token (tok_…, pm_…, cus_…)
+    if value.startswith("pk.eyJ") or _OBJECT_ID.fullmatch(value):
+        # a Mapbox public token, meant to ship in clients (its secret is "sk."); a payment
+        # object's id or a card's vault token (tok_…, pm_…, cus_…)
+        return False
     if _decodes_to_placeholder(value):
         return False
+    if key_class == "any key":  # a key of no known kind: "rerank key: XVJFmxWg8WEE…"
+        return (
+            len(value) >= 24
+            and entropy(value) >= 4.0
+            and _TOKEN_CHARS.fullmatch(value) is not None
+            and any(c.isupper() for c in value)  # mixed case: not a hex digest nor a UUID
+            and any(c.islower() for c in value)
+            and any(c.isdigit() for c in value)
+        )
     if key_class == "loose password":  # "password &HtB6a6vh3K9i!2", passphrase "8rEf…"
         return len(value) >= 8 and char_classes(value) >= 3 and entropy(value) >= 3.0
     if key_class == "loose":  # name and value separated by a space only: "api key 4f9b..."
@@ -235,13 +255,13 @@ def find_assignments(t: Text) -> Iterator[Span]:
         if m is None:
             continue
         key_class = _key_class(m.group("key"), wifi=wifi)
+        if m.group("loose") is not None and key_class is not None:
+            key_class = _loosely(key_class)
         if key_class is None:
             continue
         group = next(g for g in ("dq", "sq", "bq", "bare") if m.group(g) is not None)
         value = m.group(group)
         start = m.start(group)
-        if m.group("loose") is not None:
-            key_class = "loose password" if key_class == "password" else "loose"
         if group == "bare":
             value = _NEXT_PARAMETER.split(value, maxsplit=1)[0].rstrip(".,:;")
         else:

@@ -109,6 +109,10 @@ _SLACK_TOKEN = re.compile(
     r"(?<![\w\-.])(?:xoxe\.)?xox[abposre]-"
     r"(?:\d{6,15}(?:-[0-9A-Za-z]{2,40}){1,4}|\d-[0-9A-Za-z]{30,})(?![\w\-])"
 )
+# An app-level token (Socket Mode): "xapp-", a version digit, the app id, a number and 64 hex.
+_SLACK_APP_TOKEN = re.compile(
+    r"(?<![\w\-.])xapp-\d-A[A-Z0-9]{6,14}-\d{6,16}-(?P<s>[0-9a-f]{32,80})(?![\w\-])"
+)
 _SLACK_WEBHOOK = re.compile(
     r"https://hooks\.slack\.com/services/T[A-Z0-9]{6,12}/B[A-Z0-9]{6,12}/(?P<s>[A-Za-z0-9]{16,40})"
 )
@@ -156,6 +160,10 @@ def find_slack(t: Text) -> Iterator[Span]:
     if "xox" in text:
         for m in _SLACK_TOKEN.finditer(text):
             if len(m.group(0)) >= 24 and _random_enough(m.group(0).rsplit("-", 1)[1], 2.5):
+                yield PiiKind.SLACK_TOKEN, m.start(), m.end()
+    if "xapp-" in text:
+        for m in _SLACK_APP_TOKEN.finditer(text):
+            if _random_enough(m.group("s")):
                 yield PiiKind.SLACK_TOKEN, m.start(), m.end()
     if "hooks.slack.com" in text:
         for m in _SLACK_WEBHOOK.finditer(text):

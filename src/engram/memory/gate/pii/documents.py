@@ -265,7 +265,7 @@ _SHAPED = (
     r"|philsys(?: card)?(?: number)?|căn cước(?: công dân)?|cccd|umid|sss number"
     r"|emirates id|ghana card|matricule|numéro d'identification national|iqama|cin|tin"
     r"|national identity card|id-kaart|asmens tapatybės kortelė|cédula de ciudadanía"
-    r"|nic|nid|iin|снилс|snils"
+    r"|nic|nid|iin|снилс|snils|citizenship (?:certificate )?(?:no|number)"
     r"|tax (?:id|number|identification number|code)|taxpayer"
     r"|voter'?s? (?:id|card)|voter id card|epic (?:no|number)"
     r"|паспорт|护照|護照|여권|パスポート|דרכון|hộ chiếu|หนังสือเดินทาง|جواز سفر"
@@ -406,10 +406,17 @@ _LAYOUT_CHECKS: dict[str, Check] = {
 }
 
 
+# A person's Kenyan KRA PIN (a company's starts with P), anywhere in a text naming the KRA:
+# "KRA PIN for withholding tax on Kamau's invoices: A017423403P" is too far for the keyword.
+_KRA_PIN = re.compile(r"(?<![A-Za-z0-9])A\d{9}[A-Z](?![A-Za-z0-9])")
+
+
 def find_documents(t: Text) -> Iterator[Span]:
     if t.digits < 4:  # an Indian PAN holds four digits
         return
     text, lower = t.raw, t.lower
+    if "kra" in lower:
+        yield from ((PiiKind.NATIONAL_ID, m.start(), m.end()) for m in _KRA_PIN.finditer(text))
     for m in _LAYOUTS.finditer(text):
         group = m.lastgroup or ""
         if _safe(_LAYOUT_CHECKS[group], m.group(0)):
