@@ -1,6 +1,8 @@
 """PII rules written from writers ee and ff (dev): a key of no known vendor given a random
 value, Slack app-level tokens, a KRA PIN named far from its value, a Nepali citizenship
-certificate number. Values are made up here."""
+certificate number, a UK NINO typed in lower case, Dutch and German phone words; and what
+is not a phone (a ZIP+4 code, a meter number, a Belgian enterprise number) nor an account
+(a sort code whose account is still to come). Values are made up here."""
 
 from __future__ import annotations
 
@@ -28,6 +30,9 @@ def kinds(text: str) -> set[str]:
         ("KRA PIN, needed for the payout to Wanjiru next month: A009284716Q", "national_id"),
         ("Citizenship certificate no. 12-03-71-04418 for the vendor file.", "national_id"),
         ("citizenship number 51-02-69-10233, issued in Kaski", "national_id"),
+        ("tenant's ni no: jk 48 19 20 c, typed in lower case", "national_id"),
+        ("Rotterdam office (010 414 6237, toestel 12) takes the keys.", "phone"),
+        ("Durchwahl 030 2148 5521 for the caretaker.", "phone"),
     ],
 )
 def test_a_value_of_these_kinds_is_found(text: str, expected: str) -> None:
@@ -44,6 +49,11 @@ def test_a_value_of_these_kinds_is_found(text: str, expected: str) -> None:
         "PostHog project key phc_VxM4yNLtcgSDMSlHqTFT4X6BAO89q2Jrtw37eJ6ycQz goes in the client.",
         "Primary key: OrderLineItemsByWarehouseAndRegion",
         "Ticket A009284716Q is about the printer.",
+        "Forward the deposit papers to Boston MA 02118-2519 by Friday.",
+        "Meter point 1 48213906-07 4 was read on the 3rd.",
+        "Managed by Immo Zuid BV, KBO 0512.334.908, invoice 2024/118.",
+        "Only the sort code 20-32-06 so far; the tenant will send the account number later.",
+        "The key ring holds jk 48 19 20 c, a locker code.",
     ],
 )
 def test_a_look_alike_is_not_reported(text: str) -> None:
@@ -61,6 +71,9 @@ def test_a_look_alike_is_not_reported(text: str) -> None:
         "xapp-1-A" + "B" * 200_000,
         "KRA " + "A0" * 100_000,
         "citizenship certificate no " * 8_000,
+        "MA 02139-4307 " * 14_000,
+        "12345678-90 " * 16_000,
+        "ni no ab " * 20_000,
     ],
 )
 def test_crafted_runs_are_scanned_in_linear_time(text: str) -> None:

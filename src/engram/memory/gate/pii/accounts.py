@@ -84,6 +84,7 @@ _NO_ACCOUNT = re.compile(
     r"\b(?:no|without|need|needs|needed|missing|awaiting|waiting|pending|still need)\b[^.\n]{0,24}"
     r"\baccount(?: number| no\.?| details)?\b"
     r"|\baccount (?:number|details) (?:will|to) (?:come|follow)"
+    r"|\b(?:will|to) (?:send|give|provide|share)\b[^.\n]{0,24}\baccount(?: number| details)?\b"
 )
 _LAYOUTS = re.compile(
     r"(?<![\w.\-/])(?:(?P<nz>\d{2}-\d{4}-\d{7}-\d{2,3})|(?P<no>\d{4}\.\d{2}\.\d{5})"

@@ -59,7 +59,8 @@ _PHONE_WORDS = (
     "手機", "電話", "携帯", "전화", "휴대폰", "핸드폰", "טלפון", "נייד", "โทร", "điện thoại", "sđt",
     "моб", "мобильный", "جوال", "موبايل",
     "reach her", "reach him", "reach them", "тел", "телефон", "tél", "téléphone", "telefon",
-    "telefono", "teléfono", "puhelin", "sími", "هاتف",
+    "telefono", "teléfono", "puhelin", "sími", "هاتف", "toestel", "doorkiesnummer",
+    "durchwahl",
 )  # fmt: skip
 # Regions tried for a number in national format near a phone keyword (trunk prefix 0, or a
 # national number without one, as Indian and Chinese mobiles are written).
@@ -89,6 +90,10 @@ def _phone_span_ok(text: str, start: int, end: int) -> bool:
         return False
     if _YEAR_FIRST.match(text, start):
         return False  # 2026.02.0988, 2024-05-118734: a build or case number that opens on a date
+    if _ODD_GROUPS.fullmatch(text, start, end) or (
+        _ZIP4.fullmatch(text, start, end) and _STATE_BEFORE.search(text, max(0, start - 8), start)
+    ):
+        return False  # "23456789-01" (a meter or an account); "MA 02139-4307" (a ZIP+4 code)
     label = _NUMBER_LABEL.search(text, max(0, start - 32), start)
     return label is None or any(stem in label.group(1).lower() for stem in _PHONE_STEMS)
 
@@ -158,10 +163,15 @@ _SHORT_LAYOUT = re.compile(r"\d{2} \d{2} \d{2} \d{2}|\d{3}([ .])\d{3}\1\d{3}")
 # A tax or business registration number, named a few words before the digits.
 _TAX_NUMBER = re.compile(
     r"(?i)(?:mã số thuế|\bmst\b|tax (?:code|id|number)|사업자등록번호|business registration"
-    r"|inscri[çc][ãa]o|αφμ|\bafm\b|\bинн\b|\bогрн\b|\bкпп\b|\binn\b|\bogrn\b)"  # noqa: RUF001 - Russian
+    r"|inscri[çc][ãa]o|αφμ|\bafm\b|\bинн\b|\bогрн\b|\bкпп\b|\binn\b|\bogrn\b"  # noqa: RUF001 - Russian
+    r"|\bkbo\b|\bbce\b|ondernemingsnummer|enterprise number|company (?:number|no))"
     r"[^\n\d]{0,24}$"
 )
 _DECIMAL = re.compile(r"\d+[.,]\d+")
+# A long group and a short one after it: no numbering plan groups its digits so.
+_ODD_GROUPS = re.compile(r"\d{6,}[\-.]\d{1,2}")
+_ZIP4 = re.compile(r"\d{5}-\d{4}")
+_STATE_BEFORE = re.compile(r"\b[A-Z]{2},?[ \t]+$")
 _YEAR_FIRST = re.compile(r"(?:19|20)\d{2}[.\-/](?:0[1-9]|1[0-2])[.\-/]")
 _MOBILE = frozenset(
     {phonenumbers.PhoneNumberType.MOBILE, phonenumbers.PhoneNumberType.FIXED_LINE_OR_MOBILE}

@@ -147,7 +147,7 @@ _ID_PHRASES = re.compile(
     r"social insurance|burgerservice|sofinummer|steuer[\-_ ]?id|steueridentifikation"
     r"|identifikationsnummer|tax[ \-]?id|taxpayer|aadhaa?r|s[ée]curit[ée] sociale|codice fiscale"
     r"|national insurance|national id|identity number|id number|citizen service number"
-    r"|personal number|permanent account number"
+    r"|personal number|permanent account number|\bni[ \-]?(?:no|number)\b"
 )
 _ID_WINDOW = 48
 
@@ -182,6 +182,7 @@ def _nino_ok(value: str) -> bool:
 _LETTER_IDS = re.compile(
     r"(?<![A-Za-z0-9\-])(?:"
     r"(?P<nino>[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z] ?\d{2} ?\d{2} ?\d{2} ?[A-D])"
+    r"|(?P<nino_typed>[a-ceghj-pr-tw-z][a-ceghj-npr-tw-z] ?\d{2} ?\d{2} ?\d{2} ?[a-d])"
     r"|(?P<dni>\d{8}-?[A-Z])"
     r"|(?P<nie>[XYZ]-?\d{7}-?[A-Z])"
     r"|(?P<cf>[A-Z]{6}[0-9LMNP-V]{2}[A-EHLMPR-T][0-9LMNP-V]{2}[A-Z][0-9LMNP-V]{3}[A-Z]"
@@ -192,6 +193,7 @@ _LETTER_IDS = re.compile(
 _LETTER_ID_RULES: dict[str, tuple[Callable[[str], bool], bool]] = {
     # shape group: (validator, needs an identity keyword before it)
     "nino": (_nino_ok, False),
+    "nino_typed": (lambda v: _nino_ok(v.upper()), True),  # lower case, as a tenant typed it
     "dni": (_es_dni.is_valid, False),
     "nie": (_es_nie.is_valid, False),
     "cf": (lambda v: bool(_it_cf.is_valid(v.upper())), False),
