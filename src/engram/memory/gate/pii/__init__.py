@@ -56,7 +56,8 @@ What it detects
 * ``github_token``: ``ghp_``/``gho_``/``ghu_``/``ghs_``/``ghr_`` + 36 or more characters, and
   ``github_pat_`` fine-grained tokens.
 * ``slack_token``: ``xoxb-``/``xoxp-``/``xoxa-``/``xoxr-``/``xoxs-``/``xoxo-`` tokens,
-  rotating ``xoxe.xoxp-1-...`` tokens and ``hooks.slack.com`` webhook URLs.
+  rotating ``xoxe.xoxp-1-...`` tokens, app-level ``xapp-1-A…`` tokens and
+  ``hooks.slack.com`` webhook URLs.
 * ``stripe_key``: ``sk_``/``rk_``/``pk_`` + ``live_``/``test_`` keys and ``whsec_`` webhook
   secrets.
 * ``jwt``: three base64url segments whose first segment decodes to a JSON object with
@@ -80,7 +81,11 @@ What it detects
     secret word (``secret``, ``token``, ``apikey``, ``credential(s)``, ``key`` after
     ``api``/``access``/``private``/``signing``/..., or an upper-case environment name ending
     in ``_KEY`` such as ``OPENAI_KEY``). A lower-case ``cache_key`` or ``sort_key`` is not
-    secret. The name contains no word that marks metadata (``hash``, ``name``, ``url``,
+    secret, unless its value is a random token: any name ending in ``key``, given its value
+    with ``:``, ``=`` or ``is`` (``rerank key: Qm7T…``), counts when the value has 24
+    characters or more of letters, digits, ``-`` and ``_``, upper and lower case and digits,
+    and at least 4 bits of entropy per character (a UUID or a hex digest has no capitals).
+    The name contains no word that marks metadata (``hash``, ``name``, ``url``,
     ``id``, ``max``, ``type``, ``length``, ...);
   - the value is not a placeholder: empty, ``changeme``, ``your_key_here``, ``<...>``,
     ``${VAR}``, ``{{var}}``, ``$VAR``, ``****``, ``xxxx``, ``example``/``dummy``/``redacted``,
