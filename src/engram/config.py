@@ -215,7 +215,18 @@ class EngramSettings(BaseSettings):
 
     # --- resilience ---
     breaker_fail_max: int = Field(default=5, ge=1)
-    breaker_reset_seconds: float = Field(default=30.0, gt=0)
+    breaker_reset_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        le=3600,
+        description="The longest the database's circuit breaker stays open before a probe.",
+    )
+    breaker_first_reset_seconds: float = Field(
+        default=1.0,
+        gt=0,
+        le=3600,
+        description="How long it stays open the first time; each failed probe doubles it.",
+    )
     retry_attempts: int = Field(default=3, ge=0, le=10)
     retry_initial_wait_seconds: float = Field(default=1.0, ge=0)
 

@@ -87,6 +87,7 @@ async def connect_database(
         "postgres",
         fail_max=settings.breaker_fail_max,
         reset_seconds=settings.breaker_reset_seconds,
+        first_reset_seconds=settings.breaker_first_reset_seconds,
     )
     db = await PostgresDatabase.connect(
         url,

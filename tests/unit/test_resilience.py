@@ -49,6 +49,36 @@ async def test_breaker_opens_after_five_consecutive_outages() -> None:
     assert 0 < caught.value.retry_after_seconds <= 30
 
 
+async def test_each_failed_probe_doubles_the_opening_up_to_the_ceiling() -> None:
+    """Opened from closed, the breaker stays open ``first_reset_seconds``; each failed probe
+    doubles the next opening (capped at ``reset_seconds``); a successful probe closes it,
+    and the next opening is the first again."""
+    breaker = CircuitBreaker("db", fail_max=1, reset_seconds=0.3, first_reset_seconds=0.08)
+    openings = []
+    for _ in range(4):  # the failure that opens it, then three failed probes
+        with pytest.raises(CircuitOpen) as caught:
+            await breaker.call(Flaky(1, DatabaseUnavailable()))
+        openings.append(caught.value.retry_after_seconds)
+        with pytest.raises(CircuitOpen):  # no probe before the opening has passed
+            await breaker.call(Flaky(0, DatabaseUnavailable()))
+        await asyncio.sleep(caught.value.retry_after_seconds + 0.02)
+    assert openings == pytest.approx([0.08, 0.16, 0.3, 0.3], abs=0.03)
+    assert "ok" == await breaker.call(Flaky(0, DatabaseUnavailable()))
+    assert "closed" == breaker.state
+    with pytest.raises(CircuitOpen) as caught:
+        await breaker.call(Flaky(1, DatabaseUnavailable()))
+    assert caught.value.retry_after_seconds == pytest.approx(0.08, abs=0.03)
+
+
+async def test_the_first_opening_is_never_longer_than_the_ceiling() -> None:
+    """A ceiling below the first opening wins: an operator's short reset stays short."""
+    breaker = CircuitBreaker("db", fail_max=1, reset_seconds=0.05, first_reset_seconds=1.0)
+    await _fail_times(breaker, 1, DatabaseUnavailable())
+    with pytest.raises(CircuitOpen) as caught:
+        await breaker.call(Flaky(0, DatabaseUnavailable()))
+    assert caught.value.retry_after_seconds <= 0.05
+
+
 async def test_business_errors_never_trip_the_breaker() -> None:
     """Validation and version conflicts pass through without counting as failures."""
     breaker = CircuitBreaker("db", fail_max=2)

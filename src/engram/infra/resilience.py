@@ -12,7 +12,7 @@ import asyncio
 import random
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import aiobreaker
 from tenacity import (
@@ -63,21 +63,48 @@ def _not_an_outage(exc: BaseException) -> bool:
     return not isinstance(exc, OUTAGE_ERRORS)
 
 
+class _Lengthening(aiobreaker.CircuitBreakerListener):  # type: ignore[misc]  # untyped base
+    """Sets how long each opening lasts: ``first`` when the breaker opens from closed,
+    twice the last opening (at most ``ceiling``) when a half-open probe fails."""
+
+    def __init__(self, first: timedelta, ceiling: timedelta) -> None:
+        self.first, self.ceiling = first, ceiling
+
+    def state_change(self, breaker: Any, old: Any, new: Any) -> None:
+        if new.state is not aiobreaker.CircuitBreakerState.OPEN:
+            return
+        probe_failed = old is not None and old.state is aiobreaker.CircuitBreakerState.HALF_OPEN
+        last: timedelta = breaker.timeout_duration
+        breaker.timeout_duration = min(self.ceiling, last * 2) if probe_failed else self.first
+
+
 class CircuitBreaker:
-    """aiobreaker with engram's defaults and a single half-open probe.
+    """aiobreaker with engram's defaults, a single half-open probe and openings that lengthen.
 
     aiobreaker lets every caller through once the reset timeout has passed; this wrapper
-    admits exactly one probe at a time until the breaker closes again.
+    admits exactly one probe at a time until the breaker closes again. The first opening
+    lasts ``first_reset_seconds``, and each failed probe doubles the next, up to
+    ``reset_seconds``: a database that restarts in a second (every backend is reset when
+    one crashes) is back in use within about a second, while one that stays down is probed
+    ever less often.
     """
 
-    def __init__(self, name: str, *, fail_max: int = 5, reset_seconds: float = 30.0) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        fail_max: int = 5,
+        reset_seconds: float = 30.0,
+        first_reset_seconds: float = 1.0,
+    ) -> None:
         self.name = name
-        self._reset = timedelta(seconds=reset_seconds)
+        first = timedelta(seconds=min(first_reset_seconds, reset_seconds))
         self._breaker = aiobreaker.CircuitBreaker(
             fail_max=fail_max,
-            timeout_duration=self._reset,
+            timeout_duration=first,
             # Business outcomes (validation, version conflict, quarantine) never trip it.
             exclude=[BusinessError, _not_an_outage],
+            listeners=[_Lengthening(first, timedelta(seconds=reset_seconds))],
             name=name,
         )
         self._probing = False
@@ -112,10 +139,11 @@ class CircuitBreaker:
         opened: datetime | None = (
             self._breaker._state_storage.opened_at
         )  # aiobreaker exposes no getter
+        opening: timedelta = self._breaker.timeout_duration
         if opened is None:
-            return self._reset.total_seconds()
+            return opening.total_seconds()
         opened_at = opened.replace(tzinfo=UTC) if opened.tzinfo is None else opened
-        remaining = (opened_at + self._reset - datetime.now(UTC)).total_seconds()
+        remaining = (opened_at + opening - datetime.now(UTC)).total_seconds()
         return max(remaining, 0.0)
 
 
