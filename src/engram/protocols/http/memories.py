@@ -185,14 +185,6 @@ def gate_response(result: GateResult) -> Response:
     return problem(422, "gate-rejected", result.reason, **extensions)
 
 
-async def _live_head(kernel: KernelDep, principal: Principal, record_id: UUID) -> MemoryRecord:
-    """The current version the caller may read (404 when absent, forgotten or hidden)."""
-    head = await kernel.temporal.current(record_id, caller=principal.caller)
-    if head is None or head.status is MemoryStatus.FORGOTTEN:
-        raise NotFound(f"no record {record_id}")
-    return head
-
-
 async def _unless_forgotten_since(
     kernel: KernelDep, principal: Principal, record_id: UUID, result: GateResult
 ) -> Response:
@@ -340,9 +332,12 @@ async def update_memory(
         return gate_response(payload)
     expected = expected_version(if_match, required=True)
     retry = request_id(principal, idempotency_key)
-    head = await _live_head(kernel, principal, record_id)  # 404, not a rejection, if hidden
+    # A record the caller cannot find (absent, hidden or forgotten) is refused by the Gate,
+    # audited like any bad input, and answered 404 as a read of it is.
+    head = await kernel.temporal.current(record_id, caller=principal.caller)
+    live = None if head is None or head.status is MemoryStatus.FORGOTTEN else head
     result = await session.amend(
-        record_id, payload, head=head, expected_version=expected, request_id=retry
+        record_id, payload, head=live, expected_version=expected, request_id=retry
     )
     return await _unless_forgotten_since(kernel, principal, record_id, result)
 
@@ -366,15 +361,10 @@ async def forget_memory(
 ) -> Response:
     """FORGET through the Gate; with If-Match, only if the record is still at that version."""
     expected = expected_version(if_match, required=False)
-    head = await kernel.temporal.current(record_id, caller=principal.caller)
-    if head is None:
-        raise NotFound(f"no record {record_id}")
     retry = request_id(principal, idempotency_key)
-    if head.status is MemoryStatus.FORGOTTEN and retry is None:
-        raise NotFound(f"no record {record_id}")
+    # A record the caller cannot find, or one forgotten before, is refused by the Gate and
+    # audited; the answer is 404 (a retry of an approved forget replays its 200).
     result = await AgentSession(kernel, principal.caller).forget(
         record_id, expected_version=expected, request_id=retry
     )
-    if head.status is MemoryStatus.FORGOTTEN and not result.replayed:
-        raise NotFound(f"no record {record_id}")  # forgotten before, by another request
     return await _unless_forgotten_since(kernel, principal, record_id, result)
