@@ -20,6 +20,30 @@ from engram.agents.registry import Principal
 from engram.protocols.mcp.results import failure
 from engram.protocols.mcp.tools import EngramTools
 
+#: The methods a client sends as notifications (no id, no answer) all start so (MCP spec).
+NOTIFICATION_PREFIX = "notifications/"
+
+
+def id_problem(parsed: object) -> str | None:
+    """Why a parsed JSON-RPC message (or batch) would be dropped by the SDK unanswered: it
+    reads a request whose ``id`` is missing, or neither a string nor an integer (1.5, true,
+    an object), as a notification and does nothing. Only ``notifications/…`` methods may come
+    without an id."""
+    messages = parsed if isinstance(parsed, list) else [parsed]
+    for message in messages:
+        if not isinstance(message, dict):
+            continue
+        if "id" not in message:
+            method = message.get("method")
+            if isinstance(method, str) and not method.startswith(NOTIFICATION_PREFIX):
+                return "id: a request needs one (a string or an integer); notifications go without"
+            continue
+        value = message["id"]
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            return "id: a JSON-RPC request id is a string or an integer"
+    return None
+
+
 #: Finds the principal of a request (None: not authenticated).
 PrincipalOf = Callable[[ServerRequestContext[Any, Any]], Principal | None]
 

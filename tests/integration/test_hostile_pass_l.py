@@ -1,0 +1,192 @@
+"""Hostile pass L: odd input on the surfaces earlier passes touched least (the MCP envelope,
+the in-process session's request ids, the admin command line's arguments).
+
+Every test here failed on the code it was written against; what held is in
+``test_hostile_pass_l_held.py``. Real embedded PostgreSQL, the real embedding model, real
+``engram`` processes for the command line, no mocks.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from engram import Kernel
+from engram.memory.types import TrustLevel
+from engram.protocols.inprocess import AgentSession
+from engram.protocols.mcp.stdio import line_problem
+from tests.conftest import ScratchDatabase
+from tests.integration import test_http_api as http_api
+from tests.integration.test_http_api import Api
+from tests.integration.test_http_fuzz import _count
+
+api = http_api.api
+
+MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+REMEMBER = (
+    b'"method":"tools/call","params":{"name":"remember","arguments":'
+    b'{"type":"belief","content":"The release train leaves every Tuesday at noon."}}'
+)
+
+
+# --- L1: a tools/call without an id is answered 202 Accepted and nothing is done ------------
+
+
+async def test_a_tools_call_without_an_id_is_refused_not_accepted_and_dropped(
+    api: Api, database: ScratchDatabase
+) -> None:
+    """A ``tools/call`` sent without an ``id`` reads as a JSON-RPC notification: the SDK
+    answered ``202 Accepted`` with no body and did nothing (no write, no audit row, no
+    error). Pass B closed this for malformed ids; a missing one did the same. Only
+    ``notifications/*`` methods may come without an id."""
+    before = await _count(database)
+    body = b'{"jsonrpc":"2.0",' + REMEMBER + b"}"
+    response = await api.client.post("/mcp", content=body, headers={**api.admin, **MCP_HEADERS})
+    assert 400 == response.status_code, response.text
+    error = response.json()["error"]
+    assert -32600 == error["code"]
+    assert "id" in error["message"]
+    assert before == await _count(database)
+    notice = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
+    answered = await api.client.post("/mcp", content=notice, headers={**api.admin, **MCP_HEADERS})
+    assert 202 == answered.status_code, answered.text
+
+
+async def test_an_unauthenticated_mcp_request_is_a_401_whatever_its_envelope(api: Api) -> None:
+    """docs/mcp.md: without a valid token the answer is 401 "before any MCP processing". A
+    request with a malformed id was parsed and answered 400 first, without a token."""
+    for body in (
+        b'{"jsonrpc":"2.0","id":1.5,' + REMEMBER + b"}",
+        b'{"jsonrpc":"2.0",' + REMEMBER + b"}",
+    ):
+        response = await api.client.post("/mcp", content=body, headers=MCP_HEADERS)
+        assert 401 == response.status_code, response.text
+        assert response.headers["www-authenticate"].startswith("Bearer")
+
+
+def test_stdio_answers_a_tools_call_without_an_id_instead_of_dropping_it() -> None:
+    """The same over stdio: the SDK dropped a ``tools/call`` line without an id, unanswered
+    and undone. ``line_problem`` (what the stdio reader answers before the SDK sees a line)
+    refuses it with -32600; a notification still goes through."""
+    line = ('{"jsonrpc":"2.0",' + REMEMBER.decode() + "}").strip()
+    problem = line_problem(line)
+    assert problem is not None
+    assert -32600 == problem[0]
+    assert "id" in problem[1]
+    assert line_problem('{"jsonrpc":"2.0","method":"notifications/initialized"}') is None
+
+
+# --- L2: an in-process request id storage cannot hold escapes as a DatabaseError ------------
+
+
+#: Request ids no audit row can key: a NUL, a lone surrogate, and one longer than the unique
+#: index on (agent, request id) can hold.
+UNSTORABLE_IDS = ["retry\x00one", "retry\ud800", "".join(f"{i:x}" for i in range(4000))]
+
+
+@pytest.mark.parametrize("request_id", UNSTORABLE_IDS, ids=["nul", "surrogate", "long"])
+@pytest.mark.parametrize("method", ["remember", "update", "forget"])
+async def test_a_request_id_storage_cannot_hold_is_an_audited_rejection_in_process(
+    kernel: Kernel, database: ScratchDatabase, method: str, request_id: str
+) -> None:
+    """AgentSession promises every bad input is an audited rejection, never an exception.
+    A request id with a NUL or a lone surrogate reached the audit INSERT (``DatabaseError``,
+    which adapters answer as a 500), and one of 15 000 characters was stored whole or broke
+    the unique index; MCP and REST bound their ids (128 characters), the session did not. It
+    is refused with the reason, one audit row written, nothing else."""
+    _, token = await kernel.agents.add("keyed", TrustLevel.STANDARD, writes_per_minute=1000)
+    session = AgentSession(kernel, (await kernel.agents.authenticate(token)).caller)
+    made = await session.remember({"type": "belief", "content": "The wiki runs on Confluence."})
+    assert made.record_id is not None, made.reason
+    before = await _count(database)
+    change = {"content": "The wiki runs on Notion."}
+    try:
+        if method == "remember":
+            result = await session.remember(
+                {"type": "belief", "content": "The CI runners use Ubuntu 24.04."},
+                request_id=request_id,
+            )
+        elif method == "update":
+            result = await session.update(
+                made.record_id, change, expected_version=1, request_id=request_id
+            )
+        else:
+            result = await session.forget(made.record_id, request_id=request_id)
+    except Exception as exc:  # noqa: BLE001 - the finding
+        pytest.fail(f"{method} raised {type(exc).__name__}: {str(exc)[:120]}")
+    assert "rejected" == result.decision.value
+    assert "request_id" in result.reason
+    assert (before[0] + 1, before[1]) == await _count(database)
+
+
+# --- L3: the command line answers odd arguments with a traceback or "infrastructure" --------
+
+
+def _cli(database: ScratchDatabase, *args: str | bytes) -> subprocess.CompletedProcess[str]:
+    """``engram`` against the test's database; bytes arguments go to it as they are (a
+    shell passes what the terminal typed, valid UTF-8 or not)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
+    env.update(
+        ENGRAM_DATABASE_URL=database.runtime_url,
+        ENGRAM_MIGRATE_ON_START="false",
+        ENGRAM_LOG_FORMAT="json",
+    )
+    argv: list[Any] = [os.fsencode(sys.executable), b"-m", b"engram.protocols.cli"]
+    argv += [a if isinstance(a, bytes) else a.encode() for a in args]
+    done = subprocess.run(  # noqa: S603 - our own CLI
+        argv, env=env, capture_output=True, timeout=120, check=False
+    )
+    return subprocess.CompletedProcess(
+        done.args,
+        done.returncode,
+        done.stdout.decode(errors="replace"),
+        done.stderr.decode(errors="replace"),
+    )
+
+
+async def test_an_argument_that_is_not_utf8_is_a_usage_error_not_a_traceback(
+    kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """Python hands undecodable argv bytes over as lone surrogates. ``audit export --reveal
+    --reason`` with one printed a traceback (UnicodeEncodeError while hashing the REVEAL
+    row); ``agents rotate`` and ``conflicts ack --by`` exited 5, "the database is failing,
+    try again later". Each is a usage error (2) naming the argument, and nothing is audited."""
+    await kernel.agents.add("planner", TrustLevel.STANDARD)
+    before = await _count(database)
+    for args in (
+        ["audit", "export", "--reveal", "--reason", b"triage \xff", "--by", "dana"],
+        ["audit", "export", "--reveal", "--reason", "triage", "--by", b"d\xe9na"],
+        ["agents", "rotate", b"planner\xff"],
+        ["conflicts", "ack", "5", "--by", b"\xff"],
+    ):
+        done = _cli(database, *args)
+        assert "Traceback" not in done.stderr, done.stderr[-800:]
+        assert 2 == done.returncode, (args, done.stderr[-400:])
+        assert "UTF-8" in done.stderr, done.stderr[-400:]
+    assert before == await _count(database)
+
+
+async def test_a_limit_or_a_window_out_of_range_is_a_usage_error(
+    kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """``consolidation list --limit -1`` and ``advisor status --limit 10**20`` reached
+    PostgreSQL and exited 5 (infrastructure: "try again later"); ``advisor train --days
+    1e400`` and ``--days 100000000`` printed a traceback (OverflowError). Each is a usage
+    error (2) naming the option."""
+    del kernel  # the database is migrated and open
+    for args, option in (
+        (["consolidation", "list", "--limit", "-1"], "--limit"),
+        (["consolidation", "list", "--limit", str(10**20)], "--limit"),
+        (["advisor", "status", "--limit", str(10**20)], "--limit"),
+        (["advisor", "train", "--days", "1e400"], "--days"),
+        (["advisor", "train", "--days", "100000000"], "--days"),
+        (["advisor", "train", "--horizon-days", "1e400"], "--horizon-days"),
+    ):
+        done = _cli(database, *args)
+        assert "Traceback" not in done.stderr, done.stderr[-800:]
+        assert 2 == done.returncode, (args, done.stderr[-400:])
+        assert option in done.stderr, done.stderr[-400:]
