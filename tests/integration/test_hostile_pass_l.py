@@ -21,7 +21,7 @@ from engram.protocols.inprocess import AgentSession
 from engram.protocols.mcp.stdio import line_problem
 from tests.conftest import ScratchDatabase
 from tests.integration import test_http_api as http_api
-from tests.integration.test_http_api import Api
+from tests.integration.test_http_api import Api, assert_problem
 from tests.integration.test_http_fuzz import _count
 
 api = http_api.api
@@ -123,7 +123,42 @@ async def test_a_request_id_storage_cannot_hold_is_an_audited_rejection_in_proce
     assert (before[0] + 1, before[1]) == await _count(database)
 
 
-# --- L3: the command line answers odd arguments with a traceback or "infrastructure" --------
+# --- L3: a number longer than the parser converts is "not JSON", and the write unaudited --
+
+
+@pytest.mark.parametrize("field", ["metadata", "source_confidence"])
+@pytest.mark.parametrize("method", ["POST", "PATCH"])
+async def test_a_number_too_long_to_read_is_an_audited_rejection_not_a_400(
+    api: Api, database: ScratchDatabase, method: str, field: str
+) -> None:
+    """JSON sets no bound on a number's digits; Python's parser refuses to convert an integer
+    of more than 4 300. Such a write body was answered ``400 the body is not valid JSON``
+    and left no audit row, though it is well formed, and a body nested past the parser's
+    depth (the same kind of limit) is refused and audited (docs/api.md). It is a 422 whose
+    schema check says why, audited once, and nothing else changes."""
+    writer = await api.agent("digits", TrustLevel.STANDARD)
+    made = await api.write({"type": "belief", "content": "The wiki runs on Confluence."}, writer)
+    assert 201 == made.status_code, made.text
+    number = "7" * 5000
+    value = '{"n":' + number + "}" if field == "metadata" else number
+    body = '{"content":"The wiki runs on Notion.","' + field + '":' + value + "}"
+    headers = {**writer, "Content-Type": "application/json"}
+    before = await _count(database)
+    if method == "POST":
+        body = '{"type":"belief",' + body[1:]
+        response = await api.client.post("/v1/memories", content=body, headers=headers)
+    else:
+        path = f"/v1/memories/{made.json()['record_id']}"
+        response = await api.client.patch(
+            path, content=body, headers={**headers, "If-Match": '"1"'}
+        )
+    problem = assert_problem(response, 422)
+    assert [c["name"] for c in problem["failed_checks"]] == ["schema"], problem
+    assert "digits" in problem["detail"], problem
+    assert (before[0] + 1, before[1]) == await _count(database)
+
+
+# --- L4: the command line answers odd arguments with a traceback or "infrastructure" --------
 
 
 def _cli(database: ScratchDatabase, *args: str | bytes) -> subprocess.CompletedProcess[str]:
