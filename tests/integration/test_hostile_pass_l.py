@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from engram import Kernel
-from engram.memory.types import TrustLevel
+from engram.errors import ValidationFailed
+from engram.memory.types import CallerIdentity, TrustLevel
 from engram.protocols.inprocess import AgentSession
 from engram.protocols.mcp.stdio import line_problem
 from tests.conftest import ScratchDatabase
@@ -225,3 +226,56 @@ async def test_a_limit_or_a_window_out_of_range_is_a_usage_error(
         assert "Traceback" not in done.stderr, done.stderr[-800:]
         assert 2 == done.returncode, (args, done.stderr[-400:])
         assert option in done.stderr, done.stderr[-400:]
+
+
+async def test_a_by_name_too_long_for_the_audit_log_is_a_usage_error(
+    kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """``--by`` names the admin in ``system:cli:<name>``, the audit row's agent. A name of
+    6 000 characters broke the audit INSERT (the unique index on agent and request id holds
+    no such row) and the command exited 5, "the database is failing". It is a usage error
+    naming ``--by``, and nothing is released or audited."""
+    _, token = await kernel.agents.add("mailer", TrustLevel.STANDARD, writes_per_minute=1000)
+    session = AgentSession(kernel, (await kernel.agents.authenticate(token)).caller)
+    held = await session.remember(
+        {"type": "belief", "content": "The release manager is reachable at ana@example.com."}
+    )
+    assert held.record_id is not None, held.reason
+    before = await _count(database)
+    name = "".join(f"{i:03x}" for i in range(2000))
+    for args in (
+        ["quarantine", "release", str(held.record_id), "--reason", "a team alias", "--by", name],
+        ["audit", "export", "--reveal", "--reason", "a subject access request", "--by", name],
+    ):
+        done = _cli(database, *args)
+        assert "Traceback" not in done.stderr, done.stderr[-800:]
+        assert 2 == done.returncode, (args[:2], done.stderr[-400:])
+        assert "--by" in done.stderr, done.stderr[-400:]
+    assert before == await _count(database)
+    assert [held.record_id] == [r.record_id for r in await kernel.quarantine.pending()]
+
+
+@pytest.mark.parametrize(
+    "reason", ["a team\x00alias", "a team alias\ud800"], ids=["nul", "surrogate"]
+)
+async def test_a_release_or_reveal_reason_storage_cannot_hold_is_a_validation_error(
+    kernel: Kernel, database: ScratchDatabase, reason: str
+) -> None:
+    """``QuarantineDesk.release`` and ``reveal`` (what the CLI and REST admin routes call)
+    took a reason with a NUL (``DatabaseError`` at the audit INSERT) or a lone surrogate
+    (``UnicodeEncodeError`` while hashing the row: not even an engram error). Each is a
+    ``ValidationFailed`` naming the reason; nothing is released or audited."""
+    _, token = await kernel.agents.add("mailer", TrustLevel.STANDARD, writes_per_minute=1000)
+    session = AgentSession(kernel, (await kernel.agents.authenticate(token)).caller)
+    held = await session.remember(
+        {"type": "belief", "content": "The release manager is reachable at ana@example.com."}
+    )
+    assert held.record_id is not None, held.reason
+    admin = CallerIdentity.system("cli:dana")
+    before = await _count(database)
+    with pytest.raises(ValidationFailed, match="reason"):
+        await kernel.quarantine.release(held.record_id, admin=admin, reason=reason)
+    with pytest.raises(ValidationFailed, match="reason"):
+        await kernel.quarantine.reveal(admin=admin, shown="a test", reason=reason)
+    assert before == await _count(database)
+    assert [held.record_id] == [r.record_id for r in await kernel.quarantine.pending()]
