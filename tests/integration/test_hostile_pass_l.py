@@ -8,20 +8,27 @@ Every test here failed on the code it was written against; what held is in
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
 from typing import Any
 
+import asyncpg
+import httpx
 import pytest
 
-from engram import Kernel
+from engram import Kernel, open_kernel
+from engram.config import EngramSettings
 from engram.errors import ValidationFailed
+from engram.infra.fastembed_embedder import FastembedEmbedder
 from engram.memory.types import CallerIdentity, TrustLevel
+from engram.protocols.http.app import create_app
 from engram.protocols.inprocess import AgentSession
 from engram.protocols.mcp.stdio import line_problem
 from tests.conftest import ScratchDatabase
 from tests.integration import test_http_api as http_api
+from tests.integration.scheduler_helpers import running
 from tests.integration.test_http_api import Api, assert_problem
 from tests.integration.test_http_fuzz import _count
 
@@ -159,7 +166,41 @@ async def test_a_number_too_long_to_read_is_an_audited_rejection_not_a_400(
     assert (before[0] + 1, before[1]) == await _count(database)
 
 
-# --- L4: the command line answers odd arguments with a traceback or "infrastructure" --------
+# --- L4: concurrent /readyz requests each run the write-path probes ----------------------
+
+
+async def test_a_concurrent_flood_of_readyz_runs_each_write_path_probe_once(
+    database: ScratchDatabase, embedder: FastembedEmbedder
+) -> None:
+    """``/readyz`` needs no token. Its Gate, audit and backlog probes are cached so that "a
+    probe that does real work is not run once per request of an unauthenticated flood"
+    (``HealthChecks.add``), but the cache only served requests arriving after a probe ended:
+    fifty sent at once each ran the audit probe (an INSERT rolled back, one sequence number
+    drawn per request) and the synthetic Gate decision. Requests arriving while a probe runs
+    now share its outcome: one sequence number for the fifty."""
+    settings = EngramSettings(
+        database_url=database.runtime_url, migrate_on_start=False, readiness_cache_seconds=0.5
+    )
+    seq = "SELECT last_value FROM engram.librarian_audit_seq_seq"
+    async with open_kernel(settings=settings, embeddings=embedder) as kernel:
+        app = create_app(kernel=kernel, announce=lambda _: None)
+        async with running(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+                owner = await asyncpg.connect(database.admin_url)
+                try:
+                    assert 200 == (await client.get("/readyz")).status_code  # the sequence
+                    await asyncio.sleep(0.6)  # has a value; the outcomes are stale again
+                    before = await owner.fetchval(seq)
+                    answers = await asyncio.gather(*(client.get("/readyz") for _ in range(50)))
+                    bad = [a.text for a in answers if a.status_code != 200]
+                    assert not bad, (len(bad), [c for c in bad[0].split("},") if "false" in c])
+                    assert before + 1 == await owner.fetchval(seq)
+                finally:
+                    await owner.close()
+
+
+# --- L5: the command line answers odd arguments with a traceback or "infrastructure" --------
 
 
 def _cli(database: ScratchDatabase, *args: str | bytes) -> subprocess.CompletedProcess[str]:
