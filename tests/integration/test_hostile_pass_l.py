@@ -12,6 +12,7 @@ import asyncio
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -320,3 +321,45 @@ async def test_a_release_or_reveal_reason_storage_cannot_hold_is_a_validation_er
         await kernel.quarantine.reveal(admin=admin, shown="a test", reason=reason)
     assert before == await _count(database)
     assert [held.record_id] == [r.record_id for r in await kernel.quarantine.pending()]
+
+
+#: Anchor files that are not what ``audit checkpoint --json`` or ``audit export`` write.
+_CHECKPOINT = (
+    '"sealed_at":"2026-01-01T00:00:00+00:00","through_seq":1,"rows_sealed":1,"lane_seqs":[],'
+    '"lane_hashes":[],"order_digest":"00","prev_hash":"00","checkpoint_hash":"00"'
+)
+MALFORMED_ANCHORS = {
+    "nested": "[" * 100_000 + "]" * 100_000,
+    "infinite-id": '{"checkpoint":{"id":1e400,' + _CHECKPOINT + "}}",
+    "list-seq": '{"lane_heads":[{"lane":0,"last_seq":[1],"last_hash":"00"}]}',
+    "text-seq": '{"lane_heads":[{"lane":0,"last_seq":"x","last_hash":"00"}]}',
+    "negative-lane": '{"lane_heads":[{"lane":-5,"last_seq":1.5,"last_hash":"00"}]}',
+}
+
+
+async def test_a_malformed_anchor_or_policy_file_is_refused_not_a_traceback(
+    kernel: Kernel, database: ScratchDatabase, tmp_path: Path
+) -> None:
+    """``audit verify --anchor`` printed a traceback for an anchor nested too deeply
+    (RecursionError), with an id of 1e400 (OverflowError) or a list as a row number
+    (TypeError), and reported a text row number or a negative lane as TAMPERING (exit 6):
+    the anchor was malformed, the log was fine. ``audit replay --policy`` printed a traceback
+    for a policy nested too deeply. Each is refused: an anchor with exit 2, a policy with 4
+    (docs/cli.md)."""
+    del kernel  # the database is migrated and open
+    cases: list[tuple[list[str], int]] = []
+    for name, text in MALFORMED_ANCHORS.items():
+        path = tmp_path / f"{name}.json"
+        path.write_text(text)
+        cases.append((["audit", "verify", "--anchor", str(path)], 2))
+    for name, text in (
+        ("deep.json", "[" * 100_000 + "]" * 100_000),
+        ("deep.toml", "a = " + "[" * 100_000 + "]" * 100_000),
+    ):
+        path = tmp_path / name
+        path.write_text(text)
+        cases.append((["audit", "replay", "--policy", str(path)], 4))
+    for args, code in cases:
+        done = _cli(database, *args)
+        assert "Traceback" not in done.stderr, (args[-1], done.stderr[-600:])
+        assert code == done.returncode, (args[-1], done.stdout[-300:], done.stderr[-300:])
