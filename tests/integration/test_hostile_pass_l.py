@@ -89,6 +89,35 @@ def test_stdio_answers_a_tools_call_without_an_id_instead_of_dropping_it() -> No
     assert line_problem('{"jsonrpc":"2.0","method":"notifications/initialized"}') is None
 
 
+@pytest.mark.parametrize(
+    "params",
+    [
+        b'{"name":"remember","arguments":[1,2]}',
+        b'{"name":"recall","arguments":"ledger"}',
+        b'{"arguments":{"query":"ledger"}}',
+        b'{"name":null,"arguments":{}}',
+        b"null",
+    ],
+    ids=["list-arguments", "text-arguments", "no-name", "null-name", "null-params"],
+)
+async def test_a_tools_call_of_the_wrong_shape_is_refused_with_its_reason(
+    api: Api, database: ScratchDatabase, params: bytes
+) -> None:
+    """A ``tools/call`` whose arguments are not an object, or that names no tool, was
+    answered ``-32602 Invalid request parameters`` with empty ``data``: no reason at all.
+    The answer now says what is wrong, on both transports, and nothing is written."""
+    before = await _count(database)
+    body = b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":' + params + b"}"
+    response = await api.client.post("/mcp", content=body, headers={**api.admin, **MCP_HEADERS})
+    error = response.json()["error"]
+    assert -32602 == error["code"], error
+    assert "arguments" in error["message"] or "name" in error["message"], error
+    assert before == await _count(database)
+    problem = line_problem(body.decode())
+    assert problem is not None
+    assert problem[0] == -32602
+
+
 # --- L2: an in-process request id storage cannot hold escapes as a DatabaseError ------------
 
 

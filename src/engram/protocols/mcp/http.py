@@ -28,7 +28,7 @@ from starlette.types import Message, Receive, Scope, Send
 from engram.agents.registry import Principal
 from engram.errors import EngramError, Unauthenticated
 from engram.kernel import Kernel
-from engram.protocols.mcp.server import build_server, id_problem
+from engram.protocols.mcp.server import build_server, message_problem
 from engram.protocols.mcp.tools import EngramTools
 
 log = structlog.get_logger("engram.mcp")
@@ -121,7 +121,8 @@ class McpEndpoint:
             return
         problem = envelope_problem(body)  # after the token: nothing is parsed for a stranger
         if problem is not None:
-            refused = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": problem}}
+            code, message = problem
+            refused = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
             await JSONResponse(refused, status_code=400)(scope, receive, send)
             return
         await manager.handle_request({**scope, PRINCIPAL_KEY: principal}, receive, send)
@@ -154,12 +155,12 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-def envelope_problem(body: bytes) -> str | None:
-    """Why a JSON-RPC message (or batch) cannot be taken, where the SDK would not say so
-    (:func:`engram.protocols.mcp.server.id_problem`). Bodies that are not JSON are left to
-    the SDK (it answers -32700)."""
+def envelope_problem(body: bytes) -> tuple[int, str] | None:
+    """The JSON-RPC error of a message (or batch) the SDK would not answer, or answer without
+    a reason (:func:`engram.protocols.mcp.server.message_problem`). Bodies that are not JSON
+    are left to the SDK (it answers -32700)."""
     try:
         parsed = json.loads(body)
     except (ValueError, RecursionError):
         return None
-    return id_problem(parsed)
+    return message_problem(parsed)

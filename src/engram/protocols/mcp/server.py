@@ -24,23 +24,42 @@ from engram.protocols.mcp.tools import EngramTools
 NOTIFICATION_PREFIX = "notifications/"
 
 
-def id_problem(parsed: object) -> str | None:
-    """Why a parsed JSON-RPC message (or batch) would be dropped by the SDK unanswered: it
-    reads a request whose ``id`` is missing, or neither a string nor an integer (1.5, true,
-    an object), as a notification and does nothing. Only ``notifications/…`` methods may come
-    without an id."""
+#: JSON-RPC error codes engram answers before the SDK sees a message.
+INVALID_REQUEST = -32600
+INVALID_PARAMS = -32602
+
+
+def message_problem(parsed: object) -> tuple[int, str] | None:
+    """The JSON-RPC error of a parsed message (or batch) the SDK would drop unanswered or
+    refuse without a reason, or None. It reads a request whose ``id`` is missing, or neither
+    a string nor an integer (1.5, true, an object), as a notification and does nothing (only
+    ``notifications/…`` methods may come without an id); and it answers a ``tools/call`` that
+    names no tool or whose arguments are not an object with an empty -32602."""
     messages = parsed if isinstance(parsed, list) else [parsed]
     for message in messages:
         if not isinstance(message, dict):
             continue
+        method = message.get("method")
         if "id" not in message:
-            method = message.get("method")
             if isinstance(method, str) and not method.startswith(NOTIFICATION_PREFIX):
-                return "id: a request needs one (a string or an integer); notifications go without"
+                return INVALID_REQUEST, (
+                    "id: a request needs one (a string or an integer); notifications go without"
+                )
             continue
         value = message["id"]
         if isinstance(value, bool) or not isinstance(value, (str, int)):
-            return "id: a JSON-RPC request id is a string or an integer"
+            return INVALID_REQUEST, "id: a JSON-RPC request id is a string or an integer"
+        if method == "tools/call" and (problem := _call_problem(message.get("params"))):
+            return INVALID_PARAMS, problem
+    return None
+
+
+def _call_problem(params: object) -> str | None:
+    """Why the params of a ``tools/call`` are not a tool's name and its arguments, or None."""
+    if not isinstance(params, dict) or not isinstance(params.get("name"), str):
+        return "params: a tools/call names its tool (name, a string)"
+    if params.get("arguments") is not None and not isinstance(params["arguments"], dict):
+        return "params.arguments: the tool's arguments, as an object"
     return None
 
 
