@@ -141,6 +141,28 @@ async def test_a_rating_key_reused_after_its_record_was_raised_tells_nothing_of_
     assert ids[0] not in after_raise["detail"]
 
 
+async def test_one_key_over_rest_and_over_mcp_names_two_requests(api: Api) -> None:
+    """REST scopes an Idempotency-Key to the agent and the transport (``http:<agent>:<key>``);
+    an MCP ``request_id`` is the agent's key as sent. The same text over both is two
+    requests, two ratings (docs/mcp.md says so); a retry over the same transport is one."""
+    reader = await api.agent("two-ways", TrustLevel.STANDARD)
+    made = await api.write({"type": "belief", "content": "Backups run at 02:00 UTC."}, api.admin)
+    record_id = made.json()["record_id"]
+    keyed = {**reader, "Idempotency-Key": "same-text"}
+    body = {"record_id": record_id, "useful": True}
+    rest = [await api.client.post("/v1/feedback", json=body, headers=keyed) for _ in range(2)]
+    assert [r.json()["replayed"] for r in rest] == [False, True]
+    call = (
+        '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"feedback",'
+        '"arguments":{"record_id":"' + record_id + '","useful":true,"request_id":"same-text"}}}'
+    )
+    over_mcp = await api.client.post("/mcp", content=call, headers={**reader, **MCP_HEADERS})
+    assert over_mcp.json()["result"]["structuredContent"]["replayed"] is False, over_mcp.text
+    assert 2 == await api.kernel.db.fetchval(
+        "SELECT count(*) FROM memory_feedback WHERE record_id = $1::uuid", record_id
+    )
+
+
 async def test_cli_odd_arguments_exit_with_their_documented_codes(
     api: Api, database: ScratchDatabase, tmp_path: Path
 ) -> None:
