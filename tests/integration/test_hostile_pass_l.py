@@ -230,7 +230,49 @@ async def test_a_concurrent_flood_of_readyz_runs_each_write_path_probe_once(
                     await owner.close()
 
 
-# --- L5: the command line answers odd arguments with a traceback or "infrastructure" --------
+# --- L5: quarantined records ingested at one instant are skipped by the listing's cursor ----
+
+
+async def test_the_quarantine_listing_pages_through_records_ingested_at_one_instant(
+    api: Api, database: ScratchDatabase
+) -> None:
+    """``GET /v1/quarantine`` pages by ingestion time alone (``next_cursor`` is the last
+    record's, the next page starts after it). Two records quarantined at the same instant
+    (two kernels on one database can write in the same microsecond; here the rows are set
+    so) straddling a page boundary: the second was never listed, so no admin would review
+    it. Every quarantined record appears once, whatever the page size."""
+    writer = await api.agent("mailer", TrustLevel.STANDARD, writes_per_minute=1000)
+    held = []
+    for who in ("ana@example.com", "bo@example.com", "cy@example.com"):
+        made = await api.write(
+            {"type": "belief", "content": f"The release manager is reachable at {who}."}, writer
+        )
+        assert "sensitive" == made.json()["record"]["access_level"], made.text
+        held.append(made.json()["record_id"])
+    owner = await asyncpg.connect(database.admin_url)
+    try:
+        await owner.execute(
+            "UPDATE engram.memories SET ingestion_time = '2026-11-01T09:00:00Z' "
+            "WHERE record_id = ANY($1::uuid[])",
+            held[:2],
+        )
+    finally:
+        await owner.close()
+    for limit in (1, 2):
+        seen: list[str] = []
+        cursor = None
+        for _ in range(10):
+            query = f"/v1/quarantine?limit={limit}" + (f"&cursor={cursor}" if cursor else "")
+            page = await api.client.get(query.replace("+", "%2B"), headers=api.admin)
+            assert 200 == page.status_code, page.text
+            seen += [r["record_id"] for r in page.json()["records"]]
+            cursor = page.json()["next_cursor"]
+            if cursor is None:
+                break
+        assert sorted(held) == sorted(seen), (limit, seen)
+
+
+# --- L6: the command line answers odd arguments with a traceback or "infrastructure" --------
 
 
 def _cli(database: ScratchDatabase, *args: str | bytes) -> subprocess.CompletedProcess[str]:

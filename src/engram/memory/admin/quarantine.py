@@ -58,7 +58,9 @@ class QuarantineDesk:
     async def pending(
         self, *, after: datetime | None = None, limit: int = 100
     ) -> list[MemoryRecord]:
-        """Quarantined heads ingested after ``after`` (a cursor), oldest first."""
+        """Quarantined heads ingested after ``after`` (a cursor), oldest first: ``limit`` of
+        them, and more when others share the last one's ingestion time (so the next page,
+        after that instant, skips none)."""
         rows = await self._db.fetch(SQL["quarantined"], after or _EPOCH, limit)
         return [store.record_from_row(row) for row in rows]
 
