@@ -15,9 +15,9 @@ from engram import Kernel
 from engram.errors import NotFound, ValidationFailed
 from engram.memory.gate.access import caller_for_tier
 from engram.memory.gate.requests import GateRequest
+from engram.memory.storable import MAX_REQUEST_ID
 from engram.memory.types import GateDecisionType, TrustLevel
 from engram.protocols.mcp.tools import EngramTools
-from engram.retrieval.feedback import MAX_REQUEST_ID
 from tests.integration import test_http_api as http_api
 from tests.integration.retrieval_helpers import FACTS, READER, WRITER, seed
 from tests.integration.test_http_api import Api, assert_problem

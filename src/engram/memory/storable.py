@@ -43,6 +43,9 @@ MAX_AUDITED_INPUT_BYTES = 8 * 1024
 #: Values :func:`json_safe` copies before it stands in a marker for the rest (an in-process
 #: caller can build shared or cyclic structures far larger than any JSON body).
 MAX_COPIED_VALUES = 1 << 20
+#: The longest request id (idempotency key) a caller may give: REST's agent-scoped
+#: ``Idempotency-Key`` fits, and the unique indexes on (agent, request id) hold it.
+MAX_REQUEST_ID = 320
 
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -56,6 +59,18 @@ def text_problem(text: str) -> str | None:
         return "contains a NUL character"
     if _SURROGATE.search(text) is not None:
         return "contains a lone surrogate (not valid Unicode)"
+    return None
+
+
+def request_id_problem(request_id: object) -> str | None:
+    """Why ``request_id`` cannot key a request (not text, empty, longer than
+    :data:`MAX_REQUEST_ID`, or holding what storage cannot), or None."""
+    if not isinstance(request_id, str):
+        return "request_id: a string"
+    if not 1 <= len(request_id) <= MAX_REQUEST_ID:
+        return f"request_id: 1-{MAX_REQUEST_ID} characters"
+    if _UNSTORABLE.search(request_id) is not None:
+        return "request_id: a NUL or a lone surrogate cannot be stored"
     return None
 
 

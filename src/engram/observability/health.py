@@ -28,6 +28,9 @@ class _Check:
     cache_seconds: float = 0.0
     last: CheckOutcome | None = None
     at: float = float("-inf")
+    #: The probe running now, which requests arriving meanwhile await instead of starting
+    #: their own (a burst of /readyz runs each probe once, cached or not).
+    running: asyncio.Future[CheckOutcome] | None = None
 
 
 class HealthChecks:
@@ -41,7 +44,9 @@ class HealthChecks:
     ) -> None:
         """Register a probe that raises (or overruns ``timeout_seconds``) when unhealthy. With
         ``cache_seconds`` its outcome is reused for that long: a probe that does real work
-        (the §8 write-path checks) is not run once per request of an unauthenticated flood."""
+        (the §8 write-path checks) is not run once per request of an unauthenticated flood.
+        Requests arriving while a probe runs share its outcome, cached or not (fifty at once
+        each ran the synthetic Gate decision, which then overran its limit: not ready)."""
         self._checks.append(_Check(name, probe, timeout_seconds, cache_seconds))
 
     @property
@@ -58,6 +63,13 @@ class HealthChecks:
         now = time.monotonic()
         if check.last is not None and now - check.at < check.cache_seconds:
             return check.last
+        if check.running is None or check.running.done():
+            check.running = asyncio.ensure_future(cls._refresh(check, now))
+        # shielded: a caller that goes away does not cancel the probe the others await
+        return await asyncio.shield(check.running)
+
+    @classmethod
+    async def _refresh(cls, check: _Check, now: float) -> CheckOutcome:
         check.last, check.at = await cls._probe(check), now
         return check.last
 

@@ -37,6 +37,7 @@ from engram.memory.storable import (
     MAX_INPUT_BYTES,
     input_bytes,
     instant_problem,
+    request_id_problem,
     text_problem,
     value_problems,
 )
@@ -229,12 +230,18 @@ _NO_PAYLOAD = object()
 
 
 def _call_problems(
-    payload: object = _NO_PAYLOAD, expected_version: object = None, record_id: object = UUID(int=0)
+    payload: object = _NO_PAYLOAD,
+    expected_version: object = None,
+    record_id: object = UUID(int=0),
+    *,
+    request_id: object = None,
 ) -> list[str]:
     """What is wrong with the Python values a caller passed (not their fields: the schema
     checks those): a payload that is not a mapping, an expected version out of range, a
-    record id that is not a UUID."""
+    record id that is not a UUID, a request id no audit row can be keyed by."""
     problems = []
+    if request_id is not None and (problem := request_id_problem(request_id)) is not None:
+        problems.append(problem)
     if not isinstance(record_id, UUID):
         problems.append(f"record_id: a UUID, not {type(record_id).__name__}")
     if payload is not _NO_PAYLOAD and not isinstance(payload, Mapping):
@@ -264,7 +271,7 @@ class AgentSession:
         self, payload: Mapping[str, Any], *, request_id: str | None = None
     ) -> GateResult:
         """CREATE a record from client input."""
-        if problems := _call_problems(payload):
+        if problems := _call_problems(payload, request_id=request_id):
             return await self.refuse(
                 GateAction.CREATE, _raw(payload), problems, request_id=request_id
             )
@@ -286,7 +293,7 @@ class AgentSession:
         request_id: str | None = None,
     ) -> GateResult:
         """UPDATE a record from client input (``expected_version`` as read by the client)."""
-        if problems := _call_problems(payload, expected_version, record_id):
+        if problems := _call_problems(payload, expected_version, record_id, request_id=request_id):
             raw = {"record_id": str(record_id), **_raw(payload)}
             return await self.refuse(GateAction.UPDATE, raw, problems, request_id=request_id)
         try:
@@ -312,7 +319,7 @@ class AgentSession:
         """UPDATE with only the fields that change; the others keep the current version's
         values (see :data:`CARRIED`). A record the caller cannot see is an audited rejection.
         ``head``: the current version, when the adapter has just read it as this caller."""
-        if problems := _call_problems(changes, expected_version, record_id):
+        if problems := _call_problems(changes, expected_version, record_id, request_id=request_id):
             raw = {"record_id": str(record_id), **_raw(changes)}
             return await self.refuse(GateAction.UPDATE, raw, problems, request_id=request_id)
         if head is None:
@@ -341,7 +348,9 @@ class AgentSession:
         request_id: str | None = None,
     ) -> GateResult:
         """FORGET a record; one the caller may not read is answered as an unknown one."""
-        if problems := _call_problems(expected_version=expected_version, record_id=record_id):
+        if problems := _call_problems(
+            expected_version=expected_version, record_id=record_id, request_id=request_id
+        ):
             raw = {"record_id": str(record_id), "expected_version": expected_version}
             return await self.refuse(GateAction.FORGET, raw, problems, request_id=request_id)
         head = await self._kernel.temporal.current(record_id, caller=self._caller, count_read=False)
@@ -405,7 +414,12 @@ class AgentSession:
         request_id: str | None = None,
     ) -> GateResult:
         """An audited rejection of input the adapter could not read at all (``raw`` holds
-        what it could keep of it, e.g. the body's text)."""
+        what it could keep of it, e.g. the body's text). A ``request_id`` no audit row can
+        be keyed by is refused too, and kept (escaped) in the snapshot only."""
+        if request_id is not None and (problem := request_id_problem(request_id)) is not None:
+            raw = {**raw, "request_id": request_id}
+            problems = problems if problem in problems else [*problems, problem]
+            request_id = None
         return await self._kernel.gate.reject_input(
             action=action,
             caller=self._caller,

@@ -25,6 +25,7 @@ import structlog
 from engram.errors import Forbidden, NotFound, ValidationFailed
 from engram.infra.db import DatabaseAdapter, Row
 from engram.infra.sql import load_queries
+from engram.memory.storable import request_id_problem
 from engram.memory.temporal import TemporalEngine
 from engram.memory.types import CallerIdentity, MemoryStatus
 from engram.retrieval.budget import FeedbackBudget
@@ -34,11 +35,6 @@ log = structlog.get_logger(__name__)
 SQL = load_queries("engram.retrieval.sql", "feedback.sql")
 
 _SIGNAL = re.compile(r"[a-z_]{1,32}")  # the table's CHECK: ASCII only, refused here, not there
-#: The longest request key a caller may give (REST's scoped Idempotency-Key fits; the
-#: table's CHECK allows 400).
-MAX_REQUEST_ID = 320
-#: What storage cannot hold: a NUL, a lone surrogate.
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,17 +50,6 @@ class FeedbackReceipt:
     signal: str
     created_at: datetime
     replayed: bool = False
-
-
-def _request_problem(request_id: object) -> str | None:
-    """Why ``request_id`` cannot key a rating, or None."""
-    if not isinstance(request_id, str):
-        return "request_id: a string"
-    if not 1 <= len(request_id) <= MAX_REQUEST_ID:
-        return f"request_id: 1-{MAX_REQUEST_ID} characters"
-    if _UNSTORABLE.search(request_id) is not None:
-        return "request_id: a NUL or a lone surrogate cannot be stored"
-    return None
 
 
 async def rate(
@@ -88,7 +73,7 @@ async def rate(
         if isinstance(given, str) and _SIGNAL.fullmatch(given)
         else ["signal: 1-32 lower-case ASCII letters or '_'"]
     )
-    if request_id is not None and (problem := _request_problem(request_id)) is not None:
+    if request_id is not None and (problem := request_id_problem(request_id)) is not None:
         problems.append(problem)
     if problems:
         raise ValidationFailed(errors=problems)

@@ -155,6 +155,8 @@ def load_policy(path: Path) -> ReplayPolicy:
         data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
     except (OSError, ValueError) as exc:
         raise ValidationFailed(errors=[f"policy file {path}: {exc}"]) from exc
+    except RecursionError:
+        raise ValidationFailed(errors=[f"policy file {path}: nested too deeply to read"]) from None
     if not isinstance(data, dict):
         raise ValidationFailed(errors=[f"policy file {path}: not a table of sections"])
     return policy_from_mapping(data)

@@ -25,6 +25,7 @@ from engram.infra.sql import load_queries
 from engram.memory import store
 from engram.memory.audit.entry import caller_json, new_decision_id
 from engram.memory.audit.log import AuditEntry, AuditLog, canonical_json
+from engram.memory.storable import text_problem
 from engram.memory.types import AccessLevel, CallerIdentity, MemoryRecord, MemoryStatus
 
 log = structlog.get_logger("engram.memory.admin.quarantine")
@@ -57,7 +58,9 @@ class QuarantineDesk:
     async def pending(
         self, *, after: datetime | None = None, limit: int = 100
     ) -> list[MemoryRecord]:
-        """Quarantined heads ingested after ``after`` (a cursor), oldest first."""
+        """Quarantined heads ingested after ``after`` (a cursor), oldest first: ``limit`` of
+        them, and more when others share the last one's ingestion time (so the next page,
+        after that instant, skips none)."""
         rows = await self._db.fetch(SQL["quarantined"], after or _EPOCH, limit)
         return [store.record_from_row(row) for row in rows]
 
@@ -83,6 +86,8 @@ class QuarantineDesk:
             problems.append("reason: an admin release must say why")
         elif len(reason) > MAX_REASON:
             problems.append(f"reason: at most {MAX_REASON} characters")
+        elif (problem := text_problem(reason)) is not None:
+            problems.append(f"reason: {problem}")
         if level is AccessLevel.SENSITIVE:
             problems.append("level: a release moves the record below sensitive")
         if problems:
@@ -163,6 +168,8 @@ class QuarantineDesk:
             raise ValidationFailed(errors=["reason: revealing quarantined content must say why"])
         if len(reason) > MAX_REASON:
             raise ValidationFailed(errors=[f"reason: at most {MAX_REASON} characters"])
+        if (problem := text_problem(reason)) is not None:
+            raise ValidationFailed(errors=[f"reason: {problem}"])
         started = time.perf_counter()
         decision_id = new_decision_id()
         ids = sorted(str(record_id) for record_id in record_ids)

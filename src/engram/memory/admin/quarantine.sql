@@ -1,13 +1,25 @@
 -- The quarantine desk (engram.memory.admin.quarantine).
 
 -- name: quarantined
--- Heads held at ``sensitive`` by the PII check, oldest first, after sequence cursor $1.
+-- Heads held at ``sensitive`` by the PII check, oldest first, ingested after the cursor $1:
+-- the first $2 of them, and every other one ingested at the same instant as the last of
+-- those (the next page starts after that instant, so a head sharing it would be skipped).
 SELECT {{record_columns}}
 FROM memories
 WHERE superseded_by IS NULL AND access_level = 'sensitive' AND metadata ? 'pii'
   AND status <> 'forgotten' AND ingestion_time > $1
-ORDER BY ingestion_time
-LIMIT $2
+  AND ingestion_time <= (
+      SELECT max(page.ingestion_time)
+      FROM (
+          SELECT ingestion_time
+          FROM memories
+          WHERE superseded_by IS NULL AND access_level = 'sensitive' AND metadata ? 'pii'
+            AND status <> 'forgotten' AND ingestion_time > $1
+          ORDER BY ingestion_time
+          LIMIT $2
+      ) AS page
+  )
+ORDER BY ingestion_time, id
 
 -- name: release
 UPDATE memories SET access_level = $2, updated_at = now()

@@ -173,7 +173,7 @@ def checkpoint_from_json(value: dict[str, Any]) -> Checkpoint:
             prev_hash=bytes.fromhex(value["prev_hash"]),
             checkpoint_hash=bytes.fromhex(value["checkpoint_hash"]),
         )
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise ValueError(f"not a checkpoint: {exc}") from exc
 
 
@@ -202,12 +202,15 @@ def parse_anchor(text: str, source: str) -> Anchor:
     if not lines:
         raise ValueError(f"{source}: empty")
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
         try:
-            value = json.loads(lines[-1])  # JSONL: an export ends with its heads line
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{source}: not JSON ({exc})") from exc
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            try:
+                value = json.loads(lines[-1])  # JSONL: an export ends with its heads line
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{source}: not JSON ({exc})") from exc
+    except RecursionError:
+        raise ValueError(f"{source}: JSON nested too deeply to read") from None
     if not isinstance(value, dict) or not ({"checkpoint", "lane_heads"} & set(value)):
         raise ValueError(f"{source}: holds neither a checkpoint nor lane heads")
     checkpoint = None
@@ -216,13 +219,28 @@ def parse_anchor(text: str, source: str) -> Anchor:
         if checkpoint.digest() != checkpoint.checkpoint_hash:
             raise ValueError(f"{source}: checkpoint {checkpoint.id} does not match its own hash")
     try:
-        heads = tuple(
-            LaneHead(int(h["lane"]), h["last_seq"], bytes.fromhex(h["last_hash"]))
-            for h in value.get("lane_heads") or ()
-        )
+        heads = tuple(_lane_head(h) for h in value.get("lane_heads") or ())
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{source}: malformed lane heads ({exc})") from exc
     return Anchor(source, checkpoint, heads)
+
+
+def _lane_head(value: Any) -> LaneHead:
+    """One exported lane head; ``ValueError`` unless its lane is one of the :data:`LANES`
+    and its row number a positive integer (or null: an empty lane). A malformed anchor is
+    refused, not reported as a log that does not verify."""
+    lane, seq, digest = value["lane"], value["last_seq"], value["last_hash"]
+    if not _whole(lane) or not 0 <= lane < LANES:
+        raise ValueError(f"lane: an integer from 0 to {LANES - 1}")
+    if seq is not None and (not _whole(seq) or seq < 1):
+        raise ValueError("last_seq: a positive integer, or null for an empty lane")
+    if not isinstance(digest, str):
+        raise ValueError("last_hash: hexadecimal text")
+    return LaneHead(lane, seq, bytes.fromhex(digest))
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True, slots=True)

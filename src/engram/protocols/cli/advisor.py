@@ -31,6 +31,9 @@ app = typer.Typer(help="The learned Gate advisor: train, evaluate, promote, roll
 READY_DECISIONS = 10_000
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+#: The longest window or horizon ``train`` takes, in days (a century: older decisions do not
+#: exist, and ``now`` minus both must stay a date).
+MAX_DAYS = 36_500.0
 
 
 def _summary(model: ModelRow) -> list[str]:
@@ -53,7 +56,12 @@ def _summary(model: ModelRow) -> list[str]:
 @app.command("train")
 def advisor_train(
     days: Annotated[
-        float, typer.Option(help="Train on the decisions of the last DAYS days.", min=0.001)
+        float,
+        typer.Option(
+            help="Train on the decisions of the last DAYS days.",
+            min=0.001,
+            max=MAX_DAYS,
+        ),
     ] = WINDOW.days,
     horizon_days: Annotated[
         float,
@@ -61,6 +69,7 @@ def advisor_train(
             help="Feedback this long after a decision counts; only decisions at least this "
             "old are trained on (their outcome is complete).",
             min=0.001,
+            max=MAX_DAYS,
         ),
     ] = HORIZON.days,
     min_decisions: Annotated[
@@ -271,7 +280,9 @@ def advisor_rollback(as_json: JsonOption = False) -> None:
 
 @app.command("status")
 def advisor_status(
-    limit: Annotated[int, typer.Option(help="Models listed, newest first.", min=1)] = 20,
+    limit: Annotated[
+        int, typer.Option(help="Models listed, newest first.", min=1, max=10_000)
+    ] = 20,
     as_json: JsonOption = False,
 ) -> None:
     """The models, the active one, the decisions logged and whether that is enough."""

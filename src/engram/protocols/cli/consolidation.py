@@ -84,7 +84,7 @@ def _batches_table(batches: list[BatchReport]) -> None:
 
 @app.command("list")
 def list_batches(
-    limit: Annotated[int, typer.Option(help="Most batches to show.")] = 50,
+    limit: Annotated[int, typer.Option(help="Most batches to show.", min=1, max=10_000)] = 50,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
 ) -> None:
     """The most recent consolidation batches, newest first."""

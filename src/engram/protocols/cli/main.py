@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from typing import Annotated, Any
 
@@ -23,6 +24,7 @@ from engram.protocols.cli import (
 )
 from engram.protocols.cli.output import (
     EXIT_NOT_FOUND,
+    EXIT_USAGE,
     error_exit,
     existing_settings,
     fail,
@@ -215,8 +217,23 @@ def conflicts_ack(
     typer.echo(f"escalation {escalation_id} closed")
 
 
+def _undecodable_argument() -> str | None:
+    """Why an argument cannot be used, or None. Python hands argv bytes that are not UTF-8
+    over as lone surrogates, which no database column, audit hash or JSON line can hold."""
+    for position, argument in enumerate(sys.argv[1:], start=1):
+        try:
+            argument.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = os.fsencode(argument)[:60]
+            return f"argument {position} ({shown!r}) is not valid UTF-8"
+    return None
+
+
 def main() -> None:
     """Console-script entry point."""
+    if (problem := _undecodable_argument()) is not None:
+        typer.echo(f"engram: {problem}", err=True)
+        sys.exit(EXIT_USAGE)
     try:
         app()
     except KeyboardInterrupt:  # pragma: no cover - interactive only

@@ -30,9 +30,21 @@ if TYPE_CHECKING:
 app = typer.Typer(help="Quarantined records and their release.", no_args_is_help=True)
 
 
+#: The longest name ``--by`` takes: every login name fits, and the audit log's unique index
+#: on (agent, request id) holds ``system:cli:<name>`` (a name of thousands of characters
+#: broke the INSERT, and the command said the database was failing).
+MAX_BY = 128
+
+
 def admin_identity(by: str | None) -> CallerIdentity:
-    """The identity a CLI decision is audited under: ``system:cli:<who>``."""
-    return CallerIdentity.system(f"cli:{by or getpass.getuser()}")
+    """The identity a CLI decision is audited under: ``system:cli:<who>``; a usage error for
+    a ``--by`` longer than :data:`MAX_BY` or holding control characters."""
+    who = by or getpass.getuser()
+    if len(who) > MAX_BY or not who.isprintable():
+        raise typer.BadParameter(
+            f"1-{MAX_BY} printable characters, not {len(who)}", param_hint="--by"
+        )
+    return CallerIdentity.system(f"cli:{who}")
 
 
 #: The levels a release may move a record to: every level below ``sensitive`` (offering

@@ -119,7 +119,8 @@ async def quarantine(
             reason=why,
             record_ids=[r.record_id for r in records],
         )
-    last = records[-1].ingestion_time.isoformat() if len(records) == limit and records else None
+    more = len(records) >= limit and records  # more than limit: records sharing the last instant
+    last = records[-1].ingestion_time.isoformat() if more else None
     views = [record_view(r) for r in records]
     shown = views if why is not None else [redact_record(v) for v in views]
     return JSONResponse({"records": shown, "next_cursor": last})

@@ -54,6 +54,8 @@ IfMatch = Annotated[
 ]
 #: Why a body nested deeper than Python's JSON parser reads is refused (about 900 levels).
 TOO_DEEP = "body: JSON nested too deeply to read"
+#: Why a body holding an integer longer than Python converts (4 300 digits) is refused.
+TOO_LONG_NUMBER = "body: a number with more digits than can be read (no field holds one)"
 
 
 def etag(version: int) -> str:
@@ -89,26 +91,43 @@ def request_id(principal: Principal, key: str | None) -> str | None:
     return f"http:{principal.agent.id}:{key}"
 
 
-class NestedTooDeep(Exception):
-    """A JSON body nested deeper than the parser reads; ``text`` is the body as text."""
+class UnreadableBody(Exception):
+    """A well-formed JSON body past a limit of the parser: nested deeper than it reads, or an
+    integer longer than it converts. ``text`` is the body as text, ``reason`` why."""
 
-    def __init__(self, text: str) -> None:
-        super().__init__(TOO_DEEP)
+    def __init__(self, text: str, reason: str) -> None:
+        super().__init__(reason)
         self.text = text
+        self.reason = reason
+
+
+class _LongNumber(Exception):
+    """Raised by the parser's integer hook; not a ValueError, so it is not read as
+    malformed JSON."""
+
+
+def _integer(digits: str) -> int:
+    try:
+        return int(digits)
+    except ValueError:  # more digits than sys.get_int_max_str_digits()
+        raise _LongNumber from None
 
 
 async def json_object(request: Request) -> dict[str, Any]:
     """The request body as a JSON object: 400 when it is not JSON, 422 when it is JSON but not
-    an object, :class:`NestedTooDeep` when it nests deeper than the parser reads.
+    an object, :class:`UnreadableBody` when it nests deeper than the parser reads or holds an
+    integer longer than it converts.
 
     Python's parser also reads ``NaN``/``Infinity`` and ``\\ud800`` escapes; what storage
     cannot hold is refused, audited, at the input boundary (``WriteInput``).
     """
     raw = await request.body()
     try:
-        data = json.loads(raw) if raw else None
+        data = json.loads(raw, parse_int=_integer) if raw else None
     except RecursionError:
-        raise NestedTooDeep(raw.decode("utf-8", "replace")) from None
+        raise UnreadableBody(raw.decode("utf-8", "replace"), TOO_DEEP) from None
+    except _LongNumber:
+        raise UnreadableBody(raw.decode("utf-8", "replace"), TOO_LONG_NUMBER) from None
     except ValueError:  # not JSON, or not UTF-8
         raise ApiProblem(
             400, "bad-request", "the body is not valid JSON", errors=["body: not valid JSON"]
@@ -129,14 +148,15 @@ async def proposal(
     *,
     record_id: UUID | None = None,
 ) -> dict[str, Any] | GateResult:
-    """The body as a JSON object, or the audited rejection of one too deep to read or naming
+    """The body as a JSON object, or the audited rejection of one too deep (or with a number
+    too long) to read or naming
     a field no memory has. Run before the headers are checked, so such a claim is audited
     whatever they hold; under the request's Idempotency-Key when that one is well formed."""
     retry = None if key is None or _KEY.fullmatch(key) is None else request_id(principal, key)
     try:
         body = await json_object(request)
-    except NestedTooDeep as exc:
-        return await session.refuse(action, {"body": exc.text}, [TOO_DEEP], request_id=retry)
+    except UnreadableBody as exc:
+        return await session.refuse(action, {"body": exc.text}, [exc.reason], request_id=retry)
     refused = await session.refuse_unknown(action, body, record_id=record_id, request_id=retry)
     return refused or body
 

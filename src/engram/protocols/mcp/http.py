@@ -28,7 +28,7 @@ from starlette.types import Message, Receive, Scope, Send
 from engram.agents.registry import Principal
 from engram.errors import EngramError, Unauthenticated
 from engram.kernel import Kernel
-from engram.protocols.mcp.server import build_server
+from engram.protocols.mcp.server import build_server, message_problem
 from engram.protocols.mcp.tools import EngramTools
 
 log = structlog.get_logger("engram.mcp")
@@ -100,11 +100,6 @@ class McpEndpoint:
         body = await _read_body(receive)
         if body is None:
             return  # the client went away
-        problem = envelope_problem(body)
-        if problem is not None:
-            refused = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": problem}}
-            await JSONResponse(refused, status_code=400)(scope, receive, send)
-            return
         receive = _replay(body, receive)
         try:
             principal = await kernel.agents.authenticate(_bearer(scope))
@@ -123,6 +118,12 @@ class McpEndpoint:
                 status_code=503,
             )
             await response(scope, receive, send)
+            return
+        problem = envelope_problem(body)  # after the token: nothing is parsed for a stranger
+        if problem is not None:
+            code, message = problem
+            refused = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
+            await JSONResponse(refused, status_code=400)(scope, receive, send)
             return
         await manager.handle_request({**scope, PRINCIPAL_KEY: principal}, receive, send)
 
@@ -154,20 +155,12 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-def envelope_problem(body: bytes) -> str | None:
-    """Why a JSON-RPC message (or batch) cannot be taken, where the SDK would not say so: an
-    ``id`` that is neither a string nor an integer (1.5, true, an object) makes it read the
-    request as a notification and answer 202 with nothing done. Bodies that are not JSON are
-    left to the SDK (it answers -32700)."""
+def envelope_problem(body: bytes) -> tuple[int, str] | None:
+    """The JSON-RPC error of a message (or batch) the SDK would not answer, or answer without
+    a reason (:func:`engram.protocols.mcp.server.message_problem`). Bodies that are not JSON
+    are left to the SDK (it answers -32700)."""
     try:
         parsed = json.loads(body)
     except (ValueError, RecursionError):
         return None
-    messages = parsed if isinstance(parsed, list) else [parsed]
-    for message in messages:
-        if not isinstance(message, dict) or "id" not in message:
-            continue
-        value = message["id"]
-        if isinstance(value, bool) or not isinstance(value, (str, int)):
-            return "id: a JSON-RPC request id is a string or an integer"
-    return None
+    return message_problem(parsed)

@@ -20,6 +20,49 @@ from engram.agents.registry import Principal
 from engram.protocols.mcp.results import failure
 from engram.protocols.mcp.tools import EngramTools
 
+#: The methods a client sends as notifications (no id, no answer) all start so (MCP spec).
+NOTIFICATION_PREFIX = "notifications/"
+
+
+#: JSON-RPC error codes engram answers before the SDK sees a message.
+INVALID_REQUEST = -32600
+INVALID_PARAMS = -32602
+
+
+def message_problem(parsed: object) -> tuple[int, str] | None:
+    """The JSON-RPC error of a parsed message (or batch) the SDK would drop unanswered or
+    refuse without a reason, or None. It reads a request whose ``id`` is missing, or neither
+    a string nor an integer (1.5, true, an object), as a notification and does nothing (only
+    ``notifications/…`` methods may come without an id); and it answers a ``tools/call`` that
+    names no tool or whose arguments are not an object with an empty -32602."""
+    messages = parsed if isinstance(parsed, list) else [parsed]
+    for message in messages:
+        if not isinstance(message, dict):
+            continue
+        method = message.get("method")
+        if "id" not in message:
+            if isinstance(method, str) and not method.startswith(NOTIFICATION_PREFIX):
+                return INVALID_REQUEST, (
+                    "id: a request needs one (a string or an integer); notifications go without"
+                )
+            continue
+        value = message["id"]
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            return INVALID_REQUEST, "id: a JSON-RPC request id is a string or an integer"
+        if method == "tools/call" and (problem := _call_problem(message.get("params"))):
+            return INVALID_PARAMS, problem
+    return None
+
+
+def _call_problem(params: object) -> str | None:
+    """Why the params of a ``tools/call`` are not a tool's name and its arguments, or None."""
+    if not isinstance(params, dict) or not isinstance(params.get("name"), str):
+        return "params: a tools/call names its tool (name, a string)"
+    if params.get("arguments") is not None and not isinstance(params["arguments"], dict):
+        return "params.arguments: the tool's arguments, as an object"
+    return None
+
+
 #: Finds the principal of a request (None: not authenticated).
 PrincipalOf = Callable[[ServerRequestContext[Any, Any]], Principal | None]
 

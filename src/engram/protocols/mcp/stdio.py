@@ -28,7 +28,7 @@ from mcp.server.stdio import stdio_server
 from engram.config import EngramSettings
 from engram.errors import ConfigurationError
 from engram.kernel import open_kernel
-from engram.protocols.mcp.server import build_server
+from engram.protocols.mcp.server import INVALID_REQUEST, build_server, message_problem
 from engram.protocols.mcp.tools import EngramTools
 
 log = structlog.get_logger("engram.mcp")
@@ -74,7 +74,9 @@ class _SerialWriter:
 def line_problem(line: str) -> tuple[int, str] | None:
     """The JSON-RPC error a line gets before the SDK sees it, for lines the SDK would drop
     without an answer (the client would wait for ever): text that is not JSON or holds a lone
-    surrogate (-32700), and a request whose id is neither a string nor an integer (-32600)."""
+    surrogate (-32700), a request whose id is missing or neither a string nor an integer
+    (-32600), and a tools/call naming no tool or with arguments that are not an object
+    (-32602, which the SDK answers without a reason)."""
     if not line.strip():
         return None
     try:
@@ -82,12 +84,10 @@ def line_problem(line: str) -> tuple[int, str] | None:
         json.dumps(parsed, ensure_ascii=False).encode("utf-8")
     except (ValueError, RecursionError):  # UnicodeEncodeError is a ValueError
         return -32700, "Parse error: not JSON text in UTF-8"
-    messages = parsed if isinstance(parsed, list) else [parsed]
-    for message in messages:
-        if isinstance(message, dict) and "id" in message:
-            value = message["id"]
-            if isinstance(value, bool) or not isinstance(value, (str, int)):
-                return -32600, "Invalid request: a request id is a string or an integer"
+    if (problem := message_problem(parsed)) is not None:
+        code, message = problem
+        kind = "Invalid request" if code == INVALID_REQUEST else "Invalid params"
+        return code, f"{kind}: {message}"
     try:
         mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
     except ValueError:  # pydantic's ValidationError: JSON, but no JSON-RPC message
