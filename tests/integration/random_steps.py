@@ -1,0 +1,313 @@
+"""What each step of a randomised differential run does (see ``random_twins``)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID, uuid4
+
+import httpx
+
+from engram.errors import EngramError
+from engram.memory.types import MemoryType, WriteOutcome
+from engram.protocols.inprocess import SearchInput
+from engram.protocols.views import feedback_view, record_view, result_view, search_view
+from tests.integration.consolidation_helpers import DEEP
+from tests.integration.random_twins import HIDERS, QUERIES, TOPICS, VIAS, Twin
+
+
+async def run(twin: Twin, sequence: list[dict[str, Any]]) -> list[Any]:
+    """Run ``sequence`` on ``twin`` (its hidden steps only in store B); the transcript."""
+    for step in sequence:
+        if step.get("hidden"):
+            if twin.hidden:
+                await hidden_step(twin, step)
+        else:
+            twin.transcript.append({"step": step["kind"], "answers": await caller_step(twin, step)})
+        await twin.store.kernel.events.settled()
+        twin.marks.append(datetime.now(UTC))
+    return twin.transcript
+
+
+def _rest(response: httpx.Response) -> list[Any]:
+    return [response.status_code, response.headers.get("etag"), response.json()]
+
+
+def _id(value: Any) -> UUID | None:
+    try:
+        return UUID(str(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+async def caller_step(twin: Twin, step: dict[str, Any]) -> list[Any]:  # noqa: PLR0911
+    """The caller's answers to one step."""
+    kind = step["kind"]
+    if kind == "remember":
+        return await _remember(twin, step)
+    if kind == "consolidate":
+        await twin.store.kernel.consolidation.run(DEEP)  # its report counts hidden records
+        return []
+    if kind == "probe":
+        return await _probe(twin, step)
+    if kind == "sweep":
+        return await _sweep(twin, step)
+    if kind in ("list", "search"):
+        return await (_list(twin, step) if kind == "list" else _search(twin, step))
+    record_id = twin.slot(step["slot"])
+    if record_id is None:
+        return ["no record"]
+    if kind == "update":
+        return await _update(twin, step, record_id)
+    if kind == "forget":
+        return await _forget(twin, step, record_id)
+    if kind == "get":
+        return await _get(twin, step, record_id)
+    if kind == "history":
+        return await _history(twin, record_id)
+    return await _feedback(twin, step, record_id)
+
+
+async def _remember(twin: Twin, step: dict[str, Any]) -> list[Any]:
+    body = {k: v for k, v in step["body"].items() if v is not None}
+    if (cited := twin.slot(step.get("cite"))) is not None:
+        body["evidence_links"] = [str(cited)]
+    store, via = twin.store, step["via"]
+    if via == "session":
+        result = await twin.session().remember(body)
+        twin.slots.append(result.record_id)
+        return [result_view(result)]
+    if via == "rest":
+        response = await store.client.post(
+            "/v1/memories", json=body, headers=store.headers[twin.caller]
+        )
+        twin.slots.append(_id(response.json().get("record_id")))
+        return _rest(response)
+    tool = await store.tools.call("remember", body, twin.principal)
+    twin.slots.append(_id((tool.structured_content or {}).get("record_id")))
+    return [tool.is_error, tool.structured_content]
+
+
+async def _version(twin: Twin, record_id: UUID) -> int:
+    head = await twin.store.kernel.temporal.current(
+        record_id, caller=twin.principal.caller, count_read=False
+    )
+    return 1 if head is None else head.version
+
+
+async def _update(twin: Twin, step: dict[str, Any], record_id: UUID) -> list[Any]:
+    changes = dict(step["body"])
+    version = await _version(twin, record_id)
+    store, via = twin.store, step["via"]
+    if via == "session":
+        result = await twin.session().amend(record_id, changes, expected_version=version)
+        return [version, result_view(result)]
+    if via == "rest":
+        headers = {**store.headers[twin.caller], "If-Match": f'"{version}"'}
+        response = await store.client.patch(
+            f"/v1/memories/{record_id}", json=changes, headers=headers
+        )
+        return [version, *_rest(response)]
+    arguments = {"record_id": str(record_id), "expected_version": version, **changes}
+    tool = await store.tools.call("update", arguments, twin.principal)
+    return [version, tool.is_error, tool.structured_content]
+
+
+async def _forget(twin: Twin, step: dict[str, Any], record_id: UUID) -> list[Any]:
+    store, via = twin.store, step["via"]
+    if via == "session":
+        return [result_view(await twin.session().forget(record_id))]
+    if via == "rest":
+        headers = store.headers[twin.caller]
+        return _rest(await store.client.delete(f"/v1/memories/{record_id}", headers=headers))
+    tool = await store.tools.call("forget", {"record_id": str(record_id)}, twin.principal)
+    return [tool.is_error, tool.structured_content]
+
+
+def _as_of(twin: Twin, step: dict[str, Any]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    if step.get("as_of") is not None:
+        found["as_of_ingestion"] = twin.marks[step["as_of"]].isoformat()
+    if step.get("as_of_event") is not None:
+        found["as_of_event"] = step["as_of_event"]
+    return found
+
+
+async def _get(twin: Twin, step: dict[str, Any], record_id: UUID) -> list[Any]:
+    store, caller = twin.store, twin.principal.caller
+    instants = _as_of(twin, step)
+    found = await store.kernel.temporal.query(
+        record_id=record_id,
+        as_of_ingestion=_instant(instants.get("as_of_ingestion")),
+        as_of_event=_instant(instants.get("as_of_event")),
+        caller=caller,
+    )
+    response = await store.client.get(
+        f"/v1/memories/{record_id}", params=instants, headers=store.headers[twin.caller]
+    )
+    arguments = {"record_id": str(record_id), **instants}
+    tool = await store.tools.call("get", arguments, twin.principal)
+    current = await store.kernel.temporal.current(record_id, caller=caller)
+    return [
+        [record_view(r) for r in found],
+        _rest(response),
+        [tool.is_error, tool.structured_content],
+        None if current is None else record_view(current),
+    ]
+
+
+def _instant(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value)
+
+
+async def _history(twin: Twin, record_id: UUID) -> list[Any]:
+    store = twin.store
+    chain = await store.kernel.temporal.get_version_chain(record_id, caller=twin.principal.caller)
+    response = await store.client.get(
+        f"/v1/memories/{record_id}/versions", headers=store.headers[twin.caller]
+    )
+    tool = await store.tools.call("history", {"record_id": str(record_id)}, twin.principal)
+    return [[record_view(r) for r in chain], _rest(response), tool.structured_content]
+
+
+async def _list(twin: Twin, step: dict[str, Any]) -> list[Any]:
+    store, args = twin.store, step["args"]
+    kwargs = {**args, "types": [MemoryType(t) for t in args["types"]]} if "types" in args else args
+    page = await store.kernel.temporal.page(caller=twin.principal.caller, **kwargs)
+    out: list[Any] = [[record_view(r) for r in page]]
+    tool = await store.tools.call("list", args, twin.principal)
+    out.append(tool.structured_content)
+    cursor = (tool.structured_content or {}).get("next_cursor")
+    if cursor:
+        more = await store.tools.call("list", {**args, "cursor": cursor}, twin.principal)
+        out.append(more.structured_content)
+    return out
+
+
+async def _search(twin: Twin, step: dict[str, Any]) -> list[Any]:
+    store = twin.store
+    body = {"query": step["query"], **step["args"], **_as_of(twin, step)}
+    found = await SearchInput.model_validate(body).run(store.kernel, twin.principal.caller)
+    response = await store.client.post("/v1/search", json=body, headers=store.headers[twin.caller])
+    tool = await store.tools.call("recall", body, twin.principal)
+    return [search_view(found), _rest(response), tool.structured_content]
+
+
+async def _probe(twin: Twin, step: dict[str, Any]) -> list[Any]:
+    """The caller names an id that is a hidden record (or version) in store B and nothing
+    in store A: every answer must be that of an unknown id."""
+    pool = twin.hidden_versions if step["what"] == "version" else twin.hidden_ids
+    if twin.hidden:
+        target = pool[step["pick"] % len(pool)] if pool else uuid4()
+        numbers = {named: number for number, named in twin.standins.items()}
+        twin.probes[step["n"]] = numbers.get(target, len(numbers))
+        twin.standins[twin.probes[step["n"]]] = target
+    else:
+        target = twin.standins.setdefault(twin.probes[step["n"]], uuid4())
+    what = step["what"]
+    if what in ("get", "version"):
+        return await _get(twin, {}, target) + await _history(twin, target)
+    if what == "history":
+        return await _history(twin, target)
+    if what in ("feedback", "update", "forget"):
+        out = []
+        for via in VIAS:
+            sub = {"via": via, "useful": True, "body": {"content": step["body"]["content"]}}
+            if what == "feedback":
+                out.append(await _feedback(twin, sub, target))
+            elif what == "update":
+                out.append(await _update(twin, sub, target))
+            else:
+                out.append(await _forget(twin, sub, target))
+        return out
+    body = {**step["body"], "evidence_links": [str(target)]}
+    return [result_view(await twin.session().remember(body))]
+
+
+async def _sweep(twin: Twin, step: dict[str, Any]) -> list[Any]:
+    """Everything at the end: each record's history and head, every query without a floor
+    (old versions too), and the listings of both namespaces."""
+    out: list[Any] = []
+    for slot in range(step["slots"]):
+        record_id = twin.slot(slot)
+        if record_id is not None:
+            out.append(await _history(twin, record_id))
+            out.append(await _get(twin, {}, record_id))
+    floors = ({"min_score": 0.0, "limit": 20}, {"include_superseded": True, "limit": 20})
+    out += [await _search(twin, {"query": q, "args": a}) for q in QUERIES for a in floors]
+    listed = [{"args": {"namespace": namespace, "limit": 100}} for namespace in ("default", "ops")]
+    return out + [await _list(twin, step) for step in listed]
+
+
+async def _feedback(twin: Twin, step: dict[str, Any], record_id: UUID) -> list[Any]:
+    store, via, useful = twin.store, step["via"], step["useful"]
+    if via == "session":
+        try:
+            receipt = await store.kernel.retrieval.feedback(
+                twin.principal.caller, record_id, useful=useful
+            )
+        except EngramError as exc:
+            return [type(exc).__name__, str(exc)]
+        return [feedback_view(receipt)]
+    body = {"record_id": str(record_id), "useful": useful}
+    if via == "rest":
+        headers = store.headers[twin.caller]
+        return _rest(await store.client.post("/v1/feedback", json=body, headers=headers))
+    tool = await store.tools.call("feedback", body, twin.principal)
+    return [tool.is_error, tool.structured_content]
+
+
+async def hidden_step(twin: Twin, step: dict[str, Any]) -> None:  # noqa: PLR0912
+    """A step of the higher-tier agent that the caller may not see (store B only)."""
+    name, level = HIDERS[twin.caller][step["hider"]]
+    session = twin.session(name)
+    kind, body = step["kind"], dict(step["body"])
+    target = twin.slot(step["slot"])
+    if kind == "dup" and target is not None:
+        head = await twin.store.kernel.temporal.current(target, count_read=False)
+        if head is None:
+            return
+        body = {
+            "type": head.type.value,
+            "content": head.content,
+            "namespace": head.namespace,
+            "metadata": head.metadata,
+        }
+        if head.event_time is not None and head.type.value == "episode":
+            body["event_time"] = head.event_time.isoformat()
+    if kind == "cite" and target is not None:
+        body["evidence_links"] = [str(target)]
+    if kind in ("forget", "update"):
+        if not twin.hidden_ids:
+            return
+        hidden = twin.hidden_ids[step["pick"] % len(twin.hidden_ids)]
+        boss = twin.session("boss")
+        if kind == "forget":
+            await boss.forget(hidden)
+            return
+        head = await twin.store.kernel.temporal.current(hidden, count_read=False)
+        if head is not None:
+            changes = {"content": body["content"]}
+            if head.event_time is not None and head.type.value == "episode":
+                changes["event_time"] = head.event_time.isoformat()
+            await boss.amend(hidden, changes, expected_version=head.version)
+        return
+    if kind == "raise":
+        topic = TOPICS[step["pick"] % len(TOPICS)]
+        body["content"] = f"{topic[3]} Ticket {step['pick']}."
+        result = await session.remember({**body, "access_level": "agent"})
+        if result.outcome is WriteOutcome.CREATED and result.record_id is not None:
+            changes = {"access_level": level}
+            if "event_time" in body:
+                changes["event_time"] = body["event_time"]
+            raised = await session.amend(result.record_id, changes, expected_version=result.version)
+            assert raised.outcome is WriteOutcome.UPDATED, raised.reason
+            twin.hidden_ids.append(result.record_id)
+            if result.modified_record is not None:
+                twin.hidden_versions.append(result.modified_record.id)
+        return
+    result = await session.remember({**body, "access_level": level})
+    if result.outcome is WriteOutcome.CREATED and result.record_id is not None:
+        twin.hidden_ids.append(result.record_id)
+        if result.modified_record is not None:
+            twin.hidden_versions.append(result.modified_record.id)
