@@ -13,7 +13,7 @@ from engram.memory.types import MemoryType, WriteOutcome
 from engram.protocols.inprocess import SearchInput
 from engram.protocols.views import feedback_view, record_view, result_view, search_view
 from tests.integration.consolidation_helpers import DEEP
-from tests.integration.random_twins import HIDERS, QUERIES, TOPICS, VIAS, Twin
+from tests.integration.random_twins import HIDERS, QUERIES, TOPICS, VIAS, Twin, series
 
 
 async def run(twin: Twin, sequence: list[dict[str, Any]]) -> list[Any]:
@@ -33,6 +33,15 @@ def _rest(response: httpx.Response) -> list[Any]:
     return [response.status_code, response.headers.get("etag"), response.json()]
 
 
+def _headers(twin: Twin, key: str | None) -> dict[str, str]:
+    headers = twin.store.headers[twin.caller]
+    return headers if key is None else {**headers, "Idempotency-Key": key}
+
+
+def _keyed(arguments: dict[str, Any], key: str | None) -> dict[str, Any]:
+    return arguments if key is None else {**arguments, "request_id": key}
+
+
 def _id(value: Any) -> UUID | None:
     try:
         return UUID(str(value)) if value is not None else None
@@ -50,6 +59,11 @@ async def caller_step(twin: Twin, step: dict[str, Any]) -> list[Any]:  # noqa: P
         return []
     if kind == "probe":
         return await _probe(twin, step)
+    if kind == "series":
+        out = []
+        for body in series(step["series"]):
+            out += await _remember(twin, {"body": body, "via": step["via"]})
+        return out
     if kind == "sweep":
         return await _sweep(twin, step)
     if kind in ("list", "search"):
@@ -72,18 +86,16 @@ async def _remember(twin: Twin, step: dict[str, Any]) -> list[Any]:
     body = {k: v for k, v in step["body"].items() if v is not None}
     if (cited := twin.slot(step.get("cite"))) is not None:
         body["evidence_links"] = [str(cited)]
-    store, via = twin.store, step["via"]
+    store, via, key = twin.store, step["via"], step.get("key")
     if via == "session":
-        result = await twin.session().remember(body)
+        result = await twin.session().remember(body, request_id=key)
         twin.slots.append(result.record_id)
         return [result_view(result)]
     if via == "rest":
-        response = await store.client.post(
-            "/v1/memories", json=body, headers=store.headers[twin.caller]
-        )
+        response = await store.client.post("/v1/memories", json=body, headers=_headers(twin, key))
         twin.slots.append(_id(response.json().get("record_id")))
         return _rest(response)
-    tool = await store.tools.call("remember", body, twin.principal)
+    tool = await store.tools.call("remember", _keyed(body, key), twin.principal)
     twin.slots.append(_id((tool.structured_content or {}).get("record_id")))
     return [tool.is_error, tool.structured_content]
 
@@ -98,29 +110,32 @@ async def _version(twin: Twin, record_id: UUID) -> int:
 async def _update(twin: Twin, step: dict[str, Any], record_id: UUID) -> list[Any]:
     changes = dict(step["body"])
     version = await _version(twin, record_id)
-    store, via = twin.store, step["via"]
+    store, via, key = twin.store, step["via"], step.get("key")
     if via == "session":
-        result = await twin.session().amend(record_id, changes, expected_version=version)
+        result = await twin.session().amend(
+            record_id, changes, expected_version=version, request_id=key
+        )
         return [version, result_view(result)]
     if via == "rest":
-        headers = {**store.headers[twin.caller], "If-Match": f'"{version}"'}
+        headers = {**_headers(twin, key), "If-Match": f'"{version}"'}
         response = await store.client.patch(
             f"/v1/memories/{record_id}", json=changes, headers=headers
         )
         return [version, *_rest(response)]
     arguments = {"record_id": str(record_id), "expected_version": version, **changes}
-    tool = await store.tools.call("update", arguments, twin.principal)
+    tool = await store.tools.call("update", _keyed(arguments, key), twin.principal)
     return [version, tool.is_error, tool.structured_content]
 
 
 async def _forget(twin: Twin, step: dict[str, Any], record_id: UUID) -> list[Any]:
-    store, via = twin.store, step["via"]
+    store, via, key = twin.store, step["via"], step.get("key")
     if via == "session":
-        return [result_view(await twin.session().forget(record_id))]
+        return [result_view(await twin.session().forget(record_id, request_id=key))]
     if via == "rest":
-        headers = store.headers[twin.caller]
+        headers = _headers(twin, key)
         return _rest(await store.client.delete(f"/v1/memories/{record_id}", headers=headers))
-    tool = await store.tools.call("forget", {"record_id": str(record_id)}, twin.principal)
+    arguments = _keyed({"record_id": str(record_id)}, key)
+    tool = await store.tools.call("forget", arguments, twin.principal)
     return [tool.is_error, tool.structured_content]
 
 
@@ -291,6 +306,14 @@ async def hidden_step(twin: Twin, step: dict[str, Any]) -> None:  # noqa: PLR091
             if head.event_time is not None and head.type.value == "episode":
                 changes["event_time"] = head.event_time.isoformat()
             await boss.amend(hidden, changes, expected_version=head.version)
+        return
+    if kind == "series":
+        for episode in series(step["series"]):
+            for variant in (episode["content"], episode["content"] + " Confirmed."):
+                body = {**episode, "content": variant, "access_level": level}
+                created = await session.remember(body)
+                if created.outcome is WriteOutcome.CREATED and created.record_id is not None:
+                    twin.hidden_ids.append(created.record_id)
         return
     if kind == "raise":
         topic = TOPICS[step["pick"] % len(TOPICS)]

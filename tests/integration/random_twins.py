@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
 from engram.agents.registry import Principal
 from engram.memory.types import TrustLevel
 from engram.protocols.inprocess import AgentSession
+from tests.integration.consolidation_helpers import DAY, INCIDENT, LATE_ETL
 from tests.integration.twin_helpers import Store
 
 FAST = 100_000.0
@@ -61,6 +63,8 @@ EPISODES = [
     "The ledger migration to PostgreSQL 16 finished without downtime.",
     "The zyqbar drill failed over in 57 seconds; the replica lagged again.",
     "The zyqbar drill was skipped because the replica lagged again.",
+    *INCIDENT,
+    *LATE_ETL,
 ]
 EVENT_TIMES = [
     "2026-03-02T10:00:00+00:00",
@@ -68,6 +72,8 @@ EVENT_TIMES = [
     "2026-08-20T10:00:00+00:00",
     "2026-03-09T10:00:00+00:00",
     "2026-03-16T10:00:00+00:00",
+    *[(DAY + timedelta(hours=n)).isoformat() for n in range(len(INCIDENT))],
+    *[(DAY + timedelta(days=n + 3)).isoformat() for n in range(len(LATE_ETL))],
 ]
 PII = "Call Dana Whitfield at dana.whitfield@example.com about the zyqbar drill in room Orion."
 QUERIES = [
@@ -79,6 +85,8 @@ QUERIES = [
     "Frankfurt",
     "Jonas Berg",
     "failover drill Friday",
+    "checkout-api latency incident",
+    "orders_daily ETL late",
 ]
 TAGS = ["ops", "drill", "db"]
 CALLER_OPS = {
@@ -92,12 +100,13 @@ CALLER_OPS = {
     "feedback": 2,
     "probe": 3,
     "consolidate": 1,
+    "retry": 2,
+    "series": 1,
 }
 PROBES = ["get", "history", "feedback", "update", "forget", "cite", "version"]
-HIDDEN_OPS = {"near": 4, "dup": 3, "raise": 2, "forget": 1, "cite": 2, "update": 2}
+_MINUTE = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}")
+HIDDEN_OPS = {"series": 1, "near": 4, "dup": 3, "raise": 2, "forget": 1, "cite": 2, "update": 2}
 VIAS = ["session", "rest", "mcp"]
-#: Levels each caller may write (at most its read level).
-WRITES = {"writer": ["agent", "agent", "user", "public"], "intern": ["agent", "agent", "public"]}
 #: Hidden writers and the levels they write, for each caller.
 HIDERS = {
     "writer": [("boss", "sensitive"), ("boss", "system")],
@@ -110,6 +119,7 @@ def steps(seed: int, count: int, hidden_share: float = 0.35) -> list[dict[str, A
     rng = random.Random(seed)  # noqa: S311 (a test's reproducible draw)
     drawn: list[dict[str, Any]] = []
     remembered = 0
+    keyed: list[dict[str, Any]] = []
     for index in range(count):
         if index > 0 and rng.random() < hidden_share:
             kind = rng.choices(list(HIDDEN_OPS), list(HIDDEN_OPS.values()))[0]
@@ -118,15 +128,37 @@ def steps(seed: int, count: int, hidden_share: float = 0.35) -> list[dict[str, A
         kind = rng.choices(list(CALLER_OPS), list(CALLER_OPS.values()))[0]
         if kind not in ("remember", "list", "search", "probe") and remembered == 0:
             kind = "remember"
-        step = _caller_step(rng, kind, remembered, index)
-        remembered += kind == "remember"
+        if kind == "retry":  # a write sent again under its key, maybe through another adapter
+            step = {**rng.choice(keyed), "via": rng.choice(VIAS)} if keyed else {"kind": "list"}
+            step.setdefault("args", {})
+        elif kind == "series":  # a thread of episodes, for consolidation to merge or promote
+            step = {"kind": kind, "via": rng.choice(VIAS), "series": rng.randrange(2)}
+        else:
+            step = _caller_step(rng, kind, remembered, index)
+            if kind in ("remember", "update", "forget") and rng.random() < 0.35:
+                step["key"] = f"k-{index}"
+                keyed.append(step)
+        remembered += _SERIES[step["series"]] if kind == "series" else step["kind"] == "remember"
         drawn.append(step)
     drawn.append({"kind": "sweep", "slots": remembered})
     return drawn
 
 
+#: The episodes of each thread: (first index in EPISODES, how many).
+_SERIES = [len(INCIDENT), len(LATE_ETL)]
+
+
+def series(which: int) -> list[dict[str, Any]]:
+    """The bodies of thread ``which`` (0: an incident, 1: a late job), oldest first."""
+    start = EPISODES.index(INCIDENT[0]) if which == 0 else EPISODES.index(LATE_ETL[0])
+    return [
+        {"type": "episode", "content": EPISODES[n], "event_time": EVENT_TIMES[n]}
+        for n in range(start, start + _SERIES[which])
+    ]
+
+
 def _body(rng: random.Random, *, level: str | None = None) -> dict[str, Any]:
-    if rng.random() < 0.25:
+    if rng.random() < 0.35:
         n = rng.randrange(len(EPISODES))
         body: dict[str, Any] = {
             "type": "episode",
@@ -197,6 +229,7 @@ def _hidden_step(rng: random.Random, kind: str, remembered: int, index: int) -> 
         step["body"]["content"] = step["body"]["content"].rstrip(".") + ". Confirmed."
     step["slot"] = rng.randrange(remembered) if remembered else None
     step["pick"] = rng.randrange(1000)
+    step["series"] = rng.randrange(2)
     del index
     return step
 
@@ -257,6 +290,8 @@ def untied(transcript: list[Any]) -> list[Any]:
         return out  # type: ignore[return-value]
     if isinstance(transcript, list):
         return [untied(item) for item in transcript]
+    if isinstance(transcript, str):  # a summary names its sources' instants to the minute
+        return _MINUTE.sub("<instant>", transcript)  # type: ignore[return-value]
     return transcript
 
 
