@@ -9,11 +9,22 @@ from uuid import UUID, uuid4
 import httpx
 
 from engram.errors import EngramError
-from engram.memory.types import MemoryType, WriteOutcome
+from engram.memory.types import AccessLevel, CallerIdentity, MemoryType, WriteOutcome
 from engram.protocols.inprocess import SearchInput
 from engram.protocols.views import feedback_view, record_view, result_view, search_view
 from tests.integration.consolidation_helpers import DEEP
-from tests.integration.random_twins import HIDERS, QUERIES, TOPICS, VIAS, Twin, series
+from tests.integration.random_twins import (
+    HIDERS,
+    PII,
+    QUERIES,
+    RELEASED,
+    TOPICS,
+    VIAS,
+    Twin,
+    series,
+)
+
+ADMIN = CallerIdentity.system("pass-m")
 
 
 async def run(twin: Twin, sequence: list[dict[str, Any]]) -> list[Any]:
@@ -162,11 +173,14 @@ async def _get(twin: Twin, step: dict[str, Any], record_id: UUID) -> list[Any]:
     )
     arguments = {"record_id": str(record_id), **instants}
     tool = await store.tools.call("get", arguments, twin.principal)
+    arguments["include_forgotten"] = True
+    forgotten = await store.tools.call("get", arguments, twin.principal)
     current = await store.kernel.temporal.current(record_id, caller=caller)
     return [
         [record_view(r) for r in found],
         _rest(response),
         [tool.is_error, tool.structured_content],
+        [forgotten.is_error, forgotten.structured_content],
         None if current is None else record_view(current),
     ]
 
@@ -189,20 +203,59 @@ async def _list(twin: Twin, step: dict[str, Any]) -> list[Any]:
     store, args = twin.store, step["args"]
     kwargs = {**args, "types": [MemoryType(t) for t in args["types"]]} if "types" in args else args
     page = await store.kernel.temporal.page(caller=twin.principal.caller, **kwargs)
-    out: list[Any] = [[record_view(r) for r in page]]
+    everything = await store.kernel.temporal.page(
+        caller=twin.principal.caller, **{**kwargs, "limit": 100}
+    )
+    if _cut_inside_a_tie([r.ingestion_time for r in everything], len(page)):
+        return ["a page ends inside records of one instant (ordered by their random ids)"]
+    out: list[Any] = [_by_instant([record_view(r) for r in page])]
     tool = await store.tools.call("list", args, twin.principal)
-    out.append(tool.structured_content)
+    out.append(_listed(tool.structured_content))
     cursor = (tool.structured_content or {}).get("next_cursor")
     if cursor:
         more = await store.tools.call("list", {**args, "cursor": cursor}, twin.principal)
-        out.append(more.structured_content)
+        out.append(_listed(more.structured_content))
+    instants = _as_of(twin, step)
+    if instants and "tags" not in kwargs:  # a listing as of an instant (in process only)
+        found = await store.kernel.temporal.query(
+            as_of_ingestion=_instant(instants.get("as_of_ingestion")),
+            as_of_event=_instant(instants.get("as_of_event")),
+            caller=twin.principal.caller,
+            **kwargs,
+        )
+        out.append(_by_instant([record_view(r) for r in found]))
     return out
+
+
+def _cut_inside_a_tie(values: list[Any], size: int) -> bool:
+    """Whether the first ``size`` of ``values`` end inside a run of equal values."""
+    return 0 < size < len(values) and values[size - 1] == values[size]
+
+
+def _by_instant(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A listing newest first, records of one instant (a consolidation batch's summaries)
+    by content: the listing orders those by their random ids."""
+    return sorted(records, key=lambda r: (_negated(r["ingestion_time"]), r["content"]))
+
+
+def _negated(instant: str) -> float:
+    return -datetime.fromisoformat(instant).timestamp()
+
+
+def _listed(body: dict[str, Any] | None) -> dict[str, Any] | None:
+    if body is None or "records" not in body:
+        return body
+    return {**body, "records": _by_instant(body["records"])}
 
 
 async def _search(twin: Twin, step: dict[str, Any]) -> list[Any]:
     store = twin.store
     body = {"query": step["query"], **step["args"], **_as_of(twin, step)}
     found = await SearchInput.model_validate(body).run(store.kernel, twin.principal.caller)
+    wider = {**body, "limit": 100}
+    more = await SearchInput.model_validate(wider).run(store.kernel, twin.principal.caller)
+    if _cut_inside_a_tie([hit.similarity for hit in more.hits], len(found.hits)):
+        return ["the limit falls inside hits of one score (ordered by their random ids)"]
     response = await store.client.post("/v1/search", json=body, headers=store.headers[twin.caller])
     tool = await store.tools.call("recall", body, twin.principal)
     return [search_view(found), _rest(response), tool.structured_content]
@@ -314,6 +367,17 @@ async def hidden_step(twin: Twin, step: dict[str, Any]) -> None:  # noqa: PLR091
                 created = await session.remember(body)
                 if created.outcome is WriteOutcome.CREATED and created.record_id is not None:
                     twin.hidden_ids.append(created.record_id)
+        return
+    if kind == "release":  # quarantined (PII), then released to a level still hidden
+        body["content"] = f"{PII} {body['content']}"
+        held = await twin.session("boss").remember({**body, "access_level": "agent"})
+        if held.outcome is WriteOutcome.CREATED and held.record_id is not None:
+            levels = RELEASED[twin.caller]
+            level = levels[step["pick"] % len(levels)]
+            await twin.store.kernel.quarantine.release(
+                held.record_id, admin=ADMIN, reason="reviewed", level=AccessLevel(level)
+            )
+            twin.hidden_ids.append(held.record_id)
         return
     if kind == "raise":
         topic = TOPICS[step["pick"] % len(TOPICS)]

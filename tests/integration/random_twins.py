@@ -87,6 +87,7 @@ QUERIES = [
     "failover drill Friday",
     "checkout-api latency incident",
     "orders_daily ETL late",
+    "Dana Whitfield",
 ]
 TAGS = ["ops", "drill", "db"]
 CALLER_OPS = {
@@ -105,13 +106,24 @@ CALLER_OPS = {
 }
 PROBES = ["get", "history", "feedback", "update", "forget", "cite", "version"]
 _MINUTE = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}")
-HIDDEN_OPS = {"series": 1, "near": 4, "dup": 3, "raise": 2, "forget": 1, "cite": 2, "update": 2}
+HIDDEN_OPS = {
+    "release": 1,
+    "series": 1,
+    "near": 4,
+    "dup": 3,
+    "raise": 2,
+    "forget": 1,
+    "cite": 2,
+    "update": 2,
+}
 VIAS = ["session", "rest", "mcp"]
 #: Hidden writers and the levels they write, for each caller.
 HIDERS = {
     "writer": [("boss", "sensitive"), ("boss", "system")],
     "intern": [("boss", "sensitive"), ("other", "user")],
 }
+#: Levels below sensitive that a quarantined record is released to, hidden from each caller.
+RELEASED = {"writer": ["system"], "intern": ["user", "system"]}
 
 
 def steps(seed: int, count: int, hidden_share: float = 0.35) -> list[dict[str, Any]]:
@@ -206,6 +218,9 @@ def _caller_step(rng: random.Random, kind: str, remembered: int, index: int) -> 
             **({"namespace": "ops"} if rng.random() < 0.2 else {}),
             **({"types": [rng.choice(["belief", "episode"])]} if rng.random() < 0.2 else {}),
         }
+        step["as_of"] = as_of
+        if rng.random() < 0.2:
+            step["as_of_event"] = rng.choice(EVENT_TIMES)
     else:
         step.update(query=rng.choice(QUERIES + [t[0] for t in TOPICS]), as_of=as_of)
         options = (
@@ -287,6 +302,8 @@ def untied(transcript: list[Any]) -> list[Any]:
             out["hits"] = _untied_hits(out["hits"])
         if isinstance(out.get("conflicts"), list):
             _untie_conflicts(out)
+        if isinstance(out.get("evidence_links"), list):  # a summary's sources of one instant
+            out["evidence_links"] = sorted(out["evidence_links"])  # come in their ids' order
         return out  # type: ignore[return-value]
     if isinstance(transcript, list):
         return [untied(item) for item in transcript]
