@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from engram.infra.embedded_server import EmbeddedPostgres
 from engram.infra.fastembed_embedder import FastembedEmbedder
+from engram.memory.consolidation import ConsolidationTrigger
+from engram.protocols.inprocess import AgentSession
+from tests.integration.consolidation_helpers import DAY, engine_with
 from tests.integration.random_steps import run
 from tests.integration.random_twins import Twin, prepare, steps, untied
 from tests.integration.twin_helpers import (
@@ -22,7 +26,11 @@ from tests.integration.twin_helpers import (
     normalised,
     open_store,
     scratch_database,
+    twin_a,
+    twin_b,
 )
+
+__all__ = ["twin_a", "twin_b"]
 
 
 @contextlib.asynccontextmanager
@@ -68,3 +76,57 @@ async def test_random_sequences_answer_alike_beside_hidden_records(
     a higher-tier agent's records near its content."""
     sequence = steps(seed, 40)
     assert [] == await _differences(pg_server, template_db, embedder, caller, sequence)
+
+
+#: One observation told five ways (pairwise close: Layer 2 links each to the others).
+ETL = [
+    "The nightly orders_daily ETL finished late again, well past its deadline.",
+    "orders_daily ETL was late again this morning and only finished after the deadline.",
+    "Once more the nightly orders_daily ETL missed its deadline.",
+    "The orders_daily nightly ETL ran late again today.",
+    "Again the orders_daily ETL overran its morning deadline overnight.",
+]
+
+
+def _episode(n: int, level: str = "agent") -> dict[str, Any]:
+    when = (DAY + timedelta(days=n)).isoformat()
+    return {"type": "episode", "content": ETL[n], "event_time": when, "access_level": level}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="design: the event trigger counts every fresh record and relates_to edge, those "
+    "of records a caller may not read included, and the pass it starts consolidates every "
+    "topic large enough, so whether (and when) a caller's records are consolidated depends "
+    "on hidden writes (the pressure trigger's question, reached with two writes).",
+)
+async def test_hidden_writes_do_not_start_the_consolidation_of_a_callers_topic(
+    twin_a: Store, twin_b: Store
+) -> None:
+    """An event-driven pass (threshold three) ran after the writer's first two accounts of a
+    late job; it wrote a third since. In store B the trusted agent has since written two
+    sensitive accounts of the same job, which Layer 2 links to the writer's: the watch then
+    calls for a pass, and the pass consolidates the writer's three records, which in store A
+    stay active."""
+    statuses = []
+    for store, hidden in ((twin_a, False), (twin_b, True)):
+        await prepare(store)
+        writer = AgentSession(store.kernel, store.principals["writer"].caller)
+        ids = [(await writer.remember(_episode(n))).record_id for n in range(2)]
+        engine = engine_with(store.kernel, event_threshold=3)
+        await store.kernel.events.settled()
+        await engine.run(ConsolidationTrigger.EVENT_DRIVEN)  # too few: nothing consolidated
+        since = datetime.now(UTC)
+        ids.append((await writer.remember(_episode(2))).record_id)
+        if hidden:
+            boss = AgentSession(store.kernel, store.principals["boss"].caller)
+            for n in (3, 4):
+                assert (await boss.remember(_episode(n, "sensitive"))).record_id is not None
+        await store.kernel.events.settled()
+        if await engine.watch.event(since) is not None:  # what the scheduler's job asks
+            await engine.run(ConsolidationTrigger.EVENT_DRIVEN)
+        caller = store.principals["writer"].caller
+        heads = [await store.kernel.temporal.current(i, caller=caller) for i in ids if i]
+        statuses.append([None if h is None else h.status.value for h in heads])
+    assert statuses[0] == ["active"] * 3
+    assert statuses[0] == statuses[1]
