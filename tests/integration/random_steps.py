@@ -355,7 +355,10 @@ async def hidden_step(twin: Twin, step: dict[str, Any]) -> None:  # noqa: PLR091
             return
         head = await twin.store.kernel.temporal.current(hidden, count_read=False)
         if head is not None:
-            changes = {"content": body["content"]}
+            changes = {"content": body["content"], "metadata": body.get("metadata", {})}
+            changes["namespace"] = body.get("namespace", "default")
+            if step["pick"] % 3 == 0:  # another level, still hidden from the caller
+                changes["access_level"] = HIDERS[twin.caller][step["pick"] % 2][1]
             if head.event_time is not None and head.type.value == "episode":
                 changes["event_time"] = head.event_time.isoformat()
             await boss.amend(hidden, changes, expected_version=head.version)

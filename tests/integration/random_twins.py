@@ -201,6 +201,8 @@ def _caller_step(rng: random.Random, kind: str, remembered: int, index: int) -> 
     elif kind == "update":
         step.update(slot=slot, body=_body(rng))
         step["body"].pop("type")
+        if rng.random() < 0.25:  # a new level (the restricted caller may not write "user")
+            step["body"]["access_level"] = rng.choice(["public", "agent", "user"])
     elif kind in ("forget", "history"):
         step["slot"] = slot
     elif kind == "get":
