@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID, uuid4
 
 import httpx
+from mcp.types import CallToolResult, TextContent
 
 from engram.errors import EngramError
 from engram.memory.types import AccessLevel, CallerIdentity, MemoryType, WriteOutcome
@@ -42,6 +44,25 @@ async def run(twin: Twin, sequence: list[dict[str, Any]]) -> list[Any]:
 
 def _rest(response: httpx.Response) -> list[Any]:
     return [response.status_code, response.headers.get("etag"), response.json()]
+
+
+def _tool(result: CallToolResult) -> list[Any]:
+    """A tool's answer: whether it is an error, its structured content and its text."""
+    return [result.is_error, result.structured_content, _text(result)]
+
+
+def _text(result: CallToolResult) -> list[Any]:
+    """The text parts: the sentence as it is; the JSON only as whether it says what the
+    structured content says (its records' order is compared there)."""
+    texts = [part.text for part in result.content if isinstance(part, TextContent)]
+    return [_same_json(text, result.structured_content) for text in texts]
+
+
+def _same_json(text: str, body: Any) -> Any:
+    try:
+        return {"json_matches": json.loads(text) == json.loads(json.dumps(body, default=str))}
+    except ValueError:
+        return text
 
 
 def _headers(twin: Twin, key: str | None) -> dict[str, str]:
@@ -108,7 +129,7 @@ async def _remember(twin: Twin, step: dict[str, Any]) -> list[Any]:
         return _rest(response)
     tool = await store.tools.call("remember", _keyed(body, key), twin.principal)
     twin.slots.append(_id((tool.structured_content or {}).get("record_id")))
-    return [tool.is_error, tool.structured_content]
+    return _tool(tool)
 
 
 async def _version(twin: Twin, record_id: UUID) -> int:
@@ -135,7 +156,7 @@ async def _update(twin: Twin, step: dict[str, Any], record_id: UUID) -> list[Any
         return [version, *_rest(response)]
     arguments = {"record_id": str(record_id), "expected_version": version, **changes}
     tool = await store.tools.call("update", _keyed(arguments, key), twin.principal)
-    return [version, tool.is_error, tool.structured_content]
+    return [version, *_tool(tool)]
 
 
 async def _forget(twin: Twin, step: dict[str, Any], record_id: UUID) -> list[Any]:
@@ -147,7 +168,7 @@ async def _forget(twin: Twin, step: dict[str, Any], record_id: UUID) -> list[Any
         return _rest(await store.client.delete(f"/v1/memories/{record_id}", headers=headers))
     arguments = _keyed({"record_id": str(record_id)}, key)
     tool = await store.tools.call("forget", arguments, twin.principal)
-    return [tool.is_error, tool.structured_content]
+    return _tool(tool)
 
 
 def _as_of(twin: Twin, step: dict[str, Any]) -> dict[str, Any]:
@@ -179,8 +200,8 @@ async def _get(twin: Twin, step: dict[str, Any], record_id: UUID) -> list[Any]:
     return [
         [record_view(r) for r in found],
         _rest(response),
-        [tool.is_error, tool.structured_content],
-        [forgotten.is_error, forgotten.structured_content],
+        _tool(tool),
+        _tool(forgotten),
         None if current is None else record_view(current),
     ]
 
@@ -196,7 +217,7 @@ async def _history(twin: Twin, record_id: UUID) -> list[Any]:
         f"/v1/memories/{record_id}/versions", headers=store.headers[twin.caller]
     )
     tool = await store.tools.call("history", {"record_id": str(record_id)}, twin.principal)
-    return [[record_view(r) for r in chain], _rest(response), tool.structured_content]
+    return [[record_view(r) for r in chain], _rest(response), *_tool(tool)]
 
 
 async def _list(twin: Twin, step: dict[str, Any]) -> list[Any]:
@@ -210,11 +231,11 @@ async def _list(twin: Twin, step: dict[str, Any]) -> list[Any]:
         return ["a page ends inside records of one instant (ordered by their random ids)"]
     out: list[Any] = [_by_instant([record_view(r) for r in page])]
     tool = await store.tools.call("list", args, twin.principal)
-    out.append(_listed(tool.structured_content))
+    out += [tool.is_error, _listed(tool.structured_content), _text(tool)]
     cursor = (tool.structured_content or {}).get("next_cursor")
     if cursor:
         more = await store.tools.call("list", {**args, "cursor": cursor}, twin.principal)
-        out.append(_listed(more.structured_content))
+        out += [_listed(more.structured_content), _text(more)]
     instants = _as_of(twin, step)
     if instants and "tags" not in kwargs:  # a listing as of an instant (in process only)
         found = await store.kernel.temporal.query(
@@ -258,7 +279,7 @@ async def _search(twin: Twin, step: dict[str, Any]) -> list[Any]:
         return ["the limit falls inside hits of one score (ordered by their random ids)"]
     response = await store.client.post("/v1/search", json=body, headers=store.headers[twin.caller])
     tool = await store.tools.call("recall", body, twin.principal)
-    return [search_view(found), _rest(response), tool.structured_content]
+    return [search_view(found), _rest(response), *_tool(tool)]
 
 
 async def _probe(twin: Twin, step: dict[str, Any]) -> list[Any]:
@@ -322,7 +343,7 @@ async def _feedback(twin: Twin, step: dict[str, Any], record_id: UUID) -> list[A
         headers = store.headers[twin.caller]
         return _rest(await store.client.post("/v1/feedback", json=body, headers=headers))
     tool = await store.tools.call("feedback", body, twin.principal)
-    return [tool.is_error, tool.structured_content]
+    return _tool(tool)
 
 
 async def hidden_step(twin: Twin, step: dict[str, Any]) -> None:  # noqa: PLR0912
