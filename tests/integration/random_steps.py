@@ -153,7 +153,7 @@ async def _update(twin: Twin, step: dict[str, Any], record_id: UUID) -> list[Any
         response = await store.client.patch(
             f"/v1/memories/{record_id}", json=changes, headers=headers
         )
-        return [version, *_rest(response)]
+        return [version, _rest(response)]
     arguments = {"record_id": str(record_id), "expected_version": version, **changes}
     tool = await store.tools.call("update", _keyed(arguments, key), twin.principal)
     return [version, *_tool(tool)]

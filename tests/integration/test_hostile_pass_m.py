@@ -6,7 +6,9 @@ instants and timings. Real embedded PostgreSQL and the real embedding model, no 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -54,7 +56,8 @@ async def _differences(
     embedder: FastembedEmbedder,
     caller: str,
     sequence: list[dict[str, Any]],
-) -> list[tuple[int, str, Any, Any]]:
+) -> tuple[list[tuple[int, str, Any, Any]], list[Any]]:
+    """Where the caller's answers differ, and both transcripts."""
     async with (
         _store(server, template, embedder) as a,
         _store(server, template, embedder) as b,
@@ -62,7 +65,7 @@ async def _differences(
         probes: dict[int, int] = {}  # store B runs first: it numbers the hidden ids it probes
         right = await run(Twin(b, caller, hidden=True, probes=probes), sequence)
         left = await run(Twin(a, caller, hidden=False, probes=probes), sequence)
-    return differences(untied(normalised(left)), untied(normalised(right)))
+    return differences(untied(normalised(left)), untied(normalised(right))), [left, right]
 
 
 def _seeds() -> list[tuple[int, str]]:
@@ -91,9 +94,12 @@ async def test_random_sequences_answer_alike_beside_hidden_records(
     a higher-tier agent's records near its content (the first differences are shown with
     the caller's step that got them)."""
     sequence = steps(seed, STEPS)
-    found = await _differences(pg_server, template_db, embedder, caller, sequence)
+    found, transcripts = await _differences(pg_server, template_db, embedder, caller, sequence)
     asked = [step for step in sequence if not step.get("hidden")]
     assert [] == [(asked[n], path, a, b) for n, path, a, b in found[:5]]
+    text = json.dumps(transcripts, default=str)
+    assert re.search(r"\[5\d\d, ", text) is None  # no REST answer was a server error
+    assert '"kind": "internal"' not in text  # nor an MCP one
 
 
 #: One observation told five ways (pairwise close: Layer 2 links each to the others).
