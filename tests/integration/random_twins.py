@@ -23,7 +23,7 @@ from typing import Any
 from uuid import UUID
 
 from engram.agents.registry import Principal
-from engram.memory.types import TrustLevel
+from engram.memory.types import AccessLevel, TrustLevel
 from engram.protocols.inprocess import AgentSession
 from tests.integration.consolidation_helpers import DAY, INCIDENT, LATE_ETL
 from tests.integration.twin_helpers import Store
@@ -121,9 +121,10 @@ VIAS = ["session", "rest", "mcp"]
 HIDERS = {
     "writer": [("boss", "sensitive"), ("boss", "system")],
     "intern": [("boss", "sensitive"), ("other", "user")],
+    "narrow": [("boss", "sensitive"), ("other", "user")],
 }
 #: Levels below sensitive that a quarantined record is released to, hidden from each caller.
-RELEASED = {"writer": ["system"], "intern": ["user", "system"]}
+RELEASED = {"writer": ["system"], "intern": ["user", "system"], "narrow": ["user", "system"]}
 
 
 def steps(seed: int, count: int, hidden_share: float = 0.35) -> list[dict[str, Any]]:
@@ -289,6 +290,10 @@ async def prepare(store: Store) -> None:
     await store.agent("writer", TrustLevel.STANDARD, writes_per_minute=FAST)
     await store.agent("intern", TrustLevel.RESTRICTED, writes_per_minute=FAST)
     await store.agent("other", TrustLevel.STANDARD, writes_per_minute=FAST)
+    # a standard agent narrowed to read agent-level records: it writes what it may not read
+    await store.agent(
+        "narrow", TrustLevel.STANDARD, writes_per_minute=FAST, max_read_level=AccessLevel.AGENT
+    )
 
 
 def untied(transcript: list[Any]) -> list[Any]:

@@ -78,7 +78,7 @@ def _seeds() -> list[tuple[int, str]]:
     return chosen
 
 
-CALLERS = ("writer", "intern")
+CALLERS = ("writer", "intern", "narrow")
 STEPS = int(os.environ.get("ENGRAM_PASS_M_STEPS", "40"))
 
 
