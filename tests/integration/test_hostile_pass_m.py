@@ -69,9 +69,10 @@ async def _differences(
 
 
 def _seeds() -> list[tuple[int, str]]:
-    """Two seeds in the suite; ``ENGRAM_PASS_M_SEEDS=first-last`` runs those too, for both
-    callers (about 15 s a seed and caller at 80 steps)."""
-    chosen = [(1, "writer"), (2, "intern")]
+    """Three seeds in the suite (one per caller); ``ENGRAM_PASS_M_SEEDS=first-last`` runs
+    those too, for every caller (about 15 s a seed and caller at 80 steps, set with
+    ``ENGRAM_PASS_M_STEPS``)."""
+    chosen = [(1, "writer"), (2, "intern"), (3, "narrow")]
     first, _, last = os.environ.get("ENGRAM_PASS_M_SEEDS", "").partition("-")
     if first:
         chosen += [(n, c) for n in range(int(first), int(last or first) + 1) for c in CALLERS]
