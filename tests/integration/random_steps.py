@@ -264,9 +264,17 @@ def _negated(instant: str) -> float:
 
 
 def _listed(body: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A page of ``list`` in :func:`_by_instant` order; its cursor names the last record,
+    which among records of one instant is the one with the lowest id (shown as tied)."""
     if body is None or "records" not in body:
         return body
-    return {**body, "records": _by_instant(body["records"])}
+    records = body["records"]
+    instants = [r["ingestion_time"] for r in records]
+    listed = {**body, "records": _by_instant(records)}
+    if body.get("next_cursor") is not None and instants and instants.count(instants[-1]) > 1:
+        del listed["next_cursor"]
+        listed["cursor_names_one_of_records_of_one_instant"] = True
+    return listed
 
 
 async def _search(twin: Twin, step: dict[str, Any]) -> list[Any]:

@@ -105,6 +105,8 @@ CALLER_OPS = {
     "series": 1,
 }
 PROBES = ["get", "history", "feedback", "update", "forget", "cite", "version"]
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_INSTANT = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?")
 _MINUTE = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}")
 HIDDEN_OPS = {
     "release": 1,
@@ -297,26 +299,45 @@ async def prepare(store: Store) -> None:
 
 
 def untied(transcript: list[Any]) -> list[Any]:
-    """A normalised transcript with each run of search hits of equal score put in one order.
+    """A raw transcript (before :func:`normalised`) with what two stores order by random
+    ids put in one order: each run of search hits of equal score, conflicts of equal
+    similarity (and the update candidate, the first of them, named only as tied). Such runs
+    are sorted by their text with ids and instants masked, so that ids first seen inside a
+    run are numbered alike in both stores; the legs' ranks stay with the positions."""
+    return _untie(json.loads(json.dumps(transcript, default=str)))  # type: ignore[no-any-return]
 
-    Records of the same score are ordered by their ids, which are random: two stores order
-    such hits apart by chance alone. Within such a run the hits are sorted by their
-    normalised text (ids are numbered by first appearance, so the same in both stores when
-    the transcripts agree) and the legs' ranks stay with the positions."""
-    if isinstance(transcript, dict):
-        out = {key: untied(value) for key, value in transcript.items()}
+
+def _untie(value: Any) -> Any:
+    if isinstance(value, dict):
+        out = {key: _untie(item) for key, item in value.items()}
         if isinstance(out.get("hits"), list):
             out["hits"] = _untied_hits(out["hits"])
         if isinstance(out.get("conflicts"), list):
             _untie_conflicts(out)
-        if isinstance(out.get("evidence_links"), list):  # a summary's sources of one instant
-            out["evidence_links"] = sorted(out["evidence_links"])  # come in their ids' order
+        return out
+    if isinstance(value, list):
+        return [_untie(item) for item in value]
+    if isinstance(value, str):  # a summary names its sources' instants to the minute
+        return _MINUTE.sub("<instant>", value)
+    return value
+
+
+def linked_in_order(transcript: list[Any]) -> list[Any]:
+    """A normalised transcript with every ``evidence_links`` sorted: a summary cites sources
+    of one instant in their ids' order."""
+    if isinstance(transcript, dict):
+        out = {key: linked_in_order(item) for key, item in transcript.items()}
+        if isinstance(out.get("evidence_links"), list):
+            out["evidence_links"] = sorted(out["evidence_links"])
         return out  # type: ignore[return-value]
     if isinstance(transcript, list):
-        return [untied(item) for item in transcript]
-    if isinstance(transcript, str):  # a summary names its sources' instants to the minute
-        return _MINUTE.sub("<instant>", transcript)  # type: ignore[return-value]
+        return [linked_in_order(item) for item in transcript]
     return transcript
+
+
+def _masked(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True)
+    return _INSTANT.sub("<instant>", _UUID.sub("<id>", text))
 
 
 def _untied_hits(hits: list[Any]) -> list[Any]:
@@ -328,7 +349,7 @@ def _untied_hits(hits: list[Any]) -> list[Any]:
             end += 1
         run = hits[start:end]
         ranks = [hit.get("ranks") for hit in run]
-        ordered = sorted(run, key=lambda hit: json.dumps({**hit, "ranks": None}, sort_keys=True))
+        ordered = sorted(run, key=lambda hit: _masked({**hit, "ranks": None}))
         out += [{**hit, "ranks": rank} for hit, rank in zip(ordered, ranks, strict=True)]
         start = end
     return out
@@ -338,7 +359,7 @@ def _untie_conflicts(decision: dict[str, Any]) -> None:
     """Conflicts of equal similarity come in the order of their records' ids, and the update
     candidate is the first of them: sorted by text, the candidate named only as tied."""
     conflicts = decision["conflicts"]
-    conflicts.sort(key=lambda c: (-c.get("similarity", 0), json.dumps(c, sort_keys=True)))
+    conflicts.sort(key=lambda c: (-c.get("similarity", 0), _masked(c)))
     tied: dict[Any, list[Any]] = {}
     for conflict in conflicts:
         tied.setdefault(conflict.get("similarity"), []).append(conflict.get("existing_record_id"))

@@ -21,7 +21,7 @@ from engram.memory.consolidation import ConsolidationTrigger
 from engram.protocols.inprocess import AgentSession
 from tests.integration.consolidation_helpers import DAY, engine_with
 from tests.integration.random_steps import run
-from tests.integration.random_twins import Twin, prepare, steps, untied
+from tests.integration.random_twins import Twin, linked_in_order, prepare, steps, untied
 from tests.integration.twin_helpers import (
     Store,
     differences,
@@ -65,7 +65,9 @@ async def _differences(
         probes: dict[int, int] = {}  # store B runs first: it numbers the hidden ids it probes
         right = await run(Twin(b, caller, hidden=True, probes=probes), sequence)
         left = await run(Twin(a, caller, hidden=False, probes=probes), sequence)
-    return differences(untied(normalised(left)), untied(normalised(right))), [left, right]
+    return differences(
+        linked_in_order(normalised(untied(left))), linked_in_order(normalised(untied(right)))
+    ), [left, right]
 
 
 def _seeds() -> list[tuple[int, str]]:
