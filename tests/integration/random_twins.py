@@ -1,15 +1,20 @@
 """Randomised differential runs on two stores (hostile pass M).
 
 A seed draws a sequence of steps: the caller's operations (remember, update, forget, get,
-history, list, search, feedback, each through a randomly chosen adapter) interleaved with
-hidden steps, which a higher-tier agent takes in store B only (writes near the caller's
-content at a level the caller may not read, exact repeats of its records there, records
-raised out of its sight, forgets, updates and citations of its records). Both stores run the
-caller's steps alike; every answer the caller gets goes into its store's transcript, one
-entry per caller step, for :func:`tests.integration.twin_helpers.differences`.
+history, list, search with random options, feedback, each through one of the three adapters
+or all of them; retries under an idempotency key; probes of ids it may not read; threads of
+episodes and deep consolidation passes) interleaved with hidden steps, which a higher-tier
+agent takes in store B only: writes near the caller's content at a level the caller may not
+read, exact repeats of its records there, records raised out of its sight, records released
+from quarantine to a level still above it, forgets, updates, and citations of its records.
+Both stores run the caller's steps alike; every answer the caller gets goes into its
+store's transcript, one entry per caller step, for
+:func:`tests.integration.twin_helpers.differences`. A sweep at the end reads everything.
 
 As-of instants are named by step (the instant after step ``k`` in each store), so the two
-stores are asked about the same moment of their own histories.
+stores are asked about the same moment of their own histories. What two stores order by
+their random ids (hits of one score, records of one instant) is put in one order first
+(:func:`untied`), or left out where a limit cuts through it (``random_steps``).
 """
 
 from __future__ import annotations
