@@ -308,20 +308,28 @@ def untied(transcript: list[Any]) -> list[Any]:
     ids put in one order: each run of search hits of equal score, conflicts of equal
     similarity (and the update candidate, the first of them, named only as tied). Such runs
     are sorted by their text with ids and instants masked, so that ids first seen inside a
-    run are numbered alike in both stores; the legs' ranks stay with the positions."""
-    return _untie(json.loads(json.dumps(transcript, default=str)))  # type: ignore[no-any-return]
+    run are numbered alike in both stores, then by when the ids they name were first seen in
+    earlier steps (two records alike but for their ids); the legs' ranks stay with the
+    positions."""
+    seen: dict[str, int] = {}
+    out = []
+    for step in json.loads(json.dumps(transcript, default=str)):
+        out.append(_untie(step, seen))
+        for found in _UUID.findall(json.dumps(out[-1], sort_keys=True)):
+            seen.setdefault(found, len(seen))
+    return out
 
 
-def _untie(value: Any) -> Any:
+def _untie(value: Any, seen: dict[str, int]) -> Any:
     if isinstance(value, dict):
-        out = {key: _untie(item) for key, item in value.items()}
+        out = {key: _untie(item, seen) for key, item in value.items()}
         if isinstance(out.get("hits"), list):
-            out["hits"] = _untied_hits(out["hits"])
+            out["hits"] = _untied_hits(out["hits"], seen)
         if isinstance(out.get("conflicts"), list):
-            _untie_conflicts(out)
+            _untie_conflicts(out, seen)
         return out
     if isinstance(value, list):
-        return [_untie(item) for item in value]
+        return [_untie(item, seen) for item in value]
     if isinstance(value, str):  # a summary names its sources' instants to the minute
         return _MINUTE.sub("<instant>", value)
     return value
@@ -340,12 +348,19 @@ def linked_in_order(transcript: list[Any]) -> list[Any]:
     return transcript
 
 
+def _key(value: Any, seen: dict[str, int]) -> tuple[str, list[int]]:
+    """How to order ``value`` among tied ones: its masked text, then its ids' first sightings
+    (an id not seen before counts as last)."""
+    named = _UUID.findall(json.dumps(value, sort_keys=True))
+    return _masked(value), [seen.get(found, len(seen)) for found in named]
+
+
 def _masked(value: Any) -> str:
     text = json.dumps(value, sort_keys=True)
     return _INSTANT.sub("<instant>", _UUID.sub("<id>", text))
 
 
-def _untied_hits(hits: list[Any]) -> list[Any]:
+def _untied_hits(hits: list[Any], seen: dict[str, int]) -> list[Any]:
     out: list[Any] = []
     start = 0
     while start < len(hits):
@@ -354,17 +369,17 @@ def _untied_hits(hits: list[Any]) -> list[Any]:
             end += 1
         run = hits[start:end]
         ranks = [hit.get("ranks") for hit in run]
-        ordered = sorted(run, key=lambda hit: _masked({**hit, "ranks": None}))
+        ordered = sorted(run, key=lambda hit: _key({**hit, "ranks": None}, seen))
         out += [{**hit, "ranks": rank} for hit, rank in zip(ordered, ranks, strict=True)]
         start = end
     return out
 
 
-def _untie_conflicts(decision: dict[str, Any]) -> None:
+def _untie_conflicts(decision: dict[str, Any], seen: dict[str, int]) -> None:
     """Conflicts of equal similarity come in the order of their records' ids, and the update
     candidate is the first of them: sorted by text, the candidate named only as tied."""
     conflicts = decision["conflicts"]
-    conflicts.sort(key=lambda c: (-c.get("similarity", 0), _masked(c)))
+    conflicts.sort(key=lambda c: (-c.get("similarity", 0), _key(c, seen)))
     tied: dict[Any, list[Any]] = {}
     for conflict in conflicts:
         tied.setdefault(conflict.get("similarity"), []).append(conflict.get("existing_record_id"))
