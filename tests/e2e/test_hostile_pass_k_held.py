@@ -16,7 +16,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import asyncpg
 import httpx
@@ -32,24 +32,17 @@ ALLOWED = frozenset({200, 201, 404, 409, 429, 503})
 TIMEOUT = 30.0
 
 
-class Load:
-    """Clients writing, changing, forgetting, rating and searching their own records; every
-    answer's status is counted, every acknowledged change kept."""
+class _Clients:
+    """Client threads started by ``with`` and stopped (joined) at its end; subclasses set
+    ``threads`` and watch ``stopping``."""
 
-    def __init__(self, base: str, token: str, clients: int = 4) -> None:
-        self.base, self.token = base, token
-        self.statuses: Counter[int] = Counter()
-        self.bad: list[str] = []
-        self.created: set[str] = set()
-        self.versions: set[tuple[str, int]] = set()
-        self.forgotten: set[str] = set()
+    threads: list[threading.Thread]
+
+    def __init__(self) -> None:
         self.lock = threading.Lock()
         self.stopping = threading.Event()
-        self.threads = [
-            threading.Thread(target=self._run, args=(n,), daemon=True) for n in range(clients)
-        ]
 
-    def __enter__(self) -> Load:
+    def __enter__(self) -> Self:
         for thread in self.threads:
             thread.start()
         return self
@@ -58,6 +51,23 @@ class Load:
         self.stopping.set()
         for thread in self.threads:
             thread.join(TIMEOUT + 5)
+
+
+class Load(_Clients):
+    """Clients writing, changing, forgetting, rating and searching their own records; every
+    answer's status is counted, every acknowledged change kept."""
+
+    def __init__(self, base: str, token: str, clients: int = 4) -> None:
+        super().__init__()
+        self.base, self.token = base, token
+        self.statuses: Counter[int] = Counter()
+        self.bad: list[str] = []
+        self.created: set[str] = set()
+        self.versions: set[tuple[str, int]] = set()
+        self.forgotten: set[str] = set()
+        self.threads = [
+            threading.Thread(target=self._run, args=(n,), daemon=True) for n in range(clients)
+        ]
 
     def acked(self) -> int:
         with self.lock:
@@ -210,33 +220,22 @@ def test_the_postmaster_killed_under_load_gives_typed_503s_then_recovers_in_plac
     assert "Traceback" not in served.output(), served.output()[-3000:]
 
 
-class AdminLoad:
+class AdminLoad(_Clients):
     """The admin's clients: one releasing quarantined records (pinned to version 1), one
     rating and changing plain records; every acknowledged change kept."""
 
     def __init__(self, base: str, token: str, quarantined: list[str], plain: list[str]) -> None:
+        super().__init__()
         self.base, self.token = base, token
         self.quarantined, self.plain = quarantined, plain
         self.released: set[str] = set()
         self.rated: Counter[str] = Counter()
         self.versions: set[tuple[str, int]] = set()
         self.bad: list[str] = []
-        self.lock = threading.Lock()
-        self.stopping = threading.Event()
         self.threads = [
             threading.Thread(target=self._release, daemon=True),
             threading.Thread(target=self._rate_and_change, daemon=True),
         ]
-
-    def __enter__(self) -> AdminLoad:
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.stopping.set()
-        for thread in self.threads:
-            thread.join(TIMEOUT + 5)
 
     def _client(self) -> httpx.Client:
         auth = {"Authorization": f"Bearer {self.token}"}

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
@@ -68,6 +70,46 @@ def update(
     fields.setdefault("source_agent", caller.agent_id)
     proposal = MemoryRecord.draft(memory_type, content, record_id=record_id, **fields)
     return GateRequest(GateAction.UPDATE, proposal, caller, origin, expected_version)
+
+
+_LOCK_HEAD = (
+    "SELECT 1 FROM engram.memories WHERE record_id = $1 AND superseded_by IS NULL FOR NO KEY UPDATE"
+)
+
+
+@dataclass
+class HeldHead:
+    """A record's head locked by an outside session (``admin``), and a second session
+    (``watch``) to observe the waiters from: pg_stat_activity is read once per transaction,
+    so the session holding the lock cannot see them arrive."""
+
+    admin: asyncpg.Connection
+    watch: asyncpg.Connection
+    held: Any
+
+    async def release(self) -> None:
+        """End the transaction holding the lock (once)."""
+        if self.held is not None:
+            await self.held.rollback()
+            self.held = None
+
+
+@asynccontextmanager
+async def holding_head(admin_url: str, record_id: UUID) -> AsyncIterator[HeldHead]:
+    """Lock ``record_id``'s head as a writer would (FOR NO KEY UPDATE) from a session of its
+    own until :meth:`HeldHead.release` or the end of the block."""
+    admin = await asyncpg.connect(admin_url)
+    watch = await asyncpg.connect(admin_url)
+    try:
+        held = admin.transaction()
+        await held.start()
+        await admin.execute(_LOCK_HEAD, record_id)
+        lock = HeldHead(admin, watch, held)
+        yield lock
+        await lock.release()
+    finally:
+        await admin.close()
+        await watch.close()
 
 
 async def lock_waiters(admin: asyncpg.Connection, count: int) -> None:

@@ -23,7 +23,15 @@ from engram.memory.types import GateAction, GateDecision, MemoryRecord, MemorySt
 from tests.conftest import ScratchDatabase
 from tests.integration import test_http_api as http_api
 from tests.integration.consolidation_helpers import DEEP, head_of
-from tests.integration.gate_helpers import BOSS, EXTERNAL, STANDARD, belief, create, lock_waiters
+from tests.integration.gate_helpers import (
+    BOSS,
+    EXTERNAL,
+    STANDARD,
+    belief,
+    create,
+    holding_head,
+    lock_waiters,
+)
 from tests.integration.lost_ack import with_lost_ack
 from tests.integration.race_helpers import broken_invariants
 from tests.integration.scheduler_helpers import Clock, scheduler
@@ -82,17 +90,8 @@ async def test_events_of_a_drain_killed_mid_delivery_are_delivered_without_new_w
         assert made.record_id is not None, made.reason
         olds.append(made.record_id)
     await kernel.events.settled()
-    admin = await asyncpg.connect(database.admin_url)
-    # pg_stat_activity is read once per transaction: watch from outside the one holding the lock
-    watch = await asyncpg.connect(database.admin_url)
-    try:
-        held = admin.transaction()
-        await held.start()
-        await admin.execute(
-            "SELECT 1 FROM engram.memories WHERE record_id = $1 AND superseded_by IS NULL "
-            "FOR NO KEY UPDATE",
-            olds[0],
-        )
+    async with holding_head(database.admin_url, olds[0]) as lock:
+        watch = lock.watch
         first = await kernel.gate.evaluate(create(belief(PAIRS[0][1], event_time=APRIL), CALLER))
         assert first.decision is GateDecision.APPROVED, first.reason
         drain = await _drain_backend(watch)
@@ -103,10 +102,7 @@ async def test_events_of_a_drain_killed_mid_delivery_are_delivered_without_new_w
         found = [(c.classification.value, c.reason) for c in second.layer2_decision.conflicts]
         assert [kind for kind, _ in found] == ["supersession"], found
         assert await watch.fetchval("SELECT pg_terminate_backend($1)", drain)
-        await held.rollback()
-    finally:
-        await admin.close()
-        await watch.close()
+        await lock.release()
 
     async def superseded() -> bool:
         heads = [await kernel.temporal.current(r) for r in olds]
@@ -158,22 +154,14 @@ async def test_a_release_delivered_again_after_the_next_pass_keeps_that_pass_sum
     ids = await _seed_thread(kernel, "redelivered")
     first_pass = await kernel.consolidation.run(DEEP)
     (summary,) = first_pass.created
-    admin = await asyncpg.connect(database.admin_url)
-    watch = await asyncpg.connect(database.admin_url)
-    try:
-        held = admin.transaction()
-        await held.start()
-        await admin.execute(
-            "SELECT 1 FROM engram.memories WHERE record_id = $1 AND superseded_by IS NULL "
-            "FOR NO KEY UPDATE",
-            summary,
-        )
+    async with holding_head(database.admin_url, summary) as lock:
+        admin, watch = lock.admin, lock.watch
         corrected = await _update(kernel, ids[0], CORRECTED)
         assert corrected.decision is GateDecision.APPROVED, corrected.reason
         drain = await _drain_backend(watch)
         await lock_waiters(watch, 1)  # the release waits for the summary's head
         assert await watch.fetchval("SELECT pg_terminate_backend($1)", drain)
-        await held.rollback()
+        await lock.release()
         for _ in range(200):  # the release goes on and commits
             if (await head_of(kernel, summary)).status is MemoryStatus.FORGOTTEN:
                 break
@@ -193,9 +181,6 @@ async def test_a_release_delivered_again_after_the_next_pass_keeps_that_pass_sum
         (remade,) = second_pass.created
         assert set(second_pass.consumed) == set(ids)
         await held.rollback()
-    finally:
-        await admin.close()
-        await watch.close()
     await kernel.events.settled()
     assert (await head_of(kernel, remade)).status is MemoryStatus.ACTIVE
     assert [(await head_of(kernel, i)).status for i in ids] == [MemoryStatus.CONSOLIDATED] * 3
@@ -248,16 +233,8 @@ async def test_a_write_whose_statement_is_cancelled_is_a_typed_503_not_a_500(
     record_id = made.json()["record_id"]
     path = f"/v1/memories/{record_id}"
     pinned = {**alice, "If-Match": '"1"', "Idempotency-Key": "cancelled-once"}
-    admin = await asyncpg.connect(database.admin_url)
-    watch = await asyncpg.connect(database.admin_url)
-    try:
-        held = admin.transaction()
-        await held.start()
-        await admin.execute(
-            "SELECT 1 FROM engram.memories WHERE record_id = $1 AND superseded_by IS NULL "
-            "FOR NO KEY UPDATE",
-            UUID(record_id),
-        )
+    async with holding_head(database.admin_url, UUID(record_id)) as lock:
+        watch = lock.watch
         patch = asyncio.ensure_future(
             api.client.patch(path, json={"metadata": {"checked": True}}, headers=pinned)
         )
@@ -269,10 +246,7 @@ async def test_a_write_whose_statement_is_cancelled_is_a_typed_503_not_a_500(
         )
         assert cancelled == 1
         answer = await patch
-        await held.rollback()
-    finally:
-        await admin.close()
-        await watch.close()
+        await lock.release()
     assert answer.status_code == 503, answer.text
     assert answer.json()["type"] == "urn:engram:problem:unavailable"
     again = await api.client.patch(path, json={"metadata": {"checked": True}}, headers=pinned)

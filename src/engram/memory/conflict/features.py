@@ -13,6 +13,7 @@ Pure functions.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Sequence
@@ -119,6 +120,7 @@ def _jaccard(left: frozenset[str], right: frozenset[str]) -> float:
     return len(left & right) / len(left | right) if left or right else 1.0
 
 
+@functools.lru_cache(maxsize=8192)  # a stored neighbour's side is read again on every write
 def _tense(text: str) -> tuple[float, float]:
     """How many words of ``text`` tell of the past ("was", "rolled back") and how many say
     how things stand or will be ("is", "owns", "booked for"), each at most 3: an account of
