@@ -121,7 +121,9 @@ class EngramSettings(BaseSettings):
         default=100, ge=1, le=10_000, description="Sources per consolidation batch (transaction)."
     )
     consolidation_max_candidates: int = Field(
-        default=20_000, ge=1, description="Fast-path records one consolidation pass reads at most."
+        default=20_000,
+        ge=1,
+        description="Fast-path records of each access level one pass reads at most.",
     )
     consolidation_light_window_hours: float = Field(
         default=24.0, gt=0, description="A light pass covers records ingested this recently."
@@ -133,7 +135,9 @@ class EngramSettings(BaseSettings):
         default=1800.0, gt=0, description="A consolidation pass starts no batch after this long."
     )
     fast_path_limit: int = Field(
-        default=10_000, ge=1, description="Active fast-path records above which pressure acts."
+        default=10_000,
+        ge=1,
+        description="Active fast-path records of one access level above which pressure acts.",
     )
     consolidation_hour: int = Field(
         default=3, ge=0, le=23, description="UTC hour of the nightly deep consolidation pass."

@@ -56,6 +56,7 @@ from engram.memory.gate.resolution import CONFLICTS_FOUND
 from engram.memory.rl.models import ModelStore
 from engram.memory.temporal.engine import TemporalEngine
 from engram.memory.temporal.reads import ReadRecorder
+from engram.memory.types import AccessLevel
 from engram.notifications.dispatcher import (
     ESCALATED_EVENTS,
     AdminQueue,
@@ -124,7 +125,8 @@ class Kernel:
         return await schema_revision(self.db)
 
     async def refresh_gauges(self) -> None:
-        """Read the database-wide gauges (records by type and path, the consolidation backlog)
+        """Read the database-wide gauges (records by type and path, fast-path records by level,
+        the consolidation backlog)
         afresh, at most every :data:`GAUGE_REFRESH_SECONDS`: every kernel on one database then
         exports the same counts, whichever of them wrote or consolidated (called on each
         scrape of ``/metrics``)."""
@@ -133,7 +135,11 @@ class Kernel:
             return
         self._gauges_at = now
         await self.gate.refresh_record_gauge()
-        self.metrics.consolidation_backlog.set(await self.consolidation.watch.backlog())
+        watch = self.consolidation.watch
+        self.metrics.consolidation_backlog.set(await watch.backlog())
+        fast = await watch.fast_path()
+        for level in AccessLevel:
+            self.metrics.fast_path_records.labels(access_level=level.value).set(fast.get(level, 0))
 
     async def check_migrations(self) -> None:
         """Raise :class:`MigrationError` unless the schema is at the code's head revision."""

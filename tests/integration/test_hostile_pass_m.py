@@ -5,8 +5,9 @@ instants and timings, and none may be a server error. Real embedded PostgreSQL a
 embedding model, no mocks.
 
 What the runs found is about consolidation's scheduling, not its reads: the event trigger
-and a pass's candidate budget count records the caller may not read (two strict xfails,
-design questions beside pass J's pressure trigger)."""
+and a pass's candidate budget counted records the caller may not read. Both are fixed (each
+access level is watched and consolidated on its own, ADR-019's amendment); the two tests
+below failed before."""
 
 from __future__ import annotations
 
@@ -125,13 +126,6 @@ def _episode(n: int, level: str = "agent") -> dict[str, Any]:
     return {"type": "episode", "content": ETL[n], "event_time": when, "access_level": level}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="design: the event trigger counts every fresh record and relates_to edge, those "
-    "of records a caller may not read included, and the pass it starts consolidates every "
-    "topic large enough, so whether (and when) a caller's records are consolidated depends "
-    "on hidden writes (the pressure trigger's question, reached with two writes).",
-)
 async def test_hidden_writes_do_not_start_the_consolidation_of_a_callers_topic(
     twin_a: Store, twin_b: Store
 ) -> None:
@@ -155,8 +149,9 @@ async def test_hidden_writes_do_not_start_the_consolidation_of_a_callers_topic(
             for n in (3, 4):
                 assert (await boss.remember(_episode(n, "sensitive"))).record_id is not None
         await store.kernel.events.settled()
-        if await engine.watch.event(since) is not None:  # what the scheduler's job asks
-            await engine.run(ConsolidationTrigger.EVENT_DRIVEN)
+        due = await engine.watch.event_due(since)  # what the scheduler's job asks
+        if due is not None:
+            await engine.run(ConsolidationTrigger.EVENT_DRIVEN, levels=due.levels)
         caller = store.principals["writer"].caller
         heads = [await store.kernel.temporal.current(i, caller=caller) for i in ids if i]
         statuses.append([None if h is None else h.status.value for h in heads])
@@ -164,12 +159,6 @@ async def test_hidden_writes_do_not_start_the_consolidation_of_a_callers_topic(
     assert statuses[0] == statuses[1]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="design: a pass reads the oldest ENGRAM_CONSOLIDATION_MAX_CANDIDATES fast-path "
-    "records of every level, so older records a caller may not read keep its own out of the "
-    "pass (the pressure trigger's question again: the pass's budget is shared by all readers).",
-)
 async def test_hidden_records_do_not_keep_a_callers_topic_out_of_a_deep_pass(
     twin_a: Store, twin_b: Store
 ) -> None:

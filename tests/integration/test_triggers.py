@@ -268,7 +268,9 @@ async def test_pressure_over_the_fast_path_limit_triggers_a_pass(
     assert await watch.pressure() is None
     lonely = await write(kernel, episode(UNRELATED[0], 9))
     await kernel.events.settled()
-    assert await watch.pressure() == "4 active fast-path records, limit 3"
+    assert await watch.pressure() == (
+        "active fast-path records over the limit of 3 per access level: 4 at agent"
+    )
     assert await kernel.consolidation.watch.pressure() is None  # the default limit
 
     settings = EngramSettings(

@@ -6,6 +6,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from engram.memory.types import (
+    AccessLevel,
     ConflictClassification,
     ConsolidationPath,
     ConsolidationTrigger,
@@ -37,6 +38,7 @@ JOBS = {
     "engram_job_last_success_timestamp_seconds": ("gauge", set()),
     "engram_consolidation_backlog": ("gauge", set()),
     "engram_fast_path_limit": ("gauge", set()),
+    "engram_fast_path_records": ("gauge", {"access_level"}),
     # the learned advisor (ADR-020)
     "engram_advisor_fallbacks_total": ("counter", {"reason"}),
     "engram_advisor_shadow_errors_total": ("counter", {"reason"}),
@@ -107,6 +109,7 @@ def test_registries_are_independent() -> None:
         (m.DECISION_TYPES, GateDecisionType),
         (m.MEMORY_TYPES, MemoryType),
         (m.CONSOLIDATION_PATHS, ConsolidationPath),
+        (m.ACCESS_LEVELS, AccessLevel),
         (m.CONSOLIDATION_TRIGGERS, ConsolidationTrigger),
         (m.CONFLICT_CLASSES, ConflictClassification),
     ],

@@ -38,13 +38,13 @@ from engram.autonomy.state import JobBook
 from engram.config import EngramSettings
 from engram.infra.db import DatabaseAdapter
 from engram.infra.sql import load_queries
-from engram.memory.consolidation import ConsolidationEngine
+from engram.memory.consolidation import ConsolidationEngine, ConsolidationReport
 from engram.memory.gate.librarian import LibrarianGate
 from engram.memory.rl.models import ModelStore
 from engram.memory.rl.runs import train_candidate
 from engram.memory.rl.windows import HORIZON
 from engram.memory.temporal.engine import TemporalEngine
-from engram.memory.types import ConsolidationTrigger
+from engram.memory.types import AccessLevel, ConsolidationTrigger
 from engram.observability.metrics import EngramMetrics
 
 SQL = load_queries("engram.autonomy.sql", "retention.sql")
@@ -53,6 +53,27 @@ ADVISOR_LOCK = "advisor"
 #: A self-healing or decay run stops starting new batches after this long; the next run
 #: goes on where it stopped.
 JOB_SLICE_SECONDS = 300.0
+
+
+def _summary(report: ConsolidationReport | None) -> dict[str, Any]:
+    """A pass's job summary (None: no pass was due)."""
+    if report is None:
+        return {
+            "levels": [],
+            "candidates": 0,
+            "batches": 0,
+            "failed_batches": 0,
+            "consumed": 0,
+            "skipped": {},
+        }
+    return {
+        "levels": [level.value for level in report.levels],
+        "candidates": report.candidates,
+        "batches": len(report.batches),
+        "failed_batches": report.failed_batches,
+        "consumed": len(report.consumed),
+        "skipped": dict(report.skipped),
+    }
 
 
 @dataclass
@@ -67,46 +88,69 @@ class _Bodies:
     embedding_ping: Callable[[], Awaitable[None]]
     metrics: EngramMetrics
     rescan: PiiRescan
-    #: What the last pressure pass on this kernel saw and took: a pass that could take
-    #: nothing is not repeated until the fast path has grown by a topic's worth of records.
-    pressure_seen: dict[str, int] = field(default_factory=dict)
+    #: What the last pressure pass of each access level on this kernel saw and took, as
+    #: (fast-path records before, records consumed): a level's pass that could take nothing
+    #: is not repeated until that level's fast path has grown by a topic's worth of records.
+    pressure_seen: dict[AccessLevel, tuple[int, int]] = field(default_factory=dict)
 
     def consolidate(self, trigger: ConsolidationTrigger) -> JobBody:
         async def run(context: JobContext) -> Mapping[str, Any]:
             del context
-            return await self._pass(trigger)
+            return _summary(await self.consolidation.run(trigger))
 
         return run
 
-    async def _pass(self, trigger: ConsolidationTrigger) -> dict[str, Any]:
-        report = await self.consolidation.run(trigger)
-        return {
-            "candidates": report.candidates,
-            "batches": len(report.batches),
-            "failed_batches": report.failed_batches,
-            "consumed": len(report.consumed),
-            "skipped": dict(report.skipped),
-        }
-
     async def event_ready(self, context: JobContext) -> str | None:
-        return await self.consolidation.watch.event(context.cursor)
+        watch = self.consolidation.watch
+        due = await watch.event_due(await watch.event_marks(context.cursor))
+        return None if due is None else due.reason
+
+    async def event_pass(self, context: JobContext) -> Mapping[str, Any]:
+        """The levels whose topics grew since their last event-driven pass (an operator's
+        run: every level); their marks then move to this run's due time."""
+        trigger = ConsolidationTrigger.EVENT_DRIVEN
+        if context.manual:
+            return _summary(await self.consolidation.run(trigger))
+        watch = self.consolidation.watch
+        marks = await watch.event_marks(context.cursor)
+        due = await watch.event_due(marks)
+        report = None
+        if due is not None:
+            report = await self.consolidation.run(trigger, levels=due.levels)
+            marks.update(dict.fromkeys(due.levels, context.due))
+        await watch.set_event_marks(marks)
+        return _summary(report)
+
+    async def _pressing(self) -> tuple[dict[AccessLevel, int], tuple[AccessLevel, ...]]:
+        """Fast-path counts per level, and the levels over the limit that a pass may relieve."""
+        watch = self.consolidation.watch
+        fast = await watch.fast_path()  # counted once per check
+        due = watch.pressure_of(fast)
+        if due is None:
+            return fast, ()
+        pressing = []
+        for level in due.levels:
+            before, consumed = self.pressure_seen.get(level, (0, -1))
+            if consumed != 0 or fast[level] - before >= watch.event_threshold:
+                pressing.append(level)
+        return fast, tuple(pressing)
 
     async def pressure_ready(self, context: JobContext) -> str | None:
         del context
-        watch = self.consolidation.watch
-        fast = await watch.fast_path()  # counted once per check
-        reason = watch.pressure_of(fast)
-        if reason is None or self.pressure_seen.get("consumed") != 0:
-            return reason
-        grown = fast - self.pressure_seen.get("fast", 0)
-        return reason if grown >= watch.event_threshold else None
+        fast, pressing = await self._pressing()
+        due = self.consolidation.watch.pressure_of({level: fast[level] for level in pressing})
+        return None if due is None else due.reason
 
     async def relieve(self, context: JobContext) -> Mapping[str, Any]:
-        del context
-        self.pressure_seen["fast"] = await self.consolidation.watch.fast_path()
-        done = await self._pass(ConsolidationTrigger.PRESSURE_DRIVEN)
-        self.pressure_seen["consumed"] = int(done["consumed"])
-        return done
+        fast, pressing = await self._pressing()
+        if context.manual:  # an operator's run: every level over the limit
+            due = self.consolidation.watch.pressure_of(fast)
+            pressing = () if due is None else due.levels
+        trigger = ConsolidationTrigger.PRESSURE_DRIVEN
+        report = await self.consolidation.run(trigger, levels=pressing)
+        for level in report.levels:
+            self.pressure_seen[level] = (fast.get(level, 0), report.consumed_at(level))
+        return _summary(report)
 
     async def train_advisor(self, context: JobContext) -> Mapping[str, Any]:
         run = await train_candidate(self.db, until=context.now - HORIZON)
@@ -218,7 +262,7 @@ def standard_jobs(
         Job(
             "consolidation_event",
             watch_every,
-            work.consolidate(ConsolidationTrigger.EVENT_DRIVEN),
+            work.event_pass,
             "consolidation pass when a topic has grown past the threshold",
             ready=work.event_ready,
             lock=CONSOLIDATION_LOCK,

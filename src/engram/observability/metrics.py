@@ -36,6 +36,7 @@ MEMORY_TYPES = (
     "belief", "decision", "episode", "skill", "entity", "preference", "reflection", "resource",
 )  # fmt: skip
 CONSOLIDATION_PATHS = ("fast", "slow")
+ACCESS_LEVELS = ("public", "agent", "user", "system", "sensitive")
 CONSOLIDATION_TRIGGERS = ("scheduled_deep", "scheduled_light", "event_driven", "pressure_driven")
 CONFLICT_CLASSES = ("contradiction", "supersession", "refinement", "unresolvable")
 LAYER1_CHECKS = ("schema", "access", "pii", "rate_limit", "classification")
@@ -177,6 +178,13 @@ class EngramMetrics:
             "The configured fast-path limit (ENGRAM_FAST_PATH_LIMIT), for alert expressions.",
             registry=r,
         )
+        self.fast_path_records = Gauge(
+            "engram_fast_path_records",
+            "Active fast-path records by access level: the pressure trigger compares each "
+            "level with the fast-path limit.",
+            ["access_level"],
+            registry=r,
+        )
         # Serving: requests by route template (never the raw path, whose ids would make a
         # series per record), searches, and the batches the embedding queue sends.
         self.http_requests = Counter(
@@ -234,6 +242,8 @@ class EngramMetrics:
             self.write_seconds.labels(decision_type=origin)
         for memory_type, path in product(MEMORY_TYPES, CONSOLIDATION_PATHS):
             self.memory_records.labels(type=memory_type, consolidation_path=path)
+        for level in ACCESS_LEVELS:
+            self.fast_path_records.labels(access_level=level)
         for memory_type in MEMORY_TYPES:
             self.decay_score.labels(type=memory_type)
         for detector in PII_DETECTORS:

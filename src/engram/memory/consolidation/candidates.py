@@ -103,15 +103,19 @@ class Planner:
         self._extractive = ExtractiveSummarizer()
         self._settings = settings
 
-    async def load(self, *, since: datetime | None, limit: int) -> tuple[list[Loaded], int]:
-        """The candidate records (oldest first) and how many lack an embedding."""
+    async def load(
+        self, *, since: datetime | None, limit: int, level: AccessLevel | None = None
+    ) -> tuple[list[Loaded], int]:
+        """The candidate records (oldest first; of ``level`` only, unless None) and how many
+        lack an embedding."""
         types = [t.value for t in MemoryType]
-        rows = await self._db.fetch(SQL["candidates"], types, since, limit)
+        name = None if level is None else level.value
+        rows = await self._db.fetch(SQL["candidates"], types, since, limit, name)
         loaded = [
             Loaded(store.record_from_row(row), _vector(row["embedding"]), row["writer"] or "")
             for row in rows
         ]
-        unembedded = await self._db.fetchval(SQL["unembedded_candidates"], types, since)
+        unembedded = await self._db.fetchval(SQL["unembedded_candidates"], types, since, name)
         return loaded, int(unembedded or 0)
 
     async def edges(self, loaded: Sequence[Loaded]) -> list[tuple[UUID, UUID]]:
@@ -127,13 +131,15 @@ class Planner:
         since: datetime | None,
         limit: int,
         min_topic: int,
+        level: AccessLevel | None = None,
         deadline: float | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> tuple[list[ConsolidationCandidate], Counter[str], int]:
-        """Candidates of the records ingested since ``since`` (all: None), topics of at least
-        ``min_topic`` records only; with the skipped counts and the records considered.
-        Topics not reached by ``deadline`` (by ``clock``) are counted ``timed_out``."""
-        loaded, unembedded = await self.load(since=since, limit=limit)
+        """Candidates of the records (of ``level``; every level when None) ingested since
+        ``since`` (all: None), topics of at least ``min_topic`` records only; with the
+        skipped counts and the records considered. Topics not reached by ``deadline`` (by
+        ``clock``) are counted ``timed_out``."""
+        loaded, unembedded = await self.load(since=since, limit=limit, level=level)
         skipped: Counter[str] = Counter()
         if unembedded:
             skipped[SkipReason.NO_EMBEDDING.value] += unembedded

@@ -11,6 +11,12 @@ that it gets a ``derived_from`` edge to each) and an UPDATE of each source to st
 batch's row in ``consolidation_batches``. Sources are never deleted;
 :meth:`ConsolidationEngine.rollback` forgets the consolidated records and restores the
 sources to ``active``, again in one transaction through the Gate. See ADR-018.
+
+Each access level is consolidated on its own: a pass reads the levels it is given (every
+level for the scheduled passes, those its watch found due for the event and pressure passes),
+up to ``max_candidates`` records of each, most open level first, and no batch joins two
+levels. Records a caller may not read thus neither start, nor hold back, nor share a batch
+(and its failure) with the consolidation of records it may read (ADR-019's amendment).
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import asyncio
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -41,11 +47,12 @@ from engram.memory.consolidation.model import (
 )
 from engram.memory.consolidation.reversal import CONSOLIDATOR, SQL, BatchDesk, restate
 from engram.memory.consolidation.summarize import Summarizer
-from engram.memory.consolidation.watch import ConsolidationWatch
+from engram.memory.consolidation.watch import ConsolidationWatch, ordered
 from engram.memory.gate.groups import GroupOutcome
 from engram.memory.gate.librarian import LibrarianGate
 from engram.memory.gate.requests import GateRequest
 from engram.memory.types import (
+    AccessLevel,
     ConsolidationTrigger,
     GateAction,
     GateDecisionType,
@@ -110,27 +117,45 @@ class ConsolidationEngine:
         self._desk = BatchDesk(db, gate)
 
     async def evaluate_candidates(
-        self, trigger: ConsolidationTrigger = ConsolidationTrigger.SCHEDULED_DEEP
+        self,
+        trigger: ConsolidationTrigger = ConsolidationTrigger.SCHEDULED_DEEP,
+        *,
+        levels: Iterable[AccessLevel] | None = None,
     ) -> list[ConsolidationCandidate]:
-        """What a pass of ``trigger`` would consolidate now (nothing is written)."""
-        planned, _, _ = await self._candidates(trigger)
+        """What a pass of ``trigger`` over ``levels`` (None: every level) would consolidate
+        now (nothing is written)."""
+        planned, _, _ = await self._candidates(trigger, _levels(levels))
         return planned
 
     async def _candidates(
-        self, trigger: ConsolidationTrigger, deadline: float | None = None
+        self,
+        trigger: ConsolidationTrigger,
+        levels: Sequence[AccessLevel],
+        deadline: float | None = None,
     ) -> tuple[list[ConsolidationCandidate], Counter[str], int]:
+        """Each level planned on its own budget, most open first (a deadline reached while
+        planning leaves the more closed levels for the next pass)."""
         settings = self._settings
         since = None
         if trigger is ConsolidationTrigger.SCHEDULED_LIGHT:
             since = datetime.now(UTC) - settings.light_window
         min_topic = settings.event_threshold if trigger is ConsolidationTrigger.EVENT_DRIVEN else 1
-        return await self._planner.plan(
-            since=since,
-            limit=settings.max_candidates,
-            min_topic=min_topic,
-            deadline=deadline,
-            clock=self._clock,
-        )
+        planned: list[ConsolidationCandidate] = []
+        skipped: Counter[str] = Counter()
+        considered = 0
+        for level in levels:
+            found, left, read = await self._planner.plan(
+                since=since,
+                limit=settings.max_candidates,
+                min_topic=min_topic,
+                level=level,
+                deadline=deadline,
+                clock=self._clock,
+            )
+            planned += found
+            skipped.update(left)
+            considered += read
+        return planned, skipped, considered
 
     async def run(
         self,
@@ -138,13 +163,22 @@ class ConsolidationEngine:
         *,
         dry_run: bool = False,
         progress: Progress | None = None,
+        levels: Iterable[AccessLevel] | None = None,
     ) -> ConsolidationReport:
-        """One pass of ``trigger`` (see the module docstring); ``dry_run`` writes nothing."""
+        """One pass of ``trigger`` over ``levels`` (None: every level; a pressure-driven pass
+        reads only those over the limit); see the module docstring. ``dry_run`` writes
+        nothing."""
         run_id = uuid.uuid4()
         started = time.perf_counter()
-        log.info("consolidation.started", trigger=trigger.value, run_id=str(run_id))
+        chosen = _levels(levels)
+        log.info(
+            "consolidation.started",
+            trigger=trigger.value,
+            run_id=str(run_id),
+            levels=[level.value for level in chosen],
+        )
         try:
-            report = await self._run(run_id, trigger, dry_run=dry_run, progress=progress)
+            report = await self._run(run_id, trigger, chosen, dry_run=dry_run, progress=progress)
         except Exception as exc:
             log.error(
                 "consolidation.error",
@@ -178,6 +212,7 @@ class ConsolidationEngine:
         self,
         run_id: UUID,
         trigger: ConsolidationTrigger,
+        levels: tuple[AccessLevel, ...],
         *,
         dry_run: bool,
         progress: Progress | None,
@@ -186,17 +221,22 @@ class ConsolidationEngine:
         deadline = self._clock() + self._settings.max_seconds  # planning counts too
         if trigger is ConsolidationTrigger.PRESSURE_DRIVEN:
             fast = await self.watch.fast_path()
-            if fast <= self._settings.fast_path_limit:  # no pressure: nothing to read
+            due = self.watch.pressure_of({level: fast.get(level, 0) for level in levels})
+            under = [level for level in levels if due is None or level not in due.levels]
+            if due is None:  # no pressure: nothing to read
+                resting = sum(fast.get(level, 0) for level in under)
                 return ConsolidationReport(
                     run_id=run_id,
                     trigger=trigger,
                     dry_run=dry_run,
-                    candidates=fast,
+                    candidates=resting,
                     batches=(),
-                    skipped={SkipReason.UNDER_LIMIT.value: fast} if fast else {},
+                    skipped={SkipReason.UNDER_LIMIT.value: resting} if resting else {},
                     duration_seconds=time.perf_counter() - started,
+                    levels=(),
                 )
-        planned, skipped, considered = await self._candidates(trigger, deadline)
+            levels = due.levels
+        planned, skipped, considered = await self._candidates(trigger, levels, deadline)
         if dry_run:
             return ConsolidationReport(
                 run_id=run_id,
@@ -207,6 +247,7 @@ class ConsolidationEngine:
                 skipped=dict(skipped),
                 duration_seconds=time.perf_counter() - started,
                 planned=tuple(planned),
+                levels=levels,
             )
         batches = await self.commit(
             planned, trigger=trigger, run_id=run_id, progress=progress, deadline=deadline
@@ -223,6 +264,7 @@ class ConsolidationEngine:
             skipped=dict(skipped),
             duration_seconds=time.perf_counter() - started,
             planned=tuple(planned),
+            levels=levels,
         )
 
     async def commit(
@@ -353,12 +395,14 @@ class ConsolidationEngine:
 def _chunks(
     planned: Sequence[ConsolidationCandidate], size: int
 ) -> list[list[ConsolidationCandidate]]:
-    """Topics in batches of about ``size`` sources (a larger topic is a batch of its own)."""
+    """Topics in batches of about ``size`` sources (a larger topic is a batch of its own);
+    a batch holds topics of one access level only."""
     chunks: list[list[ConsolidationCandidate]] = []
     current: list[ConsolidationCandidate] = []
     count = 0
     for candidate in planned:
-        if current and count + len(candidate.sources) > size:
+        other_level = current and current[-1].access_level is not candidate.access_level
+        if current and (other_level or count + len(candidate.sources) > size):
             chunks.append(current)
             current, count = [], 0
         current.append(candidate)
@@ -366,6 +410,10 @@ def _chunks(
     if current:
         chunks.append(current)
     return chunks
+
+
+def _levels(levels: Iterable[AccessLevel] | None) -> tuple[AccessLevel, ...]:
+    return tuple(AccessLevel) if levels is None else ordered(levels)
 
 
 def _requests(batch_id: UUID, n: int, candidate: ConsolidationCandidate) -> list[GateRequest]:

@@ -145,6 +145,8 @@ class ConsolidationReport:
     skipped: dict[str, int]
     duration_seconds: float
     planned: tuple[ConsolidationCandidate, ...] = field(default=())
+    #: The access levels the pass read, most open first.
+    levels: tuple[AccessLevel, ...] = field(default=())
 
     @property
     def failed_batches(self) -> int:
@@ -163,12 +165,18 @@ class ConsolidationReport:
         """Every source consolidated by the pass."""
         return [r for batch in self.batches if batch.committed for r in batch.consumed]
 
+    def consumed_at(self, level: AccessLevel) -> int:
+        """Sources of ``level`` the pass consolidated."""
+        of_level = {s.record_id for c in self.planned if c.access_level is level for s in c.sources}
+        return sum(1 for record_id in self.consumed if record_id in of_level)
+
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready view (CLI ``--json``, REST)."""
         return {
             "run_id": str(self.run_id),
             "trigger": self.trigger.value,
             "dry_run": self.dry_run,
+            "levels": [level.value for level in self.levels],
             "candidates": self.candidates,
             "created": len(self.created),
             "consumed": len(self.consumed),
