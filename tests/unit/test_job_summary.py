@@ -6,13 +6,16 @@ import uuid
 
 from engram.autonomy.jobs import summary
 from engram.memory.consolidation.model import BatchReport, ConsolidationReport, SkipReason
-from engram.memory.types import ConsolidationTrigger
+from engram.memory.types import AccessLevel, ConsolidationTrigger
 
 
 def test_a_summary_shows_counts_kept_in_a_nested_mapping() -> None:
     """`jobs list` shows the skipped counts too (a partly failed pass said only batches=3)."""
     line = summary("succeeded", {"batches": 3, "skipped": {"failed": 4, "timed_out": 1}})
     assert line == "batches=3, skipped.failed=4, skipped.timed_out=1"
+    levels = summary("succeeded", {"levels": ["public", "sensitive"], "batches": 0})
+    assert levels == "levels=public/sensitive, batches=0"
+    assert summary("succeeded", {"levels": [], "batches": 0}) == "levels=-, batches=0"
 
 
 def test_an_error_is_the_whole_summary_and_an_empty_detail_shows_the_outcome() -> None:
@@ -23,9 +26,11 @@ def test_an_error_is_the_whole_summary_and_an_empty_detail_shows_the_outcome() -
     assert summary("succeeded", {}) == "succeeded"
 
 
-def _batch(*, committed: bool, skipped: dict[str, int]) -> BatchReport:
+def _batch(
+    *, committed: bool, skipped: dict[str, int], level: AccessLevel | None = None
+) -> BatchReport:
     trigger = ConsolidationTrigger.SCHEDULED_DEEP
-    return BatchReport(uuid.uuid4(), (), skipped, committed=committed, trigger=trigger)
+    return BatchReport(uuid.uuid4(), (), skipped, committed=committed, trigger=trigger, level=level)
 
 
 def test_a_pass_counts_the_batches_whose_transaction_failed_and_nothing_else() -> None:
@@ -47,3 +52,26 @@ def test_a_pass_counts_the_batches_whose_transaction_failed_and_nothing_else() -
         duration_seconds=0.1,
     )
     assert report.failed_batches == 2
+
+
+def test_a_level_failed_when_one_of_its_batches_failed() -> None:
+    """The event job keeps a failed level's mark where it was, so the level runs again; a
+    level whose batches committed or timed out did not fail."""
+    failed = SkipReason.FAILED.value
+    batches = (
+        _batch(committed=True, skipped={}, level=AccessLevel.PUBLIC),
+        _batch(committed=False, skipped={failed: 3}, level=AccessLevel.AGENT),
+        _batch(committed=True, skipped={}, level=AccessLevel.AGENT),
+        _batch(committed=False, skipped={SkipReason.TIMED_OUT.value: 2}, level=AccessLevel.USER),
+    )
+    report = ConsolidationReport(
+        run_id=uuid.uuid4(),
+        trigger=ConsolidationTrigger.EVENT_DRIVEN,
+        dry_run=False,
+        candidates=9,
+        batches=batches,
+        skipped={failed: 3},
+        duration_seconds=0.1,
+        levels=(AccessLevel.PUBLIC, AccessLevel.AGENT, AccessLevel.USER),
+    )
+    assert report.failed_levels == (AccessLevel.AGENT,)

@@ -117,7 +117,9 @@ class _Bodies:
         report = None
         if due is not None:
             report = await self.consolidation.run(trigger, levels=due.levels)
-            marks.update(dict.fromkeys(due.levels, context.due))
+            # a level whose batch failed stays due: its next check runs it again
+            done = [level for level in due.levels if level not in report.failed_levels]
+            marks.update(dict.fromkeys(done, context.due))
         await watch.set_event_marks(marks)
         return _summary(report)
 
@@ -142,14 +144,16 @@ class _Bodies:
         return None if due is None else due.reason
 
     async def relieve(self, context: JobContext) -> Mapping[str, Any]:
-        fast, pressing = await self._pressing()
-        if context.manual:  # an operator's run: every level over the limit
-            due = self.consolidation.watch.pressure_of(fast)
-            pressing = () if due is None else due.levels
         trigger = ConsolidationTrigger.PRESSURE_DRIVEN
-        report = await self.consolidation.run(trigger, levels=pressing)
+        fast, pressing = await self._pressing()
+        # an operator's run: every level over the limit (the engine's choice)
+        chosen = None if context.manual else pressing
+        report = await self.consolidation.run(trigger, levels=chosen)
         for level in report.levels:
-            self.pressure_seen[level] = (fast.get(level, 0), report.consumed_at(level))
+            if level in report.failed_levels:  # tried again on the next check
+                self.pressure_seen.pop(level, None)
+            else:
+                self.pressure_seen[level] = (fast.get(level, 0), report.consumed_at(level))
         return _summary(report)
 
     async def train_advisor(self, context: JobContext) -> Mapping[str, Any]:

@@ -130,6 +130,8 @@ def summary(outcome: str, detail: Mapping[str, Any]) -> str:
     for key, value in detail.items():
         if isinstance(value, Mapping):  # one level down: skipped={"failed": 3} -> skipped.failed=3
             parts.extend(f"{key}.{inner}={count}" for inner, count in value.items())
+        elif isinstance(value, list | tuple):  # levels=["public", "agent"] -> levels=public/agent
+            parts.append(f"{key}={'/'.join(str(item) for item in value) or '-'}")
         else:
             parts.append(f"{key}={value}")
     return (", ".join(parts) or outcome)[:500]

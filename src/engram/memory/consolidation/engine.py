@@ -293,10 +293,13 @@ class ConsolidationEngine:
         async def one(chunk: list[ConsolidationCandidate]) -> BatchReport:
             nonlocal done
             sources = sum(len(c.sources) for c in chunk)
+            level = chunk[0].access_level
             async with slots:
                 if self._clock() > deadline:  # out of time: left for the next pass
                     skipped = {SkipReason.TIMED_OUT.value: sources}
-                    return BatchReport(uuid.uuid4(), (), skipped, committed=False, trigger=trigger)
+                    return BatchReport(
+                        uuid.uuid4(), (), skipped, committed=False, trigger=trigger, level=level
+                    )
                 try:
                     batch = await self._commit(run_id, trigger, chunk)
                 except Exception as exc:  # noqa: BLE001 - one batch's failure is reported
@@ -308,7 +311,9 @@ class ConsolidationEngine:
                         error=type(exc).__name__,
                     )
                     skipped = {SkipReason.FAILED.value: sources}
-                    return BatchReport(uuid.uuid4(), (), skipped, committed=False, trigger=trigger)
+                    return BatchReport(
+                        uuid.uuid4(), (), skipped, committed=False, trigger=trigger, level=level
+                    )
             done += len(chunk)
             if progress is not None:
                 progress(done, len(planned))
@@ -367,6 +372,7 @@ class ConsolidationEngine:
             committed=bool(items),
             created_at=recorded.get("created_at"),
             trigger=trigger,
+            level=chunk[0].access_level,
         )
 
     # --- batches and their reversal (engram.memory.consolidation.reversal) -----------------

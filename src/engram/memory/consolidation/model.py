@@ -105,6 +105,8 @@ class BatchReport:
     created_at: datetime | None = None
     trigger: ConsolidationTrigger | None = None
     rolled_back_at: datetime | None = None
+    #: The access level of its topics (a batch holds one), when it was just planned.
+    level: AccessLevel | None = None
 
     @property
     def created(self) -> list[UUID]:
@@ -164,6 +166,18 @@ class ConsolidationReport:
     def consumed(self) -> list[UUID]:
         """Every source consolidated by the pass."""
         return [r for batch in self.batches if batch.committed for r in batch.consumed]
+
+    @property
+    def failed_levels(self) -> tuple[AccessLevel, ...]:
+        """Levels of which a batch failed (their sources wait for the next pass)."""
+        return tuple(
+            level
+            for level in self.levels
+            if any(
+                b.level is level and not b.committed and b.skipped.get(SkipReason.FAILED.value)
+                for b in self.batches
+            )
+        )
 
     def consumed_at(self, level: AccessLevel) -> int:
         """Sources of ``level`` the pass consolidated."""
