@@ -77,6 +77,33 @@ async def test_an_unauthenticated_mcp_request_is_a_401_whatever_its_envelope(api
         assert response.headers["www-authenticate"].startswith("Bearer")
 
 
+@pytest.mark.parametrize(
+    "content_type", [None, "text/plain", "application/x-www-form-urlencoded", "", "json"]
+)
+async def test_an_mcp_body_not_declared_json_gets_a_json_rpc_error(
+    api: Api, database: ScratchDatabase, content_type: str | None
+) -> None:
+    """Without ``Content-Type: application/json`` the SDK answered a plain-text 400 ("Invalid
+    Content-Type header", no media type) that a JSON-RPC client cannot read (observed in pass
+    L). Now a 415 with a JSON-RPC error naming the header; nothing is done. A token is still
+    checked first, and a declared charset is accepted."""
+    before = await _count(database)
+    body = b'{"jsonrpc":"2.0","id":7,' + REMEMBER + b"}"
+    headers = {**api.admin, "Accept": MCP_HEADERS["Accept"]}
+    if content_type is not None:
+        headers["Content-Type"] = content_type
+    response = await api.client.post("/mcp", content=body, headers=headers)
+    assert 415 == response.status_code, response.text
+    error = response.json()["error"]
+    assert (-32600, True) == (error["code"], "Content-Type" in error["message"])
+    assert before == await _count(database)
+    stranger = {"Accept": MCP_HEADERS["Accept"], "Content-Type": "text/plain"}
+    assert 401 == (await api.client.post("/mcp", content=body, headers=stranger)).status_code
+    declared = {**api.admin, **MCP_HEADERS, "Content-Type": "application/json; charset=utf-8"}
+    listing = b'{"jsonrpc":"2.0","id":8,"method":"tools/list"}'
+    assert 200 == (await api.client.post("/mcp", content=listing, headers=declared)).status_code
+
+
 def test_stdio_answers_a_tools_call_without_an_id_instead_of_dropping_it() -> None:
     """The same over stdio: the SDK dropped a ``tools/call`` line without an id, unanswered
     and undone. ``line_problem`` (what the stdio reader answers before the SDK sees a line)

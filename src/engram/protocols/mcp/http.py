@@ -119,11 +119,14 @@ class McpEndpoint:
             )
             await response(scope, receive, send)
             return
-        problem = envelope_problem(body)  # after the token: nothing is parsed for a stranger
+        # after the token: nothing is parsed for a stranger
+        status, problem = 415, _media_problem(scope)
+        if problem is None:
+            status, problem = 400, envelope_problem(body)
         if problem is not None:
             code, message = problem
             refused = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
-            await JSONResponse(refused, status_code=400)(scope, receive, send)
+            await JSONResponse(refused, status_code=status)(scope, receive, send)
             return
         await manager.handle_request({**scope, PRINCIPAL_KEY: principal}, receive, send)
 
@@ -153,6 +156,17 @@ def _replay(body: bytes, receive: Receive) -> Receive:
         return await receive()
 
     return replay
+
+
+def _media_problem(scope: Scope) -> tuple[int, str] | None:
+    """The JSON-RPC error of a request whose body is not declared JSON (the SDK answers one
+    with a plain-text 400)."""
+    for name, value in scope.get("headers", []):
+        if name.lower() == b"content-type":
+            media = value.decode("latin-1").partition(";")[0].strip().lower()
+            if media == "application/json":
+                return None
+    return -32600, "send the request with Content-Type: application/json"
 
 
 def envelope_problem(body: bytes) -> tuple[int, str] | None:
