@@ -33,6 +33,22 @@ def _batch(
     return BatchReport(uuid.uuid4(), (), skipped, committed=committed, trigger=trigger, level=level)
 
 
+def _report(
+    batches: tuple[BatchReport, ...], levels: tuple[AccessLevel, ...] = ()
+) -> ConsolidationReport:
+    failed = sum(b.skipped.get(SkipReason.FAILED.value, 0) for b in batches)
+    return ConsolidationReport(
+        run_id=uuid.uuid4(),
+        trigger=ConsolidationTrigger.SCHEDULED_DEEP,
+        dry_run=False,
+        candidates=9,
+        batches=batches,
+        skipped={SkipReason.FAILED.value: failed},
+        duration_seconds=0.1,
+        levels=levels,
+    )
+
+
 def test_a_pass_counts_the_batches_whose_transaction_failed_and_nothing_else() -> None:
     """Timed-out batches and committed ones are not failures."""
     failed = SkipReason.FAILED.value
@@ -42,16 +58,7 @@ def test_a_pass_counts_the_batches_whose_transaction_failed_and_nothing_else() -
         _batch(committed=False, skipped={SkipReason.TIMED_OUT.value: 2}),
         _batch(committed=False, skipped={failed: 1}),
     )
-    report = ConsolidationReport(
-        run_id=uuid.uuid4(),
-        trigger=ConsolidationTrigger.SCHEDULED_DEEP,
-        dry_run=False,
-        candidates=9,
-        batches=batches,
-        skipped={failed: 6},
-        duration_seconds=0.1,
-    )
-    assert report.failed_batches == 2
+    assert _report(batches).failed_batches == 2
 
 
 def test_a_level_failed_when_one_of_its_batches_failed() -> None:
@@ -64,14 +71,5 @@ def test_a_level_failed_when_one_of_its_batches_failed() -> None:
         _batch(committed=True, skipped={}, level=AccessLevel.AGENT),
         _batch(committed=False, skipped={SkipReason.TIMED_OUT.value: 2}, level=AccessLevel.USER),
     )
-    report = ConsolidationReport(
-        run_id=uuid.uuid4(),
-        trigger=ConsolidationTrigger.EVENT_DRIVEN,
-        dry_run=False,
-        candidates=9,
-        batches=batches,
-        skipped={failed: 3},
-        duration_seconds=0.1,
-        levels=(AccessLevel.PUBLIC, AccessLevel.AGENT, AccessLevel.USER),
-    )
+    report = _report(batches, (AccessLevel.PUBLIC, AccessLevel.AGENT, AccessLevel.USER))
     assert report.failed_levels == (AccessLevel.AGENT,)
