@@ -37,7 +37,7 @@ from engram.memory.gate.requests import (
     RefusedInput,
     WriteOutcome,
 )
-from engram.memory.gate.resolution import carry_out
+from engram.memory.gate.resolver import carry_out
 from engram.memory.gate.serial import SameContent, content_key
 from engram.memory.gate.signals import GateSignals
 from engram.memory.gate.write_path import StaleTarget, WritePath
@@ -281,7 +281,7 @@ class LibrarianGate:
 
     async def resolve_conflicts(self, event: Event) -> tuple[GateResult, ...]:
         """Carry out the resolutions of one write's conflicts (``memory.conflicts_found``),
-        each through :meth:`evaluate` (see :func:`engram.memory.gate.resolution.carry_out`)."""
+        each through :meth:`evaluate` (see :func:`engram.memory.gate.resolver.carry_out`)."""
         return await carry_out(event, db=self._db, evaluate=self.evaluate)
 
     async def reject_input(
