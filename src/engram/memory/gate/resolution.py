@@ -73,6 +73,9 @@ CONFLICT_EDGES = {
 #: Statuses the supersession of a record keeps (any other head is ``active``).
 _KEPT_BY_SUPERSESSION = frozenset({MemoryStatus.CHALLENGED, MemoryStatus.CONSOLIDATED})
 
+#: Times a step is tried again after its record moved on under it.
+RETRIES_AFTER_MOVE = 3
+
 
 class Step(StrEnum):
     """One state change a resolution makes."""
@@ -287,15 +290,20 @@ def resolution_requests(
     decision_id: uuid.UUID,
     steps: Sequence[Step] | None = None,
     revision: int | None = None,
+    summary: uuid.UUID | None = None,
 ) -> list[GateRequest]:
     """The Gate requests that carry out one conflict's resolution (possibly none).
 
     ``steps`` are those :func:`plan_resolution` allowed; events queued before steps were
     recorded carry none and get every step of their class. ``revision``: the version a step
     is retried against after its record moved on (a request id of its own, see
-    :func:`_retry_step`).
+    :mod:`~engram.memory.gate.resolver`). ``summary``: the consolidated record a step is
+    carried out on in place of a record a batch consumed (passed as that record; a request
+    id of its own, :mod:`~engram.memory.gate.consumed`).
     """
     key = f"resolve:{decision_id}:{conflict.existing_version_id}"
+    if summary is not None:
+        key = f"{key}:summary:{summary}"
     at = "" if revision is None else f"@{revision}"
     allowed = set(FULL_STEPS.get(conflict.classification, ()) if steps is None else steps)
     # Ending a claim's validity changes no status: a challenged record stays challenged, and
@@ -322,3 +330,12 @@ def resolution_requests(
             _restate(newer, status=MemoryStatus.CHALLENGED, key=f"{key}:challenge-newer{at}")
         )
     return requests
+
+
+def in_effect(step: Step, head: MemoryRecord, proposal: MemoryRecord) -> bool:
+    """Whether ``head`` already says what ``step`` would write (``proposal``)."""
+    if step is Step.SUPERSEDE_OLDER:
+        return head.event_time_end is not None and head.event_time_end <= (
+            proposal.event_time_end or head.event_time_end
+        )
+    return head.status is MemoryStatus.CHALLENGED

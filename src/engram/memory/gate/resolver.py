@@ -19,11 +19,19 @@ import structlog
 
 from engram.errors import EngramError, InfrastructureError
 from engram.infra.db import DatabaseAdapter
-from engram.infra.events import Event
+from engram.infra.events import Event, EventBus
 from engram.memory import store
+from engram.memory.audit.log import AuditLog
 from engram.memory.conflict.detection import ConflictResult
+from engram.memory.gate.consumed import ConsumedStep, SummarySteps
 from engram.memory.gate.requests import GateRequest, GateResult
-from engram.memory.gate.resolution import FULL_STEPS, Step, resolution_requests
+from engram.memory.gate.resolution import (
+    FULL_STEPS,
+    RETRIES_AFTER_MOVE,
+    Step,
+    in_effect,
+    resolution_requests,
+)
 from engram.memory.types import (
     ConflictClassification,
     GateDecision,
@@ -33,8 +41,27 @@ from engram.memory.types import (
 
 log = structlog.get_logger("engram.memory.gate.resolver")
 
-#: Times a step is tried again after its record moved on under it.
-RETRIES_AFTER_MOVE = 3
+
+class Resolver:
+    """The subscriber of ``memory.conflicts_found``: carries out each write's resolutions
+    through the Gate's ``evaluate`` (:func:`carry_out`)."""
+
+    def __init__(
+        self,
+        db: DatabaseAdapter,
+        events: EventBus,
+        audit: AuditLog,
+        evaluate: Callable[[GateRequest], Awaitable[GateResult]],
+    ) -> None:
+        self._db = db
+        self._evaluate = evaluate
+        self._summaries = SummarySteps(db=db, events=events, audit=audit, evaluate=evaluate)
+
+    async def carry_out(self, event: Event) -> tuple[GateResult, ...]:
+        """Carry out the resolutions of the write ``event`` names (:func:`carry_out`)."""
+        return await carry_out(
+            event, db=self._db, evaluate=self._evaluate, summaries=self._summaries
+        )
 
 
 async def carry_out(
@@ -42,6 +69,7 @@ async def carry_out(
     *,
     db: DatabaseAdapter,
     evaluate: Callable[[GateRequest], Awaitable[GateResult]],
+    summaries: SummarySteps,
 ) -> tuple[GateResult, ...]:
     """Carry out the resolutions of one write's conflicts (``memory.conflicts_found``).
 
@@ -53,7 +81,9 @@ async def carry_out(
     when the record it would change may no longer show the other claim to its readers (one
     of them was raised since the write, :func:`_still_shown`). A step whose record
     moved on between the read and the write (its metadata changed, say: the claim stands) is
-    tried again against the record as it is now (:func:`_retry_step`).
+    tried again against the record as it is now (:func:`_carry_out_step`); one whose record
+    a batch consumed since is carried out on the summary made from it, or escalated
+    (:mod:`~engram.memory.gate.consumed`).
     """
     payload = event.payload
     newer_version = UUID(payload["version_id"])
@@ -82,25 +112,23 @@ async def carry_out(
             else (Step(value) for value in planned)
         )
         for step in [c for c in Step if c in chosen and _still_shown(c, older, newer)]:
-            requests = resolution_requests(
-                conflict, newer=newer, older=older, decision_id=decision_id, steps=[step]
-            )
-            for follow_up in requests:
-                try:
-                    outcome = await evaluate(follow_up)
-                    if outcome.decision is GateDecision.CONFLICT:
-                        moved = _Moved(conflict, newer_version, decision_id)
-                        outcome = await _retry_step(step, moved, outcome, db, evaluate)
-                except InfrastructureError:
-                    # The outbox delivers the event again; done steps replay by request id.
-                    log.warning("conflict.resolution_deferred", reason="infrastructure")
-                    raise
-                except EngramError as exc:
-                    log.warning("conflict.resolution_failed", error=type(exc).__name__)
-                    continue
-                done.append(outcome)
-                if follow_up.record.record_id == newer.record_id and outcome.modified_record:
-                    newer = outcome.modified_record
+            pending = _Pending(step, conflict, newer_version, decision_id)
+            try:
+                outcomes = await _carry_out_step(
+                    pending, older=older, newer=newer, db=db, evaluate=evaluate, summaries=summaries
+                )
+            except InfrastructureError:
+                # The outbox delivers the event again; done steps replay by request id.
+                log.warning("conflict.resolution_deferred", reason="infrastructure")
+                raise
+            except EngramError as exc:
+                log.warning("conflict.resolution_failed", error=type(exc).__name__)
+                continue
+            done += outcomes
+            for outcome in outcomes:
+                changed = outcome.modified_record
+                if changed is not None and changed.record_id == newer.record_id:
+                    newer = changed
     return tuple(done)
 
 
@@ -113,66 +141,96 @@ def _still_shown(step: Step, older: MemoryRecord, newer: MemoryRecord) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class _Moved:
-    """What a step retried after its record moved on needs to find the claims again."""
+class _Pending:
+    """One step of one conflict's resolution, and what finds its claims again."""
 
+    step: Step
     conflict: ConflictResult
     newer_version: UUID
     decision_id: UUID
 
 
-async def _retry_step(
-    step: Step,
-    moved: _Moved,
-    outcome: GateResult,
+async def _carry_out_step(
+    pending: _Pending,
+    *,
+    older: MemoryRecord,
+    newer: MemoryRecord,
     db: DatabaseAdapter,
     evaluate: Callable[[GateRequest], Awaitable[GateResult]],
-) -> GateResult:
-    """A step refused because its record moved on since it was read: while both claims
-    still stand, the step is proposed again against the current head, under a request id
-    naming that head's version (so a second delivery replays it), unless the head already
-    carries the step's change (an earlier delivery made it)."""
-    conflict = moved.conflict
-    for _ in range(RETRIES_AFTER_MOVE):
-        newer = await _standing_head(db, moved.newer_version)
-        older = await _standing_head(db, conflict.existing_version_id)
-        if newer is None or older is None:
-            log.info("conflict.resolution_skipped", reason="a claim moved on during the step")
-            return outcome
-        target = newer if step is Step.CHALLENGE_NEWER else older
+    summaries: SummarySteps,
+) -> list[GateResult]:
+    """Propose one step; when it is refused because its record moved on since it was read,
+    and while both claims still stand, propose it again against the current head under a
+    request id naming that head's version (so a second delivery replays it), unless the head
+    already carries the step's change (an earlier delivery made it). A record a batch
+    consumed is not restated out of its summary: a challenge goes to the summary (or is
+    escalated), and a supersession ends the record's validity, keeping it ``consolidated``,
+    and then goes to the summary too."""
+    step, conflict = pending.step, pending.conflict
+    outcome: GateResult | None = None
+    settled = False
+    for attempt in range(RETRIES_AFTER_MOVE + 1):
+        if attempt:
+            newer_now = await _standing_head(db, pending.newer_version)
+            older_now = await _standing_head(db, conflict.existing_version_id)
+            if newer_now is None or older_now is None:
+                log.info("conflict.resolution_skipped", reason="a claim moved on during the step")
+                return [] if outcome is None else [outcome]
+            newer, older = newer_now, older_now
+        target, grounds = (newer, older) if step is Step.CHALLENGE_NEWER else (older, newer)
+        consumed = target.status is MemoryStatus.CONSOLIDATED
+        if consumed and step is not Step.SUPERSEDE_OLDER:
+            return await summaries.carry_out(_consumed(pending, target, grounds, newer))
         [request] = resolution_requests(
             conflict,
             newer=newer,
             older=older,
-            decision_id=moved.decision_id,
+            decision_id=pending.decision_id,
             steps=[step],
-            revision=target.version,
+            revision=target.version if attempt else None,
         )
-        if _in_effect(step, target, request.record):
-            return outcome
+        if attempt and in_effect(step, target, request.record):
+            settled = True
+            break
         outcome = await evaluate(request)
         if outcome.decision is not GateDecision.CONFLICT:
-            return outcome
-    log.warning("conflict.resolution_failed", error="the record kept moving")
-    return outcome
+            settled = True
+            break
+    if not settled:
+        log.warning("conflict.resolution_failed", error="the record kept moving")
+    done = [] if outcome is None else [outcome]
+    if settled and consumed:
+        done += await summaries.carry_out(_consumed(pending, target, grounds, newer))
+    return done
 
 
-def _in_effect(step: Step, head: MemoryRecord, proposal: MemoryRecord) -> bool:
-    """Whether ``head`` already says what ``step`` would write."""
-    if step is Step.SUPERSEDE_OLDER:
-        return head.event_time_end is not None and head.event_time_end <= (
-            proposal.event_time_end or head.event_time_end
-        )
-    return head.status is MemoryStatus.CHALLENGED
+def _consumed(
+    pending: _Pending, target: MemoryRecord, grounds: MemoryRecord, newer: MemoryRecord
+) -> ConsumedStep:
+    return ConsumedStep(
+        step=pending.step,
+        conflict=pending.conflict,
+        decision_id=pending.decision_id,
+        consumed=target,
+        grounds=grounds,
+        write_version=pending.newer_version,
+        write=newer,
+    )
 
 
 async def _standing_head(db: DatabaseAdapter, version_id: UUID) -> MemoryRecord | None:
     """The head of ``version_id``'s record while that version's claim still stands: the
-    record is not forgotten and its head says the same (None otherwise)."""
+    record is not forgotten, its head says the same, and if a batch consumed it, the summary
+    made from it lives (an agent that forgets a summary forgets its knowledge; None
+    otherwise)."""
     version = await store.version_by_id(db, version_id)
     if version is None:
         return None
     head = await store.head(db, version.record_id)
     if head is None or head.status is MemoryStatus.FORGOTTEN or head.content != version.content:
+        return None
+    if head.status is MemoryStatus.CONSOLIDATED and not await store.summaries_of(
+        db, head.record_id
+    ):
         return None
     return head
