@@ -12,7 +12,6 @@ from datetime import timedelta
 from uuid import UUID
 
 import asyncpg
-import pytest
 from httpx import Response
 
 from engram import Kernel
@@ -258,19 +257,30 @@ async def _written_while_a_batch_commits(
         await admin.close()
 
 
+def _summaries(report: ConsolidationReport) -> list[UUID]:
+    """The consolidated records a pass made."""
+    return [item.record_id for batch in report.batches for item in batch.items]
+
+
+async def _escalated(kernel: Kernel) -> list[dict[str, object]]:
+    """The payloads of the escalations in the admin queue."""
+    return [dict(row["payload"]) for row in await kernel.admin_queue.pending()]
+
+
 async def test_a_supersession_resolved_after_a_batch_keeps_the_source_consolidated(
     kernel: Kernel, database: ScratchDatabase
 ) -> None:
     """An agent writes a newer statement of the incident while a deep pass commits the thread:
     Layer 2 reads the sources as the active heads they still are (the batch has not
     committed) and finds supersessions; their resolution, delivered by the outbox, waits for
-    the batch's locks, meets the consolidated version, plans again against it and restates
-    it with its validity ended, and with status ``active``: every source is visible again
-    while the summary telling the same facts stays live (the same text twice in every
-    result list), and the batch's own status change is undone without a word in the log
-    that a consolidation was undone. The pass is held inside its transaction by a lock on
-    the batch lane of the audit log (so its writes are not yet visible), the way a long
-    batch holds it."""
+    the batch's locks, meets the consolidated version, plans again against it and restated
+    it with its validity ended, and with status ``active``: every source was visible again
+    while the summary telling the same facts stayed live (the same text twice in every
+    result list). Now the source keeps ``consolidated`` (its validity ended) and the summary,
+    which tells the paging and the rollback too, is not ended with them: the supersession is
+    escalated to a person, naming the summary. The pass is held inside its transaction by a
+    lock on the batch lane of the audit log (so its writes are not yet visible), the way a
+    long batch holds it."""
     ids = await _seed_thread(kernel, "pool", STATE_THREAD)
     newer = MemoryRecord.draft(
         MemoryType.EPISODE,
@@ -282,26 +292,21 @@ async def test_a_supersession_resolved_after_a_batch_keeps_the_source_consolidat
     found, report = await _written_while_a_batch_commits(kernel, database, newer)
     assert "supersession" in found, found
     await kernel.events.settled()
-    assert report.created, report.skipped
+    [summary] = _summaries(report)
     statuses = [(await head_of(kernel, source)).status for source in ids]
     assert statuses == [MemoryStatus.CONSOLIDATED] * len(ids)
+    assert (await head_of(kernel, ids[2])).event_time_end == DAY + timedelta(days=5)
+    kept = await head_of(kernel, summary)
+    assert (MemoryStatus.ACTIVE, None) == (kept.status, kept.event_time_end)
+    escalated = await _escalated(kernel)
+    assert [(str(summary), str(ids[2]), "supersession")] == [
+        (e["existing_record_id"], e["consumed_record_id"], e["classification"]) for e in escalated
+    ]
     assert await broken_invariants(kernel) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="design: a contradiction found against a source a batch consumed meanwhile "
-    "challenges the source out of its summary (keep it consolidated, challenge the summary, "
-    "or release the item?); see the pass H report",
-)
-async def test_a_contradiction_resolved_after_a_batch_leaves_no_source_beside_its_summary(
-    kernel: Kernel, database: ScratchDatabase
-) -> None:
-    """As above, with a contradiction: three beliefs about the public API are merged while a
-    trusted agent writes, with less confidence, that it authenticates with session cookies.
-    The resolution restates the JWT belief as ``challenged`` after the batch consumed it:
-    the source is readable again beside the live summary that still states the JWT fact
-    unchallenged (sequentially the write would have met, and challenged, the summary)."""
+async def _api_beliefs(kernel: Kernel) -> list[UUID]:
+    """The three beliefs about the public API, each sure (0.9), as one trusted agent's."""
     ids = []
     for text in API_FACTS:
         record = MemoryRecord.draft(
@@ -311,14 +316,36 @@ async def test_a_contradiction_resolved_after_a_batch_leaves_no_source_beside_it
         assert result.record_id is not None, result.reason
         ids.append(result.record_id)
     await kernel.events.settled()
+    return ids
+
+
+COOKIES = "The public API authenticates requests with session cookies."
+
+
+async def test_a_contradiction_resolved_after_a_batch_leaves_no_source_beside_its_summary(
+    kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """As above, with a contradiction: three beliefs about the public API are merged while a
+    trusted agent writes, with less confidence, that it authenticates with session cookies.
+    The resolution restated the JWT belief as ``challenged`` after the batch consumed it:
+    the source was readable again beside the live summary that still states the JWT fact.
+    Now the source stays ``consolidated``; the summary, which also states the rate limit and
+    the region nobody disputes, is not challenged with them: the contradiction is escalated
+    to a person, naming the summary, and the agent's own claim is challenged."""
+    ids = await _api_beliefs(kernel)
     cookies = MemoryRecord.draft(
-        MemoryType.BELIEF,
-        "The public API authenticates requests with session cookies.",
-        source_agent=BOSS.agent_id,
-        source_confidence=0.5,
+        MemoryType.BELIEF, COOKIES, source_agent=BOSS.agent_id, source_confidence=0.5
     )
     found, report = await _written_while_a_batch_commits(kernel, database, cookies)
     assert "contradiction" in found, found
-    assert report.created, report.skipped
     await kernel.events.settled()
+    [summary] = _summaries(report)
+    statuses = [(await head_of(kernel, source)).status for source in ids]
+    assert statuses == [MemoryStatus.CONSOLIDATED] * len(ids)
+    assert MemoryStatus.ACTIVE == (await head_of(kernel, summary)).status
+    assert MemoryStatus.CHALLENGED == (await head_of(kernel, cookies.record_id)).status
+    escalated = await _escalated(kernel)
+    assert [(str(summary), str(ids[0]), str(cookies.record_id))] == [
+        (e["existing_record_id"], e["consumed_record_id"], e["record_id"]) for e in escalated
+    ]
     assert await broken_invariants(kernel) == []

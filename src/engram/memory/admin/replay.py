@@ -38,6 +38,7 @@ from engram.memory.admin.verdicts import (
     recorded_verdict,
     replayed_verdict,
 )
+from engram.memory.audit.entry import caller_from_json
 from engram.memory.audit.log import AuditLog
 from engram.memory.conflict.detection import ConflictResolver
 from engram.memory.fingerprint import content_hash
@@ -53,15 +54,12 @@ from engram.memory.gate.requests import GateRequest
 from engram.memory.rl.policy import AdvisorPolicy
 from engram.memory.types import (
     AccessLevel,
-    CallerIdentity,
     GateAction,
     GateDecision,
     GateDecisionType,
     MemoryRecord,
     MemoryStatus,
-    MemoryType,
     Neighbour,
-    TrustLevel,
     can_read,
     readable_levels,
     weighed_levels,
@@ -69,19 +67,6 @@ from engram.memory.types import (
 
 SQL = load_queries("engram.memory.admin", "replay.sql", shared=store.FRAGMENTS)
 PAGE = 500
-
-
-def caller_from_json(data: Mapping[str, Any]) -> CallerIdentity:
-    """The caller identity an audit row recorded (see ``gate_io.caller_json``)."""
-    rate = data.get("writes_per_minute")
-    return CallerIdentity(
-        agent_id=data["agent_id"],
-        trust_level=TrustLevel(data["trust_level"]),
-        allowed_types=frozenset(MemoryType(t) for t in data["allowed_types"]),
-        max_write_level=AccessLevel(data["max_write_level"]),
-        max_read_level=AccessLevel(data["max_read_level"]),
-        writes_per_minute=None if rate is None else float(rate),
-    )
 
 
 def request_from_row(row: Mapping[str, Any]) -> GateRequest:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -18,7 +19,7 @@ from uuid import UUID
 
 from engram.infra.db import Row
 from engram.memory.audit.checkpoint import LANES, length_prefixed, seq_bytes
-from engram.memory.types import CallerIdentity
+from engram.memory.types import AccessLevel, CallerIdentity, MemoryType, TrustLevel
 
 #: The hash format appends write (format 1, before migration 0008, did not cover ``seq``).
 HASH_VERSION = 2
@@ -34,6 +35,19 @@ def caller_json(caller: CallerIdentity) -> dict[str, Any]:
         "max_read_level": caller.max_read_level.value,
         "writes_per_minute": caller.writes_per_minute,
     }
+
+
+def caller_from_json(data: Mapping[str, Any]) -> CallerIdentity:
+    """The caller identity an audit row recorded (the inverse of :func:`caller_json`)."""
+    rate = data.get("writes_per_minute")
+    return CallerIdentity(
+        agent_id=data["agent_id"],
+        trust_level=TrustLevel(data["trust_level"]),
+        allowed_types=frozenset(MemoryType(t) for t in data["allowed_types"]),
+        max_write_level=AccessLevel(data["max_write_level"]),
+        max_read_level=AccessLevel(data["max_read_level"]),
+        writes_per_minute=None if rate is None else float(rate),
+    )
 
 
 def canonical_json(value: Any) -> str:

@@ -37,7 +37,7 @@ from engram.memory.gate.requests import (
     RefusedInput,
     WriteOutcome,
 )
-from engram.memory.gate.resolution import carry_out
+from engram.memory.gate.resolver import Resolver
 from engram.memory.gate.serial import SameContent, content_key
 from engram.memory.gate.signals import GateSignals
 from engram.memory.gate.write_path import StaleTarget, WritePath
@@ -86,6 +86,7 @@ class LibrarianGate:
         self._writes = WritePath(db=db, audit=audit, events=events)
         self._signals = GateSignals(metrics)
         self._same_content = SameContent()  # a CREATE waits for writers of its content
+        self._resolver = Resolver(db, events, audit, self.evaluate)
 
     @property
     def advisor(self) -> GateAdvisor:
@@ -280,9 +281,8 @@ class LibrarianGate:
         )
 
     async def resolve_conflicts(self, event: Event) -> tuple[GateResult, ...]:
-        """Carry out the resolutions of one write's conflicts (``memory.conflicts_found``),
-        each through :meth:`evaluate` (see :func:`engram.memory.gate.resolution.carry_out`)."""
-        return await carry_out(event, db=self._db, evaluate=self.evaluate)
+        """Carry out one write's conflict resolutions (:mod:`engram.memory.gate.resolver`)."""
+        return await self._resolver.carry_out(event)
 
     async def reject_input(
         self,

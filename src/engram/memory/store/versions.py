@@ -411,6 +411,23 @@ async def version_by_id(conn: Connection, version_id: UUID) -> MemoryRecord | No
     return None if row is None else record_from_row(row)
 
 
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """A live consolidated record made from some record: its head, the version consolidation
+    made (the one citing the sources) and how many records that version was made from."""
+
+    head: MemoryRecord
+    made_id: UUID
+    sources: int
+
+
+async def summaries_of(conn: Connection, record_id: UUID) -> list[Summary]:
+    """The consolidated records made from any version of ``record_id`` whose heads are not
+    forgotten (normally one while the record is ``consolidated``)."""
+    rows = await conn.fetch(SQL["summaries_of"], record_id)
+    return [Summary(record_from_row(row), row["made_id"], int(row["sources"])) for row in rows]
+
+
 async def version_chain(conn: Connection, record_id: UUID) -> list[MemoryRecord]:
     """Every version of a record, oldest first."""
     return [record_from_row(row) for row in await conn.fetch(SQL["version_chain"], record_id)]

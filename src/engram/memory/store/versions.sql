@@ -160,6 +160,25 @@ FROM memories
 WHERE superseded_by IS NULL AND status <> 'forgotten'
 GROUP BY type, consolidation_path
 
+-- name: summaries_of
+-- The consolidated records made from any version of record $1 whose heads are not forgotten:
+-- each head, the version consolidation made (it cites every source version it summarised,
+-- derived_from; an agent's record citing $1 as evidence is no summary) and how many records
+-- that version was made from.
+SELECT DISTINCT ON (memories.record_id) {{record_columns}},
+       made.made_id,
+       (SELECT count(DISTINCT c.record_id) FROM memory_edges ce
+        JOIN memories c ON c.id = ce.target_id
+        WHERE ce.source_id = made.made_id AND ce.kind = 'derived_from')::int AS sources
+FROM memories
+JOIN (SELECT s.id AS made_id, s.record_id AS made_record, s.version AS made_version
+      FROM memories t
+      JOIN memory_edges e ON e.target_id = t.id AND e.kind = 'derived_from'
+      JOIN memories s ON s.id = e.source_id AND s.gate_decision_type = 'consolidation'
+      WHERE t.record_id = $1) made ON made.made_record = memories.record_id
+WHERE memories.superseded_by IS NULL AND memories.status <> 'forgotten'
+ORDER BY memories.record_id, made.made_version
+
 -- name: version_by_id
 SELECT {{record_columns}}
 FROM memories
