@@ -43,6 +43,7 @@ from engram.memory.gate.requests import GateRequest
 from engram.memory.types import (
     CallerIdentity,
     ConflictClassification,
+    ConsolidationPath,
     EdgeKind,
     GateAction,
     GateDecisionType,
@@ -115,12 +116,23 @@ def plan_resolution(
         return Resolution(())
     if older is None:
         return Resolution((), escalated="the existing record is gone")
-    if decision_type is not GateDecisionType.EXTERNAL:
-        # Internal writers may change any record, but not on grounds hidden from its readers.
-        if older.access_level.allows(newer.access_level):
-            return Resolution(_shown_to_newer(wanted, older=older, newer=newer))
-        writer = RESOLVER
-    denial = resolution_denial(writer, older, standing=standing, newer=newer)
+    merged = merged_sources(older)
+    denial: str | None
+    if merged > 1:
+        denial = (
+            f"the existing record tells {merged} records' accounts together; ending or "
+            "challenging it would retire what the others state"
+        )
+        if decision_type is not GateDecisionType.EXTERNAL:
+            return Resolution((), escalated=denial)
+    else:
+        if decision_type is not GateDecisionType.EXTERNAL:
+            # Internal writers may change any record, but not on grounds hidden from its
+            # readers.
+            if older.access_level.allows(newer.access_level):
+                return Resolution(_shown_to_newer(wanted, older=older, newer=newer))
+            writer = RESOLVER
+        denial = resolution_denial(writer, older, standing=standing, newer=newer)
     # The newer record is restated only on grounds its own readers may read (ADR-008).
     may_change_newer = write_denial(
         writer, newer, existing=newer
@@ -129,6 +141,19 @@ def plan_resolution(
         steps = tuple(s for s in wanted if s is not Step.CHALLENGE_NEWER or may_change_newer)
         return Resolution(steps)
     return Resolution((Step.CHALLENGE_NEWER,) if may_change_newer else (), escalated=denial)
+
+
+def merged_sources(record: MemoryRecord) -> int:
+    """How many records' accounts a consolidated narrative (a ``merge``) tells together; 1
+    for any other record. A later claim may change one of those accounts, never all of
+    them, so a resolution does not end or challenge such a record: it is escalated."""
+    if record.consolidation_path is not ConsolidationPath.SLOW:
+        return 1
+    made = record.metadata.get("consolidation")
+    if not isinstance(made, dict) or made.get("action") != "merge":
+        return 1
+    sources = made.get("sources")
+    return sources if isinstance(sources, int) and sources > 1 else 1
 
 
 def _shown_to_newer(
