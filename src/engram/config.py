@@ -36,9 +36,15 @@ LONGEST_SECONDS = 1000 * 365.25 * 86400
 class EngramSettings(BaseSettings):
     """Runtime configuration of one kernel instance."""
 
-    # Errors never echo a value: URLs and keys among them may carry a password.
+    # Errors never echo a value: URLs and keys among them may carry a password. No setting
+    # means anything by an infinite number or NaN (each has its own word for "never": 0, or a
+    # very long duration), so every float refuses them.
     model_config = SettingsConfigDict(
-        env_prefix="ENGRAM_", extra="ignore", frozen=True, hide_input_in_errors=True
+        env_prefix="ENGRAM_",
+        extra="ignore",
+        frozen=True,
+        hide_input_in_errors=True,
+        allow_inf_nan=False,
     )
 
     # --- storage ---
