@@ -22,11 +22,12 @@ from engram.infra.fastembed_embedder import FastembedEmbedder
 from engram.memory.gate.probe import NAMESPACE
 from engram.memory.types import GateDecision
 from engram.protocols.http.app import create_app
-from tests.conftest import ScratchDatabase
+from tests.conftest import METRICS_TOKEN, ScratchDatabase
 from tests.integration.gate_helpers import WRITER, belief, create
 from tests.integration.scheduler_helpers import running
 
 BASE_CHECKS = {"database", "migrations", "embedding_model"}
+SCRAPER = {"Authorization": f"Bearer {METRICS_TOKEN}"}
 SPEC_CHECKS = {"gate", "audit_log", "consolidation_backlog"}
 #: How long a lock is held: well past the gate's 0.2 s and the audit log's 1 s, well inside
 #: the backlog check's 5 s.
@@ -257,6 +258,7 @@ async def strict_backlog(
         fast_path_limit=1,
         consolidation_decay_threshold=1.0,
         readiness_cache_seconds=0.0,
+        metrics_token=METRICS_TOKEN,
     )
     async with (
         open_kernel(settings=settings, embeddings=embedder) as kernel,
@@ -307,7 +309,7 @@ async def test_consolidation_backlog_check_fails_at_twice_the_fast_path_limit(
         assert detail.startswith("RuntimeError: 3 fast-path records decayed below 1 ")
         assert "the limit is 2 x 1" in detail
         assert 3 == gauge(kernel.metrics.registry, "engram_consolidation_backlog")
-        exposition = (await probe.client.get("/metrics")).text
+        exposition = (await probe.client.get("/metrics", headers=SCRAPER)).text
         assert "engram_consolidation_backlog 3.0" in exposition
         assert 200 == await probe.alive()
 
