@@ -213,6 +213,10 @@ async def test_odd_authorization_headers_are_a_401_never_a_500(
 ) -> None:
     """An Authorization header that is empty, names another scheme, or holds a NUL, control
     characters, bytes that are not ASCII (or not UTF-8), 200 kB, or two tokens is a 401
-    problem on /metrics, never a 500."""
+    problem on /metrics, and on /readyz the answer without reasons or a 401: never a 500."""
     refused(await served.scrape({"Authorization": value}))
+    ready = await served.client.get("/readyz", headers={"Authorization": value})
+    assert ready.status_code in (200, 401), ready.text
+    if ready.status_code == 200:
+        assert {"ok": True, "detail": "ok"} == ready.json()["checks"]["database"]
     assert 0 == refused_count(served.kernel, "500")

@@ -16,8 +16,9 @@ TAGS = [
     {"name": "admin", "description": "Audit log, quarantine and escalations (admin agents)."},
     {
         "name": "operations",
-        "description": "Liveness and readiness (no token) and metrics (the metrics token, or "
-        "an agent cleared to read every access level).",
+        "description": "Liveness and readiness (no token; a failure's reason only for what "
+        "/metrics accepts) and metrics (the metrics token, or an agent cleared to read every "
+        "access level).",
     },
 ]
 DESCRIPTION = (

@@ -7,13 +7,16 @@ import hashlib
 import hmac
 from typing import Annotated
 
+import structlog
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from engram.agents.registry import Principal
-from engram.errors import Forbidden, Unauthenticated
+from engram.errors import Forbidden, InfrastructureError, Unauthenticated
 from engram.kernel import Kernel
 from engram.memory.types import AccessLevel
+
+log = structlog.get_logger("engram.http")
 
 bearer = HTTPBearer(
     auto_error=False,
@@ -92,7 +95,26 @@ async def scraper(
         )
 
 
+async def detail_reader(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> bool:
+    """Whether the caller of ``/readyz`` sees each check's reason: without a token it does
+    not; with one, the token must be what ``/metrics`` accepts (401 and 403 as there). When
+    the database cannot say whose agent token it is, the caller gets the answer without
+    reasons (readiness must answer then above all)."""
+    if credentials is None:
+        return False
+    try:
+        await scraper(request, credentials)
+    except InfrastructureError as exc:
+        log.warning("http.readyz_token_unchecked", error=type(exc).__name__)
+        return False
+    return True
+
+
 KernelDep = Annotated[Kernel, Depends(kernel_of)]
 Caller = Annotated[Principal, Depends(authenticated)]
 Admin = Annotated[Principal, Depends(administrator)]
 Scraper = Annotated[None, Depends(scraper)]
+DetailReader = Annotated[bool, Depends(detail_reader)]
