@@ -22,6 +22,8 @@ from tests.integration.scheduler_helpers import stop_made
 
 TEMPLATE = "engram_template"
 REPO = Path(__file__).resolve().parents[1]
+#: The scrape-only metrics token (ENGRAM_METRICS_TOKEN) of the test kernels.
+METRICS_TOKEN = "scrape-only-9f2c41d07b5e4a83"
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,7 @@ async def kernel(database: ScratchDatabase, embedder: FastembedEmbedder) -> Asyn
         retry_initial_wait_seconds=0.01,
         db_pool_max_size=40,
         readiness_cache_seconds=0.0,  # each /readyz of a test sees the state it just made
+        metrics_token=METRICS_TOKEN,
     )
     async with open_kernel(settings=settings, embeddings=embedder) as opened:
         yield opened

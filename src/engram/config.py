@@ -7,6 +7,7 @@ reads the environment. Every field here is listed, with its default, in the READ
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
@@ -28,6 +29,11 @@ DURATION_UNITS = {
     "job_backoff_seconds": 1.0,
     "job_backoff_max_seconds": 1.0,
 }
+#: What a metrics token may hold: the characters of an RFC 6750 bearer token (``token68``),
+#: so that every HTTP client and Prometheus send it as it is.
+METRICS_TOKEN = re.compile(r"^[A-Za-z0-9._~+/-]+=*$")
+METRICS_TOKEN_MIN_LENGTH = 16
+METRICS_TOKEN_MAX_LENGTH = 512
 #: The longest a schedule's interval may be: far enough to mean "never" (a benchmark sets
 #: twice the time since the epoch), short enough for any due instant to stay a date.
 LONGEST_SECONDS = 1000 * 365.25 * 86400
@@ -36,9 +42,15 @@ LONGEST_SECONDS = 1000 * 365.25 * 86400
 class EngramSettings(BaseSettings):
     """Runtime configuration of one kernel instance."""
 
-    # Errors never echo a value: URLs and keys among them may carry a password.
+    # Errors never echo a value: URLs and keys among them may carry a password. No setting
+    # means anything by an infinite number or NaN (each has its own word for "never": 0, or a
+    # very long duration), so every float refuses them.
     model_config = SettingsConfigDict(
-        env_prefix="ENGRAM_", extra="ignore", frozen=True, hide_input_in_errors=True
+        env_prefix="ENGRAM_",
+        extra="ignore",
+        frozen=True,
+        hide_input_in_errors=True,
+        allow_inf_nan=False,
     )
 
     # --- storage ---
@@ -97,6 +109,12 @@ class EngramSettings(BaseSettings):
     # --- agents ---
     agent_token: SecretStr | None = Field(
         default=None, description="The agent token `engram mcp` (stdio) acts with."
+    )
+
+    metrics_token: SecretStr | None = Field(
+        default=None,
+        description="A scrape-only bearer token for /metrics (and /readyz's details); it "
+        "grants nothing else. Unset: only agents cleared to read every access level scrape.",
     )
 
     # --- notifications ---
@@ -242,6 +260,25 @@ class EngramSettings(BaseSettings):
         seconds = value * DURATION_UNITS[str(info.field_name)]
         if not (math.isfinite(seconds) and 1.0 <= seconds <= LONGEST_SECONDS):
             raise ValueError("must be at least one second and at most 1000 years")
+        return value
+
+    @field_validator("metrics_token")
+    @classmethod
+    def _metrics_token(cls, value: SecretStr | None) -> SecretStr | None:
+        """A metrics token is long enough to guess at no better than any secret, travels in
+        a header as it is, and can never be taken for an agent token."""
+        if value is None:
+            return None
+        token = value.get_secret_value()
+        if not METRICS_TOKEN_MIN_LENGTH <= len(token) <= METRICS_TOKEN_MAX_LENGTH:
+            raise ValueError(
+                f"must be {METRICS_TOKEN_MIN_LENGTH} to {METRICS_TOKEN_MAX_LENGTH} characters "
+                "long (e.g. `openssl rand -hex 32`)"
+            )
+        if not METRICS_TOKEN.match(token):
+            raise ValueError("may hold only letters, digits and . _ ~ + / - (then = padding)")
+        if token.startswith("engram_"):
+            raise ValueError("may not start with engram_, which marks agent tokens")
         return value
 
     @field_validator("data_dir", "embedding_model_path")

@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from tests.e2e.conftest import TOKEN, Served
+from tests.e2e.test_serve import SCRAPER
 
 
 @pytest.mark.slow
@@ -86,5 +87,5 @@ def test_first_agent_token_then_a_whole_record_lifecycle_over_http(
         assert mine
         assert all(e["decision_type"] == "external" for e in mine)
 
-        assert 200 == httpx.get(f"{served.base}/metrics", timeout=5).status_code
+        assert 200 == httpx.get(f"{served.base}/metrics", headers=SCRAPER, timeout=5).status_code
     assert "Traceback" not in served.output()

@@ -16,8 +16,11 @@ import psutil
 import pytest
 
 from engram.infra import migrate
+from tests.conftest import METRICS_TOKEN
 
 ENGRAM = [sys.executable, "-m", "engram.protocols.cli"]
+#: The headers of a scrape with the metrics token every server started here has.
+SCRAPER = {"Authorization": f"Bearer {METRICS_TOKEN}"}
 TEN_METRICS = [
     "engram_gate_decisions_total",
     "engram_gate_evaluation_seconds",
@@ -45,6 +48,7 @@ def _env(data_dir: Path, model_dir: Path, **extra: str) -> dict[str, str]:
         ENGRAM_DATA_DIR=str(data_dir),
         ENGRAM_EMBEDDING_MODEL_PATH=str(model_dir),
         ENGRAM_LOG_FORMAT="json",
+        ENGRAM_METRICS_TOKEN=METRICS_TOKEN,
         **extra,
     )
     return env
@@ -94,7 +98,8 @@ def served(tmp_path: Path, model_dir: Path) -> Iterator[tuple[subprocess.Popen[b
 def test_serve_is_ready_exports_metrics_and_stops_cleanly_on_ctrl_c(
     served: tuple[subprocess.Popen[bytes], str, Path],
 ) -> None:
-    """readyz=200 with its three checks, the ten metrics, then Ctrl-C ends everything in 5 s."""
+    """readyz=200 with its checks, the ten metrics for the metrics token (401 without it), then
+    Ctrl-C ends everything in 5 s."""
     process, base, data_dir = served
     ready = httpx.get(f"{base}/readyz", timeout=5)
     assert 200 == ready.status_code, ready.text
@@ -107,7 +112,8 @@ def test_serve_is_ready_exports_metrics_and_stops_cleanly_on_ctrl_c(
         "consolidation_backlog",
     } == set(ready.json()["checks"])
     assert {"status": "ok"} == httpx.get(f"{base}/healthz", timeout=5).json()
-    metrics = httpx.get(f"{base}/metrics", timeout=5)
+    assert 401 == httpx.get(f"{base}/metrics", timeout=5).status_code
+    metrics = httpx.get(f"{base}/metrics", headers=SCRAPER, timeout=5)
     assert metrics.headers["content-type"].startswith("text/plain")
     for name in TEN_METRICS:
         assert f"# TYPE {name.removesuffix('_total')}" in metrics.text, name

@@ -1,5 +1,6 @@
-"""Hostile pass L, what held (kept as regression tests), and one open design question left as
-a strict xfail: an unauthenticated scrape of ``/metrics`` counts records of every level.
+"""Hostile pass L, what held (kept as regression tests), and the design question it left
+open, since answered (ADR-022): an unauthenticated scrape of ``/metrics`` counted records of
+every level; it is now refused.
 
 Real embedded PostgreSQL, the real embedding model, no mocks.
 """
@@ -12,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from engram.memory.types import TrustLevel
-from tests.conftest import ScratchDatabase
+from tests.conftest import METRICS_TOKEN, ScratchDatabase
 from tests.integration import test_http_api as http_api
 from tests.integration.test_hostile_pass_l import MCP_HEADERS, _cli
-from tests.integration.test_http_api import Api, assert_problem
+from tests.integration.test_http_api import Api, assert_problem, bearer
 from tests.integration.test_http_fuzz import _count
 
 api = http_api.api
@@ -189,16 +190,11 @@ async def test_cli_odd_arguments_exit_with_their_documented_codes(
         assert done.stderr.strip(), args
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="design question: /metrics needs no token (docs/operations.md) and counts the "
-    "records of every access level by type, so anyone who can reach the port sees a "
-    "sensitive record's arrival",
-)
 async def test_an_unauthenticated_scrape_counts_no_record_it_may_not_read(api: Api) -> None:
     """Rule: nothing a caller may not read may influence its answer, counts included. A
     caller with no token at all scrapes ``/metrics`` after a trusted agent stored one
-    ``sensitive`` record; the records gauge must not count it."""
+    ``sensitive`` record: it is refused (401) and its answer carries no figure at all, while
+    the metrics token's scrape does count the record."""
     made = await api.write(
         {
             "type": "belief",
@@ -210,4 +206,8 @@ async def test_an_unauthenticated_scrape_counts_no_record_it_may_not_read(api: A
     assert 201 == made.status_code, made.text
     scrape = await api.client.get("/metrics")
     counted = re.findall(r"^engram_memory_records\{[^}]*\} (\S+)$", scrape.text, re.MULTILINE)
-    assert scrape.status_code == 401 or sum(float(value) for value in counted) == 0
+    assert (401, []) == (scrape.status_code, counted)
+    assert "engram_" not in scrape.text
+    cleared = await api.client.get("/metrics", headers=bearer(METRICS_TOKEN))
+    counted = re.findall(r"^engram_memory_records\{[^}]*\} (\S+)$", cleared.text, re.MULTILINE)
+    assert 1 == sum(float(value) for value in counted)

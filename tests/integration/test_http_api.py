@@ -594,11 +594,15 @@ async def test_unknown_routes_and_methods_and_bad_bodies_are_problems(api: Api) 
     assert_problem(await api.client.post("/v1/memories", json={}, headers=api.admin), 422)
 
 
-async def test_operations_endpoints_need_no_token(api: Api) -> None:
-    """Health, readiness and metrics endpoints answer without a token."""
+async def test_health_and_readiness_need_no_token_and_metrics_needs_one(api: Api) -> None:
+    """Health and readiness answer without a token; metrics answer the admin's token and
+    refuse a caller without one (ADR-022)."""
     assert 200 == (await api.client.get("/healthz")).status_code
     assert 200 == (await api.client.get("/readyz")).status_code
-    assert "engram_gate_decisions_total" in (await api.client.get("/metrics")).text
+    assert_problem(await api.client.get("/metrics"), 401)
+    assert (
+        "engram_gate_decisions_total" in (await api.client.get("/metrics", headers=api.admin)).text
+    )
 
 
 def test_one_table_maps_kernel_errors_to_statuses() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -22,11 +23,12 @@ from engram.infra.fastembed_embedder import FastembedEmbedder
 from engram.memory.gate.probe import NAMESPACE
 from engram.memory.types import GateDecision
 from engram.protocols.http.app import create_app
-from tests.conftest import ScratchDatabase
+from tests.conftest import METRICS_TOKEN, ScratchDatabase
 from tests.integration.gate_helpers import WRITER, belief, create
 from tests.integration.scheduler_helpers import running
 
 BASE_CHECKS = {"database", "migrations", "embedding_model"}
+SCRAPER = {"Authorization": f"Bearer {METRICS_TOKEN}"}
 SPEC_CHECKS = {"gate", "audit_log", "consolidation_backlog"}
 #: How long a lock is held: well past the gate's 0.2 s and the audit log's 1 s, well inside
 #: the backlog check's 5 s.
@@ -41,6 +43,13 @@ class Probe:
     kernel: Kernel
 
     async def ready(self) -> tuple[int, dict[str, Any]]:
+        """/readyz as the metrics token sees it: with each failure's reason (ADR-022)."""
+        response = await self.client.get("/readyz", headers=SCRAPER)
+        body: dict[str, Any] = response.json()
+        return response.status_code, body
+
+    async def ready_anonymously(self) -> tuple[int, dict[str, Any]]:
+        """/readyz as a caller without a token sees it."""
         response = await self.client.get("/readyz")
         body: dict[str, Any] = response.json()
         return response.status_code, body
@@ -134,6 +143,10 @@ async def test_readyz_lists_the_specification_checks_and_is_200_when_healthy(
     assert all(check["duration_ms"] >= 0 for check in body["checks"].values())
     assert BASE_CHECKS | SPEC_CHECKS == set(probe.kernel.health.names)
     assert 200 == await probe.alive()
+    status, anonymous = await probe.ready_anonymously()
+    assert 200 == status, anonymous
+    expected = {name: {"ok": True, "detail": "ok"} for name in BASE_CHECKS | SPEC_CHECKS}
+    assert {"status": "ready", "checks": expected} == anonymous
 
 
 async def test_probes_leave_no_audit_row_and_no_memory(
@@ -217,7 +230,8 @@ async def test_audit_log_check_fails_while_the_chain_heads_are_locked_then_recov
     probe: Probe, database: ScratchDatabase, lock: str
 ) -> None:
     """With every audit lane held the probe's append waits past 1 s: 503 naming "audit_log"
-    only; the cancelled append left no row; once released, 200 again and still no row."""
+    only (a caller without a token is told only that it timed out); the cancelled append left
+    no row; once released, 200 again and still no row."""
     audit_before = await admin_count(database, "SELECT count(*) FROM engram.librarian_audit")
     async with holding(database, lock):
         status, body = await probe.ready()
@@ -225,6 +239,9 @@ async def test_audit_log_check_fails_while_the_chain_heads_are_locked_then_recov
         assert 503 == status, body
         assert "not_ready" == body["status"]
         assert {"audit_log": "no answer within 1 s"} == failed(body)
+        status, anonymous = await probe.ready_anonymously()
+        assert 503 == status, anonymous
+        assert {"audit_log": "timed out"} == failed(anonymous)
         assert audit_before == await admin_count(
             database, "SELECT count(*) FROM engram.librarian_audit"
         )
@@ -257,6 +274,7 @@ async def strict_backlog(
         fast_path_limit=1,
         consolidation_decay_threshold=1.0,
         readiness_cache_seconds=0.0,
+        metrics_token=METRICS_TOKEN,
     )
     async with (
         open_kernel(settings=settings, embeddings=embedder) as kernel,
@@ -276,7 +294,8 @@ async def test_consolidation_backlog_check_fails_at_twice_the_fast_path_limit(
 ) -> None:
     """With ENGRAM_FAST_PATH_LIMIT=1 and a decay threshold of 1.0, two decayed fast-path records
     are a backlog of 2 x the limit: 503 naming "consolidation_backlog" with the count and the
-    limit, the others ok, and engram_consolidation_backlog showing the count."""
+    limit for the metrics token (only "failed" without a token), the others ok, and
+    engram_consolidation_backlog showing the count."""
     async with strict_backlog(database, embedder) as probe:
         kernel = probe.kernel
         status, body = await probe.ready()
@@ -306,8 +325,13 @@ async def test_consolidation_backlog_check_fails_at_twice_the_fast_path_limit(
         detail = problems["consolidation_backlog"]
         assert detail.startswith("RuntimeError: 3 fast-path records decayed below 1 ")
         assert "the limit is 2 x 1" in detail
+        # Without a token: failed, and no count of records the caller may not read.
+        status, anonymous = await probe.ready_anonymously()
+        assert 503 == status, anonymous
+        assert {"ok": False, "detail": "failed"} == anonymous["checks"]["consolidation_backlog"]
+        assert not any(digit in json.dumps(anonymous) for digit in "0123456789")
         assert 3 == gauge(kernel.metrics.registry, "engram_consolidation_backlog")
-        exposition = (await probe.client.get("/metrics")).text
+        exposition = (await probe.client.get("/metrics", headers=SCRAPER)).text
         assert "engram_consolidation_backlog 3.0" in exposition
         assert 200 == await probe.alive()
 

@@ -1,5 +1,6 @@
-"""The processes of the operations tests: `engram serve` on a fresh embedded data dir, and a
-Prometheus scraping it every second with the shipped alert rules.
+"""The processes of the operations tests: `engram serve` on a fresh embedded data dir (with
+a metrics token), and a Prometheus scraping it every second with the shipped alert rules and
+the shipped scrape job, which presents that token from a file.
 
 engram is started twice on the same data dir. The first run records every job as seen with
 the nightly deep consolidation due about twelve hours ago; the second puts that hour this
@@ -21,10 +22,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import yaml
 
+from tests.conftest import METRICS_TOKEN
 from tests.e2e.conftest import TOKEN, Served, close, start_serve
 from tests.e2e.test_serve import ENGRAM, _env, _free_port
-from tests.ops.queries import ALERTS
+from tests.ops.queries import ALERTS, DEPLOY
+
+#: The shipped Prometheus configuration, whose engram scrape job the tests' Prometheus runs.
+PROMETHEUS_CONFIG = DEPLOY / "prometheus.yml"
 
 #: The limited agent's write rate: one a minute, a burst of one, so its second write is refused.
 LIMITED = ("--writes-per-minute", "1")
@@ -122,18 +128,24 @@ def _add_limited_agent(env: dict[str, str]) -> str:
     return token
 
 
+def _scrape_job(engram_base: str, tmp: Path) -> dict[str, Any]:
+    """The shipped scrape job (deploy/prometheus.yml), its token file and its target moved
+    here: Prometheus presents the metrics token as the shipped configuration makes it."""
+    shipped = yaml.safe_load(PROMETHEUS_CONFIG.read_text())
+    job: dict[str, Any] = next(
+        config for config in shipped["scrape_configs"] if config["job_name"] == "engram"
+    )
+    authorization = job["authorization"]
+    (tmp / authorization["credentials_file"]).write_text(METRICS_TOKEN + "\n")
+    return {**job, "static_configs": [{"targets": [engram_base.removeprefix("http://")]}]}
+
+
 def _start_prometheus(tmp: Path, engram_base: str) -> Prometheus:
     """Prometheus on a free loopback port, scraping ``engram_base`` every second."""
     config = {
         "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
         "rule_files": [str(ALERTS)],
-        "scrape_configs": [
-            {
-                "job_name": "engram",
-                "metrics_path": "/metrics",
-                "static_configs": [{"targets": [engram_base.removeprefix("http://")]}],
-            }
-        ],
+        "scrape_configs": [_scrape_job(engram_base, tmp)],
     }
     path = tmp / "prometheus.yml"
     path.write_text(json.dumps(config, indent=2))  # JSON is YAML

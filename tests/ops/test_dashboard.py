@@ -9,12 +9,15 @@ import subprocess
 import time
 from typing import Any
 
+import httpx
+
 from tests.ops.queries import REPO, Query, alert_queries, load_dashboard, load_rules, panel_queries
 from tests.ops.stack import Prometheus, Stack
 from tests.ops.workload import drive
 
-#: Before the workload: two scrapes, so every counter's rise falls between two samples.
-SCRAPED = ['count_over_time(up{job="engram"}[1m]) >= 2']
+#: Before the workload: two scrapes, so every counter's rise falls between two samples, the
+#: last of them let in (``up`` is 0 for a scrape refused, 401, for want of the metrics token).
+SCRAPED = ['count_over_time(up{job="engram"}[1m]) >= 2', 'up{job="engram"} == 1']
 #: Before the queries are judged: the workload scraped a few times over, a job run, the
 #: caught-up nightly consolidation, a batch sent to the model.
 SETTLED = [
@@ -51,6 +54,13 @@ def test_the_shipped_alert_rules_pass_promtool(prometheus_binaries: None) -> Non
     """`promtool check rules deploy/alerts.yml` passes."""
     del prometheus_binaries
     _promtool("check", "rules", "deploy/alerts.yml")
+
+
+def test_the_scrape_needs_the_token_prometheus_presents(stack: Stack) -> None:
+    """engram refuses a scrape without a token (401) and Prometheus, presenting the metrics
+    token from the file the shipped job names, scrapes it successfully."""
+    assert 401 == httpx.get(f"{stack.engram.base}/metrics", timeout=5).status_code
+    _wait_for(stack.prometheus, ['up{job="engram"} == 1'])
 
 
 def test_every_panel_and_alert_returns_data(stack: Stack) -> None:

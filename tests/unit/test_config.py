@@ -86,3 +86,42 @@ def test_an_interval_meant_as_never_is_accepted_and_an_impossible_one_is_not() -
     assert never == EngramSettings(consolidation_light_minutes=never).consolidation_light_minutes
     with pytest.raises(ValidationError, match="at most 1000 years"):
         EngramSettings(consolidation_light_minutes=1e300)
+
+
+#: Every float setting: none of them has a meaning for an infinite number or NaN.
+FLOAT_SETTINGS = sorted(
+    name for name, field in EngramSettings.model_fields.items() if field.annotation is float
+)
+
+
+def test_the_float_settings_are_found() -> None:
+    """The parametrised list below is the settings' floats, not an empty list."""
+    assert {"readiness_cache_seconds", "db_command_timeout_seconds"} <= set(FLOAT_SETTINGS)
+    assert len(FLOAT_SETTINGS) >= 20
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf", "Infinity", "nan", "NaN", "1e400"])
+@pytest.mark.parametrize("name", FLOAT_SETTINGS)
+def test_no_float_setting_accepts_a_value_that_is_not_finite(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    """ENGRAM_<NAME>=inf, nan or a number past the float range is refused with a message that
+    names the setting and says it must be finite (inf once made /readyz cache forever)."""
+    monkeypatch.setenv(f"ENGRAM_{name.upper()}", value)
+    with pytest.raises(ValidationError, match="finite number") as raised:
+        EngramSettings()
+    assert name in str(raised.value)
+
+
+def test_readiness_cache_seconds_refuses_inf_nan_and_negative_but_keeps_zero() -> None:
+    """The readiness cache takes 0 (run every probe on every request) and any finite positive
+    number of seconds; inf, NaN and a negative number are refused."""
+    assert 0.0 == EngramSettings(readiness_cache_seconds=0).readiness_cache_seconds
+    assert 3600.0 == EngramSettings(readiness_cache_seconds=3600).readiness_cache_seconds
+    for value, problem in [
+        (float("inf"), "finite number"),
+        (float("nan"), "finite number"),
+        (-1.0, "greater than or equal to 0"),
+    ]:
+        with pytest.raises(ValidationError, match=problem):
+            EngramSettings(readiness_cache_seconds=value)

@@ -318,6 +318,9 @@ class _Pass:
         current = await store.head(self._db, head.record_id)
         if current is None or current.id != head.id:
             return None
+        # The copy keeps the head's event time (the fact did not change) and its ingestion
+        # time, which the store ignores: a version is stamped with its own transaction's time
+        # and closes the head at that instant (store.insert_version; test_rescan_timeline).
         proposal = head.model_copy(
             update={
                 "access_level": AccessLevel.SENSITIVE,

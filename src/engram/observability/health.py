@@ -1,13 +1,38 @@
-"""Health checks: each is a named ``ping`` with a time limit; readiness is all of them passing."""
+"""Health checks: each is a named ``ping`` with a time limit; readiness is all of them passing.
+
+A failing check's reason may name hosts, ports, socket paths or counts of records. It is kept
+in :attr:`CheckOutcome.detail` for the log and for callers cleared to see it; everyone else
+gets :attr:`CheckOutcome.summary`, which says only whether the check failed or ran out of
+time. A password in a connection string is masked even in the detail.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+import structlog
+
+log = structlog.get_logger("engram.health")
+
 Probe = Callable[[], Awaitable[None]]
+
+#: The user-information part of a URL (``postgresql://user:password@``) and a ``password=``
+#: of a key-value connection string: masked in every reason kept or logged.
+_CREDENTIALS = (
+    (re.compile(r"(?i)([a-z][a-z0-9+.-]*://)[^/@\s]*@"), r"\1***@"),
+    (re.compile(r"(?i)(password\s*=\s*)('[^']*'|\S+)"), r"\1***"),
+)
+
+
+def masked(text: str) -> str:
+    """``text`` with the credentials of any connection string in it replaced by ``***``."""
+    for pattern, replacement in _CREDENTIALS:
+        text = pattern.sub(replacement, text)
+    return text
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,6 +43,14 @@ class CheckOutcome:
     ok: bool
     detail: str
     duration_ms: float
+    timed_out: bool = False
+
+    @property
+    def summary(self) -> str:
+        """The reason anyone may be told: ``ok``, ``timed out`` or ``failed``."""
+        if self.ok:
+            return "ok"
+        return "timed out" if self.timed_out else "failed"
 
 
 @dataclass(slots=True)
@@ -31,6 +64,9 @@ class _Check:
     #: The probe running now, which requests arriving meanwhile await instead of starting
     #: their own (a burst of /readyz runs each probe once, cached or not).
     running: asyncio.Future[CheckOutcome] | None = None
+    #: The (ok, detail) last logged, so that a flood of probes of a failing check logs its
+    #: failure once, and its recovery once.
+    logged: tuple[bool, str] = (True, "ok")
 
 
 class HealthChecks:
@@ -71,17 +107,38 @@ class HealthChecks:
     @classmethod
     async def _refresh(cls, check: _Check, now: float) -> CheckOutcome:
         check.last, check.at = await cls._probe(check), now
+        _log_change(check, check.last)
         return check.last
 
     @staticmethod
     async def _probe(check: _Check) -> CheckOutcome:
         started = time.perf_counter()
+        timed_out = False
         try:
             await asyncio.wait_for(check.probe(), check.timeout_seconds)
         except TimeoutError:
             ok, detail = False, f"no answer within {check.timeout_seconds:g} s"
+            timed_out = True
         except Exception as exc:  # noqa: BLE001 - any failure of a probe is "not ready"
-            ok, detail = False, f"{type(exc).__name__}: {exc}"
+            ok, detail = False, masked(f"{type(exc).__name__}: {exc}")
         else:
             ok, detail = True, "ok"
-        return CheckOutcome(check.name, ok, detail, (time.perf_counter() - started) * 1000)
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        return CheckOutcome(check.name, ok, detail, elapsed_ms, timed_out)
+
+
+def _log_change(check: _Check, outcome: CheckOutcome) -> None:
+    """Log a check that starts failing, fails differently, or recovers."""
+    if (outcome.ok, outcome.detail) == check.logged:
+        return
+    check.logged = (outcome.ok, outcome.detail)
+    if outcome.ok:
+        log.info("health.check_recovered", check=outcome.name)
+    else:
+        log.warning(
+            "health.check_failed",
+            check=outcome.name,
+            reason=outcome.summary,
+            detail=outcome.detail,
+            duration_ms=round(outcome.duration_ms, 2),
+        )

@@ -14,7 +14,12 @@ TAGS = [
     {"name": "memories", "description": "Propose, read, update and forget records (the Gate)."},
     {"name": "search", "description": "Search and feedback."},
     {"name": "admin", "description": "Audit log, quarantine and escalations (admin agents)."},
-    {"name": "operations", "description": "Liveness, readiness and metrics (no token)."},
+    {
+        "name": "operations",
+        "description": "Liveness and readiness (no token; a failure's reason only for what "
+        "/metrics accepts) and metrics (the metrics token, or an agent cleared to read every "
+        "access level).",
+    },
 ]
 DESCRIPTION = (
     "A governed memory kernel for AI agents. Every call under /v1 needs an agent token "

@@ -1,7 +1,8 @@
 """The HTTP server: the REST API under ``/v1`` (:mod:`engram.protocols.http.api`), the MCP
 endpoint at ``/mcp`` (:mod:`engram.protocols.mcp.http`), and ``/healthz`` (liveness),
-``/readyz`` (readiness) and ``/metrics`` without authentication. Every request is counted and
-timed by route template (:mod:`engram.protocols.http.telemetry`).
+``/readyz`` (readiness) and ``/metrics`` (:mod:`engram.protocols.http.operations`, which says
+who may see what there). Every request is counted and timed by route template
+(:mod:`engram.protocols.http.telemetry`).
 
 The kernel is opened in the application's lifespan and closed when the server stops; its
 scheduler runs the background jobs meanwhile unless ``ENGRAM_SCHEDULER`` is off. No
@@ -11,18 +12,15 @@ with a 413 problem as soon as its Content-Length (or the bytes read so far) says
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any
 
-from fastapi import FastAPI, Request, Response
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI
 
 from engram import __version__
 from engram.config import EngramSettings
-from engram.errors import EngramError
 from engram.kernel import Kernel, open_kernel
+from engram.protocols.http import operations
 from engram.protocols.http.api import install_api
 from engram.protocols.http.bootstrap import Announce, announce_first_agent, to_stdout
 from engram.protocols.http.problems import BodyLimit
@@ -33,11 +31,6 @@ from engram.protocols.mcp.http import McpEndpoint
 #: (``MAX_INPUT_BYTES``); the margin lets a larger one be refused *and audited* as input,
 #: while nothing near a client's memory-exhausting upload is ever buffered.
 MAX_BODY_BYTES = 1024 * 1024
-
-
-def _kernel(request: Request) -> Kernel:
-    kernel: Kernel = request.app.state.kernel
-    return kernel
 
 
 def create_app(
@@ -72,41 +65,8 @@ def create_app(
     app = FastAPI(title="engram", version=__version__, lifespan=lifespan)
     mcp_endpoint.mount(app)
     install_api(app)  # the REST API under /v1 (engram.protocols.http.api)
+    app.include_router(operations.router)  # /healthz, /readyz, /metrics
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)  # every route, /mcp included
     app.add_middleware(RequestMetrics)  # outermost: counts what BodyLimit refuses too
-
-    @app.get("/healthz", tags=["operations"])
-    async def healthz() -> dict[str, str]:
-        """Liveness: the process is up and its event loop answers."""
-        return {"status": "ok"}
-
-    @app.get("/readyz", tags=["operations"])
-    async def readyz(request: Request) -> JSONResponse:
-        """Readiness: database, migrations, embedding model, and the specification's checks
-        (a synthetic Gate decision, an audit write rolled back, the consolidation backlog)."""
-        outcomes = await _kernel(request).health.run()
-        ready = all(outcome.ok for outcome in outcomes)
-        body: dict[str, Any] = {
-            "status": "ready" if ready else "not_ready",
-            "checks": {
-                outcome.name: {
-                    "ok": outcome.ok,
-                    "detail": outcome.detail,
-                    "duration_ms": round(outcome.duration_ms, 2),
-                }
-                for outcome in outcomes
-            },
-        }
-        return JSONResponse(body, status_code=200 if ready else 503)
-
-    @app.get("/metrics", tags=["operations"])
-    async def metrics(request: Request) -> Response:
-        """Prometheus metrics in the text exposition format (database-wide gauges refreshed
-        at most every 15 s)."""
-        kernel = _kernel(request)
-        with contextlib.suppress(EngramError):  # a scrape still answers while the DB is down
-            await kernel.refresh_gauges()
-        payload, content_type = kernel.metrics.exposition()
-        return Response(content=payload, media_type=content_type)
 
     return app
