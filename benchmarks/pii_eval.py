@@ -41,7 +41,7 @@ HALVES: dict[str, tuple[Path, ...]] = {
     "test": (DATA / "pii" / "test_k.tsv", DATA / "pii" / "test_m.tsv"),
     "dev": tuple(
         DATA / "pii" / f"dev_{writer}.tsv"
-        for writer in (*"lnopqrstuvwxyz", "aa", "bb", "cc", "dd", "ee", "ff")
+        for writer in (*"lnopqrstuvwxyz", "aa", "bb", "cc", "dd", "ee", "ff", "gg", "hh")
     ),
     "legacy": (DATA / "pii_corpus.tsv",),
 }

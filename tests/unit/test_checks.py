@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from engram.memory.gate import pii
 from engram.memory.gate.access import caller_for_tier
 from engram.memory.gate.checks import Layer1Input, run_layer1
 from engram.memory.gate.rate_limit import RateLimiter
@@ -54,7 +55,8 @@ def test_layer1_quarantine_changes_level_and_records_kinds_only() -> None:
     outcome = _layer1(belief("Reach the owner at lena.fischer@example-mail.de about it."))
     assert outcome.passed  # type: ignore[attr-defined]
     assert AccessLevel.SENSITIVE == outcome.record.access_level  # type: ignore[attr-defined]
-    assert {"kinds": ["email"], "detector": "regex@3"} == outcome.record.metadata["pii"]  # type: ignore[attr-defined]
+    expected = {"kinds": ["email"], "detector": pii.DETECTOR_VERSION}
+    assert expected == outcome.record.metadata["pii"]  # type: ignore[attr-defined]
 
 
 def test_layer1_internal_origins_skip_access_and_rate() -> None:

@@ -58,16 +58,17 @@ What it detects
 * ``slack_token``: ``xoxb-``/``xoxp-``/``xoxa-``/``xoxr-``/``xoxs-``/``xoxo-`` tokens,
   rotating ``xoxe.xoxp-1-...`` tokens, app-level ``xapp-1-A…`` tokens and
   ``hooks.slack.com`` webhook URLs.
-* ``stripe_key``: ``sk_``/``rk_``/``pk_`` + ``live_``/``test_`` keys and ``whsec_`` webhook
-  secrets.
+* ``stripe_key``: ``sk_``/``rk_`` + ``live_``/``test_`` keys and ``whsec_`` webhook secrets.
+  A publishable key (``pk_``) is meant to ship in web pages and apps, and is not reported.
 * ``jwt``: three base64url segments whose first segment decodes to a JSON object with
   ``"alg"``.
 * ``private_key``: a ``-----BEGIN ... PRIVATE KEY-----`` header (RSA, EC, DSA, OPENSSH,
   ENCRYPTED, PGP ``... PRIVATE KEY BLOCK``) followed by key material: at least one unbroken
   run of 24 base64 characters. A bare header mentioned in prose is not a key. The span runs
   to the matching END line, or to the end of the base64 body when the END line is missing.
-* ``url_password``: the password in ``scheme://user:password@host``. It is not flagged when
-  the password is empty or a placeholder.
+* ``url_password``: the password in ``scheme://user:password@host``, or given as a URL's
+  ``password=`` parameter (``jdbc:sqlserver://host;password=…``, ``…?user=a&password=…``). It
+  is not flagged when the password is empty or a placeholder.
 * ``secret_assignment``: a value assigned to a secret-looking name: ``api_key=``,
   ``"client_secret": "..."``, ``DB_PASSWORD='...'``, ``token: ...``, ``the api key is ...``,
   ``api key 4f9b...``, ``Authorization: Bearer ...`` or ``Basic ...``. The name is one
@@ -104,7 +105,11 @@ What it detects
   is missed. That is the price of not flagging every random-looking string. A few short
   secrets are known by their name alone: a card or banking PIN (``ATM pin is 7391``; a postal
   ``PIN code`` is not one), backup or recovery codes, an authenticator seed written in groups
-  of four, a Wi-Fi network's ``key:``, and session values in a ``Cookie:`` header.
+  of four, a Wi-Fi network's ``key:``, a game server's ``sv_setsteamaccount`` login token, and
+  session values in a ``Cookie:`` header.
+* in airline reservation records (``travel``): the document number of ``SSR DOCS``
+  (``national_id``), the mobile of ``SSR CTCM`` (``phone``), the address of ``SSR CTCE``
+  (``email``, ``//`` for ``@``) and the card of an ``FP CC…`` form of payment.
 
 Precision and recall
 --------------------
@@ -193,6 +198,7 @@ from engram.memory.gate.pii.documents import find_documents
 from engram.memory.gate.pii.findings import PiiFinding, PiiKind, Span, Text
 from engram.memory.gate.pii.identifiers import find_cards, find_ibans, find_national_ids, find_ssns
 from engram.memory.gate.pii.mrz import find_machine_readable
+from engram.memory.gate.pii.travel import find_travel_records
 from engram.memory.gate.pii.vendors import find_api_keys
 
 __all__ = ["DETECTOR", "DETECTOR_VERSION", "PiiFinding", "PiiKind", "scan"]
@@ -200,7 +206,7 @@ __all__ = ["DETECTOR", "DETECTOR_VERSION", "PiiFinding", "PiiKind", "scan"]
 DETECTOR = "regex"
 """Label of this detector in the ``engram_pii_flags_total`` metric."""
 
-DETECTOR_VERSION = "regex@3"
+DETECTOR_VERSION = "regex@4"
 """Bumped whenever a rule changes what is flagged; recorded with quarantine decisions."""
 
 
@@ -243,6 +249,7 @@ _DETECTORS: tuple[Callable[[Text], Iterator[Span]], ...] = (
     find_national_ids,
     find_documents,
     find_machine_readable,
+    find_travel_records,
     find_emails,
 )
 

@@ -42,7 +42,7 @@ _BANKING = re.compile(
         r"(?:bank|\b(?:banking|routing|sort {1,3}code|bsb|ifsc|clabe|swift|bic|iban|ach|eft|wire"
         r"|payouts?"
         r"|payroll|direct deposit|deposit|transit|branch|cheque|checking|savings|current account"
-        r"|refund|reimburse\w*|kontonummer|kontonr|konto|futsu|giro|rib|bankleitzahl|blz"
+        r"|refund|reimburse\w*|kontonummer|kontonr|konto|postkonto|futsu|giro|rib|bankleitzahl|blz"
         r"|reg\.? ?nr|registreringsnummer|cbu|nuban|udbetaling|utbetalning|transfers?"
         r"|račun|tekući|rachunek|sąskaitos|reikningsnúmer|счет|рахунок|rib|banco\w*|ahorros|pix"
         r"|corriente|cci|rekening|bankszámla\w*|účet|účtu)\b"
@@ -51,10 +51,11 @@ _BANKING = re.compile(
 )
 _ACCOUNT_WORDS = re.compile(
     folded(
-        r"(?:\b(?:account|acct|acc|a/c|ac no|clabe|nuban|kontonummer|kontonr|konto|cuenta|compte"
+        r"(?:\b(?:account|acct|acc|a/c|ac no|clabe|nuban|kontonummer|kontonr|konto|cuenta(?:rut)?"
+        r"|compte|bank(?=[ \t]{0,2}[:#]?[ \t]{0,2}\d)|folio|postkonto|compte postal|conto postale"
         r"|conto|conta|rekening|checking|savings|cheque account|stk|số tài khoản|rekening|no\. rek"
         r"|račun|rachunek|sąskaitos nr|reikningsnúmer|счет|рахунок|rib|cci|giro(?: number)?"
-        r"|bankszámla(?:szám)?|számlaszám|účet|číslo účtu)"
+        r"|bankszámla(?:szám)?|számlaszám|účet|číslo účtu)s?\b"  # not "contact", "access"
         r"|帳號|账号|帳戶|账户|口座|普通|当座|계좌(?:번호)?|номер сч[её]та|חשבון|บัญชี|số tài khoản"
         r"|account_?(?:number|no|num)\b)"
     )
@@ -63,6 +64,7 @@ _NOT_BANK = re.compile(
     r"\b(?:aws|gcp|azure|customer|client|user|member|loyalty|billing|service|cloud|admin"
     r"|twilio|stripe|google|github|slack|email|e-mail|storage|sid|id)[ _\-]*$"
 )
+_IBAN_NEXT = re.compile(r"[ \t:#.\-]{0,4}[A-Za-z]{2}\d{2}[ ]?[A-Za-z0-9]{4}")
 _NUMBER = re.compile(r"(?<![\w.\-/])\d(?:[ .\-]?\d){5,29}(?![\w\-]|[.,]\d)")
 _DATE = re.compile(r"\d{4}[\-.]\d{2}[\-.]\d{2}|\d{2}[\-.]\d{2}[\-.]\d{4}")
 _AFTER = 40
@@ -179,6 +181,8 @@ def find_bank_accounts(t: Text) -> Iterator[Span]:
         # "no account number yet", "account details will come by post": the number before
         # the word is a bank code, not the account; one written after it still is one
         said_missing = at >= 0 and word.start() < missing[at][1]
+        # "fnr 030791 09516, konto NO0777…": the account is the IBAN after the word
+        said_missing = said_missing or _IBAN_NEXT.match(text, word.end()) is not None
         after = [
             n
             for n in _NUMBER.finditer(text, word.end(), min(len(text), word.end() + _AFTER))

@@ -20,7 +20,7 @@ from engram.memory.gate.pii.heuristics import char_classes, entropy, folded, is_
 _FOREIGN_PASSWORDS = (
     "parola", "heslo", "haslo", "senha", "clave", "contrasena", "wachtwoord", "salasana",
     "sifre", "jelszo", "lozinka", "geslo", "kodeord", "adgangskode", "kennwort", "losenord",
-    "parool", "lykilord", "slaptazodis", "parole", "passe",
+    "parool", "lykilord", "slaptazodis", "parole", "passe", "mdp", "passwort",
 )  # fmt: skip
 # The same words as written with their letters (the name splitter reads ASCII words only).
 _ACCENTED_PASSWORDS = tuple(map(folded, (
@@ -37,11 +37,13 @@ _ASSIGNMENT = re.compile(
     r"(?i:key|secret|token|pass|pwd|pw|credentials?|creds|sessionid|seed|psk|"
     + "|".join((*_FOREIGN_PASSWORDS, *_ACCENTED_PASSWORDS))
     + r")"
-    r"[\w.\-]{0,40})"
-    r"(?:(?P<gap>[ \t]+(?:for|of|on|at|to|in|do|na|za|pro|zu|pour|para|per|voor|til"
-    r"|de|du|des|del|della|der|dem|den|от|для)"
-    r"[ \t][^.\n:=;,\"'`]{1,60}?)?"
-    r"[\"']?(?:[ \t]{0,3}(?::=|=>|=|:)[ \t]{0,3}|[ \t]+(?:is|was|est|ist|es|è)(?:[ \t]+now)?[ \t]+"
+    r"[\w.\-]{0,40}(?:[ \t](?i:wi-?fi|wlan))?)"  # "mot de passe wifi du salon est …"
+    r"(?:(?P<gap>(?:[ \t]+(?:for|of|on|at|to|in|do|na|za|pro|zu|pour|para|per|voor|til"
+    r"|de|du|des|del|della|der|dem|den|für|fuer|от|для)[ \t]"
+    r"|[ \t]+(?:dell|dall|nell|sull|all|d|l)'(?=[^\W\d_])"  # Italian and French elisions
+    r")(?:[^.\n:=;,\"'`]|'(?=[^\W\d_])){1,60}?)?"
+    r"[\"']?(?:[ \t]{0,3}(?::=|=>|=|:)[ \t]{0,3}"
+    r"|[ \t]+(?:is|was|est|ist|es|è|é|lautet)(?:[ \t]+now)?[ \t]+"
     r"|[ \t]+(?:(?:got|was|has been|is)[ \t]+)?(?:reset|changed|set|updated|rotated)[ \t]+to[ \t]+)"
     r"|[\"']?(?P<loose>[ \t]+))"
     r"(?:\"(?P<dq>[^\"\n]{1,512})\"|'(?P<sq>[^'\n]{1,512})'|`(?P<bq>[^`\n]{1,512})`"
@@ -63,6 +65,8 @@ _KEY_VALUE = re.compile(
     r"\s{0,16}(?:,\s{0,16})?"
     r"[\"']?value[\"']?\s{0,16}[=:]\s{0,16}[\"'](?P<v>[^\"'\n]{1,512})[\"']"
 )
+# What follows a header value cut short where its secret part was left out.
+_REDACTED_NEXT = frozenset({"<", "*", "[", "\N{HORIZONTAL ELLIPSIS}"})
 _AUTH_HEADER = re.compile(r"(?<![\w\-])(?:[Bb]earer|Basic)[ \t]+(?P<v>[A-Za-z0-9._~+/\-]{12,}=*)")
 _WIFI = re.compile(r"\b(?:wi-?fi|wlan|ssid|wpa2?|router)\b")
 _IDENT_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
@@ -89,7 +93,7 @@ _KEY_QUALIFIERS = frozenset(
         "api", "access", "secret", "private", "signing", "encryption", "master", "auth",
         "session", "license", "licence", "client", "app", "service", "account", "webhook",
         "hmac", "jwt", "admin", "root", "deploy", "subscription", "consumer", "x", "device",
-        "network", "shared",
+        "network", "shared", "server",
     }
 )  # fmt: skip
 _METADATA_WORDS = frozenset(
@@ -169,9 +173,9 @@ def _secret_value_ok(value: str, key_class: str, next_char: str, *, bare: bool) 
         return False
     if "://" in value or value.startswith(("/", "./", "~/")) or _DIGEST.match(value):
         return False
-    if value.startswith("pk.eyJ") or _OBJECT_ID.fullmatch(value):
-        # a Mapbox public token, meant to ship in clients (its secret is "sk."); a payment
-        # object's id or a card's vault token (tok_…, pm_…, cus_…)
+    if value.startswith(("pk.eyJ", "pk_live_", "pk_test_")) or _OBJECT_ID.fullmatch(value):
+        # a Mapbox or Stripe publishable key, meant to ship in clients (their secrets are
+        # "sk." and "sk_"); a payment object's id or a card's vault token (tok_…, pm_…, cus_…)
         return False
     if _decodes_to_placeholder(value):
         return False
@@ -276,9 +280,17 @@ def find_assignments(t: Text) -> Iterator[Span]:
     yield from _key_value_pairs(t)
     yield from _files_of_secrets(t)
     yield from _short_secrets(t)
+    yield from _auth_headers(t)
+
+
+def _auth_headers(t: Text) -> Iterator[Span]:
+    """``Authorization: Bearer …`` and ``Basic …`` values."""
     if "bearer" not in t.lower and "basic" not in t.lower:
         return
+    text = t.raw
     for m in _AUTH_HEADER.finditer(text):
+        if text[m.end() : m.end() + 1] in _REDACTED_NEXT:
+            continue  # "Bearer eyJhbGciOiJIUzI1NiJ9.<redacted>": the secret part is not there
         if _secret_value_ok(m.group("v"), "secret", "", bare=False):
             yield PiiKind.SECRET_ASSIGNMENT, m.start("v"), m.end("v")
 
@@ -342,7 +354,8 @@ def _key_value_pairs(t: Text) -> Iterator[Span]:
 
 # Short secrets that only their name makes secret: a card or banking PIN ("ATM pin is 7391";
 # a postal "PIN code" is not one), backup or recovery codes, an authenticator's seed written
-# in groups of four ("PYUH 5CT4 N4P3 …"), and session cookies in a Cookie header.
+# in groups of four ("PYUH 5CT4 N4P3 …"), a game server's login token, and session cookies in
+# a Cookie header.
 _PIN = re.compile(
     r"(?i)\b(?:(?:atm|card|debit|credit|upi|bank|banking|sim|phone|app)[ \-]?pin|m-?pin|t-?pin)"
     r"(?:[ \t]+(?:number|no\.?))?[ \t]*(?:is|was|=|:|-)[ \t]*(?P<v>\d{4,6})(?![\w\-])"
@@ -364,6 +377,8 @@ _LOGIN_PAIR = re.compile(
     r"(?i)\b(?:login|credentials?|creds|sign-?in)\b[^\n]{0,40}?(?:\bis|\bare|:)[ \t]+"
     r"[\w.@\-]{2,64}[ \t]*/[ \t]*(?P<v>[^\s;,]{6,64})"
 )
+# A Source-engine game server's login token given on its command line.
+_STEAM_LOGIN = re.compile(r"\bsv_setsteamaccount[ \t]+(?P<v>[A-Fa-f0-9]{32})(?![\w\-])")
 _COOKIE = re.compile(r"(?i)\b(?:set-)?cookie:[ \t]*(?P<v>[^\n]{1,2048})")
 _COOKIE_PAIR = re.compile(r"(?P<name>[^\s=;,]{1,64})=(?P<value>[^\s;,]{1,512})")
 
@@ -384,6 +399,7 @@ _SHORT: tuple[tuple[tuple[str, ...], re.Pattern[str], Callable[[str], bool] | No
     (("seed", "secret", "authenticator", "totp", "2fa", "mfa"), _GROUPED_SEED, _random_seed),
     (("(",), _BRACKETED, _bracketed_password),
     (("login", "credential", "creds", "sign-in", "signin"), _LOGIN_PAIR, _bracketed_password),
+    (("sv_setsteamaccount",), _STEAM_LOGIN, None),
 )
 
 

@@ -42,7 +42,9 @@ _NOT_PHONE_LABEL = re.compile(
     r"(?i)(?:\b(?:order|ticket|invoice|inv|build|issue|pr|case|ref|reference|tracking|acct"
     r"|account|po|job|run|batch|txn|transaction|confirmation|serial|sku|version|release|id"
     r"|item|part|incident|request|req|pipeline|commit|cve|patent|isbn|seed|port|pin"
-    r"|imei|meid|imsi|iccid|sin|meter|consumer|routing|aba|rtn|transit|qq(?:号码|号)?)"
+    r"|imei|meid|imsi|iccid|sin|meter|consumer|routing|aba|rtn|transit|qq(?:号码|号)?"
+    r"|(?<!area )(?<!country )code|awb|loyalty|member(?:ship)?|membre|mitglied|frequent flyer"
+    r"|miles ?& ?more|flying blue|aeroplan|bonvoy|eurobonus|skywards)"
     r"(?:[ \t]*(?:no\.?|number|num|id|#))?[ \t]*[#:=]?|#)[ \t]*$"
 )
 _GLUE = frozenset("-_/#.@=\\")
@@ -60,7 +62,7 @@ _PHONE_WORDS = (
     "моб", "мобильный", "جوال", "موبايل",
     "reach her", "reach him", "reach them", "тел", "телефон", "tél", "téléphone", "telefon",
     "telefono", "teléfono", "puhelin", "sími", "هاتف", "toestel", "doorkiesnummer",
-    "durchwahl",
+    "durchwahl", "mob",
 )  # fmt: skip
 # Regions tried for a number in national format near a phone keyword (trunk prefix 0, or a
 # national number without one, as Indian and Chinese mobiles are written).
@@ -69,7 +71,7 @@ _NATIONAL_REGIONS = (
     "PL", "SE", "NO", "DK", "FI", "NZ", "ZA", "KR", "SG", "MX", "CN", "CZ", "GR", "TR", "IL",
     "US", "CA", "ID", "PH", "VN", "PK", "HU", "HR", "AR", "CL", "EG", "KE", "NG", "BG", "RS",
     "SK", "SI", "LT", "LV", "EE", "IS", "LU", "MA", "GH", "AE", "SA", "UA", "HK", "TW", "TH",
-    "MY", "KZ", "RU", "QA", "CY", "IR",
+    "MY", "KZ", "RU", "QA", "CY", "IR", "CR", "GT", "HN", "SV", "PA",
 )  # fmt: skip
 
 
@@ -158,8 +160,13 @@ _NUMBER_LABEL = re.compile(r"(?i)(\w*)[ .\-]*(?:nr|no|n[º°])\.?[ \t]*[:#]?[ \t
 _PHONE_STEMS = ("tel", "phone", "fon", "handy", "mobil", "cell", "fax")
 # Eight digits in pairs ("20 63 18 54"): how Danish and Norwegian numbers are written.
 _PAIRS = re.compile(r"\d{2} \d{2} \d{2} \d{2}")
-# Nine digits in threes ("912 384 601", "618.213.597"): Portuguese and Spanish numbers.
-_SHORT_LAYOUT = re.compile(r"\d{2} \d{2} \d{2} \d{2}|\d{3}([ .])\d{3}\1\d{3}")
+# Nine digits in threes ("912 384 601", "618.213.597"): Portuguese and Spanish numbers;
+# eight as three, two, three ("912 34 567"): Norwegian mobiles.
+_SHORT_LAYOUT = re.compile(r"\d{2} \d{2} \d{2} \d{2}|\d{3}([ .])\d{3}\1\d{3}|\d{3} \d{2} \d{3}")
+# Eight digits in fours count only with a phone word in their own clause (before them, or
+# just after: "8845-2210 (WhatsApp)"), and not as a conference bridge's code ("dial-in").
+_FOURS = re.compile(r"\d{4}[ \-]\d{4}")
+_BRIDGE = re.compile(r"(?i)dial-?in[ \t:]*$")
 # A tax or business registration number, named a few words before the digits.
 _TAX_NUMBER = re.compile(
     r"(?i)(?:mã số thuế|\bmst\b|tax (?:code|id|number)|사업자등록번호|business registration"
@@ -188,6 +195,18 @@ def _national_mobile(candidate: str) -> bool:
         phonenumbers.is_valid_number(n) and phonenumbers.number_type(n) in _MOBILE
         for n in _national_readings(candidate)
     )
+
+
+def _dialled_abroad(candidate: str) -> bool:
+    """A number written with ``00`` for ``+`` and a country code, in groups ("00226 70 48 21
+    93"), that is valid as such: the international prefix of most of the world."""
+    digits = "".join(c for c in candidate if c.isdigit())
+    if not candidate.startswith("00") or len(digits) < 10 or digits == candidate:
+        return False  # ungrouped, it is as often a meter or supply number ("PDR 0088…")
+    try:
+        return phonenumbers.is_valid_number(phonenumbers.parse("+" + digits[2:], None))
+    except phonenumbers.NumberParseException:
+        return False
 
 
 def _international_possible(candidate: str) -> bool:
@@ -302,6 +321,16 @@ def _local_number(text: str, start: int, end: int) -> bool:
     return _PHONE_WORD.search(clause.casefold()) is not None
 
 
+def _fours_given(text: str, start: int, end: int) -> bool:
+    """A phone word in the clause of a number written in fours, before it or just after it,
+    and no conference bridge's code."""
+    if _BRIDGE.search(text, max(0, start - 12), start):
+        return False
+    before = re.split(r"[.;!?\n]", text[max(0, start - _LOCAL_WORD_BEFORE) : start])[-1]
+    after = re.split(r"[.;!?\n]", text[end : end + 24])[0]
+    return _PHONE_WORD.search(f"{before} {after}".casefold()) is not None
+
+
 def _br_mobile(candidate: str) -> bool:
     if not _BR_MOBILE.fullmatch(candidate):
         return False
@@ -344,12 +373,16 @@ def _piece_is_phone(text: str, start: int, end: int, national: bool) -> bool | N
     candidate = text[start:end]
     if _DECIMAL.fullmatch(candidate):
         return None  # 0.70710678: a number with a fraction, not a phone
-    if _international_possible(candidate):
+    if _international_possible(candidate) or _dialled_abroad(candidate):
         return _phone_span_ok(text, start, end) or None
     if not _phone_span_ok(text, start, end):
         return None
     if national and _local_number(text, start, end):
         return True
+    if national and _FOURS.fullmatch(candidate):  # Central America, Singapore, Hong Kong
+        return _fours_given(text, start, end) and any(
+            phonenumbers.is_valid_number(n) for n in _national_readings(candidate)
+        )
     return (national and _national_phone_ok(candidate)) or (
         (
             _national_mobile(candidate)

@@ -24,9 +24,24 @@ _URL_CREDENTIALS = re.compile(
 _URL_PLACEHOLDERS = frozenset({"pass", "passwd", "password", "pwd", "pw", "secret", "x"})
 
 
+# A password given as a parameter of a connection URL: jdbc:sqlserver://host;password=…,
+# postgres://host/db?user=app&password=…
+_URL_PARAMETER = re.compile(
+    r"\b[A-Za-z][A-Za-z0-9+.:\-]{1,30}://[^\s\"'<>]{1,200}?[;?&]"
+    r"(?i:password|passwd|pwd)=(?P<pw>[^\s;&\"'<>]+)"
+)
+
+
 def find_url_passwords(t: Text) -> Iterator[Span]:
     text = t.raw
-    if "://" not in text or "@" not in text:
+    if "://" not in text:
+        return
+    if "pass" in t.lower or "pwd" in t.lower:
+        for m in _URL_PARAMETER.finditer(text):
+            password = m.group("pw")
+            if password.lower() not in _URL_PLACEHOLDERS and not is_placeholder(password):
+                yield PiiKind.URL_PASSWORD, m.start("pw"), m.end("pw")
+    if "@" not in text:
         return
     for m in _URL_CREDENTIALS.finditer(text):
         password = m.group("pw")
@@ -117,7 +132,7 @@ _SLACK_WEBHOOK = re.compile(
     r"https://hooks\.slack\.com/services/T[A-Z0-9]{6,12}/B[A-Z0-9]{6,12}/(?P<s>[A-Za-z0-9]{16,40})"
 )
 _STRIPE = re.compile(
-    r"(?<![\w])(?:(?:sk|rk|pk)_(?:live|test)_|whsec_)(?P<body>[0-9A-Za-z]{16,247})(?![\w])"
+    r"(?<![\w])(?:(?:sk|rk)_(?:live|test)_|whsec_)(?P<body>[0-9A-Za-z]{16,247})(?![\w])"
 )
 
 

@@ -57,16 +57,19 @@ _BRACKETED = re.compile(
 )
 _PERCENT = re.compile(r"(?i)(?<![\w.%+\-])[a-z0-9][\w.+\-]{0,63}%40[a-z0-9][\w\-]*(?:\.[\w\-]+)+")
 _SPOKEN_EMAIL = re.compile(
-    r"(?i)\b[a-z0-9][\w\-]{0,30}(?: dot [a-z0-9][\w\-]{0,30}){0,3} at [a-z0-9][\w\-]{0,40}"
+    r"(?i)\b[a-z0-9](?:[\w\-]|\.(?=\w)){0,30}(?: dot [a-z0-9][\w\-]{0,30}){0,3}"
+    r" at [a-z0-9][\w\-]{0,40}"
     r"(?: dot [a-z0-9][\w\-]{0,30}){0,3} dot (?:com|org|net|edu|gov|io|co|uk|de|fr|es|it|nl"
     r"|au|ca|in|br|mx|jp|ch|se|no|dk|fi|ie|be|at|pl|pt|nz|sg|za)\b"
 )
+_MAILBOX = re.compile(r"[a-z0-9][._][a-z0-9]|\d", re.IGNORECASE)
+_AT_WORD = re.compile(r"[\[({]\s*at\s*[\])}]")
 _MAIL_WORDS = re.compile(r"(?i)\b(?:e-?mail|mail|address|send|sent|write|reply|contact|inbox)")
 
 
 def find_obfuscated_emails(t: Text) -> Iterator[Span]:
     text, lower = t.raw, t.lower
-    if "@" in text or ("at" in lower and "dot" in lower):
+    if "@" in text or ("at" in lower and ("dot" in lower or _AT_WORD.search(lower))):
         for m in _BRACKETED.finditer(text):
             if "@" in m.group(0) and not re.search(r"\s@|@\s|[\[({]", m.group(0)):
                 continue  # a plain address: the email detector's
@@ -76,7 +79,12 @@ def find_obfuscated_emails(t: Text) -> Iterator[Span]:
             yield PiiKind.EMAIL, m.start(), m.end()
     if " dot " in lower and " at " in lower:
         for m in _SPOKEN_EMAIL.finditer(text):
-            if _MAIL_WORDS.search(text, max(0, m.start() - 60), m.start()):
+            # a mailbox name with a dot, an underscore or a digit ("h.keller at bluewin dot
+            # ch") is no phrase of prose; other words need a word about mail before them
+            local = m.group(0)[: m.group(0).lower().find(" at ")]
+            if _MAILBOX.search(local) or _MAIL_WORDS.search(
+                text, max(0, m.start() - 60), m.start()
+            ):
                 yield PiiKind.EMAIL, m.start(), m.end()
 
 

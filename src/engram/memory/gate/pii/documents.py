@@ -25,10 +25,9 @@ rules:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
-from stdnum import luhn as _luhn
-from stdnum.ar import cuit as _ar_cuit
+from stdnum.ad import nrt as _ad_nrt
 from stdnum.at import vnr as _at_vnr
 from stdnum.au import tfn as _au_tfn
 from stdnum.be import nn as _be_nn
@@ -45,6 +44,7 @@ from stdnum.fi import hetu as _fi_hetu
 from stdnum.gb import nhs as _gb_nhs
 from stdnum.gr import amka as _gr_amka
 from stdnum.gr import vat as _gr_vat
+from stdnum.gt import nit as _gt_nit
 from stdnum.hr import oib as _hr_oib
 from stdnum.id import nik as _id_nik
 from stdnum.id import npwp as _id_npwp
@@ -52,6 +52,7 @@ from stdnum.ie import pps as _ie_pps
 from stdnum.il import idnr as _il_idnr
 from stdnum.in_ import aadhaar as _in_aadhaar
 from stdnum.in_ import pan as _in_pan
+from stdnum.is_ import kennitala as _is_kennitala
 from stdnum.jp import in_ as _jp_in
 from stdnum.kr import rrn as _kr_rrn
 from stdnum.lt import asmens as _lt_asmens
@@ -75,110 +76,27 @@ from stdnum.ua import rntrc as _ua_rntrc
 from stdnum.ve import rif as _ve_rif
 from stdnum.za import idnr as _za_idnr
 
+from engram.memory.gate.pii.checks import (
+    MN_LETTERS,
+    Check,
+    any_of,
+    gt_cui,
+    hkid,
+    hu_taj,
+    ir_melli,
+    jm_trn,
+    mn_register,
+    nz_nhi,
+    personal_cuit,
+    sg_nric,
+    sv_dui,
+    tw_id,
+    uk_licence,
+    us_dea,
+    us_npi,
+)
 from engram.memory.gate.pii.findings import PiiKind, Span, Text
 from engram.memory.gate.pii.heuristics import folded, passes_check
-
-Check = Callable[[str], bool]
-
-
-def _sg_nric(value: str) -> bool:
-    """Singapore NRIC / FIN: a prefix letter, seven digits and a check letter."""
-    value = value.upper()
-    if not re.fullmatch(r"[STFGM]\d{7}[A-Z]", value):
-        return False
-    total = sum(int(d) * w for d, w in zip(value[1:8], (2, 7, 6, 5, 4, 3, 2), strict=True))
-    total += {"T": 4, "G": 4, "M": 3}.get(value[0], 0)
-    table = "JZIHGFEDCBA" if value[0] in "ST" else "XWUTRQPNMLK"
-    if value[0] == "M":
-        table = "KLJNPQRTUWX"
-    return table[total % 11] == value[-1]
-
-
-_TW_LETTERS = "ABCDEFGHJKLMNPQRSTUVXYWZIO"  # A=10 … in the order the ids assign them
-
-
-def _tw_id(value: str) -> bool:
-    """Taiwan national id: a letter (the place of issue), 1 or 2, eight digits, the last a
-    check digit."""
-    value = value.upper()
-    if not re.fullmatch(r"[A-Z][12]\d{8}", value):
-        return False
-    code = _TW_LETTERS.index(value[0]) + 10
-    digits = [code // 10, code % 10, *map(int, value[1:])]
-    weights = (1, 9, 8, 7, 6, 5, 4, 3, 2, 1, 1)
-    return sum(d * w for d, w in zip(digits, weights, strict=True)) % 10 == 0
-
-
-def _hkid(value: str) -> bool:
-    """Hong Kong identity card: one or two letters, six digits and a check digit (0-9 or A),
-    often written in brackets."""
-    match = re.fullmatch(r"([A-Z]{1,2})(\d{6})\(?([0-9A])\)?", value.upper())
-    if match is None:
-        return False
-    letters, digits, check = match.groups()
-    letters = letters.rjust(2, " ")
-    values = [36 if c == " " else ord(c) - 55 for c in letters] + [int(d) for d in digits]
-    total = sum(v * w for v, w in zip(values, range(9, 1, -1), strict=True))
-    expected = (11 - total % 11) % 11
-    return check == ("A" if expected == 10 else str(expected))
-
-
-def _uk_licence(value: str) -> bool:
-    """A British driving licence number: five letters of the surname (9 pads a short one),
-    the birth date as decade, month (plus 50 for a woman), day and year, then initials, a
-    digit and two check letters; OCR may split it with spaces."""
-    digits = value.replace(" ", "")[5:11]
-    month, day = int(digits[1:3]), int(digits[3:5])
-    return (1 <= month <= 12 or 51 <= month <= 62) and 1 <= day <= 31
-
-
-def _personal_cuit(value: str) -> bool:
-    """An Argentine CUIL or CUIT of a person (20, 23, 24, 27); 30, 33 and 34 are companies."""
-    return bool(_ar_cuit.is_valid(value)) and re.sub(r"\D", "", value)[:2] in {
-        "20",
-        "23",
-        "24",
-        "27",
-    }
-
-
-def _us_npi(value: str) -> bool:
-    """A US National Provider Identifier: ten digits, Luhn over the 80840 prefix."""
-    return bool(re.fullmatch(r"[12]\d{9}", value)) and bool(_luhn.is_valid("80840" + value))
-
-
-def _us_dea(value: str) -> bool:
-    """A DEA registration number: two letters, six digits and a check digit."""
-    if not re.fullmatch(r"[A-Z]{2}\d{7}", value):
-        return False
-    d = [int(c) for c in value[2:]]
-    return (d[0] + d[2] + d[4] + 2 * (d[1] + d[3] + d[5])) % 10 == d[6]
-
-
-def _ir_melli(value: str) -> bool:
-    """An Iranian national code (kod-e melli): ten digits, the last a mod-11 check."""
-    if not re.fullmatch(r"\d{10}", value) or len(set(value)) == 1:
-        return False
-    total = sum(int(d) * (10 - i) for i, d in enumerate(value[:9])) % 11
-    return int(value[9]) == (total if total < 2 else 11 - total)
-
-
-def _hu_taj(value: str) -> bool:
-    """A Hungarian social security number (TAJ): nine digits, the last the sum of the first
-    eight weighted 3 and 7 in turn, modulo 10."""
-    digits = value.replace("-", "").replace(" ", "")
-    if not re.fullmatch(r"\d{9}", digits) or len(set(digits)) == 1:
-        return False
-    total = sum(int(d) * (3 if n % 2 == 0 else 7) for n, d in enumerate(digits[:8]))
-    return total % 10 == int(digits[8])
-
-
-def _any(*checks: Check) -> Check:
-    def check(value: str) -> bool:
-        return any(_safe(c, value) for c in checks)
-
-    return check
-
 
 _safe = passes_check
 
@@ -188,8 +106,8 @@ _safe = passes_check
 _CHECKED: tuple[tuple[str, Check], ...] = (
     (r"pesel", _pl_pesel.is_valid),
     (r"aadhaa?r", _in_aadhaar.is_valid),
-    (r"personnummer|person(?:al)? number|pnr", _se_pnr.is_valid),
-    (r"f[øo]dselsnummer|fnr", _no_fnr.is_valid),
+    (r"personnummer|personnr|person(?:al)? number|pnr", _se_pnr.is_valid),
+    (r"f[øo]dselsnummer|f[øo]dselsnr|fnr", _no_fnr.is_valid),
     (r"hetu|henkil[öo]tunnus", _fi_hetu.is_valid),
     (r"cpf", _br_cpf.is_valid),
     (r"curp", _mx_curp.is_valid),
@@ -197,7 +115,7 @@ _CHECKED: tuple[tuple[str, Check], ...] = (
     (r"rut", _cl_rut.is_valid),
     (r"rrn|resident registration(?: number)?|주민등록번호", _kr_rrn.is_valid),
     (r"my[ _]?number|individual number|マイナンバー|個人番号", _jp_in.is_valid),
-    (r"nric|fin", _any(_sg_nric, _my_nric.is_valid)),
+    (r"nric|fin", any_of(sg_nric, _my_nric.is_valid)),
     (r"ird(?: number)?", _nz_ird.is_valid),
     (r"tfn|tax file number", _au_tfn.is_valid),
     (r"ppsn?|personal public service", _ie_pps.is_valid),
@@ -207,13 +125,13 @@ _CHECKED: tuple[tuple[str, Check], ...] = (
     (r"cnp", _ro_cnp.is_valid),
     (
         r"sa id|south african id|id ?number|id",
-        _any(_za_idnr.is_valid, _kr_rrn.is_valid, _th_pin.is_valid),
+        any_of(_za_idnr.is_valid, _kr_rrn.is_valid, _th_pin.is_valid),
     ),
     (r"nif|contribuinte", _pt_nif.is_valid),
     (r"cart[ãa]o de cidad[ãa]o|citizen card", _pt_cc.is_valid),
     (r"rijksregisternummer|national (?:register|registry) number", _be_nn.is_valid),
     (r"resident identity|居民身份证", _cn_ric.is_valid),
-    (r"cuil|cuit", _personal_cuit),
+    (r"cuil|cuit", personal_cuit),
     (r"teudat zehut|t\.z\.|israeli id(?: number)?|תעודת זהות|ת\.ז", _il_idnr.is_valid),
     (r"rodn[ée] [čc][íi]slo|r\.[čc]\.", _cz_rc.is_valid),
     (r"t\.?c\.? kimlik(?: no)?|kimlik no", _tr_tck.is_valid),
@@ -223,7 +141,7 @@ _CHECKED: tuple[tuple[str, Check], ...] = (
     (r"oib", _hr_oib.is_valid),
     (r"nik|ktp", _id_nik.is_valid),
     (r"npwp", _id_npwp.is_valid),
-    (r"taj(?:[ \-]?sz[áa]m)?", _hu_taj),
+    (r"taj(?:[ \-]?sz[áa]m)?", hu_taj),
     (r"no\.? kp|mykad|kad pengenalan", _my_nric.is_valid),
     (r"cnic|nadra", _pk_cnic.is_valid),
     (r"asmens kodas", _lt_asmens.is_valid),
@@ -235,13 +153,20 @@ _CHECKED: tuple[tuple[str, Check], ...] = (
     (r"инн|inn(?: физлица)?", lambda v: len(v) == 12 and bool(_ru_inn.is_valid(v))),
     (r"рнокпп|рнокпп|ипн|іпн|rnokpp", _ua_rntrc.is_valid),
     (r"thai (?:pin|id)|เลขประจำตัวประชาชน|บัตรประชาชน", _th_pin.is_valid),
-    (r"taiwan id|身分證", _tw_id),
-    (r"hkid|hong kong id(?:entity card)?", _hkid),
+    (r"taiwan id|身分證", tw_id),
+    (r"hkid|hong kong id(?:entity card)?", hkid),
     (r"pan(?: card| no\.?| number)?", lambda v: bool(_in_pan.is_valid(v.upper()))),
-    (r"کد ملی|melli code|code melli|kod-?e? melli|iranian national code", _ir_melli),
-    (r"npi(?: number| no\.?)?|national provider identifier", _us_npi),
-    (r"dea(?: number| no\.?| registration(?: number)?| #)?", _us_dea),
+    (r"کد ملی|melli code|code melli|kod-?e? melli|iranian national code", ir_melli),
+    (r"npi(?: number| no\.?)?|national provider identifier", us_npi),
+    (r"dea(?: number| no\.?| registration(?: number)?| #)?", us_dea),
     (r"(?:bc )?phn|personal health number", _ca_bc_phn.is_valid),
+    (r"nhi(?: number| no\.?)?|national health index(?: number)?", nz_nhi),
+    (r"dui", sv_dui),
+    (r"dpi|cui|dpi/cui", gt_cui),
+    (r"trn", jm_trn),
+    (r"nit(?: personal)?", _gt_nit.is_valid),
+    (r"kennitala|kt\.", _is_kennitala.is_valid),
+    (r"nrt", _ad_nrt.is_valid),
 )
 _US_STATES = (
     "alabama|alaska|arizona|arkansas|california|colorado|connecticut|delaware|florida|georgia"
@@ -275,6 +200,8 @@ _SHAPED = (
     r"|(?:kenyan|ugandan|tanzanian|nigerian|ghanaian|zambian|rwandan|ethiopian) id(?: number| no)?"
     r"|dmv (?:client )?id|dod id|edipi|a-?number|alien (?:registration )?number|uscis"
     r"|(?:" + _US_STATES + r") (?:dl|driver'?s? licen[cs]e|licen[cs]e|id card|state id)"
+    r"|social card|personal no|cni(?: ivoirienne| s[ée]n[ée]galaise| burkinab[ée])?|cnib"
+    r"|jawaz(?: as-safar| safar)?|(?:al-)?bitaqa(?: al-wataniya| wataniya)?"
 )
 _CHECKED_RE = re.compile(folded(r"\b(?:" + "|".join(f"(?:{k})" for k, _ in _CHECKED) + r")\b"))
 _CHECKED_PARTS = tuple((re.compile(folded(rf"(?:{k})\Z")), check) for k, check in _CHECKED)
@@ -284,6 +211,7 @@ _BEFORE = 32
 # Short names that are also ordinary words or abbreviations ("DL" for deep learning): they
 # count in capitals only, and the number must follow within a "no." or a colon.
 _ABBREVIATIONS = frozenset({"dl", "nin", "cin", "tin", "nic", "nid", "iin", "cnh", "rg", "bvn"})
+_ABBREVIATIONS |= {"cni", "cnib"}
 # A tax number of a company, not a person: "company tax number", "VAT / business tax id".
 _NOT_PERSONAL = re.compile(r"\b(?:company|business|corporate|vat|supplier|firm|employer)\b")
 _ABBREVIATION_AFTER = 8
@@ -315,7 +243,9 @@ def _shape_ok(token: str) -> bool:
         return False  # an id written with letters uses capitals; prose words do not join
     if alnum.isupper() and letters and len(alnum) >= 8 and digits >= 2:
         return True  # a document number of capitals and digits ("JR6NRYT6R")
-    return digits >= 5 or (digits >= 4 and letters >= 1 and len(alnum) >= 8)
+    # four digits need letters beside them: eight characters, or seven in capitals ("BJU4458")
+    long_enough = len(alnum) >= 8 or (len(alnum) == 7 and alnum.isupper())
+    return digits >= 5 or (digits >= 4 and letters >= 1 and long_enough)
 
 
 def _passes(check: Check, token: str) -> bool:
@@ -379,6 +309,8 @@ _LAYOUTS = re.compile(
     r"|(?P<hk>[A-Z]{1,2}\d{6}\([0-9A]\))"
     r"|(?P<cnic>\d{5}-\d{7}-\d)"
     r"|(?P<ukdl>[A-Z9]{5} ?\d{6} ?[A-Z9]{2}\d[A-Z]{2})"
+    r"|(?P<hndni>(?:0[1-9]|1[0-8])(?:0[1-9]|[12]\d)-(?:19|20)\d{2}-\d{5})"
+    r"|(?<![\u0400-\u04ff])(?P<mn>" + MN_LETTERS + r"{2}\d{8})"
     r")(?![A-Za-z0-9]|[.\-/][A-Za-z0-9])"
 )
 _LAYOUT_CHECKS: dict[str, Check] = {
@@ -391,18 +323,20 @@ _LAYOUT_CHECKS: dict[str, Check] = {
     "pps": _ie_pps.is_valid,
     "mynric": _my_nric.is_valid,
     "ric": _cn_ric.is_valid,
-    "sgnric": _sg_nric,
+    "sgnric": sg_nric,
     "hetu": _fi_hetu.is_valid,
     "curp": lambda v: _mx_curp.is_valid(v.upper()),
     "rfc": _mx_rfc.is_valid,
     "rut": _cl_rut.is_valid,
-    "cuil": _personal_cuit,
+    "cuil": personal_cuit,
     "rc": _cz_rc.is_valid,
     "rif": _ve_rif.is_valid,
-    "tw": _tw_id,
-    "hk": _hkid,
+    "tw": tw_id,
+    "hk": hkid,
     "cnic": _pk_cnic.is_valid,
-    "ukdl": _uk_licence,
+    "ukdl": uk_licence,
+    "hndni": lambda v: True,  # a Honduran DNI: department, municipality, year of registration
+    "mn": mn_register,
 }
 
 

@@ -8,7 +8,9 @@ Twilio API keys (``SK`` + 32 hex), npm, PyPI, Hugging Face, HashiCorp Vault, Azu
 account keys and SAS signatures, Shopify, DigitalOcean, Mailgun, Mailchimp, Telegram bots,
 Databricks, Atlassian, Docker Hub, Grafana, New Relic, Sentry, Supabase, Replicate, Groq,
 Perplexity, xAI, Notion, Figma, Postman, Doppler, Pinecone, LangSmith, Linear, Netlify,
-Braintree, Sentry DSN and Alibaba Cloud keys.
+Braintree, Sentry DSN and Alibaba Cloud keys, Discord bot tokens, PostHog personal keys
+(``phx_``; a project key ``phc_`` is public), Twitch stream keys, Riot Games keys, and the
+EasyPost, Duffel and Shippo keys of shipping and travel integrations.
 
 A prefix alone is not a key: the part after it must be long enough, must not be a
 placeholder (``sk-xxxx``, ``<token>``), and must look random (entropy and, where the vendor
@@ -68,6 +70,13 @@ _VENDOR_KEYS = re.compile(
     r"|(?:SB-)?Mid-server-(?P<midtrans>[A-Za-z0-9_\-]{20,})"
     r"|access_token\$(?:production|sandbox)\$[a-z0-9]{16}\$(?P<braintree>[a-f0-9]{32})"
     r"|(?P<sentrydsn>[a-f0-9]{32})@(?:o\d+\.)?ingest\.(?:[a-z]{2}\.)?sentry\.io"
+    r"|[MNO][A-Za-z0-9_\-]{23,27}\.[A-Za-z0-9_\-]{6}\.(?P<discordbot>[A-Za-z0-9_\-]{27,40})"
+    r"|phx_(?P<posthog>[A-Za-z0-9]{40,})"
+    r"|live_\d{6,12}_(?P<twitch>[A-Za-z0-9]{20,40})"
+    r"|RGAPI-(?P<riot>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
+    r"|EZ[AT]K(?P<easypost>[A-Za-z0-9]{54})"
+    r"|duffel_(?:live|test)_(?P<duffel>[A-Za-z0-9_\-]{40,})"
+    r"|shippo_(?:live|test)_(?P<shippo>[a-f0-9]{40})"
     r")(?![A-Za-z0-9_\-])"
 )
 # Azure storage: an account key (88 base64 characters) after AccountKey= or in a key field,
@@ -79,10 +88,13 @@ _AZURE = re.compile(
 # Vendors whose keys are lower-case hex: no mixed case to ask for.
 _HEX_BODIES = frozenset({"twilio", "shopify", "digitalocean", "mailgun", "mailchimp"})
 _HEX_BODIES |= {"databricks", "supabase", "postman", "langsmith", "braintree", "sentrydsn"}
+_HEX_BODIES |= {"riot", "shippo"}
 _PREFILTER = re.compile(
     r"sk-|AIza|GOCSPX-|ya29\.|gl[a-z]{1,5}[-_]|SG\.|SK[0-9a-f]|npm_|pypi-|hf_|hv[sb]\.|shp|do[opr]_"
     r"|key-|-us\d|:AA|dapi|ATATT|dckr_|NRAK-|sntr|sbp_|r8_|gsk_|pplx-|xai-|ntn_|secret_|figd_"
     r"|PMAK-|dp\.|pcsk_|lsv2_|lin_api_|discord|nfp_|access_token\$|sentry\.io|LTAI|Mid-server-"
+    r"|[MNO][A-Za-z0-9_\-]{23,27}\.[A-Za-z0-9_\-]{6}\.|phx_|live_\d|RGAPI-|EZ[AT]K|duffel_"
+    r"|shippo_"
 )
 
 
