@@ -26,7 +26,7 @@ from engram.errors import (
 from engram.protocols.cli import output
 from engram.protocols.cli.output import EXIT_CODES, exit_code, load_settings
 from engram.protocols.errors import lookup, problems_of
-from engram.protocols.http.problems import ERROR_STATUS
+from engram.protocols.http.problems import ERROR_STATUS, title_of
 from engram.protocols.mcp.results import ERROR_KINDS
 
 TABLE: dict[type[EngramError], str] = {
@@ -101,6 +101,22 @@ def test_the_adapter_tables_map_by_ancestry() -> None:
     assert 5 == exit_code(DatabaseUnavailable())
     assert 2 == exit_code(ConfigurationError())
     assert 1 == exit_code(_Unlisted())
+
+
+@pytest.mark.parametrize(
+    ("status", "title"),
+    [
+        (413, "Content Too Large"),
+        (422, "Unprocessable Content"),
+        (404, "Not Found"),
+        (599, "Error"),
+    ],
+)
+def test_a_problem_title_is_the_rfc_9110_phrase_whatever_the_python(
+    status: int, title: str
+) -> None:
+    """A problem's title is RFC 9110's reason phrase, not the one the interpreter's version has."""
+    assert title == title_of(status)
 
 
 def test_validation_problems_name_where_and_what() -> None:

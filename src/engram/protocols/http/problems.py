@@ -125,8 +125,15 @@ class ApiProblem(Exception):
         super().__init__(detail)
 
 
+#: RFC 9110's reason phrases where Python's differ by version (3.13 renamed these two), so a
+#: problem's title is the same whichever interpreter serves it.
+RFC_9110_PHRASES = {413: "Content Too Large", 422: "Unprocessable Content"}
+
+
 def title_of(status: int) -> str:
-    """The reason phrase of a status (the problem title)."""
+    """The reason phrase of a status (the problem title), as RFC 9110 names it."""
+    if status in RFC_9110_PHRASES:
+        return RFC_9110_PHRASES[status]
     try:
         return HTTPStatus(status).phrase
     except ValueError:

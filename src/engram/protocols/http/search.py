@@ -29,7 +29,7 @@ async def search(body: SearchBody, kernel: KernelDep, principal: Caller) -> JSON
     "/feedback",
     summary="Rate a retrieved record",
     response_model=None,
-    responses={200: {"model": FeedbackView}, **problem_responses(401, 403, 404, 422)},
+    responses={200: {"model": FeedbackView}, **problem_responses(401, 403, 404, 422, 429)},
 )
 async def feedback(
     body: FeedbackBody,
