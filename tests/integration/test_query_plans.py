@@ -129,12 +129,30 @@ async def test_duplicate_and_neighbour_lookup_use_hash_and_hnsw(
     seeded_vectors: asyncpg.Connection,
 ) -> None:
     """The Gate's candidates query, filtered by the writer's readable levels, uses the head
-    hash index and the HNSW index."""
+    hash index and the HNSW index, for the proposal's own levels and for those above it."""
     vector = np.random.default_rng(1).normal(size=384).astype(np.float32).tolist()
     levels = ["public", "agent", "user"]
-    args = (vector, "default", "belief", content_hash("x"), 8, levels)
-    used = await _plan(seeded_vectors, SQL["candidates"], *args)
-    assert {"memories_head_hash_time_idx", "memories_embedding_hnsw_idx"} <= used, used
+    args = (vector, "default", "belief", content_hash("x"), 8, levels, levels[:2])
+    rows = await seeded_vectors.fetch(f"EXPLAIN (FORMAT JSON) {SQL['candidates']}", *args)
+    duplicate, own, above = json.loads(rows[0][0])[0]["Plan"]["Plans"]
+    assert {"memories_head_hash_time_idx"} == _indexes(duplicate), duplicate
+    assert {"memories_embedding_hnsw_idx"} == _indexes(own), own
+    assert {"memories_embedding_hnsw_idx"} == _indexes(above), above
+
+
+async def test_neighbour_lookup_skips_the_levels_above_when_there_are_none(
+    seeded_vectors: asyncpg.Connection,
+) -> None:
+    """When the writer reads no level above its proposal's, the candidates query does not
+    walk the HNSW index a second time for nothing: that part is a one-time filter that
+    fails."""
+    vector = np.random.default_rng(4).normal(size=384).astype(np.float32).tolist()
+    levels = ["public", "agent"]
+    args = (vector, "default", "belief", content_hash("x"), 8, levels, levels)
+    rows = await seeded_vectors.fetch(f"EXPLAIN (ANALYZE, FORMAT JSON) {SQL['candidates']}", *args)
+    _, _, above = json.loads(rows[0][0])[0]["Plan"]["Plans"]
+    assert "One-Time Filter" in json.dumps(above), above
+    assert 0 == above["Actual Rows"], above
 
 
 async def test_duplicate_lookup_uses_the_hash_index_on_a_store_without_statistics(
@@ -156,9 +174,10 @@ async def test_duplicate_lookup_uses_the_hash_index_on_a_store_without_statistic
             "WHERE oid = 'engram.memories'::regclass"
         )
         vector = np.random.default_rng(3).normal(size=384).astype(np.float32).tolist()
-        args = (vector, "default", "belief", content_hash("x"), 8, ["public", "agent"])
+        levels = ["public", "agent"]
+        args = (vector, "default", "belief", content_hash("x"), 8, levels, levels)
         rows = await conn.fetch(f"EXPLAIN (FORMAT JSON) {SQL['candidates']}", *args)
-        duplicate, _nearest = json.loads(rows[0][0])[0]["Plan"]["Plans"]
+        duplicate, *_nearest = json.loads(rows[0][0])[0]["Plan"]["Plans"]
         assert _indexes(duplicate) == {"memories_head_hash_time_idx"}, duplicate
     finally:
         await conn.close()

@@ -117,8 +117,9 @@ class _Bodies:
         report = None
         if due is not None:
             report = await self.consolidation.run(trigger, levels=due.levels)
-            # a level whose batch failed stays due: its next check runs it again
-            done = [level for level in due.levels if level not in report.failed_levels]
+            # a level whose batch failed, or that ran out of time, stays due: its next check
+            # runs it again
+            done = [level for level in due.levels if level not in report.unfinished_levels]
             marks.update(dict.fromkeys(done, context.due))
         await watch.set_event_marks(marks)
         return _summary(report)
@@ -150,7 +151,7 @@ class _Bodies:
         chosen = None if context.manual else pressing
         report = await self.consolidation.run(trigger, levels=chosen)
         for level in report.levels:
-            if level in report.failed_levels:  # tried again on the next check
+            if level in report.unfinished_levels:  # tried again on the next check
                 self.pressure_seen.pop(level, None)
             else:
                 self.pressure_seen[level] = (fast.get(level, 0), report.consumed_at(level))

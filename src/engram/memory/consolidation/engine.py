@@ -14,9 +14,11 @@ sources to ``active``, again in one transaction through the Gate. See ADR-018.
 
 Each access level is consolidated on its own: a pass reads the levels it is given (every
 level for the scheduled passes, those its watch found due for the event and pressure passes),
-up to ``max_candidates`` records of each, most open level first, and no batch joins two
-levels. Records a caller may not read thus neither start, nor hold back, nor share a batch
-(and its failure) with the consolidation of records it may read (ADR-019's amendment).
+up to ``max_candidates`` records of each, most open level first, each level planned and
+committed before the next is planned (the time a more closed level takes never runs a more
+open one past ``max_seconds``), and no batch joins two levels. Records a caller may not
+read thus neither start, nor hold back, nor share a batch (and its failure) or the pass's
+time with the consolidation of records it may read (ADR-019's amendment).
 """
 
 from __future__ import annotations
@@ -35,30 +37,22 @@ import structlog
 
 from engram.infra.db import Connection, DatabaseAdapter
 from engram.infra.events import Event, EventBus
-from engram.memory.consolidation.actions import most_closed
+from engram.memory.consolidation import batching
+from engram.memory.consolidation.batching import Progress
 from engram.memory.consolidation.candidates import Planner, PlannerSettings
 from engram.memory.consolidation.model import (
-    BatchItem,
     BatchReport,
     ConsolidationCandidate,
     ConsolidationReport,
     RollbackReport,
     SkipReason,
 )
-from engram.memory.consolidation.reversal import CONSOLIDATOR, SQL, BatchDesk, restate
+from engram.memory.consolidation.reversal import SQL, BatchDesk
 from engram.memory.consolidation.summarize import Summarizer
 from engram.memory.consolidation.watch import ConsolidationWatch, ordered
 from engram.memory.gate.groups import GroupOutcome
 from engram.memory.gate.librarian import LibrarianGate
-from engram.memory.gate.requests import GateRequest
-from engram.memory.types import (
-    AccessLevel,
-    ConsolidationTrigger,
-    GateAction,
-    GateDecisionType,
-    MemoryRecord,
-    MemoryStatus,
-)
+from engram.memory.types import AccessLevel, ConsolidationTrigger
 from engram.observability.metrics import EngramMetrics
 
 log = structlog.get_logger("engram.memory.consolidation")
@@ -66,9 +60,6 @@ log = structlog.get_logger("engram.memory.consolidation")
 CONSOLIDATED_EVENT = "memory.consolidated"
 #: Batches committed side by side: one plans (Python) while the other commits (PostgreSQL).
 BATCHES_IN_FLIGHT = 2
-
-#: Called after each topic is written or skipped: (topics done, topics in all).
-Progress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,8 +227,8 @@ class ConsolidationEngine:
                     levels=(),
                 )
             levels = due.levels
-        planned, skipped, considered = await self._candidates(trigger, levels, deadline)
         if dry_run:
+            planned, skipped, considered = await self._candidates(trigger, levels, deadline)
             return ConsolidationReport(
                 run_id=run_id,
                 trigger=trigger,
@@ -249,9 +240,33 @@ class ConsolidationEngine:
                 planned=tuple(planned),
                 levels=levels,
             )
-        batches = await self.commit(
-            planned, trigger=trigger, run_id=run_id, progress=progress, deadline=deadline
-        )
+        # Each level is planned and committed before the next is planned: the time a more
+        # closed level takes must not run a more open one past the deadline (ADR-019).
+        planned, skipped, considered = [], Counter[str](), 0
+        batches: list[BatchReport] = []
+        errors: list[Exception] = []
+        timed_out: list[AccessLevel] = []
+        for level in levels:
+            found, left, read = await self._candidates(trigger, (level,), deadline)
+            done = len(planned)
+            made, failed = await self._commit_all(
+                found,
+                trigger=trigger,
+                run_id=run_id,
+                progress=None if progress is None else batching.shifted(progress, done, len(found)),
+                deadline=deadline,
+            )
+            planned += found
+            skipped.update(left)
+            considered += read
+            batches += made
+            errors += failed
+            if left.get(SkipReason.TIMED_OUT.value) or any(
+                b.skipped.get(SkipReason.TIMED_OUT.value) for b in made
+            ):
+                timed_out.append(level)
+        if errors and len(errors) == len(batches):  # every batch failed
+            raise errors[0]
         for batch in batches:
             for reason, n in batch.skipped.items():
                 skipped[reason] += n
@@ -265,6 +280,7 @@ class ConsolidationEngine:
             duration_seconds=time.perf_counter() - started,
             planned=tuple(planned),
             levels=levels,
+            timed_out_levels=tuple(timed_out),
         )
 
     async def commit(
@@ -282,8 +298,25 @@ class ConsolidationEngine:
         clock; default ``max_seconds`` from now): the rest is ``timed_out``. A batch that
         fails is ``failed`` and logged, the others go on; when every batch fails, the first
         error is raised."""
+        batches, errors = await self._commit_all(
+            planned, trigger=trigger, run_id=run_id, progress=progress, deadline=deadline
+        )
+        if errors and len(errors) == len(batches):
+            raise errors[0]
+        return batches
+
+    async def _commit_all(
+        self,
+        planned: Sequence[ConsolidationCandidate],
+        *,
+        trigger: ConsolidationTrigger,
+        run_id: UUID | None,
+        progress: Progress | None,
+        deadline: float | None,
+    ) -> tuple[list[BatchReport], list[Exception]]:
+        """:meth:`commit`, with the errors of the failed batches returned, not raised."""
         run_id = run_id or uuid.uuid4()
-        chunks = _chunks(planned, self._settings.batch_size)
+        chunks = batching.chunks(planned, self._settings.batch_size)
         slots = asyncio.Semaphore(BATCHES_IN_FLIGHT)
         done = 0
         if deadline is None:
@@ -319,20 +352,17 @@ class ConsolidationEngine:
                 progress(done, len(planned))
             return batch
 
-        batches = list(await asyncio.gather(*(one(chunk) for chunk in chunks)))
-        if errors and len(errors) == len(chunks):
-            raise errors[0]
-        return batches
+        return list(await asyncio.gather(*(one(chunk) for chunk in chunks))), errors
 
     async def _commit(
         self, run_id: UUID, trigger: ConsolidationTrigger, chunk: Sequence[ConsolidationCandidate]
     ) -> BatchReport:
         batch_id = uuid.uuid4()
-        groups = [_requests(batch_id, n, candidate) for n, candidate in enumerate(chunk)]
+        groups = [batching.requests(batch_id, n, candidate) for n, candidate in enumerate(chunk)]
         recorded: dict[str, Any] = {}
 
         async def finish(conn: Connection, outcomes: Sequence[GroupOutcome]) -> None:
-            items, skipped = _summarise(chunk, outcomes)
+            items, skipped = batching.summarise(chunk, outcomes)
             recorded.update(items=items, skipped=skipped)
             if not items:
                 return
@@ -398,89 +428,8 @@ class ConsolidationEngine:
         await self._desk.on_source_changed(event)
 
 
-def _chunks(
-    planned: Sequence[ConsolidationCandidate], size: int
-) -> list[list[ConsolidationCandidate]]:
-    """Topics in batches of about ``size`` sources (a larger topic is a batch of its own);
-    a batch holds topics of one access level only."""
-    chunks: list[list[ConsolidationCandidate]] = []
-    current: list[ConsolidationCandidate] = []
-    count = 0
-    for candidate in planned:
-        other_level = current and current[-1].access_level is not candidate.access_level
-        if current and (other_level or count + len(candidate.sources) > size):
-            chunks.append(current)
-            current, count = [], 0
-        current.append(candidate)
-        count += len(candidate.sources)
-    if current:
-        chunks.append(current)
-    return chunks
-
-
 def _levels(levels: Iterable[AccessLevel] | None) -> tuple[AccessLevel, ...]:
     return tuple(AccessLevel) if levels is None else ordered(levels)
-
-
-def _requests(batch_id: UUID, n: int, candidate: ConsolidationCandidate) -> list[GateRequest]:
-    """One topic's requests: the consolidated record's CREATE, then each source's UPDATE."""
-    sources = candidate.sources
-    first = min(s.event_time or s.ingestion_time for s in sources)
-    closest = most_closed(sources)
-    record = MemoryRecord.draft(
-        candidate.proposal_type,
-        candidate.content,
-        source_agent=CONSOLIDATOR.agent_id,
-        metadata=candidate.metadata,
-        event_time=first,
-        access_level=candidate.access_level,
-        source_confidence=candidate.confidence,
-        evidence_links=[s.id for s in sources],
-        namespace=sources[0].namespace,
-        classification=closest.classification,
-    )
-    requests = [
-        GateRequest(
-            GateAction.CREATE,
-            record,
-            CONSOLIDATOR,
-            GateDecisionType.CONSOLIDATION,
-            request_id=f"consolidation:{batch_id}:{n}",
-        )
-    ]
-    requests += [
-        restate(
-            source,
-            MemoryStatus.CONSOLIDATED,
-            request_id=f"consolidation:{batch_id}:{source.record_id}",
-        )
-        for source in sources
-    ]
-    return requests
-
-
-def _summarise(
-    chunk: Sequence[ConsolidationCandidate], outcomes: Sequence[GroupOutcome]
-) -> tuple[list[BatchItem], dict[str, int]]:
-    items: list[BatchItem] = []
-    skipped: Counter[str] = Counter()
-    for candidate, outcome in zip(chunk, outcomes, strict=True):
-        if not outcome.written:
-            reason = outcome.skipped or SkipReason.REJECTED.value
-            skipped[reason] += len(candidate.sources)
-            continue
-        created = outcome.results[0]
-        if created.record_id is None:  # pragma: no cover - an approved CREATE names its record
-            raise RuntimeError("a consolidated record without an id")
-        items.append(
-            BatchItem(
-                action=candidate.action,
-                record_id=created.record_id,
-                sources=candidate.source_ids,
-                source_versions=tuple(s.id for s in candidate.sources),
-            )
-        )
-    return items, dict(skipped)
 
 
 __all__ = ["ConsolidationEngine", "ConsolidationSettings"]

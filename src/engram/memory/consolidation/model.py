@@ -149,6 +149,8 @@ class ConsolidationReport:
     planned: tuple[ConsolidationCandidate, ...] = field(default=())
     #: The access levels the pass read, most open first.
     levels: tuple[AccessLevel, ...] = field(default=())
+    #: Levels of which a topic or a batch was left when the pass ran out of time.
+    timed_out_levels: tuple[AccessLevel, ...] = field(default=())
 
     @property
     def failed_batches(self) -> int:
@@ -178,6 +180,13 @@ class ConsolidationReport:
                 for b in self.batches
             )
         )
+
+    @property
+    def unfinished_levels(self) -> tuple[AccessLevel, ...]:
+        """Levels the pass did not finish (a batch failed, or time ran out): a trigger that
+        found them due still finds them due, and runs them again on its next check."""
+        left = set(self.failed_levels) | set(self.timed_out_levels)
+        return tuple(level for level in self.levels if level in left)
 
     def consumed_at(self, level: AccessLevel) -> int:
         """Sources of ``level`` the pass consolidated."""

@@ -51,6 +51,7 @@ from engram.memory.types import (
     Neighbour,
     can_read,
     readable_levels,
+    weighed_levels,
 )
 from engram.observability.metrics import EngramMetrics
 
@@ -353,6 +354,9 @@ class LibrarianGate:
                 content_hash=fingerprint,
                 levels=readable_levels(request.caller_identity),
                 limit=NEIGHBOURS,
+                # records above its level must not crowd out its own readers' neighbours:
+                # those decide its links and its routing to consolidation (ADR-008)
+                own_levels=weighed_levels(request.caller_identity, record.access_level),
             )
         advice = await advise(
             request,

@@ -139,9 +139,13 @@ async def candidates(
     content_hash: bytes,
     levels: Sequence[str],
     limit: int = 8,
+    own_levels: Sequence[str] | None = None,
 ) -> tuple[Neighbour | None, list[Neighbour]]:
     """The exact duplicate (if any) and the nearest active heads of one type and namespace,
-    among those at the access ``levels`` the writer may read (the others are absent for it).
+    among those at the access ``levels`` the writer may read (the others are absent for it),
+    nearest first: up to ``limit`` at the ``own_levels`` (those of ``levels`` the proposal's
+    readers may read; every one of ``levels`` when None), and up to ``limit`` more at the
+    rest of ``levels``, found apart so that they never take the places of the first.
 
     Without an embedding (degraded mode) only the exact duplicate can be found.
     """
@@ -162,9 +166,11 @@ async def candidates(
         content_hash,
         limit,
         list(levels),
+        list(levels if own_levels is None else own_levels),
     )
     exact = next((_neighbour(row) for row in rows if row["exact"]), None)
-    return exact, [_neighbour(row) for row in rows if not row["exact"]]
+    nearest = [_neighbour(row) for row in rows if not row["exact"]]
+    return exact, sorted(nearest, key=lambda n: (-n.similarity, n.record.id))
 
 
 async def stored_embedding(conn: Connection, version_id: UUID, *, model: str) -> list[float] | None:
