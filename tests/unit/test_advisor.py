@@ -232,3 +232,22 @@ async def test_a_repeated_duplicate_in_a_busy_neighbourhood_is_routed_once() -> 
     )
     assert AdvisorAction.NOOP == decision.action
     assert decision.route_to_consolidation
+
+
+async def test_records_above_the_proposals_level_do_not_crowd_out_its_own_conflicts() -> None:
+    """The conflict judgement reads the few most similar records it is given. Records above
+    the proposal's level (a trusted writer's sensitive notes, more alike than its own
+    records) are judged apart, so the supersession of the proposal's own record, which
+    decides its update candidate, is still found."""
+    advisor = HeuristicAdvisor(ConflictDetector())
+    own = _neighbour("The deploy target is v2.0.", 0.90)
+    above = tuple(
+        _neighbour(f"The deploy target is v2.1 (sensitive note {n}).", 0.99 - n / 100)
+        for n in range(4)
+    )
+    trusted = caller_for_tier("boss", TrustLevel.TRUSTED)
+    context = AdvisorContext(GateAction.CREATE, EXTERNAL, trusted, neighbours=(own,), above=above)
+    decision = await advisor.advise(belief("The deploy target is v2.1."), context)
+    assert own.record.record_id == decision.update_candidate_of
+    found = {c.existing_record_id: c.classification for c in decision.conflicts}
+    assert ConflictClassification.SUPERSESSION == found[own.record.record_id]

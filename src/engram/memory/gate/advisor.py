@@ -251,14 +251,18 @@ class HeuristicAdvisor:
         closest = max((n.similarity for n in context.neighbours), default=0.0)
         score = importance(record, confidence, closest)
         others = [n for n in context.neighbours if n.record.record_id != record.record_id]
-        judged = others + [n for n in context.above if n.record.record_id != record.record_id]
-        conflicts = tuple(
-            await self._resolver.detect(
-                record,
-                [n.record for n in judged],
-                similarities={n.record.id: n.similarity for n in judged},
+        above = [n for n in context.above if n.record.record_id != record.record_id]
+        # judged apart: records above the proposal's level never take the places of its own
+        # readers' records among those judged (ADR-008)
+        conflicts: tuple[ConflictResult, ...] = ()
+        for judged in (others, above) if above else (others,):
+            conflicts += tuple(
+                await self._resolver.detect(
+                    record,
+                    [n.record for n in judged],
+                    similarities={n.record.id: n.similarity for n in judged},
+                )
             )
-        )
         # What decides the proposal's own fate (its action, update candidate and the learned
         # advisor's features) are the conflicts with records its readers may read; those with
         # a record above its level are kept for linking and resolution only (ADR-008).
