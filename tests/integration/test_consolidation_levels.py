@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import asyncpg
 import pytest
 
 from engram import Kernel, open_kernel
@@ -125,3 +126,30 @@ async def test_event_marks_never_move_back(kernel: Kernel) -> None:
     assert marks[AccessLevel.AGENT] == now
     assert marks[AccessLevel.PUBLIC] == now - timedelta(days=1)
     assert (await watch.event_marks(None))[AccessLevel.USER] == datetime(1970, 1, 1, tzinfo=UTC)
+
+
+async def test_an_event_check_looks_back_no_further_than_the_light_window(
+    kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """A level never due keeps the epoch as its mark; the check still reads only the records
+    of the light window (older topics are the scheduled passes'): three related records
+    ingested a day and a half ago are no fresh topic, whatever the mark."""
+    ids = [
+        await write(kernel, episode(t, n, caller=WRITER), WRITER) for n, t in enumerate(TOPIC[:3])
+    ]
+    await kernel.events.settled()
+    watch = engine_with(kernel, event_threshold=3).watch
+    assert watch.event_horizon is not None
+    due = await watch.event_due(None)
+    assert due is not None
+    assert due.levels == (AccessLevel.AGENT,)
+    admin = await asyncpg.connect(database.admin_url)  # time moved back, as the owner
+    try:
+        await admin.execute(
+            "UPDATE engram.memories SET ingestion_time = ingestion_time - interval '36 hours' "
+            "WHERE record_id = ANY($1::uuid[])",
+            ids,
+        )
+    finally:
+        await admin.close()
+    assert await watch.event_due(None) is None

@@ -104,6 +104,7 @@ class ConsolidationEngine:
             event_threshold=self._settings.event_threshold,
             fast_path_limit=self._settings.fast_path_limit,
             decay_threshold=self._settings.decay_threshold,
+            event_horizon=self._settings.light_window,
         )
         self._desk = BatchDesk(db, gate)
 

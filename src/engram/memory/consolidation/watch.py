@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
 from engram.infra.db import DatabaseAdapter
@@ -87,8 +87,13 @@ class ConsolidationWatch:
         event_threshold: int,
         fast_path_limit: int,
         decay_threshold: float,
+        event_horizon: timedelta | None = None,
     ) -> None:
         self._db = db
+        #: How far back an event check looks at most, whatever a level's mark: older records
+        #: are the scheduled passes' (a level never due would otherwise have every record
+        #: read again on each check).
+        self.event_horizon = event_horizon
         self.event_threshold = event_threshold
         self.fast_path_limit = fast_path_limit
         self.decay_threshold = decay_threshold
@@ -129,6 +134,9 @@ class ConsolidationWatch:
         ``since`` (see :data:`Since`); None when there is none."""
         levels = list(AccessLevel)
         marks = [_since_for(since, level) for level in levels]
+        if self.event_horizon is not None:
+            earliest = datetime.now(UTC) - self.event_horizon
+            marks = [max(mark, earliest) for mark in marks]
         names = [level.value for level in levels]
         rows = await self._db.fetch(SQL["fresh_relations"], names, marks, FRESH_LIMIT)
         pairs: dict[AccessLevel, list[tuple[UUID, UUID]]] = defaultdict(list)
