@@ -129,30 +129,16 @@ async def test_duplicate_and_neighbour_lookup_use_hash_and_hnsw(
     seeded_vectors: asyncpg.Connection,
 ) -> None:
     """The Gate's candidates query, filtered by the writer's readable levels, uses the head
-    hash index and the HNSW index, for the proposal's own levels and for those above it."""
+    hash index and the HNSW index; so does the look-up of a proposal's own levels apart."""
     vector = np.random.default_rng(1).normal(size=384).astype(np.float32).tolist()
     levels = ["public", "agent", "user"]
-    args = (vector, "default", "belief", content_hash("x"), 8, levels, levels[:2])
+    args = (vector, "default", "belief", content_hash("x"), 8, levels)
     rows = await seeded_vectors.fetch(f"EXPLAIN (FORMAT JSON) {SQL['candidates']}", *args)
-    duplicate, own, above = json.loads(rows[0][0])[0]["Plan"]["Plans"]
+    duplicate, nearest = json.loads(rows[0][0])[0]["Plan"]["Plans"]
     assert {"memories_head_hash_time_idx"} == _indexes(duplicate), duplicate
-    assert {"memories_embedding_hnsw_idx"} == _indexes(own), own
-    assert {"memories_embedding_hnsw_idx"} == _indexes(above), above
-
-
-async def test_neighbour_lookup_skips_the_levels_above_when_there_are_none(
-    seeded_vectors: asyncpg.Connection,
-) -> None:
-    """When the writer reads no level above its proposal's, the candidates query does not
-    walk the HNSW index a second time for nothing: that part is a one-time filter that
-    fails."""
-    vector = np.random.default_rng(4).normal(size=384).astype(np.float32).tolist()
-    levels = ["public", "agent"]
-    args = (vector, "default", "belief", content_hash("x"), 8, levels, levels)
-    rows = await seeded_vectors.fetch(f"EXPLAIN (ANALYZE, FORMAT JSON) {SQL['candidates']}", *args)
-    _, _, above = json.loads(rows[0][0])[0]["Plan"]["Plans"]
-    assert "One-Time Filter" in json.dumps(above), above
-    assert 0 == above["Actual Rows"], above
+    assert {"memories_embedding_hnsw_idx"} == _indexes(nearest), nearest
+    own = (vector, "default", "belief", 8, levels[:2])
+    assert "memories_embedding_hnsw_idx" in await _plan(seeded_vectors, SQL["own_candidates"], *own)
 
 
 async def test_duplicate_lookup_uses_the_hash_index_on_a_store_without_statistics(
@@ -174,10 +160,9 @@ async def test_duplicate_lookup_uses_the_hash_index_on_a_store_without_statistic
             "WHERE oid = 'engram.memories'::regclass"
         )
         vector = np.random.default_rng(3).normal(size=384).astype(np.float32).tolist()
-        levels = ["public", "agent"]
-        args = (vector, "default", "belief", content_hash("x"), 8, levels, levels)
+        args = (vector, "default", "belief", content_hash("x"), 8, ["public", "agent"])
         rows = await conn.fetch(f"EXPLAIN (FORMAT JSON) {SQL['candidates']}", *args)
-        duplicate, *_nearest = json.loads(rows[0][0])[0]["Plan"]["Plans"]
+        duplicate, _nearest = json.loads(rows[0][0])[0]["Plan"]["Plans"]
         assert _indexes(duplicate) == {"memories_head_hash_time_idx"}, duplicate
     finally:
         await conn.close()

@@ -145,7 +145,8 @@ async def candidates(
     among those at the access ``levels`` the writer may read (the others are absent for it),
     nearest first: up to ``limit`` at the ``own_levels`` (those of ``levels`` the proposal's
     readers may read; every one of ``levels`` when None), and up to ``limit`` more at the
-    rest of ``levels``, found apart so that they never take the places of the first.
+    rest of ``levels``. Records of the rest never take the places of the first: when they
+    left fewer than ``limit`` of the own levels among the nearest, those are looked up apart.
 
     Without an embedding (degraded mode) only the exact duplicate can be found.
     """
@@ -158,19 +159,21 @@ async def candidates(
             levels=levels,
         )
         return exact, []
+    vector = list(embedding)
     rows = await conn.fetch(
-        SQL["candidates"],
-        list(embedding),
-        namespace,
-        memory_type.value,
-        content_hash,
-        limit,
-        list(levels),
-        list(levels if own_levels is None else own_levels),
+        SQL["candidates"], vector, namespace, memory_type.value, content_hash, limit, list(levels)
     )
     exact = next((_neighbour(row) for row in rows if row["exact"]), None)
+    mine = set(levels if own_levels is None else own_levels)
     nearest = [_neighbour(row) for row in rows if not row["exact"]]
-    return exact, sorted(nearest, key=lambda n: (-n.similarity, n.record.id))
+    own = [n for n in nearest if n.record.access_level.value in mine][:limit]
+    above = [n for n in nearest if n.record.access_level.value not in mine][:limit]
+    if above and len(own) < limit:
+        rows = await conn.fetch(
+            SQL["own_candidates"], vector, namespace, memory_type.value, limit, sorted(mine)
+        )
+        own = [_neighbour(row) for row in rows]
+    return exact, sorted([*own, *above], key=lambda n: (-n.similarity, n.record.id))
 
 
 async def stored_embedding(conn: Connection, version_id: UUID, *, model: str) -> list[float] | None:

@@ -32,13 +32,10 @@ LIMIT 1
 
 -- name: candidates
 -- The exact duplicate (same normalised content) and the nearest active heads, in one trip,
--- among the records the writer may read ($6, its access levels): the $5 nearest of those its
--- proposal's readers may read too ($7, a part of $6), and apart the $5 nearest of the rest
--- (above the proposal's level: looked at for conflicts alone). Apart, so that records above
--- the proposal's level never take the places of its own readers' neighbours. The index finds
--- a few more than $5 nearest; equal similarities (records of one content) are then ordered by
--- id, as audit replay orders them, so which of several equal records are the neighbours does
--- not depend on the index's traversal unless more than $5 + 8 records tie.
+-- among the records the writer may read ($6, its access levels): the $5 + 8 nearest. The
+-- index finds a few more than $5 nearest; equal similarities (records of one content) are
+-- then ordered by id, as audit replay orders them, so which of several equal records are the
+-- neighbours does not depend on the index's traversal unless more than $5 + 8 records tie.
 (SELECT {{record_columns}}, true AS exact,
         coalesce((1 - (embedding <=> $1))::float8, 1.0) AS similarity
  FROM memories
@@ -51,23 +48,24 @@ UNION ALL
  FROM (SELECT {{record_columns}}, false AS exact, (1 - (embedding <=> $1))::float8 AS similarity
        FROM memories
        WHERE namespace = $2 AND type = $3 AND superseded_by IS NULL AND status = 'active'
-         AND embedding IS NOT NULL AND access_level = ANY($7::text[])
+         AND embedding IS NOT NULL AND access_level = ANY($6::text[])
        ORDER BY embedding <=> $1
        LIMIT $5 + 8) nearest
- ORDER BY nearest.similarity DESC, nearest.id
- LIMIT $5)
-UNION ALL
-(SELECT above.*
- FROM (SELECT {{record_columns}}, false AS exact, (1 - (embedding <=> $1))::float8 AS similarity
-       FROM memories
-       WHERE NOT ($6::text[] <@ $7::text[])
-         AND namespace = $2 AND type = $3 AND superseded_by IS NULL AND status = 'active'
-         AND embedding IS NOT NULL AND access_level = ANY($6::text[])
-         AND NOT access_level = ANY($7::text[])
-       ORDER BY embedding <=> $1
-       LIMIT $5 + 8) above
- ORDER BY above.similarity DESC, above.id
- LIMIT $5)
+ ORDER BY nearest.similarity DESC, nearest.id)
+
+-- name: own_candidates
+-- The $4 nearest active heads at the access levels $5 alone (those a proposal's readers may
+-- read), when records above them took the places of the candidates query. Separate, so that
+-- its filtered walk of the index, slow when those levels are rare, is paid only then.
+SELECT nearest.*
+FROM (SELECT {{record_columns}}, (1 - (embedding <=> $1))::float8 AS similarity
+      FROM memories
+      WHERE namespace = $2 AND type = $3 AND superseded_by IS NULL AND status = 'active'
+        AND embedding IS NOT NULL AND access_level = ANY($5::text[])
+      ORDER BY embedding <=> $1
+      LIMIT $4 + 8) nearest
+ORDER BY nearest.similarity DESC, nearest.id
+LIMIT $4
 
 -- name: resolve_evidence
 -- Each cited id of $1 names a record (its head: a record's first version shares its id) or
