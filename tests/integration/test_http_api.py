@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
+from fastapi import FastAPI
 
 from engram import Kernel
 from engram.errors import CircuitOpen, DatabaseUnavailable, NotFound
@@ -37,6 +38,7 @@ class Api:
     kernel: Kernel
     admin: dict[str, str]
     announced: list[str]
+    app: FastAPI | None = None
 
     async def agent(self, name: str, trust: TrustLevel, **options: Any) -> dict[str, str]:
         """Headers of a newly added agent."""
@@ -74,7 +76,7 @@ async def api(kernel: Kernel) -> AsyncIterator[Api]:
         async with httpx.AsyncClient(transport=transport, base_url="http://engram.test") as client:
             found = TOKEN.search(announced[0])
             assert found is not None
-            yield Api(client, kernel, bearer(found.group(0)), announced)
+            yield Api(client, kernel, bearer(found.group(0)), announced, app)
 
 
 async def test_first_serve_announces_the_admin_token_once_with_a_curl_example(

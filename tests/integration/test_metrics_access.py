@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import httpx
@@ -15,11 +14,12 @@ from fastapi import FastAPI
 
 from engram import Kernel
 from engram.memory.types import AccessLevel, TrustLevel
-from engram.protocols.http.app import create_app
 from tests.conftest import METRICS_TOKEN, ScratchDatabase
-from tests.integration.scheduler_helpers import running
-from tests.integration.test_http_api import TOKEN, assert_problem, bearer
+from tests.integration import test_http_api as http_api
+from tests.integration.test_http_api import Api, assert_problem, bearer
 from tests.integration.test_http_fuzz import _count
+
+api = http_api.api
 
 #: The one thing every 401 of /metrics says, whichever token was wrong.
 REQUIRED = "the metrics token (ENGRAM_METRICS_TOKEN) or the token of an agent cleared"
@@ -43,16 +43,10 @@ class Served:
 
 
 @pytest.fixture
-async def served(kernel: Kernel) -> AsyncIterator[Served]:
+async def served(api: Api) -> Served:
     """The app on the test's kernel (whose metrics token is ``METRICS_TOKEN``)."""
-    announced: list[str] = []
-    app = create_app(kernel=kernel, announce=announced.append)
-    async with running(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://engram.test") as client:
-            found = TOKEN.search(announced[0])
-            assert found is not None
-            yield Served(app, client, kernel, bearer(found.group(0)))
+    assert api.app is not None
+    return Served(api.app, api.client, api.kernel, api.admin)
 
 
 def refused(response: httpx.Response) -> None:

@@ -10,6 +10,7 @@ from engram.memory.gate.consumed import summary_denial
 from engram.memory.store import Summary
 from engram.memory.types import (
     AccessLevel,
+    CallerIdentity,
     GateDecisionType,
     MemoryRecord,
     MemoryStatus,
@@ -35,40 +36,34 @@ def summary(sources: int, level: AccessLevel = AccessLevel.AGENT) -> Summary:
 COOKIES = belief("The API uses session cookies.")
 
 
+def deny(
+    made: Summary,
+    writer: CallerIdentity,
+    origin: GateDecisionType = EXTERNAL,
+    grounds: MemoryRecord = COOKIES,
+) -> str | None:
+    """``summary_denial`` of a step by ``writer`` on a summary standing as trusted."""
+    return summary_denial(
+        made, writer=writer, decision_type=origin, standing=TrustLevel.TRUSTED, grounds=grounds
+    )
+
+
 def test_a_summary_of_one_record_goes_to_a_writer_who_may_change_it() -> None:
     """A trusted writer may change a compression (which stands as trusted)."""
-    denial = summary_denial(
-        summary(1),
-        writer=TRUSTED,
-        decision_type=EXTERNAL,
-        standing=TrustLevel.TRUSTED,
-        grounds=COOKIES,
-    )
+    denial = deny(summary(1), TRUSTED)
     assert denial is None
 
 
 def test_a_summary_of_several_records_is_never_changed() -> None:
     """Even a trusted writer's step is escalated on a summary that states other records."""
-    denial = summary_denial(
-        summary(3),
-        writer=TRUSTED,
-        decision_type=EXTERNAL,
-        standing=TrustLevel.TRUSTED,
-        grounds=COOKIES,
-    )
+    denial = deny(summary(3), TRUSTED)
     assert denial is not None
     assert "2 other record(s)" in denial
 
 
 def test_a_lower_tier_may_not_change_what_consolidation_wrote() -> None:
     """A standard writer's step on a compression consolidation wrote is escalated."""
-    denial = summary_denial(
-        summary(1),
-        writer=STANDARD,
-        decision_type=EXTERNAL,
-        standing=TrustLevel.TRUSTED,
-        grounds=COOKIES,
-    )
+    denial = deny(summary(1), STANDARD)
     assert denial is not None
     assert "may not change a record a trusted agent wrote" in denial
 
@@ -77,26 +72,14 @@ def test_grounds_hidden_from_the_summarys_readers_change_nothing() -> None:
     """Neither an agent's nor an internal write changes a summary on hidden grounds."""
     hidden = belief("The API uses session cookies.", AccessLevel.SENSITIVE)
     for writer, origin in ((TRUSTED, EXTERNAL), (TRUSTED, GateDecisionType.SELF_HEALING)):
-        denial = summary_denial(
-            summary(1),
-            writer=writer,
-            decision_type=origin,
-            standing=TrustLevel.TRUSTED,
-            grounds=hidden,
-        )
+        denial = deny(summary(1), writer, origin=origin, grounds=hidden)
         assert denial is not None
         assert "hidden from readers" in denial
 
 
 def test_an_internal_writer_may_change_a_summary_its_grounds_are_shown_to() -> None:
     """An internal origin's step goes to a compression whose readers see its grounds."""
-    denial = summary_denial(
-        summary(1),
-        writer=STANDARD,
-        decision_type=GateDecisionType.SELF_HEALING,
-        standing=TrustLevel.TRUSTED,
-        grounds=COOKIES,
-    )
+    denial = deny(summary(1), STANDARD, origin=GateDecisionType.SELF_HEALING)
     assert denial is None
 
 
@@ -108,11 +91,5 @@ def test_a_summary_consolidated_in_turn_is_not_changed() -> None:
         consumed.made_id,
         1,
     )
-    denial = summary_denial(
-        hidden,
-        writer=TRUSTED,
-        decision_type=EXTERNAL,
-        standing=TrustLevel.TRUSTED,
-        grounds=COOKIES,
-    )
+    denial = deny(hidden, TRUSTED)
     assert denial == "the claim's summary was itself consolidated"

@@ -214,9 +214,8 @@ class ConsolidationEngine:
         if trigger is ConsolidationTrigger.PRESSURE_DRIVEN:
             fast = await self.watch.fast_path()
             due = self.watch.pressure_of({level: fast.get(level, 0) for level in levels})
-            under = [level for level in levels if due is None or level not in due.levels]
             if due is None:  # no pressure: nothing to read
-                resting = sum(fast.get(level, 0) for level in under)
+                resting = sum(fast.get(level, 0) for level in levels)
                 return ConsolidationReport(
                     run_id=run_id,
                     trigger=trigger,

@@ -307,6 +307,7 @@ def _given(text: str, start: int) -> bool:
 
 # A local number without its area code, as people give one across a desk: "555-0143".
 _LOCAL = re.compile(r"\d{3}[\- ]\d{4}")
+_CLAUSE_END = re.compile(r"[.;!?\n]")
 #: How far before a local number its phone word may stand ("text Kadri directly at 518 6463").
 _LOCAL_WORD_BEFORE = 48
 
@@ -316,9 +317,12 @@ def _local_number(text: str, start: int, end: int) -> bool:
     same sentence: a number given as a phone number, even one in no region's plan."""
     if not _LOCAL.fullmatch(text[start:end]):
         return False
-    before = text[max(0, start - _LOCAL_WORD_BEFORE) : start]
-    clause = re.split(r"[.;!?\n]", before)[-1]
-    return _PHONE_WORD.search(clause.casefold()) is not None
+    return _PHONE_WORD.search(_clause_before(text, start).casefold()) is not None
+
+
+def _clause_before(text: str, start: int) -> str:
+    """The words of the clause a number at ``start`` is in, before it."""
+    return _CLAUSE_END.split(text[max(0, start - _LOCAL_WORD_BEFORE) : start])[-1]
 
 
 def _fours_given(text: str, start: int, end: int) -> bool:
@@ -326,9 +330,8 @@ def _fours_given(text: str, start: int, end: int) -> bool:
     and no conference bridge's code."""
     if _BRIDGE.search(text, max(0, start - 12), start):
         return False
-    before = re.split(r"[.;!?\n]", text[max(0, start - _LOCAL_WORD_BEFORE) : start])[-1]
-    after = re.split(r"[.;!?\n]", text[end : end + 24])[0]
-    return _PHONE_WORD.search(f"{before} {after}".casefold()) is not None
+    after = _CLAUSE_END.split(text[end : end + 24])[0]
+    return _PHONE_WORD.search(f"{_clause_before(text, start)} {after}".casefold()) is not None
 
 
 def _br_mobile(candidate: str) -> bool:

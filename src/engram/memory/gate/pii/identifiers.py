@@ -15,6 +15,7 @@ from stdnum.es import nie as _es_nie
 from stdnum.fr import nir as _fr_nir
 from stdnum.in_ import aadhaar as _in_aadhaar
 from stdnum.in_ import pan as _in_pan
+from stdnum.iso7064 import mod_97_10 as _mod_97_10
 from stdnum.it import codicefiscale as _it_cf
 from stdnum.nl import bsn as _nl_bsn
 from stdnum.us import itin as _us_itin
@@ -105,8 +106,7 @@ def _iban_ok(candidate: str) -> bool:
     compact = candidate.replace(" ", "")
     if _UNLISTED_IBAN_LENGTHS.get(compact[:2]) != len(compact) or not compact.isalnum():
         return False
-    moved = compact[4:] + compact[:4]
-    return int("".join(str(int(c, 36)) for c in moved)) % 97 == 1
+    return bool(_mod_97_10.is_valid(compact[4:] + compact[:4]))
 
 
 def find_ibans(t: Text) -> Iterator[Span]:
