@@ -41,7 +41,19 @@ HALVES: dict[str, tuple[Path, ...]] = {
     "test": (DATA / "pii" / "test_k.tsv", DATA / "pii" / "test_m.tsv"),
     "dev": tuple(
         DATA / "pii" / f"dev_{writer}.tsv"
-        for writer in (*"lnopqrstuvwxyz", "aa", "bb", "cc", "dd", "ee", "ff", "gg", "hh")
+        for writer in (
+            *"lnopqrstuvwxyz",
+            "aa",
+            "bb",
+            "cc",
+            "dd",
+            "ee",
+            "ff",
+            "gg",
+            "hh",
+            "ii",
+            "jj",
+        )
     ),
     "legacy": (DATA / "pii_corpus.tsv",),
 }

@@ -4,7 +4,8 @@
 :class:`PiiFinding` per hit: a kind and the ``[start, end)`` character span. The matched value
 never leaves this package except as that span. No field holds it, nothing is logged, and no
 exception is raised with it. The package is pure (no I/O, no logging, no global state after
-import) and uses only the standard library, ``python-stdnum`` and ``phonenumbers``.
+import) and uses only the standard library, ``python-stdnum``, ``phonenumbers`` and the word
+lists of ``mnemonic``.
 
 What it detects
 ---------------
@@ -110,6 +111,11 @@ What it detects
 * in airline reservation records (``travel``): the document number of ``SSR DOCS``
   (``national_id``), the mobile of ``SSR CTCM`` (``phone``), the address of ``SSR CTCE``
   (``email``, ``//`` for ``@``) and the card of an ``FP CC…`` form of payment.
+* cryptocurrency secrets (``crypto``): a wallet's recovery phrase (twelve or more words in a
+  row from one language's BIP-39 list), an extended private key (``xprv…``), a private key in
+  wallet import format (its base58check checksum must hold) and a raw key named as a private
+  key (``secret_assignment``); keys assigned after an exchange's name and the key in a node
+  provider's URL (``api_key``).
 
 Precision and recall
 --------------------
@@ -193,6 +199,7 @@ from engram.memory.gate.pii.credentials import (
     find_stripe,
     find_url_passwords,
 )
+from engram.memory.gate.pii.crypto import find_crypto_secrets
 from engram.memory.gate.pii.disguised import find_obfuscated_emails, spoken_runs, unscanned
 from engram.memory.gate.pii.documents import find_documents
 from engram.memory.gate.pii.findings import PiiFinding, PiiKind, Span, Text
@@ -206,7 +213,7 @@ __all__ = ["DETECTOR", "DETECTOR_VERSION", "PiiFinding", "PiiKind", "scan"]
 DETECTOR = "regex"
 """Label of this detector in the ``engram_pii_flags_total`` metric."""
 
-DETECTOR_VERSION = "regex@4"
+DETECTOR_VERSION = "regex@5"
 """Bumped whenever a rule changes what is flagged; recorded with quarantine decisions."""
 
 
@@ -240,6 +247,7 @@ _DETECTORS: tuple[Callable[[Text], Iterator[Span]], ...] = (
     find_slack,
     find_stripe,
     find_api_keys,
+    find_crypto_secrets,
     find_url_passwords,
     find_assignments,
     find_cards,

@@ -57,6 +57,7 @@ _ACCOUNT_WORDS = re.compile(
         r"|račun|rachunek|sąskaitos nr|reikningsnúmer|счет|рахунок|rib|cci|giro(?: number)?"
         r"|bankszámla(?:szám)?|számlaszám|účet|číslo účtu)s?\b"  # not "contact", "access"
         r"|帳號|账号|帳戶|账户|口座|普通|当座|계좌(?:번호)?|номер сч[её]та|חשבון|บัญชี|số tài khoản"
+        r"|은행(?=[ \t]{0,2}\d)"  # a Korean bank's name and its account: "신한은행 110-…"
         r"|account_?(?:number|no|num)\b)"
     )
 )

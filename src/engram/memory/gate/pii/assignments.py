@@ -26,6 +26,9 @@ _FOREIGN_PASSWORDS = (
 _ACCENTED_PASSWORDS = tuple(map(folded, (
     "hasło", "contraseña", "şifre", "jelszó", "lösenord", "пароль", "パスワード", "비밀번호",
     "密码", "密碼", "סיסמה", "סיסמא", "كلمة المرور", "κωδικός", "mật khẩu", "รหัสผ่าน",
+    # Arabic's "word of the secret" in Latin letters (Darija, Tunisian, Levantine), several
+    # words like the names above, so matched the same way
+    "kalimat as-sir", "kalimat al-sir", "kalimat sir", "kelmet esser", "kilmet el-ser",
 )))  # fmt: skip
 _SECRET_STEMS = (
     "key", "secret", "token", "pass", "pwd", "pw", "cred", "sessionid", "seed", "psk",
@@ -39,12 +42,15 @@ _ASSIGNMENT = re.compile(
     + r")"
     r"[\w.\-]{0,40}(?:[ \t](?i:wi-?fi|wlan))?)"  # "mot de passe wifi du salon est …"
     r"(?:(?P<gap>(?:[ \t]+(?:for|of|on|at|to|in|do|na|za|pro|zu|pour|para|per|voor|til"
-    r"|de|du|des|del|della|der|dem|den|für|fuer|от|для)[ \t]"
+    r"|de|du|des|del|della|der|dem|den|für|fuer|от|для|від|dyal|mta3|ta3)[ \t]"
     r"|[ \t]+(?:dell|dall|nell|sull|all|d|l)'(?=[^\W\d_])"  # Italian and French elisions
     r")(?:[^.\n:=;,\"'`]|'(?=[^\W\d_])){1,60}?)?"
     r"[\"']?(?:[ \t]{0,3}(?::=|=>|=|:)[ \t]{0,3}"
-    r"|[ \t]+(?:is|was|est|ist|es|è|é|lautet)(?:[ \t]+now)?[ \t]+"
-    r"|[ \t]+(?:(?:got|was|has been|is)[ \t]+)?(?:reset|changed|set|updated|rotated)[ \t]+to[ \t]+)"
+    r"|[ \t]+(?:is|was|est|ist|es|è|é|lautet)(?:[ \t]+(?:now|nu|jetzt|ahora|agora|ora))?[ \t]+"
+    r"|[ \t]+(?:(?:got|was|has been|is)[ \t]+)?(?:reset|changed|set|updated|rotated)[ \t]+to[ \t]+"
+    # "changed to" in Polish, Portuguese, Spanish, Dutch, German and French
+    r"|[ \t]+(?:zmienion[eay]|ustawion[eay]|trocad[ao]|alterad[ao]|mudad[ao]|cambiad[ao]"
+    r"|gewijzigd|ge(?:ä|ae)ndert|chang[ée]e?|modifi[ée]e?)[ \t]+(?:na|para|a|in|naar|auf|en)[ \t]+)"
     r"|[\"']?(?P<loose>[ \t]+))"
     r"(?:\"(?P<dq>[^\"\n]{1,512})\"|'(?P<sq>[^'\n]{1,512})'|`(?P<bq>[^`\n]{1,512})`"
     r"|(?P<bare>[^\s\"'`,;(){}\[\]<>]{1,512}))"
@@ -363,7 +369,8 @@ _PIN = re.compile(
 _BACKUP_CODES = re.compile(
     r"(?i)\b(?:backup|recovery|2fa|mfa|one-time)[ \t]+codes?\b[^\n]{0,24}?"
     r"(?P<v>(?<![\w\-])(?=[a-z0-9\-]*\d)[a-z0-9]{4,5}-?[a-z0-9]{4,5}(?![\w\-])"
-    r"(?:[ \t]*,[ \t]*[a-z0-9]{4,5}-?[a-z0-9]{4,5}(?![\w\-]))*)"
+    r"(?:[ \t]*,[ \t]*[a-z0-9]{4,5}-?[a-z0-9]{4,5}(?![\w\-]))*"
+    r"|(?<!\d)\d{4} \d{4}(?:[ \t]{1,3}\d{4} \d{4})+(?!\d))"
 )
 _GROUPED_SEED = re.compile(
     r"(?i:\b(?:seed|secret|authenticator|totp|2fa|mfa)\b)[^\n]{0,48}?"

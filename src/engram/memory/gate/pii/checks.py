@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from stdnum import luhn as _luhn
 from stdnum.ar import cuit as _ar_cuit
+from stdnum.cl import rut as _cl_rut
 
 from engram.memory.gate.pii.heuristics import passes_check
 
@@ -170,3 +171,51 @@ def mn_register(value: str) -> bool:
         return False
     month, day = int(match.group(2)), int(match.group(3))
     return (1 <= month <= 12 or 21 <= month <= 32) and 1 <= day <= 31
+
+
+def _digits(value: str) -> str:
+    return re.sub(r"[\s./\-]", "", value)
+
+
+def br_cns(value: str) -> bool:
+    """Brazil's Cartão Nacional de Saúde: fifteen digits, starting 1, 2, 7, 8 or 9, whose sum
+    weighted 15 down to 1 is a multiple of eleven."""
+    digits = _digits(value)
+    if not re.fullmatch(r"[12789]\d{14}", digits):
+        return False
+    return sum(int(d) * w for d, w in zip(digits, range(15, 0, -1), strict=True)) % 11 == 0
+
+
+def mx_nss(value: str) -> bool:
+    """Mexico's número de seguridad social (IMSS): eleven digits, the last a Luhn check."""
+    digits = _digits(value)
+    return len(digits) == 11 and digits.isdigit() and bool(_luhn.is_valid(digits))
+
+
+def es_nss(value: str) -> bool:
+    """Spain's número de afiliación a la Seguridad Social: province (two digits), number
+    (seven or eight) and two control digits, the rest of province and number divided by 97
+    (the number's value without its leading zero when it is below ten million)."""
+    digits = _digits(value)
+    if not re.fullmatch(r"\d{12}", digits):
+        return False
+    province, number, control = int(digits[:2]), int(digits[2:10]), int(digits[10:])
+    base = province * 10**8 + number if number >= 10**7 else province * 10**7 + number
+    return base % 97 == control
+
+
+def de_kvnr(value: str) -> bool:
+    """Germany's Krankenversichertennummer: a letter and nine digits. The letter as its two
+    digits of the alphabet (A = 01) and the first eight digits, weighed 1, 2, 1, 2, ... with
+    each product's digits added, give the ninth digit as the sum's last digit."""
+    value = value.upper()
+    if not re.fullmatch(r"[A-Z]\d{9}", value):
+        return False
+    body = f"{ord(value[0]) - 64:02d}{value[1:9]}"
+    total = sum(sum(divmod(int(d) * (1 + i % 2), 10)) for i, d in enumerate(body))
+    return total % 10 == int(value[9])
+
+
+def personal_rut(value: str) -> bool:
+    """A Chilean RUT of a person: companies are numbered from fifty million up."""
+    return bool(_cl_rut.is_valid(value)) and int(_cl_rut.compact(value)[:-1]) < 50_000_000

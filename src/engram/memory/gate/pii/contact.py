@@ -41,7 +41,10 @@ _PHONE_RUN = re.compile(r"(?:(?<=[A-Za-z])\+|(?<![\w+])\+?)\(?\d[\d \t().\-/]{5,
 _NOT_PHONE_LABEL = re.compile(
     r"(?i)(?:\b(?:order|ticket|invoice|inv|build|issue|pr|case|ref|reference|tracking|acct"
     r"|account|po|job|run|batch|txn|transaction|confirmation|serial|sku|version|release|id"
-    r"|item|part|incident|request|req|pipeline|commit|cve|patent|isbn|seed|port|pin"
+    r"|item|part|incident|request|req|pipeline|commit|cve|patent|isbn|seed|port|pin|vat"
+    r"|wid|withdrawal|deposit id|txid|tx|block|height"
+    r"|auftrag|pr[óo]bka|probe|sample|specimen|accession|processo(?: hospitalar)?"
+    r"|epis[óo]dio(?: de urg[êe]ncia)?|zlecenia|kod kreskowy|barcode"
     r"|imei|meid|imsi|iccid|sin|meter|consumer|routing|aba|rtn|transit|qq(?:号码|号)?"
     r"|(?<!area )(?<!country )code|awb|loyalty|member(?:ship)?|membre|mitglied|frequent flyer"
     r"|miles ?& ?more|flying blue|aeroplan|bonvoy|eurobonus|skywards)"
@@ -75,6 +78,23 @@ _NATIONAL_REGIONS = (
 )  # fmt: skip
 
 
+# An HL7 v2 segment (its three-character name, then a field separator), and the type codes
+# of a telecommunication field (XTN): a phone's use and equipment.
+_HL7_SEGMENT = re.compile(r"(?m)^[A-Z][A-Z0-9]{2}\|")
+_XTN_CODES = re.compile(r"\^(?:PRN|ORN|WPN|VHN|ASN|EMR|NET|BPN|PH|CP|FX|BP|MD|SAT)\b")
+
+
+def _in_hl7_field_of_no_phone(text: str, start: int, end: int) -> bool:
+    """Digits in a field of an HL7 message that is no telecommunication field: an order,
+    a specimen, a timestamp (a phone in HL7 is written with its use code, ``^PRN^PH^``)."""
+    if not _HL7_SEGMENT.search(text):
+        return False
+    field_start = text.rfind("|", 0, start) + 1
+    field_end = text.find("|", end)
+    field = text[field_start : len(text) if field_end < 0 else field_end]
+    return _XTN_CODES.search(field) is None and text[start:end].isdigit()
+
+
 def _phone_span_ok(text: str, start: int, end: int) -> bool:
     """False when the digits are glued to another token or follow an order-like label (a
     number with its ``+`` may be assigned: ``SMS_TO=+46704821963``)."""
@@ -89,6 +109,8 @@ def _phone_span_ok(text: str, start: int, end: int) -> bool:
     if _NOT_PHONE_LABEL.search(text, max(0, start - 32), start) is not None:
         return False
     if _TAX_NUMBER.search(text, max(0, start - 40), start) is not None:
+        return False
+    if before in "|^~&" and _in_hl7_field_of_no_phone(text, start, end):
         return False
     if _YEAR_FIRST.match(text, start):
         return False  # 2026.02.0988, 2024-05-118734: a build or case number that opens on a date

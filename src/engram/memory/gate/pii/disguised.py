@@ -49,8 +49,8 @@ def unscanned(text: str) -> str | None:
 
 # --------------------------------------------------------------------------- e-mail
 
-_AT = r"(?:\s*[\[({]\s*at\s*[\])}]\s*|\s{1,3}@\s{1,3})"
-_DOT = r"(?:\s*[\[({]\s*dot\s*[\])}]\s*|\.)"
+_AT = r"(?:\s*[\[({]\s*(?:at|arroba|arobase)\s*[\])}]\s*|\s{1,3}@\s{1,3})"
+_DOT = r"(?:\s*[\[({]\s*(?:dot|punto|ponto|point|punkt)\s*[\])}]\s*|\.)"
 _BRACKETED = re.compile(
     rf"(?i)(?<![\w.%+\-])[a-z0-9][\w.%+\-]{{0,63}}{_AT}[a-z0-9][\w\-]{{0,62}}"
     rf"(?:{_DOT}[a-z0-9][\w\-]{{0,62}})*{_DOT}[a-z]{{2,24}}(?![\w\-])"
@@ -69,7 +69,12 @@ _MAIL_WORDS = re.compile(r"(?i)\b(?:e-?mail|mail|address|send|sent|write|reply|c
 
 def find_obfuscated_emails(t: Text) -> Iterator[Span]:
     text, lower = t.raw, t.lower
-    if "@" in text or ("at" in lower and ("dot" in lower or _AT_WORD.search(lower))):
+    if (
+        "@" in text
+        or "arroba" in lower
+        or "arobase" in lower
+        or ("at" in lower and ("dot" in lower or _AT_WORD.search(lower)))
+    ):
         for m in _BRACKETED.finditer(text):
             if "@" in m.group(0) and not re.search(r"\s@|@\s|[\[({]", m.group(0)):
                 continue  # a plain address: the email detector's

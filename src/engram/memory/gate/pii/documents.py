@@ -35,7 +35,6 @@ from stdnum.bg import egn as _bg_egn
 from stdnum.br import cpf as _br_cpf
 from stdnum.ca import bc_phn as _ca_bc_phn
 from stdnum.ch import ssn as _ch_ssn
-from stdnum.cl import rut as _cl_rut
 from stdnum.cn import ric as _cn_ric
 from stdnum.cz import rc as _cz_rc
 from stdnum.dk import cpr as _dk_cpr
@@ -80,14 +79,19 @@ from engram.memory.gate.pii.checks import (
     MN_LETTERS,
     Check,
     any_of,
+    br_cns,
+    de_kvnr,
+    es_nss,
     gt_cui,
     hkid,
     hu_taj,
     ir_melli,
     jm_trn,
     mn_register,
+    mx_nss,
     nz_nhi,
     personal_cuit,
+    personal_rut,
     sg_nric,
     sv_dui,
     tw_id,
@@ -112,7 +116,7 @@ _CHECKED: tuple[tuple[str, Check], ...] = (
     (r"cpf", _br_cpf.is_valid),
     (r"curp", _mx_curp.is_valid),
     (r"rfc", _mx_rfc.is_valid),
-    (r"rut", _cl_rut.is_valid),
+    (r"rut", personal_rut),
     (r"rrn|resident registration(?: number)?|주민등록번호", _kr_rrn.is_valid),
     (r"my[ _]?number|individual number|マイナンバー|個人番号", _jp_in.is_valid),
     (r"nric|fin", any_of(sg_nric, _my_nric.is_valid)),
@@ -121,7 +125,7 @@ _CHECKED: tuple[tuple[str, Check], ...] = (
     (r"ppsn?|personal public service", _ie_pps.is_valid),
     (r"nhs(?: number)?", _gb_nhs.is_valid),
     (r"ahv|avs", _ch_ssn.is_valid),
-    (r"sv[\- ]?nummer|sozialversicherungsnummer|versicherungsnummer", _at_vnr.is_valid),
+    (r"sv[\- ]?nummer|sozialversicherungsnummer|versicherungsnummer|svnr|vsnr", _at_vnr.is_valid),
     (r"cnp", _ro_cnp.is_valid),
     (
         r"sa id|south african id|id ?number|id",
@@ -134,7 +138,7 @@ _CHECKED: tuple[tuple[str, Check], ...] = (
     (r"cuil|cuit", personal_cuit),
     (r"teudat zehut|t\.z\.|israeli id(?: number)?|תעודת זהות|ת\.ז", _il_idnr.is_valid),
     (r"rodn[ée] [čc][íi]slo|r\.[čc]\.", _cz_rc.is_valid),
-    (r"t\.?c\.? kimlik(?: no)?|kimlik no", _tr_tck.is_valid),
+    (r"t\.?c\.? kimlik(?: no)?|kimlik no|tckn|tckno|t\.c\. no", _tr_tck.is_valid),
     (r"cpr(?:-nummer| number| nr\.?)?", _dk_cpr.is_valid),
     (r"amka", _gr_amka.is_valid),
     (r"afm|αφμ", _gr_vat.is_valid),
@@ -167,6 +171,10 @@ _CHECKED: tuple[tuple[str, Check], ...] = (
     (r"nit(?: personal)?", _gt_nit.is_valid),
     (r"kennitala|kt\.", _is_kennitala.is_valid),
     (r"nrt", _ad_nrt.is_valid),
+    (r"niss|insz|inss", _be_nn.is_valid),
+    (r"cns|cart[ãa]o nacional de sa[úu]de|cart[ãa]o sus", br_cns),
+    (r"nss|imss|afiliaci[óo]n(?: a la seguridad social)?", any_of(mx_nss, es_nss)),
+    (r"kvnr|(?:kranken)?versichertennummer|egk", de_kvnr),
 )
 _US_STATES = (
     "alabama|alaska|arizona|arkansas|california|colorado|connecticut|delaware|florida|georgia"
@@ -202,6 +210,8 @@ _SHAPED = (
     r"|(?:" + _US_STATES + r") (?:dl|driver'?s? licen[cs]e|licen[cs]e|id card|state id)"
     r"|social card|personal no|cni(?: ivoirienne| s[ée]n[ée]galaise| burkinab[ée])?|cnib"
     r"|jawaz(?: as-safar| safar)?|(?:al-)?bitaqa(?: al-wataniya| wataniya)?"
+    r"|paspoortnummer|dowodu osobistego|tessera sanitaria|rentenversicherungsnummer"
+    r"|(?:n[º°.]? de |n[úu]mero de )?utente(?: sns)?"
 )
 _CHECKED_RE = re.compile(folded(r"\b(?:" + "|".join(f"(?:{k})" for k, _ in _CHECKED) + r")\b"))
 _CHECKED_PARTS = tuple((re.compile(folded(rf"(?:{k})\Z")), check) for k, check in _CHECKED)
@@ -327,7 +337,7 @@ _LAYOUT_CHECKS: dict[str, Check] = {
     "hetu": _fi_hetu.is_valid,
     "curp": lambda v: _mx_curp.is_valid(v.upper()),
     "rfc": _mx_rfc.is_valid,
-    "rut": _cl_rut.is_valid,
+    "rut": personal_rut,
     "cuil": personal_cuit,
     "rc": _cz_rc.is_valid,
     "rif": _ve_rif.is_valid,
@@ -401,6 +411,10 @@ def _named_documents(text: str, lower: str, shaped: list[re.Match[str]]) -> Iter
     """Numbers after the name of a document without a check digit, by shape."""
     for k in shaped:
         window = _AFTER
+        if k.group(0).startswith(("tax", "tin")) and _NOT_PERSONAL.search(
+            lower, max(0, k.start() - 32), k.start()
+        ):
+            continue  # "company TIN", "business tax id": a company's, not a person's
         if k.group(0) in _ABBREVIATIONS:
             if text[k.start() : k.end()] != k.group(0).upper():
                 continue  # "dl", "nin" only as capitalised abbreviations
@@ -413,10 +427,6 @@ def _named_documents(text: str, lower: str, shaped: list[re.Match[str]]) -> Iter
                 yield PiiKind.NATIONAL_ID, long_run.start(), long_run.end()
                 continue
             window = _ABBREVIATION_AFTER
-        if k.group(0).startswith("tax") and _NOT_PERSONAL.search(
-            lower, max(0, k.start() - 32), k.start()
-        ):
-            continue
         found = _first_token(text, k.end(), k.end() + window)
         if found is None:
             continue

@@ -77,6 +77,8 @@ _VENDOR_KEYS = re.compile(
     r"|EZ[AT]K(?P<easypost>[A-Za-z0-9]{54})"
     r"|duffel_(?:live|test)_(?P<duffel>[A-Za-z0-9_\-]{40,})"
     r"|shippo_(?:live|test)_(?P<shippo>[a-f0-9]{40})"
+    r"|(?:prd|sbx):(?P<sumsub>[A-Za-z0-9]{24}\.[A-Za-z0-9]{32})"
+    r"|organizations/[0-9a-f\-]{36}/apiKeys/(?P<cdp>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
     r")(?![A-Za-z0-9_\-])"
 )
 # Azure storage: an account key (88 base64 characters) after AccountKey= or in a key field,
@@ -88,13 +90,13 @@ _AZURE = re.compile(
 # Vendors whose keys are lower-case hex: no mixed case to ask for.
 _HEX_BODIES = frozenset({"twilio", "shopify", "digitalocean", "mailgun", "mailchimp"})
 _HEX_BODIES |= {"databricks", "supabase", "postman", "langsmith", "braintree", "sentrydsn"}
-_HEX_BODIES |= {"riot", "shippo"}
+_HEX_BODIES |= {"riot", "shippo", "cdp"}
 _PREFILTER = re.compile(
     r"sk-|AIza|GOCSPX-|ya29\.|gl[a-z]{1,5}[-_]|SG\.|SK[0-9a-f]|npm_|pypi-|hf_|hv[sb]\.|shp|do[opr]_"
     r"|key-|-us\d|:AA|dapi|ATATT|dckr_|NRAK-|sntr|sbp_|r8_|gsk_|pplx-|xai-|ntn_|secret_|figd_"
     r"|PMAK-|dp\.|pcsk_|lsv2_|lin_api_|discord|nfp_|access_token\$|sentry\.io|LTAI|Mid-server-"
     r"|[MNO][A-Za-z0-9_\-]{23,27}\.[A-Za-z0-9_\-]{6}\.|phx_|live_\d|RGAPI-|EZ[AT]K|duffel_"
-    r"|shippo_"
+    r"|shippo_|prd:|sbx:|/apiKeys/"
 )
 
 
