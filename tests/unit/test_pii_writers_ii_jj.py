@@ -93,6 +93,8 @@ NOT_FOUND = [
     "NG corporate client: RC 7386613, company TIN 88912839-0001, CAC certificate uploaded",
     "Company: Example Digital (Pty) Ltd, VAT 4753076788",
     "USDT payout, wid 3525363950, fee 1 USDT",
+    "row pk 17, checksum sha256 e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+    "see the binance api key documentation_overview_pages first",
     "RUT empresa 76.086.428-5 (Laboratorio SpA), factura N° 88123",
     "PID|1||7012345^^^UMCU^PI||de Vries^Sanne||19890214|F",
     "OBR|1|ORD448907|LAB773390|24331-1^Lipid panel^LN|||20240314073000|||||||2403140188|SER",

@@ -49,8 +49,11 @@ _WIF = re.compile(r"(?<![A-Za-z0-9])[5KLc9][1-9A-HJ-NP-Za-km-z]{50,51}(?![A-Za-z
 # Wallet import format: version 0x80 (mainnet) or 0xef (testnet), 32 key bytes, and 0x01
 # when the public key is compressed.
 _WIF_VERSIONS = frozenset({0x80, 0xEF})
+# "pk" (a private key's field in wallet configs) only as a field given its value: as a word
+# it is as often a table's primary key, beside a digest.
 _RAW_KEY_NAME = re.compile(
-    r"(?i)(?:priv(?:ate)?[ _\-]?key|secret[ _\-]?key|privkey|importprivkey|\"pk\"|'pk'|\bpk\b)"
+    r"(?i)(?:priv(?:ate)?[ _\-]?key|secret[ _\-]?key|privkey|importprivkey"
+    r"|[\"']pk[\"'][ \t]*:|\bpk[ \t]*[:=])"
 )
 _RAW_KEY = re.compile(
     r"(?<![A-Za-z0-9])(?:0x)?(?P<v>[0-9a-fA-F]{64}|[1-9A-HJ-NP-Za-km-z]{86,90})(?![A-Za-z0-9])"
@@ -67,9 +70,11 @@ _EXCHANGE = re.compile(r"(?<![a-z0-9])(?:" + "|".join(map(re.escape, _EXCHANGES)
 # "key …" (separated by a space only when the value looks random).
 _VENDOR_FIELD = re.compile(
     r"(?i)(?<![A-Za-z0-9])(?P<name>[\w.\-]{0,30}?(?:key|secret)[\w\-]{0,12})[\"']?"
-    r"(?:[ \t]{0,3}[:=][ \t]{0,3}|[ \t]+)[\"']?(?P<v>[A-Za-z0-9+/=_\-]{16,128})"
+    r"(?:[ \t]{0,3}(?P<sep>[:=])[ \t]{0,3}|[ \t]+)[\"']?(?P<v>[A-Za-z0-9+/=_\-]{16,128})"
 )
 _VENDOR_WINDOW = 240
+_DIGIT = re.compile(r"\d")
+_LETTER = re.compile(r"[A-Za-z]")
 _NODE_URL = re.compile(
     r"(?:alchemy\.com/v2/|infura\.io/v3/|quiknode\.pro/|alchemyapi\.io/v2/)"
     r"(?P<v>[A-Za-z0-9_\-]{24,64})(?![A-Za-z0-9_\-])"
@@ -158,9 +163,11 @@ def _exchange_keys(t: Text) -> Iterator[Span]:
         line_end = t.raw.find("\n", vendor.end())
         stop = min(vendor.end() + _VENDOR_WINDOW, len(t.raw) if line_end < 0 else line_end)
         for m in _VENDOR_FIELD.finditer(t.raw, vendor.start(), stop):
-            name = m.group("name").lower()
-            if "pass" in name or not _random(m.group("v")):
+            name, value = m.group("name").lower(), m.group("v")
+            if "pass" in name or not _random(value):
                 continue
+            if m.group("sep") is None and not (_DIGIT.search(value) and _LETTER.search(value)):
+                continue  # "key" and a word after it, with no sign between: a random token only
             yield PiiKind.API_KEY, m.start("v"), m.end("v")
 
 
