@@ -23,11 +23,6 @@ from tests.integration.test_layer2_hostile import APRIL, MARCH, V20, V21
 # --- design questions, left open (xfail) ----------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="version numbers and intervals are shared by every reader; renumbering per reader "
-    "would break If-Match (design question, see the hostile pass F report)",
-)
 async def test_a_readable_chain_does_not_show_that_a_hidden_version_existed(
     kernel: Kernel,
 ) -> None:

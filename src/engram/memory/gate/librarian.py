@@ -29,7 +29,13 @@ from engram.memory.gate.decision import advise, rejection_reason, screen, stale_
 from engram.memory.gate.groups import GroupOutcome, GroupsFinish, commit_groups, evaluate_groups
 from engram.memory.gate.plan import Plan, Timing, audit_entry, without_merge
 from engram.memory.gate.rate_limit import RateLimiter, SharedRateLimiter, settle
-from engram.memory.gate.replay import as_read_by, replayed, reuse_problem, without_taken_id
+from engram.memory.gate.replay import (
+    as_read_by,
+    replayed,
+    reuse_problem,
+    told_current_version,
+    without_taken_id,
+)
 from engram.memory.gate.requests import (
     GateRequest,
     GateResult,
@@ -42,6 +48,7 @@ from engram.memory.gate.serial import SameContent, content_key
 from engram.memory.gate.signals import GateSignals
 from engram.memory.gate.write_path import StaleTarget, WritePath
 from engram.memory.storable import escape_text
+from engram.memory.temporal.numbering import numbered_for
 from engram.memory.types import (
     CallerIdentity,
     GateAction,
@@ -105,7 +112,11 @@ class LibrarianGate:
         return self._limiter
 
     async def evaluate(self, request: GateRequest) -> GateResult:
-        """Decide one request and persist the outcome; see the module docstring."""
+        """Decide one request and persist the outcome; see the module docstring. The answer
+        is as the caller is told it: in its numbering of versions (``replay.as_read_by``)."""
+        return await as_read_by(self._db, await self._decide(request), request.caller_identity)
+
+    async def _decide(self, request: GateRequest) -> GateResult:
         timing = Timing(started=time.perf_counter())
         decision_id = new_decision_id()
         if request.request_id is not None:
@@ -124,8 +135,7 @@ class LibrarianGate:
             embedding = asyncio.ensure_future(self._embed(record.content))
         try:
             async with self._same_content.hold(content_key(request)):
-                result = await self._evaluate(request, decision_id, timing, embedding)
-            return await as_read_by(self._db, result, request.caller_identity)
+                return await self._evaluate(request, decision_id, timing, embedding)
         finally:
             if embedding is not None and not embedding.done():
                 embedding.cancel()
@@ -234,17 +244,18 @@ class LibrarianGate:
                 head = None  # absent for this caller: answered as for an unknown id
         evidence, missing, above = await store.cite(self._db, record, caller)
         limiter = await settle(self._limiter, request.caller_identity, request.decision_type)
+        # The expected version is the caller's number of the head (as replay screens it too).
+        shown = await numbered_for(self._db, head, readable_levels(caller))
         screening = screen(
-            request, head=head, missing_evidence=missing, evidence_above=above, limiter=limiter
+            request, head=shown, missing_evidence=missing, evidence_above=above, limiter=limiter
         )
         layer1 = screening.layer1
         self._signals.layer1(decision_id, request, layer1)
         if screening.verdict is GateDecision.REJECTED:
             return await self._finish_rejected(request, decision_id, layer1, timing)
         if screening.verdict is GateDecision.CONFLICT:
-            conflict = VersionConflict(
-                expected=request.expected_version, actual=screening.current_version
-            )
+            stored = None if head is None else head.version
+            conflict = VersionConflict(expected=request.expected_version, actual=stored)
             return await self._finish_conflict(
                 request, decision_id, layer1, advice=None, conflict=conflict, timing=timing
             )
@@ -304,7 +315,7 @@ class LibrarianGate:
         if request_id is not None:
             prior = await self._audit.by_request(caller.agent_id, request_id)
             if prior is not None:
-                return await self._replay(prior, refused)
+                return await as_read_by(self._db, await self._replay(prior, refused), caller)
         timing = Timing(started=time.perf_counter())
         problems = [escape_text(problem) for problem in problems]
         check = CheckResult.fail(SCHEMA, "; ".join(problems), problems=problems)
@@ -318,7 +329,9 @@ class LibrarianGate:
             modified_record=None,
             failed_checks=[check],
         )
-        return await self._finish_unwritten(refused, result, timing)
+        # A concurrent retry's answer is a recorded one: told as evaluate tells it.
+        result = await self._finish_unwritten(refused, result, timing)
+        return await as_read_by(self._db, result, caller)
 
     # --- planning ---------------------------------------------------------------------------
 
@@ -435,11 +448,7 @@ class LibrarianGate:
         timing: Timing,
         reason: str | None = None,
     ) -> GateResult:
-        actual = conflict.actual
-        if actual is None:
-            current = await store.head(self._db, request.record.record_id)
-            if current is not None and can_read(request.caller_identity, current):
-                actual = current.version
+        actual = await told_current_version(self._db, request, conflict.actual)
         result = GateResult(
             decision=GateDecision.CONFLICT,
             decision_id=decision_id,
