@@ -363,8 +363,8 @@ async def test_a_hidden_version_leaves_no_gap_in_the_version_numbers(
     twin_a: Store, twin_b: Store
 ) -> None:
     """The trusted agent edits the writer's record once where the writer can see it (A), or
-    raises it to sensitive first and then edits it back down (B): the writer's reads differ
-    only by the hidden version, which its numbering still shows."""
+    raises it to sensitive first and then edits it back down (B): the writer's chain and its
+    stale If-Match's answer are the same in both (its numbering leaves no gap)."""
     answers = []
     for store, hidden in ((twin_a, False), (twin_b, True)):
         await _agents(store)

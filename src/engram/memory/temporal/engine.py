@@ -10,7 +10,8 @@ Without E the event axis is not looked at: a read answers what the kernel believ
 future validity alike; ``as_of_event=now`` asks what is true now. Record reads and listings
 (now, as of T, as of E) follow this one rule: a listing is the record reads of its namespace.
 Forgotten and consolidated records are left out unless asked for, and callers see only records
-at or below their read level.
+at or below their read level; within a record, only the versions they may read, numbered and
+dated as :mod:`engram.memory.temporal.numbering` says.
 Every read is counted for decay (off the read path, :mod:`engram.memory.temporal.reads`).
 """
 
