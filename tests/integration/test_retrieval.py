@@ -443,7 +443,8 @@ async def test_history_search_hides_records_and_versions_a_reader_may_not_see(
 ) -> None:
     """include_superseded never returns an old version of a record whose head the reader may
     not read (such a record is absent at every instant), and a returned version's
-    superseded_by never names a version the reader may not read."""
+    superseded_by never names a version the reader may not read; the versions it may read are
+    numbered without a gap (ADR-009, amended 2026-11-27)."""
     writer = replace(TRUSTED, writes_per_minute=100_000)
     hidden = await kernel.gate.evaluate(
         create(belief("The payroll export runs on host pay-exp-01 every Friday."), writer)
@@ -479,10 +480,12 @@ async def test_history_search_hides_records_and_versions_a_reader_may_not_see(
     )
     found = {(hit.record.record_id, hit.record.version): hit.record for hit in result.hits}
     assert hidden.record_id not in {record_id for record_id, _ in found}
-    assert (chain.record_id, 2) not in found
+    assert not [r for r in found.values() if "inv-exp-02" in r.content]  # the sensitive one
+    assert {1, 2} == {version for record_id, version in found if record_id == chain.record_id}
     first = found[(chain.record_id, 1)]
-    third = found[(chain.record_id, 3)]
-    assert third.id == first.superseded_by  # not the sensitive version 2
+    second = found[(chain.record_id, 2)]  # the stored version 3, the next the reader may read
+    assert "inv-exp-03" in second.content
+    assert second.id == first.superseded_by  # not the sensitive stored version 2
 
 
 async def test_a_forgotten_record_is_found_by_no_search_after_it_was_forgotten(

@@ -32,6 +32,7 @@ OWNERS = (
     "engram.memory.rl.models",
     "engram.memory.store.versions",
     "engram.memory.temporal.engine",
+    "engram.memory.temporal.numbering",
     "engram.memory.temporal.reads",
     "engram.notifications.dispatcher",
     "engram.retrieval.search",

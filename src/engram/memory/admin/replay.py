@@ -220,6 +220,7 @@ class AuditReplayer:
             head = None if found is None else _as_of(found)
             if head is not None and not can_read(request.caller_identity, head):
                 head = None  # absent for this caller, as the Gate treats it
+        shown = await self._numbered(head, request, at, decision_id)
         missing: list[str] = []
         above: list[str] = []
         if request.action is not GateAction.FORGET and record.evidence_links:
@@ -239,7 +240,7 @@ class AuditReplayer:
             caller = replace(caller, writes_per_minute=tier_rate)
         screening = screen(
             request,
-            head=head,
+            head=shown,
             missing_evidence=missing,
             evidence_above=above,
             limiter=limiter,
@@ -256,6 +257,19 @@ class AuditReplayer:
             request, layer1, head=head, at=at, decision_id=decision_id, advisor=advisor
         )
         return replayed_verdict(layer1, GateDecision.APPROVED, advice.rationale, advice)
+
+    async def _numbered(
+        self, head: MemoryRecord | None, request: GateRequest, at: datetime, decision_id: UUID
+    ) -> MemoryRecord | None:
+        """``head`` carrying the number the caller gave it at ``at``, which the Gate screened
+        the expected version against (``engram.memory.temporal.numbering``)."""
+        levels = readable_levels(request.caller_identity)
+        if head is None or head.version == 1 or len(levels) == len(AccessLevel):
+            return head
+        number = await self._db.fetchval(
+            SQL["replay_reader_number"], head.record_id, at, decision_id, head.version, levels
+        )
+        return head.model_copy(update={"version": int(number)})
 
     async def _evidence_as_of(
         self, refs: list[UUID], at: datetime, decision_id: UUID, levels: list[str]

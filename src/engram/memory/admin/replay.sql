@@ -30,6 +30,15 @@ WHERE record_id = $1 AND ingestion_time < $2 AND gate_decision_id <> $3
 ORDER BY version DESC
 LIMIT 1
 
+-- name: replay_reader_number
+-- The number a reader of the access levels $5 gave version $4 of record $1 just before instant
+-- $2 (versions written by decision $3 left out): the versions up to it whose access level then
+-- was one of $5 (as engram.memory.temporal.numbering counts them in the Gate).
+SELECT count(*)::int
+FROM memories x
+WHERE x.record_id = $1 AND x.version <= $4 AND x.ingestion_time < $2 AND x.gate_decision_id <> $3
+  AND {{level_then}} = ANY($5::text[])
+
 -- fragment: levels
 -- The access levels, lowest first (AccessLevel's order).
 ARRAY['public', 'agent', 'user', 'system', 'sensitive']

@@ -169,12 +169,11 @@ def _refused(group: PlannedGroup) -> GroupOutcome:
 
 
 def _expected(group: PlannedGroup) -> dict[UUID, int]:
-    """The version each record the group updates or forgets is expected to be at."""
+    """The stored version each record the group updates or forgets is expected to be at."""
     return {
-        p.plan.request.record.record_id: p.plan.request.expected_version
+        p.plan.request.record.record_id: p.plan.expected_version
         for p in group.planned
-        if p.plan.request.action is not GateAction.CREATE
-        and p.plan.request.expected_version is not None
+        if p.plan.request.action is not GateAction.CREATE and p.plan.expected_version is not None
     }
 
 

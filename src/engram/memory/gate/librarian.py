@@ -21,19 +21,21 @@ from engram.infra.embeddings import EmbeddingAdapter
 from engram.infra.events import Event, EventBus
 from engram.memory import store
 from engram.memory.audit.entry import new_decision_id
-from engram.memory.audit.log import AuditEntry, AuditLog
+from engram.memory.audit.log import AuditLog
 from engram.memory.fingerprint import content_hash
-from engram.memory.gate.advisor import RELATED, AdvisorAction, AdvisorDecision, GateAdvisor
-from engram.memory.gate.checks import SCHEMA, CheckResult, Layer1Outcome, with_schema_failure
-from engram.memory.gate.decision import advise, rejection_reason, screen, stale_reason
+from engram.memory.gate.advisor import RELATED, AdvisorAction, GateAdvisor
+from engram.memory.gate.checks import Layer1Outcome, with_schema_failure
+from engram.memory.gate.decision import advise, screen
+from engram.memory.gate.endings import Endings
 from engram.memory.gate.groups import GroupOutcome, GroupsFinish, commit_groups, evaluate_groups
-from engram.memory.gate.plan import Plan, Timing, audit_entry, without_merge
+from engram.memory.gate.plan import Plan, Timing, without_merge
 from engram.memory.gate.rate_limit import RateLimiter, SharedRateLimiter, settle
-from engram.memory.gate.replay import as_read_by, replayed, reuse_problem, without_taken_id
+from engram.memory.gate.replay import (
+    as_read_by,
+)
 from engram.memory.gate.requests import (
     GateRequest,
     GateResult,
-    Proposal,
     RefusedInput,
     WriteOutcome,
 )
@@ -41,7 +43,7 @@ from engram.memory.gate.resolver import Resolver
 from engram.memory.gate.serial import SameContent, content_key
 from engram.memory.gate.signals import GateSignals
 from engram.memory.gate.write_path import StaleTarget, WritePath
-from engram.memory.storable import escape_text
+from engram.memory.temporal.numbering import numbered_for
 from engram.memory.types import (
     CallerIdentity,
     GateAction,
@@ -88,6 +90,7 @@ class LibrarianGate:
         self._signals = GateSignals(metrics)
         self._same_content = SameContent()  # a CREATE waits for writers of its content
         self._resolver = Resolver(db, events, audit, self.evaluate)
+        self._endings = Endings(db=db, audit=audit, writes=self._writes, signals=self._signals)
 
     @property
     def advisor(self) -> GateAdvisor:
@@ -105,7 +108,11 @@ class LibrarianGate:
         return self._limiter
 
     async def evaluate(self, request: GateRequest) -> GateResult:
-        """Decide one request and persist the outcome; see the module docstring."""
+        """Decide one request and persist the outcome; see the module docstring. The answer
+        is as the caller is told it: in its numbering of versions (``replay.as_read_by``)."""
+        return await as_read_by(self._db, await self._decide(request), request.caller_identity)
+
+    async def _decide(self, request: GateRequest) -> GateResult:
         timing = Timing(started=time.perf_counter())
         decision_id = new_decision_id()
         if request.request_id is not None:
@@ -113,7 +120,7 @@ class LibrarianGate:
                 request.caller_identity.agent_id, request.request_id
             )
             if prior is not None:
-                return await self._replay(prior, request)
+                return await self._endings.replay(prior, request)
         record = request.record
         # The slowest step, started while the checks run; internal UPDATEs reuse a stored one.
         embedding = None
@@ -124,8 +131,7 @@ class LibrarianGate:
             embedding = asyncio.ensure_future(self._embed(record.content))
         try:
             async with self._same_content.hold(content_key(request)):
-                result = await self._evaluate(request, decision_id, timing, embedding)
-            return await as_read_by(self._db, result, request.caller_identity)
+                return await self._evaluate(request, decision_id, timing, embedding)
         finally:
             if embedding is not None and not embedding.done():
                 embedding.cancel()
@@ -188,7 +194,7 @@ class LibrarianGate:
                     # head (an expected one would have been a Conflict); it sees every record.
                     head = stale.current if head is not None else None
                     continue
-                return await self._finish_conflict(
+                return await self._endings.conflict(
                     request,
                     decision_id,
                     layer1,
@@ -198,7 +204,7 @@ class LibrarianGate:
                     reason="the record this write was measured against kept changing; retry",
                 )
             except VersionConflict as conflict:
-                return await self._finish_conflict(
+                return await self._endings.conflict(
                     request,
                     decision_id,
                     layer1,
@@ -211,10 +217,10 @@ class LibrarianGate:
                 prior = await self._audit.by_request(exc.agent_id, exc.request_id)
                 if prior is None:  # pragma: no cover - the constraint saw the row
                     raise
-                return await self._replay(prior, request)
+                return await self._endings.replay(prior, request)
             except AlreadyExists as exc:
                 layer1 = with_schema_failure(layer1, str(exc))
-                return await self._finish_rejected(request, decision_id, layer1, timing)
+                return await self._endings.rejected(request, decision_id, layer1, timing)
             self._events.committed()
             return self._signals.write(request, result, plan, evaluation_seconds, timing)
         raise AssertionError("unreachable: the last attempt never raises StaleTarget")
@@ -234,18 +240,19 @@ class LibrarianGate:
                 head = None  # absent for this caller: answered as for an unknown id
         evidence, missing, above = await store.cite(self._db, record, caller)
         limiter = await settle(self._limiter, request.caller_identity, request.decision_type)
+        # The expected version is the caller's number of the head (as replay screens it too).
+        shown = await numbered_for(self._db, head, readable_levels(caller))
         screening = screen(
-            request, head=head, missing_evidence=missing, evidence_above=above, limiter=limiter
+            request, head=shown, missing_evidence=missing, evidence_above=above, limiter=limiter
         )
         layer1 = screening.layer1
         self._signals.layer1(decision_id, request, layer1)
         if screening.verdict is GateDecision.REJECTED:
-            return await self._finish_rejected(request, decision_id, layer1, timing)
+            return await self._endings.rejected(request, decision_id, layer1, timing)
         if screening.verdict is GateDecision.CONFLICT:
-            conflict = VersionConflict(
-                expected=request.expected_version, actual=screening.current_version
-            )
-            return await self._finish_conflict(
+            stored = None if head is None else head.version
+            conflict = VersionConflict(expected=request.expected_version, actual=stored)
+            return await self._endings.conflict(
                 request, decision_id, layer1, advice=None, conflict=conflict, timing=timing
             )
         return layer1, head, evidence
@@ -301,24 +308,7 @@ class LibrarianGate:
         with a ``request_id`` already recorded is answered as :meth:`evaluate` answers it.
         """
         refused = RefusedInput(action, caller, decision_type, raw, request_id)
-        if request_id is not None:
-            prior = await self._audit.by_request(caller.agent_id, request_id)
-            if prior is not None:
-                return await self._replay(prior, refused)
-        timing = Timing(started=time.perf_counter())
-        problems = [escape_text(problem) for problem in problems]
-        check = CheckResult.fail(SCHEMA, "; ".join(problems), problems=problems)
-        self._signals.rejected([check])
-        result = GateResult(
-            decision=GateDecision.REJECTED,
-            decision_id=new_decision_id(),
-            reason=rejection_reason([check]),
-            layer1_checks=[check],
-            layer2_decision=None,
-            modified_record=None,
-            failed_checks=[check],
-        )
-        return await self._finish_unwritten(refused, result, timing)
+        return await as_read_by(self._db, await self._endings.refuse(refused, problems), caller)
 
     # --- planning ---------------------------------------------------------------------------
 
@@ -399,102 +389,6 @@ class LibrarianGate:
             ),
         )
         return plan, timing
-
-    # --- endings ----------------------------------------------------------------------------
-
-    async def _finish_rejected(
-        self,
-        request: GateRequest,
-        decision_id: UUID,
-        layer1: Layer1Outcome,
-        timing: Timing,
-    ) -> GateResult:
-        failures = layer1.failures
-        self._signals.rejected(failures)
-        request = without_taken_id(request, failures, decision_id)
-        result = GateResult(
-            decision=GateDecision.REJECTED,
-            decision_id=decision_id,
-            reason=rejection_reason(failures),
-            layer1_checks=layer1.checks,
-            layer2_decision=None,
-            modified_record=None,
-            retry_after_seconds=layer1.retry_after_seconds,
-            failed_checks=failures,
-        )
-        return await self._finish_unwritten(request, result, timing)
-
-    async def _finish_conflict(
-        self,
-        request: GateRequest,
-        decision_id: UUID,
-        layer1: Layer1Outcome,
-        *,
-        advice: AdvisorDecision | None,
-        conflict: VersionConflict,
-        timing: Timing,
-        reason: str | None = None,
-    ) -> GateResult:
-        actual = conflict.actual
-        if actual is None:
-            current = await store.head(self._db, request.record.record_id)
-            if current is not None and can_read(request.caller_identity, current):
-                actual = current.version
-        result = GateResult(
-            decision=GateDecision.CONFLICT,
-            decision_id=decision_id,
-            reason=reason or stale_reason(request.expected_version, actual),
-            layer1_checks=layer1.checks,
-            layer2_decision=advice,
-            modified_record=None,
-            record_id=request.record.record_id,
-            current_version=actual,
-        )
-        return await self._finish_unwritten(request, result, timing)
-
-    async def _finish_unwritten(
-        self, request: Proposal, result: GateResult, timing: Timing
-    ) -> GateResult:
-        """Audit an evaluation that changes nothing else (rejected or conflicting)."""
-        entry = audit_entry(
-            request,
-            decision_id=result.decision_id,
-            decision=result.decision,
-            outcome=WriteOutcome.NONE,
-            reason=result.reason,
-            checks=result.layer1_checks,
-            advice=result.layer2_decision,
-            record_id=request.record_id,
-            version_id=None,
-            duration_ms=(time.perf_counter() - timing.started) * 1000,
-        )
-        recorded = await self._audit_unwritten(entry, request)
-        if recorded is not None:
-            return recorded
-        return self._signals.decision(request, result, timing)
-
-    async def _audit_unwritten(self, entry: AuditEntry, request: Proposal) -> GateResult | None:
-        """Commit the audit row of an evaluation that writes nothing else; when the agent's
-        request id committed meanwhile (a concurrent retry), that result instead."""
-        try:
-            await self._writes.audit_only(entry)
-        except DuplicateRequest as exc:
-            prior = await self._audit.by_request(exc.agent_id, exc.request_id)
-            if prior is None:  # pragma: no cover - the constraint saw the row
-                raise
-            return await self._replay(prior, request)
-        return None
-
-    async def _replay(self, entry: AuditEntry, asked: Proposal) -> GateResult:
-        """The answer to a request id used again (:mod:`engram.memory.gate.replay`)."""
-        problem = reuse_problem(entry, asked)
-        if problem is None:
-            return await replayed(self._db, entry, asked.caller_identity)
-        caller, kind = asked.caller_identity, asked.decision_type
-        raw = {"request_id": entry.request_id, "request": asked.snapshot()}
-        return await self.reject_input(
-            action=asked.action, caller=caller, decision_type=kind, raw=raw, problems=[problem]
-        )
 
     async def refresh_record_gauge(self) -> None:
         """Set ``engram_memory_records`` from the database (at start-up, and periodically)."""

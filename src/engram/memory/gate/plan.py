@@ -61,6 +61,14 @@ class Plan:
     related: tuple[tuple[UUID, float], ...] = ()
 
     @property
+    def expected_version(self) -> int | None:
+        """The version the request expects, in the store's numbering: the caller named the
+        head the Gate screened, in its own numbering (``engram.memory.temporal.numbering``),
+        and optimistic concurrency holds the write to that stored version."""
+        expected = self.request.expected_version
+        return expected if expected is None or self.head is None else self.head.version
+
+    @property
     def vector(self) -> list[float] | None:
         """The embedding, or None in degraded mode."""
         return list(self.embedding) if self.embedding else None
@@ -136,7 +144,7 @@ def stamped(
             "superseded_by": None,
             "gate_decision_id": decision_id,
             "gate_decision_type": plan.request.decision_type,
-            "expected_version": plan.request.expected_version,
+            "expected_version": plan.expected_version,
             "status": plan.request.status or MemoryStatus.ACTIVE,
             "consolidation_path": path,
             "ingestion_time_end": None,
@@ -144,11 +152,17 @@ def stamped(
     )
 
 
+def updated_reason(version: int) -> str:
+    """How an approved UPDATE's reason begins (the version in the numbering it is told in)."""
+    return f"stored as version {version}"
+
+
 def approval_reason(plan: Plan, outcome: WriteOutcome, record: MemoryRecord) -> str:
-    """The reason an approved write gives (audit row and result alike)."""
+    """The reason an approved write gives (the audit row in the stored numbering, the result
+    in the caller's: ``engram.memory.gate.replay.as_read_by``)."""
     reason = {
         WriteOutcome.CREATED: "stored as a new record",
-        WriteOutcome.UPDATED: f"stored as version {record.version}",
+        WriteOutcome.UPDATED: updated_reason(record.version),
         WriteOutcome.FORGOTTEN: "forgotten; its history stays readable",
         WriteOutcome.REINFORCED: "already known; the existing record was reinforced",
     }[outcome]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import Any
 from uuid import UUID
 
 from engram.infra.db import DatabaseAdapter
@@ -29,9 +30,11 @@ from engram.memory import store
 from engram.memory.audit.log import AuditEntry
 from engram.memory.gate.advisor import AdvisorDecision
 from engram.memory.gate.checks import RATE_LIMIT, CheckResult
-from engram.memory.gate.requests import GateRequest, GateResult, Proposal
+from engram.memory.gate.plan import updated_reason
+from engram.memory.gate.requests import GateRequest, GateResult, Proposal, WriteOutcome
 from engram.memory.gate.write_path import result_from_audit
-from engram.memory.temporal.engine import as_readable, hide_unreadable_evidence
+from engram.memory.temporal.engine import as_readable
+from engram.memory.temporal.numbering import reader_number
 from engram.memory.types import CallerIdentity, GateAction, can_read, readable_levels
 
 
@@ -58,7 +61,7 @@ def reuse_problem(entry: AuditEntry, asked: Proposal) -> str | None:
 
 async def replayed(db: DatabaseAdapter, entry: AuditEntry, caller: CallerIdentity) -> GateResult:
     """The result recorded in ``entry``, its record and Layer 2 decision as ``caller`` may
-    read them now."""
+    read them now (its numbers still the stored ones: :func:`as_read_by` renumbers)."""
     result = await result_from_audit(db, entry, replayed=True)
     if result.layer2_decision is not None:
         advice = await _advice_as_read_by(db, result.layer2_decision, caller)
@@ -68,20 +71,48 @@ async def replayed(db: DatabaseAdapter, entry: AuditEntry, caller: CallerIdentit
         return result
     head = await store.head(db, record.record_id)
     if head is None or not can_read(caller, head) or not can_read(caller, record):
-        return dataclasses.replace(result, modified_record=None)
-    [shown] = await as_readable(db, [record], readable_levels(caller))
-    return dataclasses.replace(result, modified_record=shown)
+        return dataclasses.replace(result, modified_record=None, version=None)
+    return result
 
 
 async def as_read_by(db: DatabaseAdapter, result: GateResult, caller: CallerIdentity) -> GateResult:
-    """``result`` with its record's ``evidence_links`` as ``caller`` may read them now: a
-    record a write reinforced, updated or forgot may cite one raised above the caller since
-    it was cited (a read leaves such ids out too)."""
+    """``result`` as ``caller`` is told it, applied once to every answer of the Gate: its
+    record in the caller's numbering (``version``, and the reason of an UPDATE, with it),
+    ``superseded_by`` past versions it may not read, and ``evidence_links`` as it may read
+    them now (a record a write reinforced, updated or forgot may cite one raised above the
+    caller since it was cited; a read leaves such ids out too). A conflict's
+    ``current_version`` is in its numbering already (:func:`told_current_version`)."""
     record = result.modified_record
-    if record is None or not record.evidence_links:
+    if record is None:
         return result
-    [shown] = await hide_unreadable_evidence(db, [record], readable_levels(caller))
-    return result if shown is record else dataclasses.replace(result, modified_record=shown)
+    [shown] = await as_readable(db, [record], readable_levels(caller))
+    if shown is record:
+        return result
+    changes: dict[str, Any] = {"modified_record": shown}
+    if result.version == record.version and shown.version != record.version:
+        changes["version"] = shown.version
+        stored, told = updated_reason(record.version), updated_reason(shown.version)
+        if result.outcome is WriteOutcome.UPDATED and result.reason.startswith(stored):
+            changes["reason"] = told + result.reason.removeprefix(stored)
+    return dataclasses.replace(result, **changes)
+
+
+async def told_current_version(
+    db: DatabaseAdapter, request: Proposal, stored: int | None
+) -> int | None:
+    """The current version a version conflict tells the caller, in its numbering: the head's
+    (``stored``, or looked up when the write found none to name), None when the caller may not
+    read the head."""
+    caller = request.caller_identity
+    record_id = request.record_id
+    if record_id is None:
+        return stored
+    if stored is None:
+        current = await store.head(db, record_id)
+        if current is None or not can_read(caller, current):
+            return None
+        stored = current.version
+    return await reader_number(db, record_id, stored, readable_levels(caller))
 
 
 async def _advice_as_read_by(

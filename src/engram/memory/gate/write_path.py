@@ -142,7 +142,9 @@ class WritePath:
 
     async def _lock_head(self, conn: Connection, plan: Plan) -> MemoryRecord:
         """Lock the record's head for this transaction; a missing, forgotten or moved head
-        (against ``expected_version``, when given) is a :class:`~engram.errors.VersionConflict`."""
+        (against the expected version, when given, in the store's numbering:
+        :attr:`Plan.expected_version`) is a :class:`~engram.errors.VersionConflict` (its
+        ``expected`` the caller's number, its ``actual`` the stored one)."""
         expected = plan.request.expected_version
         locked = await store.head(conn, plan.record.record_id, lock=True)
         if locked is not None and not can_read(plan.request.caller_identity, locked):
@@ -151,7 +153,7 @@ class WritePath:
         if locked is None or locked.status is MemoryStatus.FORGOTTEN:
             actual = None if locked is None else locked.version
             raise VersionConflict(expected=expected, actual=actual)
-        if expected is not None and locked.version != expected:
+        if plan.expected_version is not None and locked.version != plan.expected_version:
             raise VersionConflict(expected=expected, actual=locked.version)
         return locked
 

@@ -10,13 +10,13 @@ Without E the event axis is not looked at: a read answers what the kernel believ
 future validity alike; ``as_of_event=now`` asks what is true now. Record reads and listings
 (now, as of T, as of E) follow this one rule: a listing is the record reads of its namespace.
 Forgotten and consolidated records are left out unless asked for, and callers see only records
-at or below their read level.
+at or below their read level; within a record, only the versions they may read, numbered and
+dated as :mod:`engram.memory.temporal.numbering` says.
 Every read is counted for decay (off the read path, :mod:`engram.memory.temporal.reads`).
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Container, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -26,6 +26,7 @@ from engram.infra.db import DatabaseAdapter, Row
 from engram.infra.sql import load_queries
 from engram.memory import store
 from engram.memory.temporal.decay import relevance
+from engram.memory.temporal.numbering import as_seen, chain_of, in_readers_view, sees_everything
 from engram.memory.temporal.reads import ReadRecorder
 from engram.memory.types import (
     AccessLevel,
@@ -145,7 +146,7 @@ class TemporalEngine:
             )
         rows.sort(key=lambda row: (row["ingestion_time"], row["id"]), reverse=True)
         records = [store.record_from_row(row) for row in rows[:limit]]
-        return await hide_unreadable_evidence(self._db, records, levels)
+        return await as_readable(self._db, records, levels)
 
     async def _current(
         self,
@@ -188,7 +189,8 @@ class TemporalEngine:
     async def get_version_chain(
         self, record_id: UUID, *, caller: CallerIdentity | None = None
     ) -> list[MemoryRecord]:
-        """Every version of a record, oldest first (history of forgotten records included).
+        """Every version of a record the caller may read, oldest first (history of forgotten
+        records included), in its numbering (:mod:`~engram.memory.temporal.numbering`).
         ``record_id`` may also be the id of one of its versions (what ``evidence_links`` of a
         consolidated record cite), so a reader can walk from a summary to its sources."""
         levels = set(readable_levels(caller))
@@ -203,14 +205,9 @@ class TemporalEngine:
             return []
         visible = [version for version in chain if version.access_level.value in levels]
         if len(visible) < len(chain):
-            # Point superseded_by past the versions left out, to the next one shown.
-            shown = [
-                older.model_copy(update={"superseded_by": newer.id})
-                if older.superseded_by != newer.id
-                else older
-                for older, newer in itertools.pairwise(visible)
-            ]
-            visible = [*shown, visible[-1]]
+            # The reader's numbers, and superseded_by and known-until past the versions left out.
+            stored = chain_of(chain, levels)
+            visible = [as_seen(version, stored) for version in visible]
         visible = await hide_unreadable_evidence(self._db, visible, list(levels))
         self._note(visible[-1:])
         return visible
@@ -292,12 +289,13 @@ def _decay(row: Row, now: datetime) -> float:
 async def as_readable(
     db: DatabaseAdapter, records: list[MemoryRecord], levels: Sequence[str]
 ) -> list[MemoryRecord]:
-    """``records`` as a reader of ``levels`` sees them: ``superseded_by`` and
-    ``evidence_links`` name nothing it may not read (a reader of every level has nothing
-    hidden)."""
-    if len(levels) == len(AccessLevel):
+    """``records`` as a reader of ``levels`` sees them: in its numbering, with
+    ``superseded_by`` and known-until running to the next version it may read
+    (:mod:`~engram.memory.temporal.numbering`), and ``evidence_links`` naming nothing it may
+    not read (a reader of every level has nothing hidden)."""
+    if sees_everything(levels):
         return records
-    records = await hide_unreadable_successors(db, records, levels)
+    records = await in_readers_view(db, records, levels)
     return await hide_unreadable_evidence(db, records, levels)
 
 
@@ -345,28 +343,9 @@ def _without_unreadable(record: MemoryRecord, readable: Container[UUID]) -> Memo
     return record.model_copy(update=update) if update else record
 
 
-async def hide_unreadable_successors(
-    db: DatabaseAdapter, records: list[MemoryRecord], levels: Sequence[str]
-) -> list[MemoryRecord]:
-    """Point ``superseded_by`` past versions the reader may not read, to the next one it may
-    (its record's head is readable, so there is one): no hidden version's id leaks."""
-    superseded = [r.id for r in records if r.superseded_by is not None]
-    if not superseded:
-        return records
-    rows = await db.fetch(SQL["next_readable_versions"], superseded, list(levels))
-    successor = {row["id"]: row["next_id"] for row in rows}
-    return [
-        record
-        if record.superseded_by is None or successor.get(record.id) == record.superseded_by
-        else record.model_copy(update={"superseded_by": successor.get(record.id)})
-        for record in records
-    ]
-
-
 __all__ = [
     "DEFAULT_LIMIT",
     "TemporalEngine",
     "as_readable",
     "hide_unreadable_evidence",
-    "hide_unreadable_successors",
 ]

@@ -37,16 +37,17 @@ NOT EXISTS (
 ) = ANY($5::text[]))
 
 -- name: as_of_record
+-- The reader's history is the versions it may read (ADR-009, amended 2026-11-27): the newest
+-- of those known at T answers, a hidden version known later left out as if never written.
 SELECT v.*
 FROM (
     SELECT {{record_columns}}
     FROM memories v
-    WHERE v.record_id = $1 AND {{known_began}}
+    WHERE v.record_id = $1 AND {{known_began}} AND v.access_level = ANY($5::text[])
     ORDER BY v.version DESC
     LIMIT 1
 ) AS v
-WHERE {{still_valid}} AND {{not_ended}} AND v.access_level = ANY($5::text[])
-  AND {{head_readable}}
+WHERE {{still_valid}} AND {{not_ended}} AND {{head_readable}}
 
 -- name: as_of_history
 SELECT {{record_columns}}
@@ -57,24 +58,31 @@ ORDER BY v.version
 
 -- name: as_of_listing
 -- $1 namespace, $6 one type, $7 limit. Versions of the type are scanned back from T
--- (memories_listing_idx); the one whose ingestion interval contains T witnesses that its record
--- existed then (one per record), and for it the version answering (T, E) is picked.
+-- (memories_listing_idx); the one the caller may read whose ingestion interval contains T, as
+-- the caller sees it (until the next version it may read), witnesses that its record existed
+-- then (one per record), and for it the version answering (T, E) is picked.
 SELECT v.*
 FROM memories w
 CROSS JOIN LATERAL (
     SELECT {{record_columns}}
     FROM memories v
-    WHERE v.record_id = w.record_id AND {{known_began}}
+    WHERE v.record_id = w.record_id AND {{known_began}} AND v.access_level = ANY($5::text[])
     ORDER BY v.version DESC
     LIMIT 1
 ) AS v
 WHERE w.namespace = $1 AND w.type = $6 AND w.ingestion_time <= $2
+  AND w.access_level = ANY($5::text[])
   AND (w.ingestion_time_end IS NULL OR w.ingestion_time_end > $2
        -- an ended record (forgotten) still answers when its ending is not excluded
-       OR (w.superseded_by IS NULL AND NOT (w.status::text = ANY($4::text[]))))
+       OR (w.superseded_by IS NULL AND NOT (w.status::text = ANY($4::text[])))
+       -- the caller's view: a version is known until the next one it may read was written
+       OR (w.superseded_by IS NOT NULL AND 'sensitive' <> ALL($5::text[]) AND NOT EXISTS (
+           SELECT 1 FROM memories n
+           WHERE n.record_id = w.record_id AND n.version > w.version
+             AND n.ingestion_time <= $2 AND n.access_level = ANY($5::text[]))))
   -- a head written with an excluded ending status (consolidated) ended its record when written
   AND NOT (w.ingestion_time_end IS NULL AND w.status::text = ANY($4::text[]))
-  AND {{still_valid}} AND v.access_level = ANY($5::text[]) AND {{head_readable}}
+  AND {{still_valid}} AND {{head_readable}}
 ORDER BY w.ingestion_time DESC
 LIMIT $7
 
@@ -93,6 +101,7 @@ FROM (
           SELECT 1 FROM memories n
           WHERE n.record_id = v.record_id AND n.version > v.version
             AND n.ingestion_time <= $2 AND n.event_time <= $3
+            AND n.access_level = ANY($5::text[])
       )
       AND {{not_ended}}
       AND v.access_level = ANY($5::text[])
@@ -140,15 +149,6 @@ WHERE v.id = ANY($1::uuid[]) AND v.access_level = ANY($2::text[])
       SELECT h.access_level FROM memories h
       WHERE h.record_id = v.record_id AND h.superseded_by IS NULL
   ) = ANY($2::text[]))
-
--- name: next_readable_versions
--- For each version $1, the next version of its record at one of the levels $2 (what its
--- superseded_by may name for a reader who may not see every version): one trip for a page.
-SELECT DISTINCT ON (v.id) v.id, n.id AS next_id
-FROM memories v
-JOIN memories n ON n.record_id = v.record_id AND n.version > v.version
-WHERE v.id = ANY($1::uuid[]) AND n.access_level = ANY($2::text[])
-ORDER BY v.id, n.version
 
 -- name: decay_page
 -- Live heads after record $1 in record-id order ($2 at most), with what decay reads.

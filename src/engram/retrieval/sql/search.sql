@@ -17,8 +17,14 @@ AND superseded_by IS NULL
 namespace = $2 AND ($3::text[] IS NULL OR type = ANY($3::text[]))
 AND access_level = ANY($4::text[])
 AND ($7::text[] IS NULL OR metadata->'tags' ?& $7::text[])
+-- known at T as the caller sees it: until the next version it may read (ADR-009, amended
+-- 2026-11-27), so a version followed by hidden ones only is known past their instants
 AND ($8::timestamptz IS NULL
-     OR (ingestion_time <= $8 AND (ingestion_time_end IS NULL OR ingestion_time_end > $8)))
+     OR (ingestion_time <= $8 AND (ingestion_time_end IS NULL OR ingestion_time_end > $8
+         OR ('sensitive' <> ALL($4::text[]) AND NOT EXISTS (
+             SELECT 1 FROM memories n
+             WHERE n.record_id = m.record_id AND n.version > m.version
+               AND n.ingestion_time <= $8 AND n.access_level = ANY($4::text[]))))))
 AND ($9::timestamptz IS NULL OR event_time <= $9)
 -- a record that ended ($5: forgotten, or consolidated unless asked for) by the instant asked
 -- ($8, else now) is absent then, every version of it, as temporal.sql's not_ended says; a
