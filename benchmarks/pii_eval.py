@@ -53,6 +53,7 @@ HALVES: dict[str, tuple[Path, ...]] = {
             "hh",
             "ii",
             "jj",
+            "kk",
         )
     ),
     "legacy": (DATA / "pii_corpus.tsv",),

@@ -1,4 +1,4 @@
-"""PII rules written from writers ii and jj (dev). From ii: wallet recovery phrases and
+"""PII rules written from writers ii, jj and kk (dev). From ii: wallet recovery phrases and
 private keys, keys of exchanges and node providers, Sumsub and Coinbase developer-platform
 keys, the Turkish TCKN named as such, a Korean bank's account, backup codes written in fours,
 e-mail addresses written with "arroba", passwords named in Ukrainian and in transliterated
@@ -75,6 +75,14 @@ FOUND = [
     ("het wachtwoord voor de testomgeving is nu Lente2025!Ams", "secret_assignment"),
     ("hasło do konta serwisowego zmienione na Krakow#Wawel77", "secret_assignment"),
     ("senha do banco de homologação trocada para Rio#Hml2025", "secret_assignment"),
+    # writer kk: field names written with underscores, Hadoop's s3a keys, ZA ids in rows
+    ('{"name":"A. Rao","passport_no":"R7085347","nationality":"IND"}', "national_id"),
+    ('{"aadhaar_no":"234567890124","mobile":"+91-9435552477"}', "national_id"),
+    ("UPDATE payouts SET routing_number = '110000000', account_number = '0591020934'",
+     "bank_account"),
+    ("spark.hadoop.fs.s3a.secret.key=ncjcDe//vX5O2nZwu9GKG6xFNMvai/Pk9W/dUQ5l",
+     "aws_secret_access_key"),
+    ("ZA|Thabo Mokoena|8001015009087|Johannesburg", "national_id"),
 ]  # fmt: skip
 
 NOT_FOUND = [
@@ -100,6 +108,8 @@ NOT_FOUND = [
     "OBR|1|ORD448907|LAB773390|24331-1^Lipid panel^LN|||20240314073000|||||||2403140188|SER",
     "Próbka 2403130981 (EDTA) przyjęta 08:14",
     "Nachforderung Auftrag 7704215589 an Station 9A",
+    '{"id":771,"email_token":"vault:v1:+dl/rzCgdjH1np9T/yYq66dgKE89Uiq5jpAWEfyVaO7L=","op":"u"}',
+    "barcode 8001015009087 on the pallet label",
 ]
 
 

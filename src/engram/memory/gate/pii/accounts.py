@@ -161,7 +161,8 @@ _PIX_KEY = re.compile(
 def find_bank_accounts(t: Text) -> Iterator[Span]:
     if t.digits < 6:
         return
-    text, lower = t.raw, t.lower
+    # a field name's underscores read as spaces ("routing_number", "account_no"): same offsets
+    text, lower = t.raw, t.lower.replace("_", " ")
     if "pix" in lower:
         for m in _PIX_KEY.finditer(text):
             yield PiiKind.BANK_ACCOUNT, m.start("key"), m.end("key")

@@ -114,7 +114,7 @@ _AWS_KEY_ID = re.compile(
 _AWS_SECRET = re.compile(r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
 _AWS_SECRET_CONTEXT = re.compile(
     r"(?i)aws[\w\s.\-]{0,30}secret|secret[\s_\-]?access[\s_\-]?key|SecretAccessKey"
-    r"|secret[\w\s.\-]{0,40}\biam\b|\biam[\w\s.\-]{0,30}secret"
+    r"|secret[\w\s.\-]{0,40}\biam\b|\biam[\w\s.\-]{0,30}secret|s3a?\.secret\.key"
 )
 _GITHUB = re.compile(
     r"(?<![\w])(?:gh[pousr]_(?P<classic>[A-Za-z0-9]{36,251})|github_pat_(?P<fine>\w{22,242}))"

@@ -211,6 +211,7 @@ _SHAPED = (
     r"|social card|personal no|cni(?: ivoirienne| s[ée]n[ée]galaise| burkinab[ée])?|cnib"
     r"|jawaz(?: as-safar| safar)?|(?:al-)?bitaqa(?: al-wataniya| wataniya)?"
     r"|paspoortnummer|dowodu osobistego|tessera sanitaria|rentenversicherungsnummer"
+    r"|(?:personal)?ausweisnummer|ausweis-?nr"
     r"|(?:n[º°.]? de |n[úu]mero de )?utente(?: sns)?"
 )
 _CHECKED_RE = re.compile(folded(r"\b(?:" + "|".join(f"(?:{k})" for k, _ in _CHECKED) + r")\b"))
@@ -350,17 +351,31 @@ _LAYOUT_CHECKS: dict[str, Check] = {
 }
 
 
+# A South African id (birth date, citizenship digit, Luhn) by its thirteen digits alone, in a
+# text that names the country: a bare run of thirteen digits is too often a barcode elsewhere.
+_ZA_ID = re.compile(r"(?<![\w\-])\d{13}(?![\w\-])")
+_ZA_TEXT = re.compile(r"\b(?:za|rsa|south africa\w*)\b|\+27")
 # A person's Kenyan KRA PIN (a company's starts with P), anywhere in a text naming the KRA:
 # "KRA PIN for withholding tax on Kamau's invoices: A017423403P" is too far for the keyword.
 _KRA_PIN = re.compile(r"(?<![A-Za-z0-9])A\d{9}[A-Z](?![A-Za-z0-9])")
 
 
+def _by_country(t: Text, text: str, lower: str) -> Iterator[Span]:
+    """Ids found by their layout in a text that names their country (ZA) or office (KRA)."""
+    if t.digits >= 13 and _ZA_TEXT.search(lower):
+        for m in _ZA_ID.finditer(text):
+            if _safe(_za_idnr.is_valid, m.group(0)):
+                yield PiiKind.NATIONAL_ID, m.start(), m.end()
+    if "kra" in lower:
+        yield from ((PiiKind.NATIONAL_ID, m.start(), m.end()) for m in _KRA_PIN.finditer(text))
+
+
 def find_documents(t: Text) -> Iterator[Span]:
     if t.digits < 4:  # an Indian PAN holds four digits
         return
-    text, lower = t.raw, t.lower
-    if "kra" in lower:
-        yield from ((PiiKind.NATIONAL_ID, m.start(), m.end()) for m in _KRA_PIN.finditer(text))
+    # a field name's underscores read as spaces ("passport_no", "aadhaar_no"): same offsets
+    text, lower = t.raw, t.lower.replace("_", " ")
+    yield from _by_country(t, text, lower)
     for m in _LAYOUTS.finditer(text):
         group = m.lastgroup or ""
         if _safe(_LAYOUT_CHECKS[group], m.group(0)):
