@@ -54,6 +54,7 @@ HALVES: dict[str, tuple[Path, ...]] = {
             "ii",
             "jj",
             "kk",
+            "ll",
         )
     ),
     "legacy": (DATA / "pii_corpus.tsv",),

@@ -4,8 +4,8 @@
 :class:`PiiFinding` per hit: a kind and the ``[start, end)`` character span. The matched value
 never leaves this package except as that span. No field holds it, nothing is logged, and no
 exception is raised with it. The package is pure (no I/O, no logging, no global state after
-import) and uses only the standard library, ``python-stdnum``, ``phonenumbers`` and the word
-lists of ``mnemonic``.
+import) and uses only the standard library, ``python-stdnum``, ``phonenumbers``, the word
+lists of ``mnemonic`` and the number parser of ``text2num``.
 
 What it detects
 ---------------
@@ -148,6 +148,11 @@ Known limits
   digit soup scans in about 25 ms instead of 150.
 * Text with look-alike characters (fullwidth digits, no-break spaces, Unicode hyphens,
   zero-width characters) is read folded to ASCII (NFKC, format characters dropped).
+* Numbers said as words (transcripts, ``disguised`` for English, ``spoken`` for Spanish,
+  French, German, Italian, Portuguese, Dutch, Polish, Turkish and Hindi digits) are read as
+  digits with the words before them; a run of eight digits or more said after a phone word
+  is a phone. Letters spelled with a spelling alphabet ("I come Imola", "C wie Cäsar") and
+  numbers split by other words ("null dreißig, und dann …") are not read.
 
 Layout
 ------
@@ -205,6 +210,7 @@ from engram.memory.gate.pii.documents import find_documents
 from engram.memory.gate.pii.findings import PiiFinding, PiiKind, Span, Text
 from engram.memory.gate.pii.identifiers import find_cards, find_ibans, find_national_ids, find_ssns
 from engram.memory.gate.pii.mrz import find_machine_readable
+from engram.memory.gate.pii.spoken import dictated_phone, spoken_runs_other
 from engram.memory.gate.pii.travel import find_travel_records
 from engram.memory.gate.pii.vendors import find_api_keys
 
@@ -280,7 +286,7 @@ def _resolve(spans: list[Span]) -> list[PiiFinding]:
 
 #: Runs of spoken digits read per text, and the characters before one read with it.
 MAX_SPOKEN_RUNS = 8
-_SPOKEN_CONTEXT = 48
+_SPOKEN_CONTEXT = 80
 
 # Characters that make a value look different to a pattern and the same to a reader: Unicode
 # dashes (made "-"), spaces (made " "), and what renders as nothing: format characters and the
@@ -343,11 +349,15 @@ def _scan(text: str) -> list[PiiFinding]:
     subject = Text.of(text)
     spans = _spans(subject if read is None else Text.of(read))
     spans.extend(find_obfuscated_emails(subject))
-    for start, end, digits in itertools.islice(spoken_runs(text), MAX_SPOKEN_RUNS):
+    runs = itertools.chain(spoken_runs(text), spoken_runs_other(text))
+    for start, end, digits in itertools.islice(runs, MAX_SPOKEN_RUNS):
         # the spoken digits, read with the words before them ("my cell is", "social is")
         context = text[max(0, start - _SPOKEN_CONTEXT) : start]
         spoken = Text.of(f"{context}{digits}")
-        spans.extend((kind, start, end) for kind, _, _ in _spans(spoken))
+        kinds = {kind for kind, _, _ in _spans(spoken)}
+        if not kinds and dictated_phone(context, digits):
+            kinds = {PiiKind.PHONE}
+        spans.extend((kind, start, end) for kind in kinds)
     return _resolve(spans)
 
 

@@ -65,7 +65,8 @@ _PHONE_WORDS = (
     "моб", "мобильный", "جوال", "موبايل",
     "reach her", "reach him", "reach them", "тел", "телефон", "tél", "téléphone", "telefon",
     "telefono", "teléfono", "puhelin", "sími", "هاتف", "toestel", "doorkiesnummer",
-    "durchwahl", "mob",
+    "durchwahl", "mob", "telefonu", "telefonem", "telefonico", "telefonica", "telefonum",
+    "festnetz", "komórki", "recapito",
 )  # fmt: skip
 # Regions tried for a number in national format near a phone keyword (trunk prefix 0, or a
 # national number without one, as Indian and Chinese mobiles are written).
@@ -129,6 +130,11 @@ _PHONE_WORD = re.compile(
     r"(?:s|es|d|ed|ing|co|ephony|e?phone|nummer|nr|number|no)?(?![a-z])"
 )
 _DATE_RUN = re.compile(r"\d{1,4}[/.\-]\d{1,2}[/.\-]\d{1,4}")
+
+
+def names_a_phone(text: str) -> bool:
+    """Whether ``text`` holds a phone word (``phone``, ``Handynummer``, ``teléfono``, ...)."""
+    return _PHONE_WORD.search(text.casefold()) is not None
 
 
 def _national_phone_ok(candidate: str) -> bool:

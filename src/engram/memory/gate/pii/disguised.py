@@ -62,9 +62,28 @@ _SPOKEN_EMAIL = re.compile(
     r"(?: dot [a-z0-9][\w\-]{0,30}){0,3} dot (?:com|org|net|edu|gov|io|co|uk|de|fr|es|it|nl"
     r"|au|ca|in|br|mx|jp|ch|se|no|dk|fi|ie|be|at|pl|pt|nz|sg|za)\b"
 )
+# The same, said in other languages ("rita ponto carvalho arroba sapo ponto pt", "marco punto
+# esposito chiocciola libero punto it"): the mailbox may be several words ("javier guion bajo
+# ruiz setenta y seis"), so only the words for "at" that name nothing else make a match, or
+# "at" itself with a word about mail before it or a mailbox-like name.
+_DOT_WORDS = r"(?:dot|punto|ponto|point|punkt|punt|kropka|nokta)"
+_AT_WORDS = (
+    r"(?:arroba|arobase|chiocciola|chiocciolina|małpa|malpa|et işareti|et isareti"
+    r"|at the rate(?: of)?|klammeraffe|apenstaartje|at)"
+)
+_SPOKEN_EMAIL_ANY = re.compile(
+    rf"(?i)\b[a-z0-9][\w\-]{{0,30}}(?: [\w\-]{{1,20}}){{0,6}}? (?P<at>{_AT_WORDS})"
+    rf" [a-z0-9][\w\-]{{0,40}}(?: {_DOT_WORDS} [a-z0-9][\w\-]{{0,30}}){{0,3}} {_DOT_WORDS}"
+    r" (?:com|org|net|edu|gov|io|co|uk|de|fr|es|it|nl|au|ca|in|br|mx|jp|ch|se|no|dk|fi|ie|be"
+    r"|at|pl|pt|nz|sg|za|tr|ar|cl|pe|ru|ua|cz|sk|hu|ro|gr|lu|info|biz)\b"
+)
+_AT_WORD_ANY = re.compile(rf"(?i)\b{_AT_WORDS}\b")
 _MAILBOX = re.compile(r"[a-z0-9][._][a-z0-9]|\d", re.IGNORECASE)
 _AT_WORD = re.compile(r"[\[({]\s*at\s*[\])}]")
-_MAIL_WORDS = re.compile(r"(?i)\b(?:e-?mail|mail|address|send|sent|write|reply|contact|inbox)")
+_MAIL_WORDS = re.compile(
+    r"(?i)\b(?:e-?mail|mail|address|send|sent|write|reply|contact|inbox|correo|courriel"
+    r"|e-?posta|adres|adresse|endereço|identifiant)"
+)
 
 
 def find_obfuscated_emails(t: Text) -> Iterator[Span]:
@@ -84,13 +103,24 @@ def find_obfuscated_emails(t: Text) -> Iterator[Span]:
             yield PiiKind.EMAIL, m.start(), m.end()
     if " dot " in lower and " at " in lower:
         for m in _SPOKEN_EMAIL.finditer(text):
-            # a mailbox name with a dot, an underscore or a digit ("h.keller at bluewin dot
-            # ch") is no phrase of prose; other words need a word about mail before them
-            local = m.group(0)[: m.group(0).lower().find(" at ")]
-            if _MAILBOX.search(local) or _MAIL_WORDS.search(
-                text, max(0, m.start() - 60), m.start()
-            ):
+            if _mail_like(text, m.start(), m.start() + m.group(0).lower().find(" at ")):
                 yield PiiKind.EMAIL, m.start(), m.end()
+    if _AT_WORD_ANY.search(lower):
+        for m in _SPOKEN_EMAIL_ANY.finditer(text):
+            at = m.group("at").lower()
+            if at == "at" and " dot " in m.group(0).lower():
+                continue  # said in English: the rule above reads it, with its tighter span
+            if at != "at" or _mail_like(text, m.start(), m.start("at")):
+                yield PiiKind.EMAIL, m.start(), m.end()
+
+
+def _mail_like(text: str, start: int, at: int) -> bool:
+    """A mailbox name (``start`` to the word for "at", at ``at``) with a dot, an underscore or
+    a digit ("h.keller at bluewin dot ch") is no phrase of prose; other words need a word
+    about mail before the "at" (in the match or just before it)."""
+    return bool(
+        _MAILBOX.search(text, start, at) or _MAIL_WORDS.search(text, max(0, start - 60), at)
+    )
 
 
 # --------------------------------------------------------------------------- spoken digits
