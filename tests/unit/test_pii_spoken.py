@@ -66,6 +66,15 @@ def test_a_run_is_read_grouped_and_together() -> None:
     assert [digits for _, _, digits in runs] == ["277 626 420", "277626420"]
 
 
+def test_a_spelled_letter_is_read_as_the_letter() -> None:
+    """ "I come Imola" is an I; the run goes on through it."""
+    said = "IBAN I T sessanta, X come Xilofono, zero cinque zero tre quattro, uno due"
+    assert [digits for _, _, digits in spoken_runs_other(said)] == [
+        "IT60 X 05034 12",
+        "IT60X0503412",
+    ]
+
+
 def test_turkish_and_polish_parts_add_up() -> None:
     """A smaller part after a larger one is added; a digit after a digit starts a number."""
     [(_, _, turkish), *_] = spoken_runs_other("sıfır beş yüz elli beş, üç yüz kırk sekiz")  # noqa: RUF001

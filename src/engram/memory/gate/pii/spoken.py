@@ -19,6 +19,8 @@ does for English (:func:`~engram.memory.gate.pii.disguised.spoken_runs`).
   for a dash ("traço", "tiret", "guion") is a dash.
 - Each run is given to the scan twice: its groups apart (a comma, a space) and all together,
   so a number said in groups is read as the one number it is.
+- A letter spelled with a word ("I come Imola", "C wie Cäsar", "S van Simon", "P for papa")
+  is read as the letter.
 - Self-corrections ("osiem... nie, dziewięć") are not undone: the digits are read as said.
 """
 
@@ -82,6 +84,10 @@ _MULTIPLIERS = frozenset({"yüz", "yuz"})
 _HESITATIONS = frozenset({"eh", "ehm", "euh", "ähm", "äh", "hmm", "uhm", "yyy", "mmm", "este"})
 _KEY_WORDS = frozenset({"clé", "cle", "chiave", "clave"})
 _DASH_WORDS = frozenset({"traço", "traco", "tiret", "guion", "guión", "trattino", "myślnik"})
+# A capital letter spelled with a word of a spelling alphabet: read as the letter alone.
+_SPELLED = re.compile(
+    r"\b([A-Z])[ \t]+(?:come|wie|van|voor|for|as in|como|comme|de|jak)[ \t]+[A-Z][^\W\d_]{1,12}\b"
+)
 _TOKEN = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)*|\d+|[,;.]|-")
 # Cheap test before any language is tried: some digit word of some language.
 _ANY_DIGIT_WORD = re.compile(
@@ -213,6 +219,8 @@ def spoken_runs_other(text: str) -> Iterator[tuple[int, int, str]]:
     if not _ANY_DIGIT_WORD.search(text):
         return
     seen: set[tuple[int, int]] = set()
+    # the spelled letters as letters, the text's length kept (spans stay those of ``text``)
+    text = _SPELLED.sub(lambda m: m.group(1).ljust(len(m.group(0))), text)
     tokens = list(_TOKEN.finditer(text))
     for language in (*_LANGUAGES, *_DIGIT_WORDS):
         for start, end in _runs(tokens, language):
