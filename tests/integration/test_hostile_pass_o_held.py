@@ -4,15 +4,25 @@ real embedding model, no mocks: backends are killed with ``pg_terminate_backend`
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import random
+from collections.abc import Awaitable, Callable
 from typing import Any
+from uuid import UUID
 
 import asyncpg
 import httpx
 
-from engram.memory.types import TrustLevel
+from engram import Kernel
+from engram.errors import EngramError
+from engram.memory.gate.requests import GateRequest, GateResult
+from engram.memory.types import GateAction, MemoryRecord, MemoryType, TrustLevel
 from tests.conftest import METRICS_TOKEN, ScratchDatabase
 from tests.integration import test_http_api as http_api
+from tests.integration.consolidation_helpers import DEEP, head_of
+from tests.integration.gate_helpers import BOSS, EXTERNAL, create
+from tests.integration.race_helpers import broken_invariants, jittered
 from tests.integration.test_http_api import Api, bearer
 
 api = http_api.api
@@ -99,5 +109,129 @@ async def test_scrapes_and_probes_while_backends_are_killed_answer_typed_and_tel
         assert 200 == ready.status_code, ready.text
         scraped = await api.client.get("/metrics", headers=bearer(METRICS_TOKEN))
         assert (200, True) == (scraped.status_code, "engram_gate" in scraped.text)
+    finally:
+        await admin.close()
+
+
+# --- a contradiction written while a batch consumes what it contradicts -----------------------
+
+API_FACTS = [
+    "The public API authenticates requests with JWT bearer tokens.",
+    "The public API rate-limits each client to 100 requests per minute.",
+    "The public API is served from eu-west-1 behind CloudFront.",
+]
+COOKIES = "The public API authenticates requests with session cookies."
+
+
+async def _settle(kernel: Kernel) -> None:
+    """Until the outbox is empty (a delivery whose backend was killed is tried again)."""
+    for _ in range(50):
+        try:
+            await kernel.events.settled(timeout_seconds=20)
+            left = await kernel.db.fetchval(
+                "SELECT count(*) FROM outbox WHERE dispatched_at IS NULL"
+            )
+        except EngramError:
+            await asyncio.sleep(0.1)
+            continue
+        if left == 0:
+            return
+        await asyncio.sleep(0.2)
+    raise AssertionError("the outbox did not empty")
+
+
+async def _until_answered(kernel: Kernel, request: GateRequest) -> GateResult:
+    """``request``, sent again under its request id while its backend is killed under it."""
+    for _ in range(50):
+        try:
+            return await kernel.gate.evaluate(request)
+        except EngramError:
+            await asyncio.sleep(0.05)
+    raise AssertionError("the write was never answered")
+
+
+async def _merges_touched(kernel: Kernel, namespace: str) -> list[str]:
+    """Live merges of ``namespace`` that a resolution challenged or ended (each must be
+    escalated instead, ADR-010's seventh and eighth amendments)."""
+    rows = await kernel.db.fetch(
+        "SELECT record_id, status, event_time_end, metadata FROM memories "
+        "WHERE namespace = $1 AND superseded_by IS NULL AND consolidation_path = 'slow' "
+        "AND status <> 'forgotten'",
+        namespace,
+    )
+    touched = []
+    for row in rows:
+        metadata = row["metadata"]
+        if isinstance(metadata, str):
+            metadata = json.loads(metadata)
+        made = metadata.get("consolidation") or {}
+        if made.get("action") != "merge" or int(made.get("sources", 1)) < 2:
+            continue
+        if row["status"] != "active" or row["event_time_end"] is not None:
+            touched.append(f"{row['record_id']}: {row['status']} until {row['event_time_end']}")
+    return touched
+
+
+async def test_a_contradiction_racing_a_batch_and_killed_backends_never_splits_a_merge(
+    kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """Twelve rounds, each in a namespace of its own: three beliefs about the public API, then
+    at once a deep pass (which merges them) and a trusted agent's contradicting belief
+    (session cookies), whose resolution the outbox delivers whenever it commits; in every
+    other round the kernel's backends are terminated at a random moment, and the write is
+    sent again under its request id until answered. Whatever the order: the write is stored
+    once, no live merge is challenged or ended (a contradiction of one of its accounts is
+    escalated), no source is readable beside its live summary, and the version store and
+    the audit log hold every invariant."""
+    rng = random.Random(2026_11_27)
+    admin = await asyncpg.connect(database.admin_url)
+    acknowledged: list[tuple[UUID, UUID]] = []
+    try:
+        for n in range(12):
+            namespace = f"race-{n}"
+            for text in API_FACTS:
+                record = MemoryRecord.draft(
+                    MemoryType.BELIEF,
+                    text,
+                    source_agent=BOSS.agent_id,
+                    source_confidence=0.9,
+                    namespace=namespace,
+                )
+                await _until_answered(kernel, create(record, BOSS))
+            await _settle(kernel)
+            cookies = MemoryRecord.draft(
+                MemoryType.BELIEF,
+                COOKIES,
+                source_agent=BOSS.agent_id,
+                source_confidence=0.5,
+                namespace=namespace,
+            )
+            request = GateRequest(
+                GateAction.CREATE, cookies, BOSS, EXTERNAL, request_id=f"cookies-{n}"
+            )
+
+            async def deep() -> None:
+                with contextlib.suppress(EngramError):
+                    await kernel.consolidation.run(DEEP)
+
+            async def kill() -> None:
+                await _kill_backends(admin)
+
+            steps: list[Callable[[], Awaitable[Any]]] = [
+                deep,
+                lambda request=request: _until_answered(kernel, request),
+            ]
+            if n % 2:
+                steps.append(kill)
+            answers = await jittered(rng, steps, spread=0.4)
+            written = answers[1]
+            assert written.record_id == cookies.record_id, written.reason
+            await _settle(kernel)
+            head = await head_of(kernel, cookies.record_id)
+            acknowledged.append((cookies.record_id, cookies.id))
+            assert [] == await _merges_touched(kernel, namespace), (n, head.status)
+            print("ROUND", n, head.status, len(await kernel.admin_queue.pending()), await kernel.db.fetchval("SELECT count(*) FROM memories WHERE namespace=$1 AND superseded_by IS NULL AND status=$2", namespace, "consolidated"), await kernel.db.fetchval("SELECT count(*) FROM memories WHERE namespace=$1 AND superseded_by IS NULL AND status=$2", namespace, "challenged"))
+        await _settle(kernel)
+        assert [] == await broken_invariants(kernel, acknowledged)
     finally:
         await admin.close()
