@@ -42,11 +42,9 @@ async def _kill_backends(admin: asyncpg.Connection) -> int:
 
 def _leaks(response: httpx.Response) -> list[str]:
     """What an answer to a caller without a scrape credential says that it may not."""
-    found = []
-    text = response.text
-    for secret in ("engram_gate", "engram_memory", "unreachable", "Error", "socket", "port"):
-        if secret in text:
-            found.append(f"{response.request.url.path} {response.status_code}: {secret!r}")
+    where = f"{response.request.url.path} {response.status_code}"
+    secrets = ("engram_gate", "engram_memory", "unreachable", "Error", "socket", "port")
+    found = [f"{where}: {secret!r}" for secret in secrets if secret in response.text]
     if response.request.url.path == "/readyz" and response.status_code in (200, 503):
         for name, check in response.json()["checks"].items():
             if set(check) != {"ok", "detail"} or check["detail"] not in SUMMARIES:
@@ -63,7 +61,7 @@ async def test_scrapes_and_probes_while_backends_are_killed_answer_typed_and_tel
     answer is a 500; ``/metrics`` is 200 only for the two credentials, 401, 403 or 503
     otherwise; and no answer to a caller without a credential names a metric, a driver
     message or a check's reason. Afterwards every check passes again."""
-    rng = random.Random(20261127)
+    rng = random.Random(20261127)  # noqa: S311 - a test's seeded jitter
     narrowed = await api.agent("narrow", TrustLevel.STANDARD)
     cleared = api.admin
     credentials: list[tuple[str, dict[str, Any]]] = [
@@ -183,7 +181,7 @@ async def test_a_contradiction_racing_a_batch_and_killed_backends_never_splits_a
     once, no live merge is challenged or ended (a contradiction of one of its accounts is
     escalated), no source is readable beside its live summary, and the version store and
     the audit log hold every invariant."""
-    rng = random.Random(2026_11_27)
+    rng = random.Random(2026_11_27)  # noqa: S311 - a test's seeded jitter
     admin = await asyncpg.connect(database.admin_url)
     acknowledged: list[tuple[UUID, UUID]] = []
     try:
@@ -230,7 +228,6 @@ async def test_a_contradiction_racing_a_batch_and_killed_backends_never_splits_a
             head = await head_of(kernel, cookies.record_id)
             acknowledged.append((cookies.record_id, cookies.id))
             assert [] == await _merges_touched(kernel, namespace), (n, head.status)
-            print("ROUND", n, head.status, len(await kernel.admin_queue.pending()), await kernel.db.fetchval("SELECT count(*) FROM memories WHERE namespace=$1 AND superseded_by IS NULL AND status=$2", namespace, "consolidated"), await kernel.db.fetchval("SELECT count(*) FROM memories WHERE namespace=$1 AND superseded_by IS NULL AND status=$2", namespace, "challenged"))
         await _settle(kernel)
         assert [] == await broken_invariants(kernel, acknowledged)
     finally:

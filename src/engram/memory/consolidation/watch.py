@@ -165,8 +165,7 @@ class ConsolidationWatch:
         time is its transaction's start, and it shows only at commit: a write that began
         before a pass's due time and commits after the pass read would otherwise be left
         behind a mark, never counted by the event trigger."""
-        value = await self._db.fetchval(SQL["horizon"])
-        assert isinstance(value, datetime)
+        value: datetime = await self._db.fetchval(SQL["horizon"])
         return value
 
     async def event_marks(self, fallback: datetime | None) -> dict[AccessLevel, datetime]:
