@@ -36,6 +36,9 @@ from tests.integration.gate_helpers import BOSS, EXTERNAL, WRITER, lock_waiters
 from tests.integration.pass_n_helpers import WorkClock, checks, jobs_over
 from tests.integration.race_helpers import broken_invariants
 from tests.integration.scheduler_helpers import Clock
+from tests.integration.test_consumed_resolution import COOKIES as COOKIES_SHORT
+from tests.integration.test_consumed_resolution import _compressed, _found_before_the_batch
+from tests.integration.test_consumed_resolution import _write as consumed_write
 from tests.integration.test_triggers import TOPIC, UNRELATED, episode, write
 
 pytestmark = pytest.mark.usefixtures("schedulers")
@@ -235,3 +238,29 @@ async def test_a_new_note_on_a_merge_does_not_lift_its_exemption(kernel: Kernel)
     assert (Step.CHALLENGE_NEWER,) == plan.steps
     assert plan.escalated is not None
     assert "3 records" in plan.escalated
+
+
+# --- a rollback gives back a source as the resolution left its compression ------------------
+
+
+async def test_a_rollback_gives_a_contradicted_source_back_challenged(kernel: Kernel) -> None:
+    """A contradiction resolved after a batch compressed the record it contradicts challenges
+    the compression in the record's place (ADR-010's seventh amendment). An admin then rolls
+    the batch back (with force: the resolver changed the compression). The source came back
+    ``active`` while the agent's claim stayed ``challenged``: the dispute was settled for the
+    older claim by undoing a batch nobody asked to settle it. A supersession's end of
+    validity survives the same rollback (kept on the source); a challenge must too."""
+    verbose, summary = await _compressed(kernel, BOSS)
+    cookies = await consumed_write(kernel, BOSS, COOKIES_SHORT, 0.5)
+    found = await _found_before_the_batch(kernel, cookies, verbose)
+    await kernel.gate.resolve_conflicts(found)
+    await kernel.events.settled()
+    before = [(await head_of(kernel, r)).status for r in (verbose, summary, cookies)]
+    assert [MemoryStatus.CONSOLIDATED, MemoryStatus.CHALLENGED, MemoryStatus.CHALLENGED] == before
+    [batch] = await kernel.consolidation.batches()
+    report = await kernel.consolidation.rollback(batch.batch_id, force=True)
+    await kernel.events.settled()
+    assert [verbose] == list(report.restored)
+    after = [(await head_of(kernel, r)).status for r in (verbose, summary, cookies)]
+    assert [MemoryStatus.CHALLENGED, MemoryStatus.FORGOTTEN, MemoryStatus.CHALLENGED] == after
+    assert [] == await broken_invariants(kernel)
