@@ -209,6 +209,8 @@ async def test_an_agents_claim_written_over_a_merge_is_not_exempt_from_resolutio
     assert [MemoryStatus.CHALLENGED, MemoryStatus.CHALLENGED] == statuses
     assert [] == await kernel.admin_queue.pending()
     assert [] == await broken_invariants(kernel)
+    replayed = await kernel.replay.replay()
+    assert [] == [d.to_json() for d in replayed.changed]
 
 
 async def test_a_new_note_on_a_merge_does_not_lift_its_exemption(kernel: Kernel) -> None:
@@ -264,3 +266,5 @@ async def test_a_rollback_gives_a_contradicted_source_back_challenged(kernel: Ke
     after = [(await head_of(kernel, r)).status for r in (verbose, summary, cookies)]
     assert [MemoryStatus.CHALLENGED, MemoryStatus.FORGOTTEN, MemoryStatus.CHALLENGED] == after
     assert [] == await broken_invariants(kernel)
+    replayed = await kernel.replay.replay()  # replay decides every decision as the Gate did
+    assert [] == [d.to_json() for d in replayed.changed]
