@@ -17,13 +17,23 @@ import httpx
 from engram import Kernel
 from engram.errors import EngramError
 from engram.memory.gate.requests import GateRequest, GateResult
-from engram.memory.types import GateAction, MemoryRecord, MemoryType, TrustLevel
+from engram.memory.types import AccessLevel, GateAction, MemoryRecord, MemoryType, TrustLevel
 from tests.conftest import METRICS_TOKEN, ScratchDatabase
 from tests.integration import test_http_api as http_api
 from tests.integration.consolidation_helpers import DEEP, head_of
-from tests.integration.gate_helpers import BOSS, EXTERNAL, create
+from tests.integration.gate_helpers import BOSS, EXTERNAL, WRITER, create
+from tests.integration.pass_n_helpers import reads
 from tests.integration.race_helpers import broken_invariants, jittered
+from tests.integration.test_consumed_resolution import COOKIES as COOKIES_BELIEF
+from tests.integration.test_consumed_resolution import (
+    VERBOSE_AUTH,
+    _found_before_the_batch,
+    _write,
+)
 from tests.integration.test_http_api import Api, bearer
+from tests.integration.twin_helpers import Store, differences, twin_a, twin_b
+
+__all__ = ["api", "twin_a", "twin_b"]
 
 api = http_api.api
 
@@ -232,3 +242,65 @@ async def test_a_contradiction_racing_a_batch_and_killed_backends_never_splits_a
         assert [] == await broken_invariants(kernel, acknowledged)
     finally:
         await admin.close()
+
+
+# --- differential: a consumed record and its summary above the writer's clearance ------------
+
+
+async def _consumed_conflict_run(kernel: Kernel, *, hidden: bool) -> list[Any]:
+    """The writer's long JWT belief, compressed by a deep pass; its later, less sure
+    session-cookies belief, whose contradiction is resolved after the batch; what the writer
+    was answered and reads. In store B the trusted agent holds the same two beliefs at
+    ``sensitive`` (the same deep pass compresses its JWT belief into a sensitive summary)."""
+    if hidden:
+        for text, confidence in ((VERBOSE_AUTH, 0.9), (COOKIES_BELIEF, 0.4)):
+            secret = MemoryRecord.draft(
+                MemoryType.BELIEF,
+                text,
+                source_agent=BOSS.agent_id,
+                source_confidence=confidence,
+                access_level=AccessLevel.SENSITIVE,
+            )
+            assert (await kernel.gate.evaluate(create(secret, BOSS))).record_id is not None
+        await kernel.events.settled()
+    verbose = await _write(kernel, WRITER, VERBOSE_AUTH, 0.9)
+    report = await kernel.consolidation.run(DEEP)
+    [summary] = [
+        item.record_id
+        for batch in report.batches
+        for item in batch.items
+        if batch.level is AccessLevel.AGENT
+    ]
+    draft = MemoryRecord.draft(
+        MemoryType.BELIEF, COOKIES_BELIEF, source_agent=WRITER.agent_id, source_confidence=0.5
+    )
+    answer = await kernel.gate.evaluate(create(draft, WRITER))
+    await kernel.events.settled()
+    cookies = answer.record_id
+    assert cookies is not None
+    found = await _found_before_the_batch(kernel, cookies, verbose)
+    await kernel.gate.resolve_conflicts(found)
+    await kernel.events.settled()
+    said = [
+        answer.decision.value,
+        answer.outcome.value if answer.outcome else None,
+        answer.reason,
+        [c.classification.value for c in answer.layer2_decision.conflicts]
+        if answer.layer2_decision
+        else None,
+    ]
+    return [said, *await reads(kernel, WRITER, [verbose, summary, cookies], "API auth")]
+
+
+async def test_a_hidden_consumed_twin_changes_nothing_the_writer_gets(
+    twin_a: Store, twin_b: Store
+) -> None:
+    """A standard writer's contradiction resolved after a batch compressed the record it
+    contradicts (escalated: the writer may not change what consolidation wrote). In store B
+    a trusted agent's sensitive copies of both beliefs sit beside them, one of them
+    compressed by the same pass. The writer's answer, the statuses it reads, its searches
+    and its listing are the same in both stores."""
+    a = await _consumed_conflict_run(twin_a.kernel, hidden=False)
+    b = await _consumed_conflict_run(twin_b.kernel, hidden=True)
+    assert ["consolidated", "active", "challenged"] == [row[0] for row in a[1:4]]
+    assert [] == differences([a], [b])
