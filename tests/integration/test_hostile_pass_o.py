@@ -52,7 +52,7 @@ async def test_a_write_committing_after_an_event_pass_stays_fresh_for_its_level(
     level's topic and moves the level's mark to the check's due time, which is after the
     write began. The write then commits: an active fast-path record the pass never saw,
     ingested before the mark. The event trigger must still count it (it is a topic of one,
-    due); the mark had moved past it, so only the nightly passes would ever take it."""
+    due); the mark had moved past it, so only the scheduled passes would ever take it."""
     for n, text in enumerate(TOPIC[:3]):
         await write(kernel, episode(text, n))
     await kernel.events.settled()
@@ -65,14 +65,11 @@ async def test_a_write_committing_after_an_event_pass_stays_fresh_for_its_level(
         await admin.execute(
             "SELECT 1 FROM engram.audit_chain_heads WHERE lane <> $1 FOR UPDATE", BATCH_LANE
         )
+        began = datetime.now(UTC)  # the write's transaction starts after this
         late = asyncio.create_task(write(kernel, episode(UNRELATED[0], 7)))
-        await lock_waiters(admin, 1)
-        began = await admin.fetchval(
-            "SELECT xact_start FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-            "AND datname = current_database()"
-        )
+        await lock_waiters(admin, 1)  # ... and waits for a lane of the audit log
         # the scheduler's check comes after the write began (its due time too)
-        clock = Clock(began + timedelta(seconds=1))
+        clock = Clock(began + timedelta(seconds=2))
         started = await asyncio.wait_for(checks(kernel, jobs, 2, clock), 50)
         assert ["consolidation_event"] in started
         await held.rollback()
@@ -82,6 +79,10 @@ async def test_a_write_committing_after_an_event_pass_stays_fresh_for_its_level(
     await kernel.events.settled()
     record = await head_of(kernel, record_id)
     assert MemoryStatus.ACTIVE is record.status
+    served = await kernel.db.fetchval(
+        "SELECT last_due FROM jobs WHERE name = 'consolidation_event'"
+    )
+    assert record.ingestion_time < served  # the write began before the pass's due time
     marks = await engine.watch.event_marks(None)
     level = record.access_level
     assert record.ingestion_time > marks[level], (record.ingestion_time, marks[level])
