@@ -17,7 +17,14 @@ import httpx
 from engram import Kernel
 from engram.errors import EngramError
 from engram.memory.gate.requests import GateRequest, GateResult
-from engram.memory.types import AccessLevel, GateAction, MemoryRecord, MemoryType, TrustLevel
+from engram.memory.types import (
+    AccessLevel,
+    GateAction,
+    MemoryRecord,
+    MemoryStatus,
+    MemoryType,
+    TrustLevel,
+)
 from tests.conftest import METRICS_TOKEN, ScratchDatabase
 from tests.integration import test_http_api as http_api
 from tests.integration.consolidation_helpers import DEEP, head_of
@@ -26,7 +33,9 @@ from tests.integration.pass_n_helpers import reads
 from tests.integration.race_helpers import broken_invariants, jittered
 from tests.integration.test_consumed_resolution import COOKIES as COOKIES_BELIEF
 from tests.integration.test_consumed_resolution import (
+    SWITCHED,
     VERBOSE_AUTH,
+    _compressed,
     _found_before_the_batch,
     _write,
 )
@@ -304,3 +313,27 @@ async def test_a_hidden_consumed_twin_changes_nothing_the_writer_gets(
     b = await _consumed_conflict_run(twin_b.kernel, hidden=True)
     assert ["consolidated", "active", "challenged"] == [row[0] for row in a[1:4]]
     assert [] == differences([a], [b])
+
+
+async def test_a_rollback_keeps_the_end_of_a_superseded_sources_validity(kernel: Kernel) -> None:
+    """A supersession resolved after a batch compressed the record it supersedes ends the
+    validity of the source (kept ``consolidated``) and of the compression. Rolled back (with
+    force: the resolver changed the compression), the source comes back ``active`` with its
+    validity still ended where the newer statement began, the newer statement untouched."""
+    verbose, summary = await _compressed(kernel, BOSS)
+    newer = await _write(kernel, BOSS, SWITCHED, 0.9)
+    found = await _found_before_the_batch(
+        kernel, newer, verbose, "supersession", ("supersede_older",)
+    )
+    await kernel.gate.resolve_conflicts(found)
+    await kernel.events.settled()
+    ended = (await head_of(kernel, verbose)).event_time_end
+    assert ended is not None
+    [batch] = await kernel.consolidation.batches()
+    await kernel.consolidation.rollback(batch.batch_id, force=True)
+    await kernel.events.settled()
+    source, made, new = [await head_of(kernel, r) for r in (verbose, summary, newer)]
+    assert (MemoryStatus.ACTIVE, ended) == (source.status, source.event_time_end)
+    assert MemoryStatus.FORGOTTEN is made.status
+    assert (MemoryStatus.ACTIVE, None) == (new.status, new.event_time_end)
+    assert [] == await broken_invariants(kernel)
