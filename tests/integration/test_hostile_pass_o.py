@@ -8,7 +8,11 @@ mocks: a write is held inside its transaction by a real row lock another session
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -29,6 +33,7 @@ from engram.memory.types import (
     MemoryRecord,
     MemoryStatus,
     MemoryType,
+    TrustLevel,
 )
 from tests.conftest import ScratchDatabase
 from tests.integration.consolidation_helpers import DEEP, engine_with, head_of
@@ -39,8 +44,10 @@ from tests.integration.scheduler_helpers import Clock
 from tests.integration.test_consumed_resolution import COOKIES as COOKIES_SHORT
 from tests.integration.test_consumed_resolution import _compressed, _found_before_the_batch
 from tests.integration.test_consumed_resolution import _write as consumed_write
+from tests.integration.test_http_api import Api, api
 from tests.integration.test_triggers import TOPIC, UNRELATED, episode, write
 
+__all__ = ["api"]
 pytestmark = pytest.mark.usefixtures("schedulers")
 
 
@@ -269,3 +276,51 @@ async def test_a_rollback_gives_a_contradicted_source_back_challenged(kernel: Ke
     assert [] == await broken_invariants(kernel)
     replayed = await kernel.replay.replay()  # replay decides every decision as the Gate did
     assert [] == [d.to_json() for d in replayed.changed]
+
+
+# --- /readyz with a token while the database hangs -------------------------------------------
+
+
+def _parent(pid: int) -> int:
+    """The parent process of ``pid`` (a backend's: the postmaster)."""
+    status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
+
+
+async def test_readyz_answers_within_its_limits_while_the_database_hangs(
+    api: Api, database: ScratchDatabase
+) -> None:
+    """The database hangs (its postmaster and the kernel's backends stopped with SIGSTOP: a
+    frozen host or a network that drops packets, not a refused connection). ``/readyz``
+    must answer ``not_ready`` within its checks' own limits (5 s at most), with a token or
+    without. Each check was bounded with ``asyncio.wait_for``, which waits for the cancelled
+    probe to end, and a query on a hung server ends only when the server answers: the
+    answer hung as long as the database did (here 15 s, until the test gave up). With the
+    token of an agent cleared to read every level, not yet cached, the token check waited
+    the same way (the driver's command timeout, 30 s)."""
+    cleared = await api.agent("ops", TrustLevel.TRUSTED)
+    admin = await asyncpg.connect(database.admin_url)
+    stopped: list[int] = []
+    try:
+        rows = await admin.fetch(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND usename = 'engram_runtime'"
+        )
+        pids = [row["pid"] for row in rows]
+        for pid in [_parent(pids[0]), *pids]:
+            os.kill(pid, signal.SIGSTOP)
+            stopped.append(pid)
+        timings, answers = [], []
+        for headers in ({}, cleared):
+            started = time.monotonic()
+            answers.append(await asyncio.wait_for(api.client.get("/readyz", headers=headers), 20))
+            timings.append(time.monotonic() - started)
+    finally:
+        for pid in stopped:
+            os.kill(pid, signal.SIGCONT)
+        await admin.close()
+    assert [503, 503] == [answer.status_code for answer in answers]
+    assert max(timings) < 8, timings
+    for answer in answers:  # the token could not be checked: the open answer
+        details = {check["detail"] for check in answer.json()["checks"].values()}
+        assert {"ok", "failed", "timed out"} >= details, details
