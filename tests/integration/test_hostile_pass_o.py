@@ -35,7 +35,7 @@ from engram.memory.types import (
     MemoryType,
     TrustLevel,
 )
-from tests.conftest import ScratchDatabase
+from tests.conftest import METRICS_TOKEN, ScratchDatabase
 from tests.integration.consolidation_helpers import DEEP, engine_with, head_of
 from tests.integration.gate_helpers import BOSS, EXTERNAL, WRITER, lock_waiters
 from tests.integration.pass_n_helpers import WorkClock, checks, jobs_over
@@ -44,7 +44,7 @@ from tests.integration.scheduler_helpers import Clock
 from tests.integration.test_consumed_resolution import COOKIES as COOKIES_SHORT
 from tests.integration.test_consumed_resolution import _compressed, _found_before_the_batch
 from tests.integration.test_consumed_resolution import _write as consumed_write
-from tests.integration.test_http_api import Api, api
+from tests.integration.test_http_api import Api, api, bearer
 from tests.integration.test_triggers import TOPIC, UNRELATED, episode, write
 
 __all__ = ["api"]
@@ -297,7 +297,9 @@ async def test_readyz_answers_within_its_limits_while_the_database_hangs(
     probe to end, and a query on a hung server ends only when the server answers: the
     answer hung as long as the database did (here 15 s, until the test gave up). With the
     token of an agent cleared to read every level, not yet cached, the token check waited
-    the same way (the driver's command timeout, 30 s)."""
+    the same way (the driver's command timeout, 30 s), and so did a scrape of ``/metrics``
+    with the metrics token, refreshing its database-wide gauges (Prometheus gives up after
+    10 s: the figures went missing exactly while the database was in trouble)."""
     cleared = await api.agent("ops", TrustLevel.TRUSTED)
     admin = await asyncpg.connect(database.admin_url)
     stopped: list[int] = []
@@ -315,6 +317,11 @@ async def test_readyz_answers_within_its_limits_while_the_database_hangs(
             started = time.monotonic()
             answers.append(await asyncio.wait_for(api.client.get("/readyz", headers=headers), 20))
             timings.append(time.monotonic() - started)
+        started = time.monotonic()
+        scraped = await asyncio.wait_for(
+            api.client.get("/metrics", headers=bearer(METRICS_TOKEN)), 40
+        )
+        scraping = time.monotonic() - started
     finally:
         for pid in stopped:
             os.kill(pid, signal.SIGCONT)
@@ -324,3 +331,6 @@ async def test_readyz_answers_within_its_limits_while_the_database_hangs(
     for answer in answers:  # the token could not be checked: the open answer
         details = {check["detail"] for check in answer.json()["checks"].values()}
         assert {"ok", "failed", "timed out"} >= details, details
+    # the scrape with the metrics token (no lookup) serves the gauges it has
+    assert (200, True) == (scraped.status_code, "engram_gate" in scraped.text)
+    assert scraping < 8, scraping

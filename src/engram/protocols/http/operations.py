@@ -22,11 +22,15 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from engram.errors import EngramError
-from engram.observability.health import CheckOutcome
+from engram.observability.health import CheckOutcome, ProbeOverran, bounded
 from engram.protocols.http.auth import Credentials, Scraper, detail_reader, kernel_of
 from engram.protocols.http.problems import problem_responses
 
 router = APIRouter(tags=["operations"])
+
+#: How long a scrape waits for the database-wide gauges before it serves the ones it has
+#: (Prometheus gives a scrape 10 s by default).
+GAUGES_SECONDS = 2.0
 
 
 @router.get("/healthz")
@@ -72,7 +76,8 @@ async def metrics(request: Request, _: Scraper) -> Response:
     """Prometheus metrics in the text exposition format (database-wide gauges refreshed at
     most every 15 s), for the metrics token or an agent cleared to read every access level."""
     kernel = kernel_of(request)
-    with contextlib.suppress(EngramError):  # a scrape still answers while the DB is down
-        await kernel.refresh_gauges()
+    # a scrape still answers while the database is down or hangs: with the gauges it has
+    with contextlib.suppress(EngramError, ProbeOverran):
+        await bounded(kernel.refresh_gauges(), GAUGES_SECONDS)
     payload, content_type = kernel.metrics.exposition()
     return Response(content=payload, media_type=content_type)
