@@ -107,7 +107,8 @@ class _Bodies:
 
     async def event_pass(self, context: JobContext) -> Mapping[str, Any]:
         """The levels whose topics grew since their last event-driven pass (an operator's
-        run: every level); their marks then move to this run's due time."""
+        run: every level); their marks then move to this run's due time, or to the watch's
+        horizon taken before the pass if that is earlier (a write still open then)."""
         trigger = ConsolidationTrigger.EVENT_DRIVEN
         if context.manual:
             return _summary(await self.consolidation.run(trigger))
@@ -116,11 +117,14 @@ class _Bodies:
         due = await watch.event_due(marks)
         report = None
         if due is not None:
+            # taken before the pass reads: a write still open now may commit after that read
+            # with an earlier ingestion time; the marks stop short of it (and of the future)
+            horizon = await watch.horizon()
             report = await self.consolidation.run(trigger, levels=due.levels)
             # a level whose batch failed, or that ran out of time, stays due: its next check
             # runs it again
             done = [level for level in due.levels if level not in report.unfinished_levels]
-            marks.update(dict.fromkeys(done, context.due))
+            marks.update(dict.fromkeys(done, min(context.due, horizon)))
         await watch.set_event_marks(marks)
         return _summary(report)
 

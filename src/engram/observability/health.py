@@ -13,10 +13,13 @@ import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import structlog
 
 log = structlog.get_logger("engram.health")
+
+T = TypeVar("T")
 
 Probe = Callable[[], Awaitable[None]]
 
@@ -67,6 +70,9 @@ class _Check:
     #: The (ok, detail) last logged, so that a flood of probes of a failing check logs its
     #: failure once, and its recovery once.
     logged: tuple[bool, str] = (True, "ok")
+    #: A probe that overran its limit and has not returned since (cancelled, but a hung
+    #: database may not let it end): no other is started beside it.
+    stuck: asyncio.Task[None] | None = None
 
 
 class HealthChecks:
@@ -114,17 +120,59 @@ class HealthChecks:
     async def _probe(check: _Check) -> CheckOutcome:
         started = time.perf_counter()
         timed_out = False
-        try:
-            await asyncio.wait_for(check.probe(), check.timeout_seconds)
-        except TimeoutError:
-            ok, detail = False, f"no answer within {check.timeout_seconds:g} s"
-            timed_out = True
-        except Exception as exc:  # noqa: BLE001 - any failure of a probe is "not ready"
-            ok, detail = False, masked(f"{type(exc).__name__}: {exc}")
+        late = f"no answer within {check.timeout_seconds:g} s"
+        if check.stuck is not None and not check.stuck.done():
+            ok, detail, timed_out = False, late, True  # the last one has not returned yet
         else:
-            ok, detail = True, "ok"
+            check.stuck = None
+            try:
+                await bounded(check.probe(), check.timeout_seconds)
+            except ProbeOverran as overran:
+                ok, detail, timed_out = False, late, True
+                check.stuck = overran.task
+            except Exception as exc:  # noqa: BLE001 - any failure of a probe is "not ready"
+                ok, detail = False, masked(f"{type(exc).__name__}: {exc}")
+            else:
+                ok, detail = True, "ok"
         elapsed_ms = (time.perf_counter() - started) * 1000
         return CheckOutcome(check.name, ok, detail, elapsed_ms, timed_out)
+
+
+class ProbeOverran(TimeoutError):
+    """A bounded call ran out of time; ``task`` is the call, cancelled, maybe not ended."""
+
+    def __init__(self, task: asyncio.Task[Any]) -> None:
+        super().__init__("no answer in time")
+        self.task = task
+
+
+def bounded(call: Awaitable[T], timeout_seconds: float) -> Awaitable[T]:
+    """``call`` within ``timeout_seconds``: :class:`ProbeOverran` at the limit, whether or
+    not the call has ended by then. ``asyncio.wait_for`` waits for a cancelled call to end,
+    and a query on a hung database (a stopped server, a network that drops packets) ends
+    only when the server answers its cancellation: readiness would hang with it."""
+
+    async def run() -> T:
+        task = asyncio.ensure_future(call)
+        done, _ = await asyncio.wait({task}, timeout=timeout_seconds)
+        if not done:
+            task.cancel()
+            _ABANDONED.add(task)
+            task.add_done_callback(_settle)
+            raise ProbeOverran(task)
+        return task.result()
+
+    return run()
+
+
+#: Calls given up on that have not ended yet (kept so that they are not collected early).
+_ABANDONED: set[asyncio.Task[Any]] = set()
+
+
+def _settle(task: asyncio.Task[Any]) -> None:
+    _ABANDONED.discard(task)
+    if not task.cancelled():
+        task.exception()  # retrieved: an abandoned call's failure is nobody's to report
 
 
 def _log_change(check: _Check, outcome: CheckOutcome) -> None:

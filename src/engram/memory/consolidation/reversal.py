@@ -2,8 +2,9 @@
 
 A batch is undone item by item, each item one group of Gate requests (ADR-018): the
 consolidated record is forgotten (its history stays) and each source whose head is still
-the version the batch made goes back to ``active``; a source an agent changed since is left
-as it is. :meth:`BatchDesk.rollback` undoes a whole batch in one transaction;
+the version the batch made goes back to ``active`` (``challenged`` when a resolution
+challenged the record compressed from it alone in its place); a source an agent changed
+since is left as it is. :meth:`BatchDesk.rollback` undoes a whole batch in one transaction;
 :meth:`BatchDesk.release` undoes the items that consumed one record, when an agent forgot or
 changed it, so that what the agent took back does not live on in a summary.
 """
@@ -307,8 +308,14 @@ def _item_requests(
     """The requests that undo one item: forget its record (when it stands), restore each
     source whose head is still consolidated by the batch (the version the batch made, or one
     an internal writer restated since, such as a PII rescan raising its level: an agent's
-    change is left alone); and the sources restored."""
+    change is left alone); and the sources restored. A compression a resolution challenged in
+    its one source's place (ADR-010's seventh amendment) gives that source back
+    ``challenged``: undoing the batch does not undo the dispute."""
     group: list[GateRequest] = []
+    disputed = (
+        summary is not None and summary.status is MemoryStatus.CHALLENGED and len(item.sources) == 1
+    )
+    back = MemoryStatus.CHALLENGED if disputed else MemoryStatus.ACTIVE
     if summary is not None and summary.status is not MemoryStatus.FORGOTTEN:
         group.append(
             GateRequest.forget(
@@ -333,7 +340,7 @@ def _item_requests(
             continue
         # the version in the key: an attempt after a refused one is a new request
         key_of = f"{key}:{source_id}:{head.version}"
-        group.append(restate(head, MemoryStatus.ACTIVE, request_id=key_of))
+        group.append(restate(head, back, request_id=key_of))
         restored.append(source_id)
     return group, restored
 

@@ -159,6 +159,15 @@ class ConsolidationWatch:
             )
         return None
 
+    async def horizon(self) -> datetime:
+        """How far a mark may move for a pass that reads after this call: the database's now,
+        or the start of the oldest transaction still open if earlier. A record's ingestion
+        time is its transaction's start, and it shows only at commit: a write that began
+        before a pass's due time and commits after the pass read would otherwise be left
+        behind a mark, never counted by the event trigger."""
+        value: datetime = await self._db.fetchval(SQL["horizon"])
+        return value
+
     async def event_marks(self, fallback: datetime | None) -> dict[AccessLevel, datetime]:
         """Up to when each level's event-driven passes looked: its mark, or ``fallback`` (the
         job's cursor, which every level shared before marks were kept), or the epoch."""

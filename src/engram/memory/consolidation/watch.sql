@@ -59,6 +59,18 @@ WHERE a.occurred_at > (SELECT min(s) FROM unnest($2::timestamptz[]) AS s)
   AND h.status = 'active' AND h.consolidation_path = 'fast'
 GROUP BY h.access_level
 
+-- name: horizon
+-- The latest instant a pass starting now may take as looked at: the database's own clock, or,
+-- if earlier, the start of the oldest transaction still open (a record it writes carries that
+-- instant as its ingestion time but shows only when it commits, maybe after the pass read),
+-- less a microsecond (the fresh records are those ingested strictly after a mark). Only the
+-- sessions of this role write records: another role's long transaction (a backup, a vacuum)
+-- does not hold the marks back.
+SELECT least(statement_timestamp(), min(xact_start)) - interval '1 microsecond'
+FROM pg_stat_activity
+WHERE datname = current_database() AND usename = current_user
+  AND backend_type = 'client backend' AND xact_start IS NOT NULL
+
 -- name: event_marks
 -- The instant up to which each access level's event-driven passes have looked.
 SELECT access_level, passed_at FROM consolidation_marks

@@ -109,14 +109,16 @@ def plan_resolution(
     older: MemoryRecord | None,
     standing: TrustLevel,
     newer: MemoryRecord,
+    made: MemoryRecord | None = None,
 ) -> Resolution:
-    """The steps a resolution on ``writer``'s behalf may take (see the module docstring)."""
+    """The steps a resolution on ``writer``'s behalf may take (see the module docstring).
+    ``made``: the version that gave ``older`` its content (:func:`narrated_sources`)."""
     wanted = FULL_STEPS.get(conflict.classification, ())
     if not wanted:
         return Resolution(())
     if older is None:
         return Resolution((), escalated="the existing record is gone")
-    merged = merged_sources(older)
+    merged = narrated_sources(older, made)
     denial: str | None
     if merged > 1:
         denial = (
@@ -154,6 +156,18 @@ def merged_sources(record: MemoryRecord) -> int:
         return 1
     sources = made.get("sources")
     return sources if isinstance(sources, int) and sources > 1 else 1
+
+
+def narrated_sources(older: MemoryRecord, made: MemoryRecord | None) -> int:
+    """:func:`merged_sources` of the version that gave ``older`` its content (``made``; None:
+    ``older`` itself). A narrative is what consolidation wrote: an agent's update of it stays
+    on the slow path and may keep or drop its note, but a new content is the agent's claim
+    (resolved as any other), and a new note alone leaves the narrative what it was."""
+    if made is None:
+        return merged_sources(older)
+    if made.gate_decision_type is not GateDecisionType.CONSOLIDATION:
+        return 1
+    return merged_sources(made)
 
 
 def _shown_to_newer(
@@ -271,6 +285,7 @@ async def link_conflicts(
                 older=older,
                 standing=standing,
                 newer=new,
+                made=await store.content_version(conn, conflict.existing_record_id),
             )
         resolved.append((conflict, resolution))
     links = conflict_links(resolved, advice=advice, new=new, decision_id=decision_id)

@@ -408,6 +408,13 @@ async def standing(conn: Connection, record_id: UUID) -> TrustLevel:
     return TrustLevel.TRUSTED if value is None else TrustLevel(value)
 
 
+async def content_version(conn: Connection, record_id: UUID) -> MemoryRecord | None:
+    """The version that gave ``record_id`` its current content (its writer, its origin and
+    its metadata as written then: a later change of metadata or level alone is not it)."""
+    row = await conn.fetchrow(SQL["content_version"], record_id)
+    return None if row is None else record_from_row(row)
+
+
 async def count_heads(conn: Connection) -> list[tuple[str, str, int]]:
     """Live (head, not forgotten) records by type and consolidation path."""
     rows = await conn.fetch(SQL["count_heads"])

@@ -167,6 +167,19 @@ WHERE v.record_id = $1 AND (p.id IS NULL OR p.content_hash IS DISTINCT FROM v.co
 ORDER BY v.version DESC
 LIMIT 1
 
+-- name: content_version
+-- The version that gave record $1 its current content: the newest that changed the
+-- (normalised) content of the version before it, or created the record (as record_standing).
+SELECT {{record_columns}}
+FROM memories
+WHERE id = (
+    SELECT v.id FROM memories v
+    LEFT JOIN memories p ON p.record_id = v.record_id AND p.version = v.version - 1
+    WHERE v.record_id = $1 AND (p.id IS NULL OR p.content_hash IS DISTINCT FROM v.content_hash)
+    ORDER BY v.version DESC
+    LIMIT 1
+)
+
 -- name: count_heads
 SELECT type, consolidation_path, count(*)::bigint AS n
 FROM memories

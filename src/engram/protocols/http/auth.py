@@ -15,6 +15,7 @@ from engram.agents.registry import Principal
 from engram.errors import Forbidden, InfrastructureError, Unauthenticated
 from engram.kernel import Kernel
 from engram.memory.types import AccessLevel
+from engram.observability.health import ProbeOverran, bounded
 
 log = structlog.get_logger("engram.http")
 
@@ -29,6 +30,11 @@ SCRAPE_REQUIRED = (
     "the metrics token (ENGRAM_METRICS_TOKEN) or the token of an agent cleared to read "
     "every access level is required"
 )
+
+
+#: How long ``/readyz`` waits for the database to check a token before it answers without
+#: reasons: as long as its slowest check may take (a hung database must not hang readiness).
+TOKEN_CHECK_SECONDS = 5.0
 
 
 def kernel_of(request: Request) -> Kernel:
@@ -106,8 +112,8 @@ async def detail_reader(
     if credentials is None:
         return False
     try:
-        await scraper(request, credentials)
-    except InfrastructureError as exc:
+        await bounded(scraper(request, credentials), TOKEN_CHECK_SECONDS)
+    except (InfrastructureError, ProbeOverran) as exc:
         log.warning("http.readyz_token_unchecked", error=type(exc).__name__)
         return False
     return True
@@ -117,4 +123,5 @@ KernelDep = Annotated[Kernel, Depends(kernel_of)]
 Caller = Annotated[Principal, Depends(authenticated)]
 Admin = Annotated[Principal, Depends(administrator)]
 Scraper = Annotated[None, Depends(scraper)]
-DetailReader = Annotated[bool, Depends(detail_reader)]
+#: The bearer credentials as sent (``/readyz`` checks them beside its checks).
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]

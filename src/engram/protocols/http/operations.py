@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from typing import Any
 
@@ -21,11 +22,15 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from engram.errors import EngramError
-from engram.observability.health import CheckOutcome
-from engram.protocols.http.auth import DetailReader, Scraper, kernel_of
+from engram.observability.health import CheckOutcome, ProbeOverran, bounded
+from engram.protocols.http.auth import Credentials, Scraper, detail_reader, kernel_of
 from engram.protocols.http.problems import problem_responses
 
 router = APIRouter(tags=["operations"])
+
+#: How long a scrape waits for the database-wide gauges before it serves the ones it has
+#: (Prometheus gives a scrape 10 s by default).
+GAUGES_SECONDS = 2.0
 
 
 @router.get("/healthz")
@@ -45,11 +50,15 @@ def _check(outcome: CheckOutcome, *, detailed: bool) -> dict[str, Any]:
 
 
 @router.get("/readyz", responses=problem_responses(401, 403))
-async def readyz(request: Request, detailed: DetailReader) -> JSONResponse:
+async def readyz(request: Request, credentials: Credentials) -> JSONResponse:
     """Readiness: database, migrations, embedding model, and the specification's checks
     (a synthetic Gate decision, an audit write rolled back, the consolidation backlog).
     Each failure's reason only for the metrics token or a cleared agent's token."""
-    outcomes = await kernel_of(request).health.run()
+    # the token is checked while the checks run: a database that hangs delays the answer
+    # by the slowest check's limit once, not twice
+    outcomes, detailed = await asyncio.gather(
+        kernel_of(request).health.run(), detail_reader(request, credentials)
+    )
     ready = all(outcome.ok for outcome in outcomes)
     body: dict[str, Any] = {
         "status": "ready" if ready else "not_ready",
@@ -67,7 +76,8 @@ async def metrics(request: Request, _: Scraper) -> Response:
     """Prometheus metrics in the text exposition format (database-wide gauges refreshed at
     most every 15 s), for the metrics token or an agent cleared to read every access level."""
     kernel = kernel_of(request)
-    with contextlib.suppress(EngramError):  # a scrape still answers while the DB is down
-        await kernel.refresh_gauges()
+    # a scrape still answers while the database is down or hangs: with the gauges it has
+    with contextlib.suppress(EngramError, ProbeOverran):
+        await bounded(kernel.refresh_gauges(), GAUGES_SECONDS)
     payload, content_type = kernel.metrics.exposition()
     return Response(content=payload, media_type=content_type)
