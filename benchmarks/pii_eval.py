@@ -55,6 +55,8 @@ HALVES: dict[str, tuple[Path, ...]] = {
             "jj",
             "kk",
             "ll",
+            "mm",
+            "nn",
         )
     ),
     "legacy": (DATA / "pii_corpus.tsv",),

@@ -153,6 +153,12 @@ Known limits
   digits with the words before them; a run of eight digits or more said after a phone word
   is a phone. Letters spelled with a spelling alphabet ("I come Imola", "C wie Cäsar") and
   numbers split by other words ("null dreißig, und dann …") are not read.
+* Details written to get past a filter (``evasion``): digits split by emoji or spaced one
+  by one, look-alike letters for digits ("4O2"), number words mixed with digits, keycap
+  emoji, and addresses spelled a character at a time are read as a disguised run's digits or
+  a joined address; digits written plainly are not read twice.
+* Secrets in source code's idioms (``code``): typed declarations, Spring's ``@Value``,
+  ``sshpass -p``/``mysql -p`` and PowerShell's ``ConvertTo-SecureString``.
 
 Layout
 ------
@@ -194,6 +200,7 @@ from collections.abc import Callable, Iterator
 
 from engram.memory.gate.pii.accounts import find_bank_accounts
 from engram.memory.gate.pii.assignments import find_assignments
+from engram.memory.gate.pii.code import find_code_secrets
 from engram.memory.gate.pii.contact import find_emails, find_phones
 from engram.memory.gate.pii.credentials import (
     find_aws,
@@ -207,6 +214,7 @@ from engram.memory.gate.pii.credentials import (
 from engram.memory.gate.pii.crypto import find_crypto_secrets
 from engram.memory.gate.pii.disguised import find_obfuscated_emails, spoken_runs, unscanned
 from engram.memory.gate.pii.documents import find_documents
+from engram.memory.gate.pii.evasion import mixed_runs, spelled_emails
 from engram.memory.gate.pii.findings import PiiFinding, PiiKind, Span, Text
 from engram.memory.gate.pii.identifiers import find_cards, find_ibans, find_national_ids, find_ssns
 from engram.memory.gate.pii.mrz import find_machine_readable
@@ -256,6 +264,7 @@ _DETECTORS: tuple[Callable[[Text], Iterator[Span]], ...] = (
     find_crypto_secrets,
     find_url_passwords,
     find_assignments,
+    find_code_secrets,
     find_cards,
     find_ibans,
     find_bank_accounts,
@@ -293,7 +302,7 @@ _SPOKEN_CONTEXT = 80
 # other default-ignorable code points (variation selectors, the grapheme joiner, tags, ...).
 _DASHES = frozenset("\u2010\u2011\u2012\u2013\u2014\u2015\u2212\u2e3a\u2e3b\ufe58\ufe63\uff0d")
 _IGNORABLE = re.compile(
-    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u20e3"
     "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\U0001bca0-\U0001bca3"
     "\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
 )
@@ -349,12 +358,14 @@ def _scan(text: str) -> list[PiiFinding]:
     subject = Text.of(text)
     spans = _spans(subject if read is None else Text.of(read))
     spans.extend(find_obfuscated_emails(subject))
-    runs = itertools.chain(spoken_runs(text), spoken_runs_other(text))
+    spans.extend(spelled_emails(text))
+    runs = itertools.chain(spoken_runs(text), spoken_runs_other(text), mixed_runs(text))
     for start, end, digits in itertools.islice(runs, MAX_SPOKEN_RUNS):
         # the spoken digits, read with the words before them ("my cell is", "social is")
         context = text[max(0, start - _SPOKEN_CONTEXT) : start]
         spoken = Text.of(f"{context}{digits}")
-        kinds = {kind for kind, _, _ in _spans(spoken)}
+        # what is found in the digits (a finding in the words before them is found there)
+        kinds = {kind for kind, _, span_end in _spans(spoken) if span_end > len(context)}
         if not kinds and dictated_phone(context, digits):
             kinds = {PiiKind.PHONE}
         spans.extend((kind, start, end) for kind in kinds)

@@ -45,7 +45,10 @@ _BANKING = re.compile(
         r"|refund|reimburse\w*|kontonummer|kontonr|konto|postkonto|futsu|giro|rib|bankleitzahl|blz"
         r"|reg\.? ?nr|registreringsnummer|cbu|nuban|udbetaling|utbetalning|transfers?"
         r"|račun|tekući|rachunek|sąskaitos|reikningsnúmer|счет|рахунок|rib|banco\w*|ahorros|pix"
-        r"|corriente|cci|rekening|bankszámla\w*|účet|účtu)\b"
+        r"|corriente|cci|rekening|bankszámla\w*|účet|účtu"
+        # banks and money apps named in chats: Indonesia, the Philippines, Nigeria, Kenya, US
+        r"|mandiri|bca|bni|bri|bdo|bpi|metrobank|gtb|gtbank|zenith|uba|opay|palmpay|kuda"
+        r"|equity|kcb|chime|cash ?app)\b"
         r"|銀行|银行|振込|은행|банк|בנק|ธนาคาร|ngân hàng|帳號|账号|帳戶|账户|口座)"
     )
 )

@@ -83,6 +83,7 @@ _PASSWORD_WORDS = frozenset(
         "pwd",
         "pass",
         "passphrase",
+        "passwordnya",  # Indonesian: "its password"
         "pw",
         "passcode",
         "psk",
@@ -126,7 +127,7 @@ _BASE64 = re.compile(r"[A-Za-z0-9+/]{8,}={0,2}")
 _TOKEN_CHARS = re.compile(r"[A-Za-z0-9_\-]+")
 
 
-def _key_class(key: str, *, wifi: bool = False) -> str | None:
+def key_class(key: str, *, wifi: bool = False) -> str | None:
     """``"password"``, ``"secret"`` or None for the name on the left of an assignment; a
     lone ``key`` in a text about a wireless network is its password ("SSID … key: …")."""
     words = [w.lower() for w in _IDENT_WORD.findall(key)]
@@ -171,7 +172,7 @@ def _decodes_to_placeholder(value: str) -> bool:
     return decoded.isprintable() and is_placeholder(decoded)
 
 
-def _secret_value_ok(value: str, key_class: str, next_char: str, *, bare: bool) -> bool:
+def secret_value_ok(value: str, key_class: str, next_char: str, *, bare: bool) -> bool:
     """The entropy rule of the module docstring, applied to one assigned value."""
     if (next_char in {"(", "["} and _CALLABLE.fullmatch(value)) or is_placeholder(value):
         return False  # a call or subscript (get_password(), env["X"]) is no value
@@ -257,19 +258,22 @@ def find_assignments(t: Text) -> Iterator[Span]:
     claimed = 0  # end of the last reported value; names inside it are part of the value
     wifi = _WIFI.search(t.lower) is not None
     for at in _assignment_candidates(t):
-        if at and text[at - 1] in "{$%":
+        if at and text[at - 1] in "{%":
             continue  # a variable's name inside a template (${DB_PASSWORD:?required}), no value
         if text.rfind("arn:", max(0, at - 120), at) > text.rfind(" ", 0, at):
             continue  # a part of an ARN (arn:aws:secretsmanager:…:secret:name): a reference
         m = _ASSIGNMENT.match(text, at) if at >= claimed else None
         if m is None:
             continue
-        key_class = _key_class(m.group("key"), wifi=wifi)
-        if m.group("loose") is not None and key_class is not None:
-            key_class = _loosely(key_class)
-        if key_class is None:
+        kind = key_class(m.group("key"), wifi=wifi)
+        if m.group("loose") is not None and kind is not None:
+            kind = _loosely(kind)
+        if kind is None:
             continue
         group = next(g for g in ("dq", "sq", "bq", "bare") if m.group(g) is not None)
+        if at and text[at - 1] == "$" and group not in ("dq", "sq"):
+            continue  # a shell variable read ($DB_PASSWORD), not PHP's $dbPass = '…'
+
         value = m.group(group)
         start = m.start(group)
         if group == "bare":
@@ -280,7 +284,7 @@ def find_assignments(t: Text) -> Iterator[Span]:
             value = value.strip()
         end = start + len(value)
         next_char = text[end] if group == "bare" and end < len(text) else ""
-        if _secret_value_ok(value, key_class, next_char, bare=group == "bare"):
+        if secret_value_ok(value, kind, next_char, bare=group == "bare"):
             claimed = end
             yield PiiKind.SECRET_ASSIGNMENT, start, end
     yield from _key_value_pairs(t)
@@ -297,7 +301,7 @@ def _auth_headers(t: Text) -> Iterator[Span]:
     for m in _AUTH_HEADER.finditer(text):
         if text[m.end() : m.end() + 1] in _REDACTED_NEXT:
             continue  # "Bearer eyJhbGciOiJIUzI1NiJ9.<redacted>": the secret part is not there
-        if _secret_value_ok(m.group("v"), "secret", "", bare=False):
+        if secret_value_ok(m.group("v"), "secret", "", bare=False):
             yield PiiKind.SECRET_ASSIGNMENT, m.start("v"), m.end("v")
 
 
@@ -319,11 +323,11 @@ def _files_of_secrets(t: Text) -> Iterator[Span]:
     if "mysql" in t.lower or "mariadb" in t.lower:
         for m in _MYSQL_PASSWORD.finditer(t.raw):
             group = next(g for g in ("q", "d", "v") if m.group(g))
-            if _secret_value_ok(m.group(group), "password", "", bare=True):
+            if secret_value_ok(m.group(group), "password", "", bare=True):
                 yield PiiKind.SECRET_ASSIGNMENT, m.start(group), m.end(group)
     if "pgpass" in t.lower:
         for m in _PGPASS.finditer(t.raw):
-            if _secret_value_ok(m.group("v"), "password", "", bare=True):
+            if secret_value_ok(m.group("v"), "password", "", bare=True):
                 yield PiiKind.SECRET_ASSIGNMENT, m.start("v"), m.end("v")
     if '"auth"' in t.raw:
         for m in _DOCKER_AUTH.finditer(t.raw):
@@ -340,8 +344,8 @@ def _key_value_pairs(t: Text) -> Iterator[Span]:
     element (``<password>…</password>``) or as a Terraform variable's default."""
     if "value" in t.lower:
         for m in _KEY_VALUE.finditer(t.raw):
-            key_class = _key_class(m.group("name"))
-            if key_class and _secret_value_ok(m.group("v"), key_class, "", bare=False):
+            kind = key_class(m.group("name"))
+            if kind and secret_value_ok(m.group("v"), kind, "", bare=False):
                 yield PiiKind.SECRET_ASSIGNMENT, m.start("v"), m.end("v")
     if "</" not in t.raw and "default" not in t.lower:
         return
@@ -353,8 +357,8 @@ def _key_value_pairs(t: Text) -> Iterator[Span]:
             if m.group("attr")
             else ("var", "dv")
         )
-        key_class = _key_class(m.group(name))
-        if key_class and _secret_value_ok(m.group(value), key_class, "", bare=False):
+        kind = key_class(m.group(name))
+        if kind and secret_value_ok(m.group(value), kind, "", bare=False):
             yield PiiKind.SECRET_ASSIGNMENT, m.start(value), m.end(value)
 
 
@@ -364,7 +368,7 @@ def _key_value_pairs(t: Text) -> Iterator[Span]:
 # a Cookie header.
 _PIN = re.compile(
     r"(?i)\b(?:(?:atm|card|debit|credit|upi|bank|banking|sim|phone|app)[ \-]?pin|m-?pin|t-?pin)"
-    r"(?:[ \t]+(?:number|no\.?))?[ \t]*(?:is|was|=|:|-)[ \t]*(?P<v>\d{4,6})(?![\w\-])"
+    r"(?:[ \t]+(?:number|no\.?))?[ \t]*(?:is|was|=|:|-|na|ay)[ \t]*(?P<v>\d{4,6})(?![\w\-])"
 )
 _BACKUP_CODES = re.compile(
     r"(?i)\b(?:backup|recovery|2fa|mfa|one-time)[ \t]+codes?\b[^\n]{0,24}?"
@@ -396,7 +400,7 @@ def _random_seed(value: str) -> bool:
 
 
 def _bracketed_password(value: str) -> bool:
-    return _secret_value_ok(value, "password", "", bare=False)
+    return secret_value_ok(value, "password", "", bare=False)
 
 
 #: (words one of which the text must hold, the pattern, a test of its value or None)
@@ -421,6 +425,6 @@ def _short_secrets(t: Text) -> Iterator[Span]:
     for header in _COOKIE.finditer(t.raw):
         for pair in _COOKIE_PAIR.finditer(header.group("v")):
             value = pair.group("value")
-            if _secret_value_ok(value, "secret", "", bare=False):
+            if secret_value_ok(value, "secret", "", bare=False):
                 at = header.start("v") + pair.start("value")
                 yield PiiKind.SECRET_ASSIGNMENT, at, at + len(value)

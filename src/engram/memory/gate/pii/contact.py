@@ -66,7 +66,7 @@ _PHONE_WORDS = (
     "reach her", "reach him", "reach them", "тел", "телефон", "tél", "téléphone", "telefon",
     "telefono", "teléfono", "puhelin", "sími", "هاتف", "toestel", "doorkiesnummer",
     "durchwahl", "mob", "telefonu", "telefonem", "telefonico", "telefonica", "telefonum",
-    "festnetz", "komórki", "recapito",
+    "festnetz", "komórki", "recapito", "wsp", "whats", "zap", "wpp", "wasap", "watsap",
 )  # fmt: skip
 # Regions tried for a number in national format near a phone keyword (trunk prefix 0, or a
 # national number without one, as Indian and Chinese mobiles are written).

@@ -115,6 +115,7 @@ _AWS_SECRET = re.compile(r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])
 _AWS_SECRET_CONTEXT = re.compile(
     r"(?i)aws[\w\s.\-]{0,30}secret|secret[\s_\-]?access[\s_\-]?key|SecretAccessKey"
     r"|secret[\w\s.\-]{0,40}\biam\b|\biam[\w\s.\-]{0,30}secret|s3a?\.secret\.key"
+    r"|BasicAWSCredentials|AwsBasicCredentials|StaticCredentialsProvider"
 )
 _GITHUB = re.compile(
     r"(?<![\w])(?:gh[pousr]_(?P<classic>[A-Za-z0-9]{36,251})|github_pat_(?P<fine>\w{22,242}))"
@@ -147,7 +148,7 @@ def find_aws(t: Text) -> Iterator[Span]:
         for m in _AWS_KEY_ID.finditer(text):
             if "EXAMPLE" not in m.group(0) and entropy(m.group(0)[4:]) >= 2.5:
                 yield PiiKind.AWS_ACCESS_KEY_ID, m.start(), m.end()
-    if "secret" not in t.lower:
+    if "secret" not in t.lower and "credentials" not in t.lower:
         return
     for m in _AWS_SECRET.finditer(text):
         value = m.group(0)

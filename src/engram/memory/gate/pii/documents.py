@@ -123,7 +123,7 @@ _CHECKED: tuple[tuple[str, Check], ...] = (
     (r"ird(?: number)?", _nz_ird.is_valid),
     (r"tfn|tax file number", _au_tfn.is_valid),
     (r"ppsn?|personal public service", _ie_pps.is_valid),
-    (r"nhs(?: number)?", _gb_nhs.is_valid),
+    (r"nhs(?: number)?|nhsnumber|nhsno", _gb_nhs.is_valid),
     (r"ahv|avs", _ch_ssn.is_valid),
     (r"sv[\- ]?nummer|sozialversicherungsnummer|versicherungsnummer|svnr|vsnr", _at_vnr.is_valid),
     (r"cnp", _ro_cnp.is_valid),

@@ -50,7 +50,7 @@ _PLACEHOLDER_WORDS = frozenset(
 )  # fmt: skip
 _PLACEHOLDER_MARKERS = re.compile(
     r"(?i)your[_\-]?|example|placeholder|changeme|change[_\-]me|redacted|dummy|sample|"
-    r"xxxx|\*\*\*|\.\.\.|<|>|\$\{|\$\(|\{\{|%\(|^\$|^%|^\{|^\[|insert[_\-]|replace[_\-]?me|"
+    r"xxxx|\*\*\*|\.\.\.|<|>|\$\{|\$\(|\{\{|%\(|^\$|^%[({]|^%\w+%$|^\{|^\[|insert[_\-]|replace[_\-]?me|"
     r"not[_\-]?a[_\-]?real|fake|notreal"
     r"|^vault:v\d+:"  # HashiCorp Vault transit ciphertext: encrypted, not a secret
 )

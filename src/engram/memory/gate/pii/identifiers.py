@@ -163,6 +163,8 @@ def find_ssns(t: Text) -> Iterator[Span]:
 _ID_ACRONYMS = re.compile(
     r"\b(?:SIN|NAS|BSN|NIE|NIF|DNI|NIR|INSEE|PAN|NINO|UIDAI|IdNr|TIN|UID)\b"
     r"|(?<![\w\-])(?i:sin|nas|bsn|nie|nif|dni|nir|nino|tin|idnr)(?=[ \t]*[:=])"
+    # an acronym in a snake_case name given a value: validate_bsn("…"), customer_sin = …
+    r"|(?<=_)(?i:bsn|sin|nir|nino|dni|nie|nif|idnr)\b(?=[ \t\"'\]]*[:=(,])"
 )
 _ID_PHRASES = re.compile(
     r"social insurance|burgerservice|sofinummer|steuer[\-_ ]?id|steueridentifikation"

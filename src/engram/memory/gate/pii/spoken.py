@@ -74,6 +74,10 @@ _DIGIT_WORDS: dict[str, dict[str, int]] = {
         "altmış": 60, "altmis": 60, "yetmiş": 70, "yetmis": 70, "seksen": 80, "doksan": 90,
         "yüz": 100, "yuz": 100,
     },
+    "id": {
+        "nol": 0, "kosong": 0, "satu": 1, "dua": 2, "tiga": 3, "empat": 4, "lima": 5,
+        "enam": 6, "tujuh": 7, "delapan": 8, "sembilan": 9,
+    },
     "hi": {
         "shunya": 0, "sunya": 0, "ek": 1, "do": 2, "teen": 3, "chaar": 4, "char": 4,
         "paanch": 5, "panch": 5, "chhe": 6, "chhah": 6, "saat": 7, "aath": 8, "nau": 9,
@@ -95,7 +99,8 @@ _ANY_DIGIT_WORD = re.compile(
     r"|quatre|cinq|six|sept|huit|neuf|null|eins|zwei|zwo|drei|vier|f[üu]nf|sechs|sieben|acht"
     r"|neun|uno|due|tre|quattro|cinque|sette|otto|nove|um|dois|tr[êe]s|quatro|meia|oito|nul"
     r"|een|twee|drie|vijf|zes|zeven|negen|jeden|dwa|trzy|cztery|osiem|s[ıi]f[ıi]r|bir|iki"
-    r"|yedi|sekiz|dokuz|ek|teen|chaar|paanch|saat|aath|nau)\b"
+    r"|yedi|sekiz|dokuz|ek|teen|chaar|paanch|saat|aath|nau|nol|satu|dua|tiga|empat|lima"
+    r"|delapan|sembilan)\b"
 )
 
 
