@@ -40,8 +40,11 @@ _TOKEN = re.compile(r"[A-Za-z]+|[0-9OolIS]*\d[0-9OolIS]*|\S")
 _SEPARATORS = frozenset(".-/,|·•~_+()")
 # What separates the groups of a number written plainly: no sign of a disguise on its own.
 _PLAIN_SEPARATORS = frozenset(".-/,+()")
+# At most 64 pieces a side (an address's part is at most 64 characters): a long run of words
+# before an "@" that ends otherwise costs each start a bounded look, not the whole run.
 _SPELLED = re.compile(
-    r"(?:[\w.+\-]+[ \t]{1,2}){2,}@(?:[ \t]{1,2}[\w.\-]+){2,}|[\w.+\-]+[ \t]{1,2}@[ \t]{1,2}[\w.\-]+"
+    r"(?:[\w.+\-]{1,64}[ \t]{1,2}){2,64}@(?:[ \t]{1,2}[\w.\-]{1,64}){2,64}"
+    r"|[\w.+\-]{1,64}[ \t]{1,2}@[ \t]{1,2}[\w.\-]{1,64}"
 )
 _ADDRESS = re.compile(r"[^\W_][\w.%+\-]{0,62}@(?:[^\W_][\w\-]{0,61}\.)+[^\W\d_]{2,24}")
 
