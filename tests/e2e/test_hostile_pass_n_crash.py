@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from uuid import UUID
@@ -19,6 +21,7 @@ from engram import open_kernel
 from engram.autonomy.schedule import Every
 from engram.config import EngramSettings
 from engram.infra.fastembed_embedder import FastembedEmbedder
+from engram.kernel import Kernel
 from engram.memory.consolidation import ConsolidationTrigger
 from engram.memory.types import AccessLevel, MemoryRecord, MemoryStatus, MemoryType
 from tests.conftest import ScratchDatabase
@@ -28,6 +31,27 @@ from tests.integration.race_helpers import broken_invariants
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 WATCH = timedelta(seconds=EngramSettings.model_construct().consolidation_watch_seconds)
+
+
+@asynccontextmanager
+async def settled(
+    database: ScratchDatabase, embedder: FastembedEmbedder, stored: list[UUID]
+) -> AsyncIterator[Kernel]:
+    """A kernel opened on the database after the workers stopped, once the store's
+    invariants hold and every record ``stored`` before the kill is still there, active or
+    consolidated (nothing acknowledged was lost)."""
+    settings = EngramSettings(
+        database_url=database.runtime_url,
+        migrate_on_start=False,
+        consolidation_event_threshold=3,
+    )
+    async with open_kernel(settings=settings, embeddings=embedder) as kernel:
+        assert [] == await broken_invariants(kernel)
+        for record_id in stored:
+            head = await kernel.admin_temporal.current(record_id, count_read=False)
+            assert head is not None
+            assert head.status in (MemoryStatus.ACTIVE, MemoryStatus.CONSOLIDATED)
+        yield kernel
 
 
 async def _seed(database: ScratchDatabase, embedder: FastembedEmbedder) -> list[UUID]:
@@ -109,17 +133,7 @@ async def test_a_worker_killed_mid_event_pass_loses_nothing(
                     return await _event_done(conn, start + step * WATCH)
 
                 await wait_until("the event job to catch up", caught_up, group, within=150)
-    settings = EngramSettings(
-        database_url=database.runtime_url,
-        migrate_on_start=False,
-        consolidation_event_threshold=3,
-    )
-    async with open_kernel(settings=settings, embeddings=embedder) as kernel:
-        assert [] == await broken_invariants(kernel)
-        for record_id in stored:
-            head = await kernel.admin_temporal.current(record_id, count_read=False)
-            assert head is not None
-            assert head.status in (MemoryStatus.ACTIVE, MemoryStatus.CONSOLIDATED)
+    async with settled(database, embedder, stored) as kernel:
         watch = kernel.consolidation.watch
         marks = await watch.event_marks(None)
         assert None is await watch.event_due(marks)

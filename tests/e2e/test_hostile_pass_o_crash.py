@@ -14,15 +14,11 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from engram import open_kernel
 from engram.autonomy.schedule import Every
-from engram.config import EngramSettings
 from engram.infra.fastembed_embedder import FastembedEmbedder
-from engram.memory.types import MemoryStatus
 from tests.conftest import ScratchDatabase
-from tests.e2e.test_hostile_pass_n_crash import WATCH, _event_done, _seed
+from tests.e2e.test_hostile_pass_n_crash import WATCH, _event_done, _seed, settled
 from tests.e2e.test_workers import admin, job_rows, wait_until, workers
-from tests.integration.race_helpers import broken_invariants
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -92,16 +88,6 @@ async def test_two_workers_one_killed_mid_event_pass_the_other_takes_over(
 
                 await wait_until("the survivor to run the event job", caught_up, group, within=150)
     assert [] == marks.back
-    settings = EngramSettings(
-        database_url=database.runtime_url,
-        migrate_on_start=False,
-        consolidation_event_threshold=3,
-    )
-    async with open_kernel(settings=settings, embeddings=embedder) as kernel:
-        assert [] == await broken_invariants(kernel)
-        for record_id in stored:
-            head = await kernel.admin_temporal.current(record_id, count_read=False)
-            assert head is not None
-            assert head.status in (MemoryStatus.ACTIVE, MemoryStatus.CONSOLIDATED)
+    async with settled(database, embedder, stored) as kernel:
         watch = kernel.consolidation.watch
         assert None is await watch.event_due(await watch.event_marks(None))
