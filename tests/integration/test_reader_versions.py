@@ -205,3 +205,32 @@ async def test_replay_decides_the_readers_writes_as_the_gate_did(twin_a: Store) 
     assert [d.recorded.decision for d in mine] == [
         d.replayed.decision for d in mine if d.replayed is not None
     ]
+
+
+async def test_concurrent_updates_through_a_gap_store_one_and_tell_the_other_its_number(
+    twin_a: Store,
+) -> None:
+    """Eight updates by the writer race on its number 2 (stored v3, behind a hidden v2): one
+    is stored, as the writer's 3 (stored v4); each other one is a conflict that names the
+    current version in the writer's numbering, never a stored number, and nothing is lost."""
+    record_id, _ = await _gapped(twin_a)
+    writer = _writer(twin_a)
+    contents = [f"{C3} Racer {i}." for i in range(8)]
+    results = await asyncio.gather(
+        *(writer.update(record_id, _belief(c), expected_version=2) for c in contents)
+    )
+    approved = [r for r in results if r.decision.value == "approved"]
+    assert 1 == len(approved), [r.reason for r in results]
+    assert 3 == approved[0].version
+    for result in results:
+        if result is not approved[0]:
+            assert "conflict" == result.decision.value, result.reason
+            assert result.current_version in (None, 3), result.reason
+            assert "current version is 4" not in result.reason
+    chain = await twin_a.kernel.temporal.get_version_chain(
+        record_id, caller=twin_a.principals["writer"].caller
+    )
+    assert [1, 2, 3] == [v.version for v in chain]
+    boss = twin_a.principals["boss"].caller
+    full = await twin_a.kernel.temporal.get_version_chain(record_id, caller=boss)
+    assert [1, 2, 3, 4] == [v.version for v in full]

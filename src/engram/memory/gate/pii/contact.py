@@ -20,6 +20,11 @@ _EMAIL = re.compile(
 )
 
 
+def is_address(text: str) -> bool:
+    """Whether ``text`` is one e-mail address, as :func:`find_emails` reads one."""
+    return _EMAIL.fullmatch(text) is not None
+
+
 def find_emails(t: Text) -> Iterator[Span]:
     text = t.raw
     if "@" not in text:

@@ -137,6 +137,12 @@ _TENS = {
     "twenty": "2", "thirty": "3", "forty": "4", "fifty": "5", "sixty": "6", "seventy": "7",
     "eighty": "8", "ninety": "9",
 }  # fmt: skip
+#: English number words and their values (the tables above, tens as tens).
+NUMBER_WORDS: dict[str, int] = {
+    **{word: int(digit) for word, digit in _UNITS.items()},
+    **{word: int(value) for word, value in _TEENS.items()},
+    **{word: int(tens) * 10 for word, tens in _TENS.items()},
+}
 _WORD = "|".join(sorted([*_UNITS, *_TEENS, *_TENS, "double", "triple"], key=len, reverse=True))
 _SPOKEN = re.compile(
     rf"(?i)\b(?:{_WORD})(?:-(?:{_WORD}))?(?:[ ,;\-]{{1,3}}(?:{_WORD})(?:-(?:{_WORD}))?\b){{5,40}}"

@@ -21,18 +21,13 @@ import re
 import unicodedata
 from collections.abc import Iterator
 
+from engram.memory.gate.pii.contact import is_address
+from engram.memory.gate.pii.disguised import NUMBER_WORDS
 from engram.memory.gate.pii.findings import PiiKind, Span
 
 #: Fewest digits a run must hold, and most tokens read in one run.
 MIN_DIGITS = 7
 MAX_TOKENS = 40
-_WORDS = {
-    "zero": 0, "oh": 0, "o": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5,
-    "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
-    "thirteen": 13, "fourteen": 14, "fifteen": 15, "sixteen": 16, "seventeen": 17,
-    "eighteen": 18, "nineteen": 19, "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50,
-    "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90,
-}  # fmt: skip
 _LOOK_ALIKE = str.maketrans({"O": "0", "o": "0", "l": "1", "I": "1", "S": "5"})
 # A piece: a word, a run of digits with look-alike letters among them, or anything else
 # that is not a space (a separator: a dot, a dash, an emoji).
@@ -46,7 +41,6 @@ _SPELLED = re.compile(
     r"(?:[\w.+\-]{1,64}[ \t]{1,2}){2,64}@(?:[ \t]{1,2}[\w.\-]{1,64}){2,64}"
     r"|[\w.+\-]{1,64}[ \t]{1,2}@[ \t]{1,2}[\w.\-]{1,64}"
 )
-_ADDRESS = re.compile(r"[^\W_][\w.%+\-]{0,62}@(?:[^\W_][\w\-]{0,61}\.)+[^\W\d_]{2,24}")
 
 
 def _separator(piece: str) -> bool:
@@ -59,8 +53,8 @@ def _separator(piece: str) -> bool:
 
 def _value(piece: str) -> str | None:
     """The digits a piece stands for, None if it is no part of a number."""
-    if piece.lower() in _WORDS:
-        return str(_WORDS[piece.lower()])
+    if piece.lower() in NUMBER_WORDS:
+        return str(NUMBER_WORDS[piece.lower()])
     if any(c.isdigit() for c in piece):
         return piece.translate(_LOOK_ALIKE)
     if piece in {"O", "l", "I"}:
@@ -116,5 +110,5 @@ def spelled_emails(text: str) -> Iterator[Span]:
         return
     for m in _SPELLED.finditer(text):
         joined = re.sub(r"[ \t]+", "", m.group(0))
-        if _ADDRESS.fullmatch(joined) and " " in m.group(0):
+        if is_address(joined) and " " in m.group(0):
             yield PiiKind.EMAIL, m.start(), m.end()
