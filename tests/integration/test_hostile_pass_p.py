@@ -9,9 +9,17 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 from engram.memory.gate.pii import scan
 from engram.memory.schemas import MAX_CONTENT_CHARS, MAX_METADATA_BYTES
+from tests.integration.test_reader_versions import C3, _belief, _gapped, _writer
+from tests.integration.twin_helpers import Store, twin_a
+
+__all__ = ["twin_a"]
+
+#: An address in the content: the Gate quarantines the version at sensitive.
+LEAKY = f"{C3} Page the on-call at dana.whitfield@northwind-logistics.com first."
 
 
 def _filled(piece: str, size: int) -> str:
@@ -46,3 +54,47 @@ def test_words_of_64_characters_before_an_at_sign_cost_the_screen_no_more_than_p
         text = _largest(piece).replace("\n", " @ ", 1)
         seconds = min(_screen_seconds(text) for _ in range(2))
         assert seconds < max(0.5, 5 * prose), (len(piece), seconds, prose)
+
+
+async def test_a_replayed_update_now_hidden_gives_its_version_in_the_callers_numbering(
+    twin_a: Store,
+) -> None:
+    """High. The writer's UPDATE through a gap (its number 2, stored v3, behind a hidden v2)
+    is quarantined at sensitive for an address in it: the first answer says "stored as
+    version 3" (the writer's number of stored v4). The same request again is answered from
+    the audit row; the version it stored is above the writer's level, so the record and its
+    version are left out, but the reason was the audit row's, in the stored numbering:
+    "stored as version 4" told the writer of the hidden version (in a store without it the
+    replay says 3). It now says what the first answer said."""
+    record_id, _ = await _gapped(twin_a)
+    writer = _writer(twin_a)
+    first = await writer.update(record_id, _belief(LEAKY), expected_version=2, request_id="p-1")
+    assert first.approved, first.reason
+    assert first.reason.startswith("stored as version 3"), first.reason
+    again = await writer.update(record_id, _belief(LEAKY), expected_version=2, request_id="p-1")
+    assert again.replayed
+    assert first.reason == again.reason
+    assert again.version is None
+
+
+async def test_a_replayed_patch_now_hidden_gives_its_version_in_the_callers_numbering(
+    twin_a: Store,
+) -> None:
+    """High. The same over REST: a PATCH with an Idempotency-Key sent again answers the reason
+    the first answer gave (the writer's number 3), not the stored version 4."""
+    record_id, _ = await _gapped(twin_a)
+    headers = {**twin_a.headers["writer"], "If-Match": '"2"', "Idempotency-Key": "p-2"}
+    url = f"/v1/memories/{record_id}"
+    first = await twin_a.client.patch(url, json={"content": LEAKY}, headers=headers)
+    body: dict[str, Any] = first.json()
+    assert 200 == first.status_code, body
+    assert body["reason"].startswith("stored as version 3"), body
+    again = await twin_a.client.patch(url, json={"content": LEAKY}, headers=headers)
+    assert 200 == again.status_code, again.json()
+    assert body["reason"] == again.json()["reason"]
+    tool = await twin_a.tools.call(
+        "update",
+        {"record_id": str(record_id), "expected_version": 2, "content": LEAKY, "request_id": "p-3"},
+        twin_a.principals["writer"],
+    )
+    assert tool.is_error, tool.structured_content  # hidden since: absent for the writer
