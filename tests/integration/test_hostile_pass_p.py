@@ -98,3 +98,15 @@ async def test_a_replayed_patch_now_hidden_gives_its_version_in_the_callers_numb
         twin_a.principals["writer"],
     )
     assert tool.is_error, tool.structured_content  # hidden since: absent for the writer
+
+
+def test_exchange_names_close_together_cost_the_screen_no_more_than_prose() -> None:
+    """Low. Each exchange's name (``okx``, ``htx``, ...) read the 240 characters after it for
+    a key: names four characters apart read each character sixty times, about half a second
+    for the largest record (ten times prose). Overlapping windows are now read once."""
+    prose = _screen_seconds(
+        _largest("The committee reviews the budget before the quarter closes in March. ")
+    )
+    for piece in ("okx-", "okx.", "htx_"):
+        seconds = min(_screen_seconds(_largest(piece)) for _ in range(2))
+        assert seconds < max(0.25, 5 * prose), (piece, seconds, prose)
