@@ -22,6 +22,35 @@ __all__ = ["twin_a"]
 LEAKY = f"{C3} Page the on-call at dana.whitfield@northwind-logistics.com first."
 
 
+async def test_a_version_closed_by_a_hidden_one_shows_no_change_at_the_hidden_instant(
+    twin_a: Store,
+) -> None:
+    """Medium. A version's ``updated_at`` is when its row last changed: for a superseded
+    version, when the next version closed it. The writer's version 1 was closed by the hidden
+    version 2: its interval was shown ending at the writer's version 2 (stored v3), but its
+    ``updated_at`` was still the hidden version's instant. Without a gap the two are equal,
+    so the difference told the writer that a version it may not read was written, and when.
+    Every read path (history, as-of reads, searches, through each adapter) showed it."""
+    record_id, inside = await _gapped(twin_a)
+    writer = twin_a.principals["writer"].caller
+    chain = await twin_a.kernel.temporal.get_version_chain(record_id, caller=writer)
+    first = chain[0]
+    assert first.ingestion_time_end == chain[1].ingestion_time
+    assert first.updated_at == first.ingestion_time_end, (first.updated_at, inside)
+    [read] = await twin_a.kernel.temporal.query(
+        record_id=record_id, as_of_ingestion=inside, caller=writer
+    )
+    assert read.updated_at == read.ingestion_time_end
+    response = await twin_a.client.get(
+        f"/v1/memories/{record_id}/versions", headers=twin_a.headers["writer"]
+    )
+    [shown, _] = response.json()["versions"]
+    assert shown["updated_at"] == shown["ingestion_time_end"]
+    boss = twin_a.principals["boss"].caller
+    full = await twin_a.kernel.temporal.get_version_chain(record_id, caller=boss)
+    assert full[0].updated_at == full[0].ingestion_time_end == full[1].ingestion_time
+
+
 def _filled(piece: str, size: int) -> str:
     return (piece * (size // len(piece) + 1))[:size]
 

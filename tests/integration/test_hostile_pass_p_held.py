@@ -1,0 +1,119 @@
+"""Hostile pass P: probes of the newest code that held (the attack and what was checked).
+
+Real embedded PostgreSQL, the real embedding model, no mocks."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from engram.memory.types import TrustLevel
+from engram.protocols.inprocess import AgentSession
+from engram.protocols.views import result_view, search_view
+from tests.integration.test_reader_versions import C1, C2, C3, C4, FAST, _belief
+from tests.integration.twin_helpers import Store, differences, normalised, twin_a, twin_b
+
+__all__ = ["twin_a", "twin_b"]
+
+LEAKY = f"{C4} Page the on-call at dana.whitfield@northwind-logistics.com first."
+QUERY = "incident bridge payments outage room"
+
+
+async def _setup(store: Store, *, gap: bool) -> tuple[UUID, datetime]:
+    """The writer's record; the trusted agent's update to C2 (at agent level). With ``gap``,
+    the trusted agent first raises it to sensitive with other content (a version hidden from
+    the writer). Returns the record and an instant inside the hidden version's interval (in
+    the store without it: the same place in the steps, before the update)."""
+    await store.agent("boss", TrustLevel.TRUSTED, writes_per_minute=FAST)
+    await store.agent("writer", TrustLevel.STANDARD, writes_per_minute=FAST)
+    writer = AgentSession(store.kernel, store.principals["writer"].caller)
+    written = await writer.remember(_belief(C1))
+    assert written.record_id is not None, written.reason
+    boss = AgentSession(store.kernel, store.principals["boss"].caller)
+    expected = 1
+    if gap:
+        raised = await boss.update(
+            written.record_id, _belief(f"{C3} Only for the board.", "sensitive"), expected_version=1
+        )
+        assert raised.approved, raised.reason
+        expected = 2
+    await asyncio.sleep(0.01)
+    inside = datetime.now().astimezone()
+    await asyncio.sleep(0.01)
+    lowered = await boss.update(written.record_id, _belief(C2), expected_version=expected)
+    assert lowered.approved, lowered.reason
+    await store.kernel.events.settled()
+    return written.record_id, inside
+
+
+async def _http(store: Store, method: str, url: str, **kwargs: Any) -> dict[str, Any]:
+    headers = {**store.headers["writer"], **kwargs.pop("headers", {})}
+    response = await store.client.request(method, url, headers=headers, **kwargs)
+    return {"status": response.status_code, "etag": response.headers.get("etag"), **response.json()}
+
+
+async def _tool(store: Store, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    result = await store.tools.call(name, arguments, store.principals["writer"])
+    return {"error": result.is_error, **(result.structured_content or {})}
+
+
+async def _writers_transcript(store: Store, record_id: UUID, inside: datetime) -> list[Any]:
+    """Everything the writer gets from reads and writes of its record, through each adapter."""
+    url = f"/v1/memories/{record_id}"
+    rid = str(record_id)
+    writer = AgentSession(store.kernel, store.principals["writer"].caller)
+    caller = store.principals["writer"].caller
+    out: list[Any] = [
+        await _http(store, "GET", url),
+        await _http(store, "GET", f"{url}/versions"),
+        await _http(store, "GET", url, params={"as_of_ingestion": inside.isoformat()}),
+        await _tool(store, "history", {"record_id": rid}),
+        await _tool(store, "get", {"record_id": rid, "as_of_ingestion": inside.isoformat()}),
+        await _tool(store, "list", {"limit": 5}),
+        search_view(
+            await store.kernel.retrieval.search(caller, QUERY, include_superseded=True, limit=5)
+        ),
+        search_view(
+            await store.kernel.retrieval.search(caller, QUERY, as_of_ingestion=inside, limit=5)
+        ),
+        # stale numbers: the writer's 1, and 3 (the stored number of the head behind the gap)
+        await _http(store, "PATCH", url, json={"content": C3}, headers={"If-Match": '"1"'}),
+        await _http(store, "PATCH", url, json={"content": C3}, headers={"If-Match": '"3"'}),
+        await _tool(store, "update", {"record_id": rid, "expected_version": 3, "content": C3}),
+        result_view(await writer.update(record_id, _belief(C3), expected_version=1)),
+        await _http(store, "DELETE", url, headers={"If-Match": '"3"'}),
+    ]
+    patch = {"If-Match": '"2"', "Idempotency-Key": "held-1"}
+    # an update in the writer's numbering, and its replay
+    out.append(await _http(store, "PATCH", url, json={"content": C3}, headers=patch))
+    out.append(await _http(store, "PATCH", url, json={"content": C3}, headers=patch))
+    for _ in range(2):  # quarantined above the writer, and its replay
+        update = await writer.update(record_id, _belief(LEAKY), expected_version=3, request_id="q")
+        out.append(result_view(update))
+    out += [
+        await _http(store, "GET", url),
+        await _http(store, "PATCH", url, json={"content": C1}, headers={"If-Match": '"4"'}),
+        await _tool(store, "update", {"record_id": rid, "expected_version": 4, "content": C1}),
+        await _tool(store, "forget", {"record_id": rid, "expected_version": 4}),
+        await _tool(store, "history", {"record_id": rid}),
+    ]
+    return out
+
+
+async def test_a_hidden_version_changes_nothing_the_writer_gets(
+    twin_a: Store, twin_b: Store
+) -> None:
+    """Store B holds a version of the writer's record hidden from it (raised to sensitive,
+    then lowered by the trusted agent with the content store A's single update gives).
+    Reads (now, as of an instant inside the hidden interval, history, listing, history and
+    as-of searches), stale If-Match and expected versions (including the head's stored
+    number), an update in the writer's numbering and its replay, a quarantined update and
+    its replay, and the writes after it vanished from the writer's view all answer alike,
+    through REST, MCP and in process."""
+    a_id, a_inside = await _setup(twin_a, gap=False)
+    b_id, b_inside = await _setup(twin_b, gap=True)
+    a = normalised(await _writers_transcript(twin_a, a_id, a_inside))
+    b = normalised(await _writers_transcript(twin_b, b_id, b_inside))
+    assert [] == differences(a, b)
