@@ -12,8 +12,10 @@ from uuid import UUID
 from engram.memory.types import TrustLevel
 from engram.protocols.inprocess import AgentSession
 from engram.protocols.views import result_view, search_view
+from tests.conftest import ScratchDatabase
+from tests.integration.lost_ack import with_lost_ack
 from tests.integration.test_hostile_pass_p import _largest, _screen_seconds
-from tests.integration.test_reader_versions import C1, C2, C3, C4, FAST, _belief
+from tests.integration.test_reader_versions import C1, C2, C3, C4, FAST, _belief, _gapped
 from tests.integration.twin_helpers import Store, differences, normalised, twin_a, twin_b
 
 __all__ = ["twin_a", "twin_b"]
@@ -163,3 +165,29 @@ def test_the_screen_of_crafted_records_of_the_largest_size_costs_about_prose() -
         if seconds >= max(0.5, 10 * prose):
             slow.append((piece, seconds))
     assert [] == slow, prose
+
+
+async def test_an_update_through_a_gap_whose_commit_acknowledgement_is_lost_is_told_alike(
+    twin_a: Store, database: ScratchDatabase
+) -> None:
+    """The writer's update through a gap (its number 2 behind a hidden version), quarantined
+    above it for an address, has its COMMIT's acknowledgement cut (the backend terminated
+    while the commit waits for a standby). The answer rebuilt from the audit row, and the
+    retry under the same request id, both say "stored as version 3" (the writer's number),
+    leave out the record it may no longer read, and the version is stored once."""
+    record_id, _ = await _gapped(twin_a)
+    writer = AgentSession(twin_a.kernel, twin_a.principals["writer"].caller)
+    first = await with_lost_ack(
+        database.admin_url,
+        writer.update(record_id, _belief(LEAKY), expected_version=2, request_id="lost-1"),
+        "COMMIT",
+    )
+    assert first.approved, first.reason
+    assert first.reason.startswith("stored as version 3"), first.reason
+    assert first.version in (3, None)
+    again = await writer.update(record_id, _belief(LEAKY), expected_version=2, request_id="lost-1")
+    assert (again.replayed, again.reason, again.version) == (True, first.reason, None)
+    boss = twin_a.principals["boss"].caller
+    chain = await twin_a.kernel.temporal.get_version_chain(record_id, caller=boss)
+    assert [1, 2, 3, 4] == [v.version for v in chain]
+    assert (LEAKY, "sensitive") == (chain[-1].content, chain[-1].access_level.value)
