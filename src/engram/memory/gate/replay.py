@@ -71,8 +71,23 @@ async def replayed(db: DatabaseAdapter, entry: AuditEntry, caller: CallerIdentit
         return result
     head = await store.head(db, record.record_id)
     if head is None or not can_read(caller, head) or not can_read(caller, record):
-        return dataclasses.replace(result, modified_record=None, version=None)
+        # Left out, but its reason still names the version stored, in the caller's numbering
+        # as the first answer gave it (the audit row's is the store's; hostile pass P).
+        told = await reader_number(db, record.record_id, record.version, readable_levels(caller))
+        reason = told_reason(result, record.version, told)
+        return dataclasses.replace(result, modified_record=None, version=None, reason=reason)
     return result
+
+
+def told_reason(result: GateResult, stored: int, told: int) -> str:
+    """``result``'s reason with the version an UPDATE stored (``stored``) as the caller's
+    number of it (``told``)."""
+    before, after = updated_reason(stored), updated_reason(told)
+    if stored == told or result.outcome is not WriteOutcome.UPDATED:
+        return result.reason
+    if not result.reason.startswith(before):
+        return result.reason
+    return after + result.reason.removeprefix(before)
 
 
 async def as_read_by(db: DatabaseAdapter, result: GateResult, caller: CallerIdentity) -> GateResult:
@@ -91,9 +106,7 @@ async def as_read_by(db: DatabaseAdapter, result: GateResult, caller: CallerIden
     changes: dict[str, Any] = {"modified_record": shown}
     if result.version == record.version and shown.version != record.version:
         changes["version"] = shown.version
-        stored, told = updated_reason(record.version), updated_reason(shown.version)
-        if result.outcome is WriteOutcome.UPDATED and result.reason.startswith(stored):
-            changes["reason"] = told + result.reason.removeprefix(stored)
+        changes["reason"] = told_reason(result, record.version, shown.version)
     return dataclasses.replace(result, **changes)
 
 

@@ -4,7 +4,8 @@ Versions are stored with one number sequence per record, counting every version 
 access level. A caller sees only the versions it may read, so it is shown those alone,
 numbered 1, 2, 3... by their order (its *reader's numbers*), each known from its own ingestion
 until the next version it may read was written (or, when none follows, until the first later
-version was: the record left its view), and superseded by that next version. A caller cleared
+version was: the record left its view), and superseded by that next version. A version last
+changed when a hidden one closed it shows that end as its ``updated_at`` too. A caller cleared
 for every level sees the stored numbers and intervals unchanged.
 
 The number a caller gives a version it may not read (one it wrote above its own read level)
@@ -61,6 +62,10 @@ def as_seen(record: MemoryRecord, chain: Sequence[StoredVersion]) -> MemoryRecor
         end = (following or later[0]).ingestion_time
         if end != record.ingestion_time_end:
             update["ingestion_time_end"] = end
+            if record.updated_at == record.ingestion_time_end:
+                # Last changed when a version it may not read closed it: as the reader sees
+                # it, when its interval ended (the stored instant is the hidden version's).
+                update["updated_at"] = end
     return record.model_copy(update=update) if update else record
 
 

@@ -157,12 +157,29 @@ def _random(value: str) -> bool:
     return not is_placeholder(value) and len(set(value)) >= 8 and entropy(value) >= 3.0
 
 
-def _exchange_keys(t: Text) -> Iterator[Span]:
-    """Keys and secrets assigned after an exchange's name (see the module)."""
+def _vendor_windows(t: Text) -> Iterator[tuple[int, int]]:
+    """Where a key may follow an exchange's name: from the name to the end of its line, at
+    most ``_VENDOR_WINDOW`` characters on. Windows that overlap are read as one: names close
+    together ("okx-okx-...") would otherwise read the same characters again for each name
+    (the largest record: half a second; hostile pass P)."""
+    start = stop = -1
     for vendor in _EXCHANGE.finditer(t.lower):
         line_end = t.raw.find("\n", vendor.end())
-        stop = min(vendor.end() + _VENDOR_WINDOW, len(t.raw) if line_end < 0 else line_end)
-        for m in _VENDOR_FIELD.finditer(t.raw, vendor.start(), stop):
+        end = min(vendor.end() + _VENDOR_WINDOW, len(t.raw) if line_end < 0 else line_end)
+        if vendor.start() < stop:
+            stop = max(stop, end)
+            continue
+        if start >= 0:
+            yield start, stop
+        start, stop = vendor.start(), end
+    if start >= 0:
+        yield start, stop
+
+
+def _exchange_keys(t: Text) -> Iterator[Span]:
+    """Keys and secrets assigned after an exchange's name (see the module)."""
+    for start, stop in _vendor_windows(t):
+        for m in _VENDOR_FIELD.finditer(t.raw, start, stop):
             name, value = m.group("name").lower(), m.group("v")
             if "pass" in name or not _random(value):
                 continue

@@ -36,10 +36,12 @@ _SEPARATORS = frozenset(".-/,|·•~_+()")
 # What separates the groups of a number written plainly: no sign of a disguise on its own.
 _PLAIN_SEPARATORS = frozenset(".-/,+()")
 # At most 64 pieces a side (an address's part is at most 64 characters): a long run of words
-# before an "@" that ends otherwise costs each start a bounded look, not the whole run.
+# before an "@" that ends otherwise costs each start a bounded look, not the whole run. A look
+# starts only where a piece does: started inside one, each of its characters would walk the
+# same 64 pieces again (64-character words before an '@': seconds for the largest record).
 _SPELLED = re.compile(
-    r"(?:[\w.+\-]{1,64}[ \t]{1,2}){2,64}@(?:[ \t]{1,2}[\w.\-]{1,64}){2,64}"
-    r"|[\w.+\-]{1,64}[ \t]{1,2}@[ \t]{1,2}[\w.\-]{1,64}"
+    r"(?<![\w.+\-])(?:[\w.+\-]{1,64}[ \t]{1,2}){2,64}@(?:[ \t]{1,2}[\w.\-]{1,64}){2,64}"
+    r"|(?<![\w.+\-])[\w.+\-]{1,64}[ \t]{1,2}@[ \t]{1,2}[\w.\-]{1,64}"
 )
 
 
