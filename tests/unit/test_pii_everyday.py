@@ -106,6 +106,9 @@ NOT_FOUND = [
     '"mobilesdk_app_id": "1:434204072536:android:f706", "project_number": "434204072536"',
     "MapView uses the public token pk.eyJ1IjoidGlkZXBvb2wiLCJhIjoiY21ybDEifQ.7exc9JwdP2ari2",
     "a frying pan is 2024 model X1234",
+    # "pass" as a verb, not a password (a retrieval-set memory, 2026-11-28)
+    "the one thing she lets pass is Parmesan, even though it uses animal rennet",
+    "what the inspector will pass is Grade-B timber only",
     "backup codes are printed in the settings page",
     "Cookie: theme=dark; lang=en-GB",
     "the wifi key is on the router sticker",

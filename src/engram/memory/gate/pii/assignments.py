@@ -116,6 +116,14 @@ _METADATA_WORDS = frozenset(
         "changed", "updated", "created", "rotated", "manual", "manuals", "keys", "existing",
     }
 )  # fmt: skip
+# Words that make a "pass" after them a verb ("she lets pass is …", "what they will pass is …").
+_VERBAL_BEFORE_PASS = frozenset(
+    {
+        "let", "lets", "letting", "to", "will", "would", "can", "could", "cannot", "must",
+        "may", "might", "should", "shall", "did", "do", "does", "not", "never", "i", "we",
+        "you", "they", "she", "he", "it",
+    }
+)  # fmt: skip
 _WORDY = re.compile(r"(?:[a-z]+|[A-Z][a-z]+|[A-Z]+)(?:[\-_. /](?:[a-z]+|[A-Z][a-z]+|[A-Z]+))*")
 _REFERENCE = re.compile(r"[A-Za-z_]+\d{0,2}(?:\.[A-Za-z_]+\d{0,2})+|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
 _OBJECT_ID = re.compile(
@@ -265,7 +273,11 @@ def find_assignments(t: Text) -> Iterator[Span]:
         m = _ASSIGNMENT.match(text, at) if at >= claimed else None
         if m is None:
             continue
-        kind = key_class(m.group("key"), wifi=wifi)
+        kind = (
+            None
+            if _pass_as_verb(text, at, m.group("key"))
+            else key_class(m.group("key"), wifi=wifi)
+        )
         if m.group("loose") is not None and kind is not None:
             kind = _loosely(kind)
         if kind is None:
@@ -291,6 +303,18 @@ def find_assignments(t: Text) -> Iterator[Span]:
     yield from _files_of_secrets(t)
     yield from _short_secrets(t)
     yield from _auth_headers(t)
+
+
+def _pass_as_verb(text: str, at: int, key: str) -> bool:
+    """True if the name ``key`` (found at ``at``) is "pass" used as a verb: after "lets",
+    "will", "to"... in the name or just before it ("the one thing she lets pass is Parmesan")."""
+    words = key.lower().split()
+    if words[-1:] != ["pass"]:
+        return False
+    if len(words) > 1:
+        return words[-2] in _VERBAL_BEFORE_PASS
+    preceding = text[max(0, at - 16) : at].lower().split()
+    return bool(preceding) and preceding[-1] in _VERBAL_BEFORE_PASS
 
 
 def _auth_headers(t: Text) -> Iterator[Span]:
