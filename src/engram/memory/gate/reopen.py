@@ -41,6 +41,7 @@ from typing import Any
 
 import structlog
 
+from engram.errors import EngramError, InfrastructureError
 from engram.infra.db import Connection, DatabaseAdapter, Row
 from engram.infra.events import Event, EventBus
 from engram.infra.sql import load_queries
@@ -200,7 +201,14 @@ class Reopener:
             for step in reversed(steps):  # the newest first: it is the one the head shows
                 if changed_id in (step.changed, step.grounds):
                     kin = [s for s in steps if s.ends is step.ends and s is not step]
-                    done += await self._undo(step, kin, change)
+                    try:
+                        done += await self._undo(step, kin, change)
+                    except InfrastructureError:
+                        # The outbox delivers the event again; what was done replays by id.
+                        log.warning("conflict.reopen_deferred", reason="infrastructure")
+                        raise
+                    except EngramError as exc:
+                        log.warning("conflict.reopen_failed", error=type(exc).__name__)
         return tuple(done)
 
     async def _steps(self, record_id: uuid.UUID) -> list[DoneStep]:
