@@ -273,3 +273,19 @@ async def test_a_second_delivery_changes_nothing(kernel: Kernel) -> None:
     seen = await kernel.temporal.current(older, caller=INTERN, count_read=False)
     assert seen is not None
     assert seen.event_time_end is None
+
+
+async def test_an_ended_record_lowered_below_its_grounds_is_reopened(kernel: Kernel) -> None:
+    """The symmetric case: v2.1 ends v2.0 while both are sensitive; the trusted agent then
+    lowers v2.0 to agent level, where v2.1 cannot be read: the restricted reader reads v2.0
+    open, as if it had been agent-level when v2.1 was written."""
+    sensitive = {"source_agent": BOSS.agent_id, "access_level": AccessLevel.SENSITIVE}
+    older = await _written(kernel, create(belief(V20, event_time=MARCH, **sensitive), BOSS))
+    newer = await _written(kernel, create(belief(V21, event_time=APRIL, **sensitive), BOSS))
+    assert (await head_of(kernel, older)).event_time_end is not None, "no supersession"
+
+    await _raised(kernel, older, AccessLevel.AGENT)
+
+    assert await _seen_end(kernel, older) is None
+    assert MemoryStatus.CHALLENGED is (await head_of(kernel, newer)).status
+    assert [] == await broken_invariants(kernel)
