@@ -91,7 +91,7 @@ class LibrarianGate:
         self._signals = GateSignals(metrics)
         self._same_content = SameContent()  # a CREATE waits for writers of its content
         self._resolver = Resolver(db, events, audit, self.evaluate)
-        self._reopener = Reopener(db=db, events=events, audit=audit, evaluate=self.evaluate)
+        self._reopener = Reopener(db=db, events=events, evaluate=self.evaluate)
         self._endings = Endings(db=db, audit=audit, writes=self._writes, signals=self._signals)
 
     @property

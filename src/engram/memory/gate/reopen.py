@@ -46,7 +46,6 @@ from engram.infra.db import Connection, DatabaseAdapter, Row
 from engram.infra.events import Event, EventBus
 from engram.infra.sql import load_queries
 from engram.memory import store
-from engram.memory.audit.log import AuditLog
 from engram.memory.gate.requests import GateRequest, GateResult
 from engram.memory.gate.resolution import (
     CONFLICT_DETECTED,
@@ -179,12 +178,10 @@ class Reopener:
         *,
         db: DatabaseAdapter,
         events: EventBus,
-        audit: AuditLog,
         evaluate: Callable[[GateRequest], Awaitable[GateResult]],
     ) -> None:
         self._db = db
         self._events = events
-        self._audit = audit
         self._evaluate = evaluate
 
     async def on_level_changed(self, event: Event) -> tuple[GateResult, ...]:
