@@ -52,6 +52,7 @@ from engram.memory.gate.librarian import LibrarianGate
 from engram.memory.gate.managed import ManagedAdvisor, configured_advisor
 from engram.memory.gate.probe import probe_audit_write, probe_gate
 from engram.memory.gate.rate_limit import SharedRateLimiter
+from engram.memory.gate.reopen import LEVEL_CHANGED
 from engram.memory.gate.resolution import CONFLICTS_FOUND
 from engram.memory.rl.models import ModelStore
 from engram.memory.temporal.engine import TemporalEngine
@@ -290,6 +291,7 @@ def _assemble(
     for name in ESCALATED_EVENTS:
         events.subscribe(name, notifications.handle)
     events.subscribe(CONFLICTS_FOUND, gate.resolve_conflicts)
+    events.subscribe(LEVEL_CHANGED, gate.reopen_raised)
     temporal = TemporalEngine(db, reads=reads, metrics=metrics)
     admin_temporal = TemporalEngine(db)  # no read recorder: admin reads are not uses
     consolidation = ConsolidationEngine(

@@ -1,6 +1,6 @@
 """Hostile pass F, the open questions and the regressions: a readable chain that showed a
-hidden version (settled by the reader's numbering, ADR-009 amended 2026-11-27), a design
-question left as a strict xfail (a validity ended by a claim raised later), and search answers
+hidden version (settled by the reader's numbering, ADR-009 amended 2026-11-27), a validity
+ended by a claim raised later (undone since ADR-010's amendment of 2026-11-28), and search answers
 that must not move when hidden records are added. Real embedded PostgreSQL and the real
 embedding model, no mocks.
 """
@@ -11,8 +11,6 @@ import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
-import pytest
-
 from engram import Kernel
 from engram.memory.types import AccessLevel
 from engram.retrieval.search import Retrieval, SearchTuning
@@ -21,7 +19,7 @@ from tests.integration.gate_helpers import BOSS, INTERN, WRITER, belief, create,
 from tests.integration.test_gate_access_isolation import _approved
 from tests.integration.test_layer2_hostile import APRIL, MARCH, V20, V21
 
-# --- design questions (the second left open, xfail) -----------------------------------------
+# --- design questions -----------------------------------------
 
 
 async def test_a_readable_chain_does_not_show_that_a_hidden_version_existed(
@@ -50,17 +48,13 @@ async def test_a_readable_chain_does_not_show_that_a_hidden_version_existed(
     assert chain[0].ingestion_time_end == chain[1].ingestion_time
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a resolution carried out while both claims were readable is not undone when the "
-    "newer claim is raised later (design question, see the hostile pass F report)",
-)
 async def test_a_validity_ended_by_a_claim_raised_later_is_not_shown_ended(
     kernel: Kernel,
 ) -> None:
     """v2.1 supersedes v2.0 (both agent-level, one writer): v2.0's validity ends in April. The
-    trusted agent then raises v2.1 to sensitive. The restricted reader still reads v2.0 as
-    ended in April, on the grounds of a claim it may no longer read."""
+    trusted agent then raises v2.1 to sensitive. The restricted reader read v2.0 as still
+    ended in April, on the grounds of a claim it may no longer read; the resolution is now
+    undone (ADR-010, amended 2026-11-28) and v2.0 reads as valid."""
     older = await _approved(kernel, create(belief(V20, event_time=MARCH), WRITER))
     assert older.record_id is not None
     await kernel.events.settled()

@@ -29,6 +29,7 @@ OWNERS = (
     "engram.memory.consolidation.watch",
     "engram.memory.gate.at_once",
     "engram.memory.gate.rate_limit",
+    "engram.memory.gate.reopen",
     "engram.memory.rl.models",
     "engram.memory.store.versions",
     "engram.memory.temporal.engine",

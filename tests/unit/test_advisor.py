@@ -16,10 +16,12 @@ from engram.memory.gate.advisor import (
     importance,
 )
 from engram.memory.types import (
+    CallerIdentity,
     ConflictClassification,
     GateAction,
     GateDecisionType,
     MemoryRecord,
+    MemoryStatus,
     MemoryType,
     Neighbour,
     TrustLevel,
@@ -251,3 +253,29 @@ async def test_records_above_the_proposals_level_do_not_crowd_out_its_own_confli
     assert own.record.record_id == decision.update_candidate_of
     found = {c.existing_record_id: c.classification for c in decision.conflicts}
     assert ConflictClassification.SUPERSESSION == found[own.record.record_id]
+
+
+@pytest.mark.parametrize(
+    ("decision_type", "expected"),
+    [
+        (GateDecisionType.EXTERNAL, AdvisorAction.NOOP),
+        (GateDecisionType.SELF_HEALING, AdvisorAction.UPDATE),
+    ],
+)
+async def test_a_self_healing_update_means_the_validity_and_status_it_states(
+    decision_type: GateDecisionType, expected: AdvisorAction
+) -> None:
+    """An agent's UPDATE that leaves out a validity end, or says ``active``, over an ended and
+    challenged head restates it (a NOOP); a self-healing restatement means them, so it
+    reopens the validity and restores the status (a new version)."""
+    head = belief("The deploy target is v2.0.").model_copy(
+        update={
+            "event_time_end": datetime(2025, 4, 10, tzinfo=UTC),
+            "status": MemoryStatus.CHALLENGED,
+        }
+    )
+    caller = STANDARD if decision_type is EXTERNAL else CallerIdentity.system("conflict-resolver")
+    context = AdvisorContext(GateAction.UPDATE, decision_type, caller, head=head)
+    proposal = head.model_copy(update={"event_time_end": None, "status": MemoryStatus.ACTIVE})
+    decision = await HeuristicAdvisor(ConflictDetector()).advise(proposal, context)
+    assert expected == decision.action

@@ -286,7 +286,10 @@ class HeuristicAdvisor:
 
         if context.action is GateAction.UPDATE:
             head = context.head
-            if head is not None and _unchanged(head, record):
+            # A self-healing write states exactly what it means: a validity reopened or a
+            # status restored to active is a change (ADR-010, 2026-11-28).
+            exact = context.decision_type is GateDecisionType.SELF_HEALING
+            if head is not None and _unchanged(head, record, exact_status=exact, exact_end=exact):
                 return decide(
                     AdvisorAction.NOOP,
                     "content and metadata equal the current version",
@@ -455,18 +458,29 @@ def _one_moment(old: MemoryRecord, new: MemoryRecord) -> bool:
     return old.event_time is not None and old.event_time == new.event_time
 
 
-def _unchanged(head: MemoryRecord, proposal: MemoryRecord, *, exact_status: bool = False) -> bool:
+def _unchanged(
+    head: MemoryRecord,
+    proposal: MemoryRecord,
+    *,
+    exact_status: bool = False,
+    exact_end: bool = False,
+) -> bool:
     """The proposal restates the head: same content, metadata, access level, namespace,
     classification and evidence, and no new event times (a proposal without event times
     leaves them as they are). A change of who may read it is a change (a new version). A
     proposal's ``active`` status restates any status unless ``exact_status`` (consolidation
-    says the status it means: restoring a consolidated source to active is a change)."""
+    says the status it means: restoring a consolidated source to active is a change); with
+    ``exact_end`` a proposal without a validity end reopens an ended one (a self-healing
+    restatement copies the head, so what it leaves out it means)."""
     fields = ("content", "metadata", "access_level", "namespace", "classification")
     return (
         all(getattr(head, name) == getattr(proposal, name) for name in fields)
         and set(head.evidence_links) == set(proposal.evidence_links)
         and proposal.event_time in (None, head.event_time)
-        and proposal.event_time_end in (None, head.event_time_end)
+        and (
+            proposal.event_time_end == head.event_time_end
+            or (not exact_end and proposal.event_time_end is None)
+        )
         and (
             proposal.status is head.status
             or (not exact_status and proposal.status is MemoryStatus.ACTIVE)

@@ -30,6 +30,7 @@ from engram.memory.gate.endings import Endings
 from engram.memory.gate.groups import GroupOutcome, GroupsFinish, commit_groups, evaluate_groups
 from engram.memory.gate.plan import Plan, Timing, without_merge
 from engram.memory.gate.rate_limit import RateLimiter, SharedRateLimiter, settle
+from engram.memory.gate.reopen import Reopener
 from engram.memory.gate.replay import (
     as_read_by,
 )
@@ -90,6 +91,7 @@ class LibrarianGate:
         self._signals = GateSignals(metrics)
         self._same_content = SameContent()  # a CREATE waits for writers of its content
         self._resolver = Resolver(db, events, audit, self.evaluate)
+        self._reopener = Reopener(db=db, events=events, evaluate=self.evaluate)
         self._endings = Endings(db=db, audit=audit, writes=self._writes, signals=self._signals)
 
     @property
@@ -291,6 +293,11 @@ class LibrarianGate:
     async def resolve_conflicts(self, event: Event) -> tuple[GateResult, ...]:
         """Carry out one write's conflict resolutions (:mod:`engram.memory.gate.resolver`)."""
         return await self._resolver.carry_out(event)
+
+    async def reopen_raised(self, event: Event) -> tuple[GateResult, ...]:
+        """Undo the resolutions a record's level change left resting on grounds hidden from
+        the changed record's readers (:mod:`engram.memory.gate.reopen`)."""
+        return await self._reopener.on_level_changed(event)
 
     async def reject_input(
         self,

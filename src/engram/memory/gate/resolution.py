@@ -305,9 +305,12 @@ def _identifiers(conflict: ConflictResult) -> dict[str, Any]:
     }
 
 
-def _restate(
+def restatement(
     record: MemoryRecord, *, status: MemoryStatus | None, key: str, **changes: object
 ) -> GateRequest:
+    """A ``self_healing`` UPDATE by the resolver restating ``record`` (its head) with
+    ``changes`` (and ``status``: None keeps none, so the new version is ``active``), under the
+    request id ``key``."""
     if status is not None:
         changes["status"] = status
     proposal = record.model_copy(update={"id": uuid.uuid4(), **changes})
@@ -354,7 +357,7 @@ def resolution_requests(
         older_start = older.event_time or older.ingestion_time
         newer_start = newer.event_time or newer.ingestion_time
         requests.append(
-            _restate(
+            restatement(
                 older,
                 status=keep,
                 key=f"{key}:supersede{at}",
@@ -363,11 +366,11 @@ def resolution_requests(
         )
     if Step.CHALLENGE_OLDER in allowed:
         requests.append(
-            _restate(older, status=MemoryStatus.CHALLENGED, key=f"{key}:challenge-older{at}")
+            restatement(older, status=MemoryStatus.CHALLENGED, key=f"{key}:challenge-older{at}")
         )
     if Step.CHALLENGE_NEWER in allowed:
         requests.append(
-            _restate(newer, status=MemoryStatus.CHALLENGED, key=f"{key}:challenge-newer{at}")
+            restatement(newer, status=MemoryStatus.CHALLENGED, key=f"{key}:challenge-newer{at}")
         )
     return requests
 

@@ -32,6 +32,7 @@ from engram.memory.gate.plan import (
     record_event,
     stamped,
 )
+from engram.memory.gate.reopen import note_level_change
 from engram.memory.gate.requests import (
     GateResult,
     WriteOutcome,
@@ -205,6 +206,10 @@ class WritePath:
         )
         await self._links(conn, plan, ingested, decision_id)
         await self._publish(conn, "memory.updated", new, decision_id, plan)
+        # A resolution resting on a claim its readers may no longer read is undone (ADR-010).
+        await note_level_change(
+            conn, self._events, before=locked, after=ingested, decision_id=decision_id
+        )
         return await self._approve(
             conn,
             plan=plan,
