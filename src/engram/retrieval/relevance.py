@@ -27,9 +27,12 @@ and use.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
+from uuid import UUID
+
+from engram.retrieval.ranking import Candidate
 
 K = TypeVar("K")
 
@@ -56,7 +59,7 @@ class Calibration:
 
 
 #: For similarity + 0.3 * lexical share (the default search of current heads).
-WITH_WORDS = Calibration(slope=6.485, gap_slope=9.696, intercept=-4.185)
+WITH_WORDS = Calibration(slope=6.523, gap_slope=10.447, intercept=-3.99)
 #: For the similarity alone (versioned searches, or no lexical weight).
 SIMILARITY_ONLY = Calibration(slope=8.171, gap_slope=14.479, intercept=-4.46)
 
@@ -65,3 +68,15 @@ def beside_best(values: Mapping[K, float], curve: Calibration) -> dict[K, float]
     """The relevance of each of one search's values, beside the best of them."""
     best = max(values.values(), default=0.0)
     return {item: curve(value, best) for item, value in values.items()}
+
+
+def candidate_relevance(
+    candidates: Sequence[Candidate], similarity: Mapping[UUID, float], *, weighed: bool
+) -> dict[UUID, float]:
+    """Each candidate's calibrated relevance (none for a candidate of unknown similarity):
+    from the value it is ordered by when the words were weighed, else from its similarity,
+    each beside the best such value among the candidates (which the caller may all read)."""
+    if weighed:
+        values = {item: value for item, value, _ in candidates if item in similarity}
+        return beside_best(values, WITH_WORDS)
+    return beside_best(similarity, SIMILARITY_ONLY)

@@ -3,7 +3,10 @@
 The vector leg returns up to ``depth`` versions the caller may read, nearest first, each with
 its cosine similarity and which of the query's words it holds (one statement), and the
 candidates are ordered by similarity + ``lexical_weight`` * their rarity-weighted share of
-those words (:mod:`engram.retrieval.ranking`). A full-text leg on the query's rare terms
+those words (:mod:`engram.retrieval.ranking`). For that order the question's embedding is first
+moved by the learned query adapter (:mod:`engram.retrieval.adapter`); the statement measures
+each candidate against the model's own question too, and that similarity is the one a hit
+carries. A full-text leg on the query's rare terms
 (:mod:`engram.retrieval.terms`) can run beside it and be fused by reciprocal rank
 (``SearchTuning.text_leg``); it is off by default, because on the labelled set it found
 nothing the vector leg missed and at 100,000 records it multiplied the search time (ADR-015).
@@ -51,10 +54,11 @@ from engram.infra.sql import load_queries
 from engram.memory.temporal import TemporalEngine, readable_levels
 from engram.memory.types import CallerIdentity, MemoryRecord, MemoryStatus, MemoryType
 from engram.observability.metrics import EngramMetrics
+from engram.retrieval.adapter import adapt, learned_for
 from engram.retrieval.budget import FeedbackBudget
 from engram.retrieval.feedback import FeedbackReceipt, rate
 from engram.retrieval.ranking import Candidate, fuse, lexical_shares, rerank
-from engram.retrieval.relevance import SIMILARITY_ONLY, WITH_WORDS, beside_best
+from engram.retrieval.relevance import SIMILARITY_ONLY, beside_best, candidate_relevance
 from engram.retrieval.terms import MIN_PIECES, distinctive_terms
 
 log = structlog.get_logger("engram.retrieval")
@@ -101,6 +105,10 @@ class SearchTuning:
     #: λ of the order by similarity + λ * lexical share (engram.retrieval.ranking); 0: the
     #: fused order of the legs.
     lexical_weight: float = LEXICAL_WEIGHT
+    #: On: a search that weighs the words orders by the question's embedding as the learned
+    #: query adapter moves it (engram.retrieval.adapter), when the adapter was learned for the
+    #: kernel's model; a hit's similarity and the floor use the model's own embedding.
+    query_adapter: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,24 +186,19 @@ def _encodes(text: str) -> bool:
     return True
 
 
-def _relevance(
-    candidates: Sequence[Candidate], similarity: dict[UUID, float], *, weighed: bool
-) -> dict[UUID, float]:
-    """Each candidate's calibrated relevance (none for a candidate of unknown similarity):
-    from the value it is ordered by when the words were weighed, else from its similarity,
-    each beside the best such value among the candidates (which the caller may all read)."""
-    if weighed:
-        values = {item: value for item, value, _ in candidates if item in similarity}
-        return beside_best(values, WITH_WORDS)
-    return beside_best(similarity, SIMILARITY_ONLY)
-
-
 def _with_relevance(hits: list[SearchHit]) -> list[SearchHit]:
     """The hits of an as-of search with their relevance, by similarity beside the best hit's
     (none for a hit of unknown similarity)."""
     similarity = {hit.record.id: hit.similarity for hit in hits if hit.similarity is not None}
     relevance = beside_best(similarity, SIMILARITY_ONLY)
     return [replace(hit, relevance=relevance.get(hit.record.id)) for hit in hits]
+
+
+def _similarities(distances: dict[UUID, Any]) -> dict[UUID, float]:
+    """Cosine distances as similarities in [0, 1] (a version without an embedding: none)."""
+    return {
+        item: min(1.0, max(0.0, 1.0 - float(d))) for item, d in distances.items() if d is not None
+    }
 
 
 def _excluded(include_consolidated: bool) -> list[str]:
@@ -222,6 +225,7 @@ class Retrieval:
         self._temporal = temporal
         self._metrics = metrics
         self._tuning = tuning or SearchTuning()
+        self._adapted = self._tuning.query_adapter and learned_for(embeddings.model_name)
         self._feedback_budget = FeedbackBudget()
 
     async def search(
@@ -274,18 +278,21 @@ class Retrieval:
         # not resolve for the caller (a record forgotten or hidden since), which must not
         # weigh the words; those searches keep the vector leg's order.
         weighed = vector is not None and self._tuning.lexical_weight > 0 and not versioned
+        # The adapter moves the question for the order of such a search only; the similarity
+        # a hit carries (and the floor) stays the model's own cosine (ADR-015, 2026-11-28).
+        order = adapt(vector) if weighed and self._adapted and vector is not None else vector
         resolved: dict[UUID, MemoryRecord | None] = {}
         while True:
-            rankings = await self._legs(scope, text, vector, args, words=weighed)
+            rankings = await self._legs(scope, text, (order, vector), args, words=weighed)
             fused = fuse({leg: [row["id"] for row in rows] for leg, rows in rankings.items()})
-            similarity, lexical = await self._evidence(
-                vector, text if weighed else None, rankings, fused, levels
+            similarity, ordering, lexical = await self._evidence(
+                (order, vector), text if weighed else None, rankings, fused, levels
             )
             if weighed:
-                fused = rerank(fused, similarity, lexical, weight=self._tuning.lexical_weight)
+                fused = rerank(fused, ordering, lexical, weight=self._tuning.lexical_weight)
             # Candidates of an as-of search that do not resolve for the caller must not set
             # the best value the relevance is measured against: there it is the best hit's.
-            relevance = {} if as_of else _relevance(fused, similarity, weighed=weighed)
+            relevance = {} if as_of else candidate_relevance(fused, ordering, weighed=weighed)
             fused = [c for c in fused if similarity.get(c[0], min_score) >= min_score]
             if not as_of:
                 records = await self._temporal.versions(
@@ -349,15 +356,17 @@ class Retrieval:
         self,
         scope: str,
         text: str,
-        vector: list[float] | None,
+        vectors: tuple[list[float] | None, list[float] | None],
         args: list[Any],
         *,
         words: bool = False,
     ) -> dict[str, list[Row]]:
         """Run the legs side by side (each on its own pooled connection): the text leg on the
-        query's distinctive terms, or on all its words when there is no embedding. With
-        ``words`` (current heads only) the vector leg's rows also bring the query's words and
-        those each version holds."""
+        query's distinctive terms, or on all its words when there is no embedding. ``vectors``:
+        the question's vector the vector leg orders by, and the model's own. With ``words``
+        (current heads only) the vector leg's rows also bring the query's words, those each
+        version holds and the distance of the model's vector (``raw_distance``)."""
+        vector, raw = vectors
         legs: dict[str, Awaitable[list[Row]]] = {}
         terms = ""
         if vector is None:
@@ -367,7 +376,7 @@ class Retrieval:
         if terms:
             legs[TEXT] = self._db.fetch(SQL[f"text_{scope}"], terms, *args)
         if vector is not None and words:
-            legs[VECTOR] = self._db.fetch(SQL["vector_heads_words"], vector, *args, text)
+            legs[VECTOR] = self._db.fetch(SQL["vector_heads_words"], vector, *args, text, raw)
         elif vector is not None:
             legs[VECTOR] = self._db.fetch(SQL[f"vector_{scope}"], vector, *args)
         names = list(legs)
@@ -379,20 +388,25 @@ class Retrieval:
 
     async def _evidence(
         self,
-        vector: list[float] | None,
+        vectors: tuple[list[float] | None, list[float] | None],
         words: str | None,
         rankings: dict[str, list[Row]],
         fused: list[Candidate],
         levels: list[str],
-    ) -> tuple[dict[UUID, float], dict[UUID, float]]:
-        """Each candidate's similarity to the query and, when the query's ``words`` are given,
-        its lexical share of them (nothing without a query embedding). The vector leg's rows
-        bring their distance, and their words when the leg was asked for them; one lookup adds
-        what is missing for the candidates the text leg alone found."""
-        if vector is None:
-            return {}, {}
+    ) -> tuple[dict[UUID, float], dict[UUID, float], dict[UUID, float]]:
+        """Each candidate's similarity to the query (the model's own cosine), the similarity
+        it is ordered by (to the adapted question when the words are weighed) and, when the
+        query's ``words`` are given, its lexical share of them (nothing without a query
+        embedding). The vector leg's rows bring their distances, and their words when the leg
+        was asked for them; one lookup adds what is missing for the candidates the text leg
+        alone found."""
+        vector, raw = vectors
+        if vector is None or raw is None:
+            return {}, {}, {}
         found = rankings.get(VECTOR, [])
         distance = {row["id"]: row["distance"] for row in found}
+        # only the weighed search's vector leg (vector_heads_words) orders by another vector
+        own = {row["id"]: row["raw_distance"] for row in found} if words is not None else {}
         matched: dict[UUID, list[str]] = {}
         query_words: list[str] = []
         # ``search`` asks the vector leg for the words (vector_heads_words) exactly when it
@@ -406,19 +420,16 @@ class Retrieval:
             if c[0] not in distance or (words is not None and c[0] not in matched)
         ]
         if wanted:
-            rows = await self._db.fetch(SQL["evidence"], vector, wanted, levels, words or "")
+            rows = await self._db.fetch(SQL["evidence"], vector, wanted, levels, words or "", raw)
             distance.update({row["id"]: row["distance"] for row in rows})
+            own.update({row["id"]: row["raw_distance"] for row in rows})
             matched.update({row["id"]: list(row["matched"]) for row in rows})
             if rows:
                 query_words = list(rows[0]["words"])
-        similarity = {
-            item: min(1.0, max(0.0, 1.0 - float(d)))
-            for item, d in distance.items()
-            if d is not None
-        }
+        ordering = _similarities(distance)
         if words is None:
-            return similarity, {}
-        return similarity, lexical_shares(query_words, matched)
+            return ordering, ordering, {}
+        return _similarities(own), ordering, lexical_shares(query_words, matched)
 
     async def _resolve_as_of(
         self,

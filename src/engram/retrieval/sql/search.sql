@@ -64,13 +64,15 @@ ORDER BY n.distance, n.id
 
 -- name: vector_heads_words
 -- vector_heads and, for each version, what the evidence lookup below brings: the query's
--- words ($8, stemmed as the content is) and those of them the version holds. One round trip
--- for a search of current heads that weighs the words (the default); the inner query is
+-- words ($8, stemmed as the content is), those of them the version holds and the distance of
+-- the model's own query embedding ($9; $1 is the adapted one the search orders by). One round
+-- trip for a search of current heads that weighs the words (the default); the inner query is
 -- vector_heads's (it also selects content_tsv), so the planner keeps its index scan.
-SELECT n.id, n.record_id, n.distance, q.words,
+SELECT n.id, n.record_id, n.distance, n.raw_distance, q.words,
        ARRAY(SELECT w.word FROM unnest(q.words, q.queries) AS w(word, query)
              WHERE n.content_tsv @@ w.query) AS matched
-FROM (SELECT id, record_id, content_tsv, embedding <=> $1::vector AS distance FROM memories
+FROM (SELECT id, record_id, content_tsv, embedding <=> $1::vector AS distance,
+             embedding <=> $9::vector AS raw_distance FROM memories
       WHERE embedding IS NOT NULL AND {{heads}}
       ORDER BY embedding <=> $1::vector
       LIMIT $6) AS n,
@@ -114,10 +116,12 @@ LIMIT $6
 
 -- name: evidence
 -- For the candidate versions $2 that the caller may read ($3): the cosine distance of the query
--- embedding $1 (NULL for a version without an embedding), the query's words ($4, stemmed as
--- the content is) and those of them each version holds (one tsquery per word, matched
--- against the stored tsvector: cheaper than intersecting arrays).
-SELECT m.id, m.embedding <=> $1::vector AS distance, q.words,
+-- embedding the search orders by ($1) and of the model's own ($5) (NULL for a version without
+-- an embedding), the query's words ($4, stemmed as the content is) and those of them each
+-- version holds (one tsquery per word, matched against the stored tsvector: cheaper than
+-- intersecting arrays).
+SELECT m.id, m.embedding <=> $1::vector AS distance, m.embedding <=> $5::vector AS raw_distance,
+       q.words,
        ARRAY(SELECT w.word FROM unnest(q.words, q.queries) AS w(word, query)
              WHERE m.content_tsv @@ w.query) AS matched
 FROM (SELECT s.words, ARRAY(SELECT quote_literal(x)::tsquery FROM unnest(s.words) AS x) AS queries
