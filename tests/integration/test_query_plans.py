@@ -171,13 +171,15 @@ async def test_duplicate_lookup_uses_the_hash_index_on_a_store_without_statistic
 async def test_search_vector_legs_use_hnsw(seeded_vectors: asyncpg.Connection) -> None:
     """The search's vector leg uses the HNSW index, also when it brings the query's words
     along (the default search's one statement), with a custom plan and a generic one (what a
-    prepared statement gets after five runs)."""
+    prepared statement gets after five runs), ordering by one question vector (the adapted
+    one) while it also measures the model's own."""
     vector = np.random.default_rng(2).normal(size=384).astype(np.float32).tolist()
+    own = np.random.default_rng(3).normal(size=384).astype(np.float32).tolist()
     args = (vector, "default", None, ["public", "agent"], ENDING, 40, None)
     await seeded_vectors.execute("ANALYZE memories")
     for mode in ("force_custom_plan", "force_generic_plan"):
         await seeded_vectors.execute(f"SET plan_cache_mode = {mode}")
-        for name, extra in (("vector_heads", ()), ("vector_heads_words", ("pool size",))):
+        for name, extra in (("vector_heads", ()), ("vector_heads_words", ("pool size", own))):
             used = await _plan(seeded_vectors, SEARCH_SQL[name], *args, *extra)
             assert "memories_embedding_hnsw_idx" in used, (mode, name, used)
 

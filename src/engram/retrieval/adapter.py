@@ -23,9 +23,11 @@ from __future__ import annotations
 from functools import cache
 from importlib import resources
 from io import BytesIO
+from typing import TYPE_CHECKING
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:  # NumPy is loaded by the first search, not by every import of search
+    import numpy as np
+    import numpy.typing as npt
 
 #: The learned map's file inside this package.
 ADAPTER_FILE = "query_adapter.npz"
@@ -34,6 +36,8 @@ ADAPTER_FILE = "query_adapter.npz"
 @cache
 def _learned() -> tuple[str, npt.NDArray[np.float32]]:
     """The model's name and ``I + A``, read once from the package."""
+    import numpy as np  # noqa: PLC0415 - see the imports
+
     raw = resources.files(__package__).joinpath(ADAPTER_FILE).read_bytes()
     with np.load(BytesIO(raw), allow_pickle=False) as stored:
         delta = stored["delta"].astype(np.float32)
@@ -56,6 +60,8 @@ def learned_for(model_name: str) -> bool:
 def adapt(vector: list[float]) -> list[float]:
     """The question's ``vector`` moved by the adapter and of unit length (see the module);
     unchanged when it has another dimension or the map would not move it to a direction."""
+    import numpy as np  # noqa: PLC0415 - see the imports
+
     matrix = _learned()[1]
     if len(vector) != matrix.shape[0]:
         return vector
