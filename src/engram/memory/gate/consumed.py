@@ -36,7 +36,7 @@ from uuid import UUID
 import structlog
 
 from engram.infra.db import DatabaseAdapter
-from engram.infra.events import Event, EventBus
+from engram.infra.events import EventBus
 from engram.memory import store
 from engram.memory.audit.entry import caller_from_json
 from engram.memory.audit.log import AuditLog
@@ -44,11 +44,11 @@ from engram.memory.conflict.detection import ConflictResult
 from engram.memory.gate.access import resolution_denial
 from engram.memory.gate.requests import GateRequest, GateResult
 from engram.memory.gate.resolution import (
-    CONFLICT_DETECTED,
     RESOLVER,
     RETRIES_AFTER_MOVE,
     Step,
     in_effect,
+    publish_escalation,
     resolution_requests,
 )
 from engram.memory.types import (
@@ -209,9 +209,7 @@ class SummarySteps:
             "namespace": write.namespace,
             "escalated": why,
         }
-        async with self._db.transaction() as conn:
-            await self._events.publish(conn, Event(CONFLICT_DETECTED, write.record_id, payload))
-        self._events.committed()
+        await publish_escalation(self._db, self._events, write.record_id, payload)
         log.info(
             "conflict.resolution_escalated",
             record_id=str(write.record_id),

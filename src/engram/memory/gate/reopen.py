@@ -48,10 +48,10 @@ from engram.infra.sql import load_queries
 from engram.memory import store
 from engram.memory.gate.requests import GateRequest, GateResult
 from engram.memory.gate.resolution import (
-    CONFLICT_DETECTED,
     RESOLVER,
     RETRIES_AFTER_MOVE,
     Step,
+    publish_escalation,
     restatement,
 )
 from engram.memory.types import GateDecision, MemoryRecord, MemoryStatus
@@ -322,9 +322,7 @@ class Reopener:
             "namespace": grounds.namespace,
             "escalated": ESCALATED,
         }
-        async with self._db.transaction() as conn:
-            await self._events.publish(conn, Event(CONFLICT_DETECTED, step.newer_record, payload))
-        self._events.committed()
+        await publish_escalation(self._db, self._events, step.newer_record, payload)
         log.info(
             "conflict.reopen_escalated",
             record_id=str(step.newer_record),

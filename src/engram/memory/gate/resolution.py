@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from engram.infra.db import Connection
+from engram.infra.db import Connection, DatabaseAdapter
 from engram.infra.events import Event, EventBus
 from engram.memory import store
 from engram.memory.conflict.detection import ConflictResult
@@ -292,6 +292,16 @@ async def link_conflicts(
     await store.add_edges(conn, source=new.id, edges=links.edges, decision_id=decision_id)
     for name, payload in links.events:
         await events.publish(conn, Event(name, new.record_id, payload))
+
+
+async def publish_escalation(
+    db: DatabaseAdapter, events: EventBus, record_id: uuid.UUID, payload: dict[str, Any]
+) -> None:
+    """Put one conflict found after its write in front of a person (:data:`CONFLICT_DETECTED`,
+    its own transaction, delivered after the commit)."""
+    async with db.transaction() as conn:
+        await events.publish(conn, Event(CONFLICT_DETECTED, record_id, payload))
+    events.committed()
 
 
 def _identifiers(conflict: ConflictResult) -> dict[str, Any]:
