@@ -25,7 +25,6 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -34,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.conflict_eval import embedder_for_evaluation  # noqa: E402
+from benchmarks.recall_floor_eval import read_jsonl  # noqa: E402
 from engram.config import EngramSettings  # noqa: E402
 
 SET = ROOT / "tests" / "data" / "retrieval"
@@ -51,18 +51,14 @@ class Group:
     answers: list[list[int]]
 
 
-def _jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 async def load_groups() -> list[Group]:
     embedder = await embedder_for_evaluation()
     groups = []
     try:
         for memories_file in sorted(SET.glob("train_*_memories.jsonl")):
             name = memories_file.name.removeprefix("train_").removesuffix("_memories.jsonl")
-            memories = _jsonl(memories_file)
-            queries = _jsonl(SET / f"train_{name}_queries.jsonl")
+            memories = read_jsonl(memories_file)
+            queries = read_jsonl(SET / f"train_{name}_queries.jsonl")
             index = {m["key"]: i for i, m in enumerate(memories)}
             answers = [[index[k] for k, g in q["relevant"].items() if g == 2] for q in queries]
             kept = [i for i, a in enumerate(answers) if a]

@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import math
 import random
 from pathlib import Path
-from typing import Any
 
+from benchmarks.recall_floor_eval import read_jsonl
 from engram.config import EngramSettings
 from engram.retrieval.adapter import adapt, dimension, learned_for
 
 SET = Path(__file__).resolve().parents[1] / "data" / "retrieval"
-
-
-def _jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def _unit(rng: random.Random, size: int) -> list[float]:
@@ -51,15 +46,15 @@ def test_vectors_the_adapter_cannot_move_are_returned_as_they_are() -> None:
 def test_the_training_sets_are_whole_and_apart_from_the_evaluation_set() -> None:
     """Every question's graded records exist in its writer's store, every question has an
     answer, and no key or text is shared with the evaluation set."""
-    evaluation = _jsonl(SET / "memories.jsonl")
+    evaluation = read_jsonl(SET / "memories.jsonl")
     texts = {m["content"] for m in evaluation}
     keys = {m["key"] for m in evaluation}
     writers = sorted(SET.glob("train_*_memories.jsonl"))
     assert len(writers) >= 6
     for memories_file in writers:
-        memories = _jsonl(memories_file)
+        memories = read_jsonl(memories_file)
         queries_file = memories_file.with_name(memories_file.name.replace("memories", "queries"))
-        queries = _jsonl(queries_file)
+        queries = read_jsonl(queries_file)
         own = {m["key"] for m in memories}
         assert len(own) == len(memories) >= 300
         assert not own & keys
