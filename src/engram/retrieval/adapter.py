@@ -69,4 +69,5 @@ def adapt(vector: list[float]) -> list[float]:
     norm = float(np.linalg.norm(moved))
     if not np.isfinite(norm) or norm == 0.0:
         return vector
-    return [float(x) for x in moved / norm]
+    result: list[float] = (moved / norm).tolist()
+    return result
