@@ -49,7 +49,9 @@ from engram.retrieval.search import Retrieval, SearchTuning
 SET = Path(__file__).resolve().parent.parent / "tests" / "data" / "retrieval"
 LIMIT = 10
 CALLER = "retrieval-eval"
-VECTOR_ONLY = SearchTuning(text_leg=False, lexical_weight=0.0, query_adapter=False)
+VECTOR_ONLY = SearchTuning(
+    text_leg=False, lexical_weight=0.0, query_adapter=False, type_prior=False
+)
 GRID = [
     SearchTuning(text_leg=leg, min_pieces=pieces, lexical_weight=weight)
     for leg, pieces in ((False, 3), (True, 2), (True, 3), (True, 4))

@@ -7,8 +7,10 @@ from __future__ import annotations
 import math
 
 from engram import Kernel
+from engram.memory.types import MemoryType
 from engram.retrieval.adapter import adapt
 from engram.retrieval.search import Retrieval, SearchTuning
+from engram.retrieval.type_prior import TYPE_PRIOR_WEIGHT, log_prior
 from tests.integration.retrieval_helpers import FACTS, READER, seed
 
 QUESTION = "which day do we ship to production"
@@ -23,7 +25,7 @@ async def test_similarities_are_the_models_own_and_the_order_uses_the_adapted_qu
 ) -> None:
     """A hit's similarity is the cosine of the model's own question and record vectors
     (with and without the adapter alike); its order value is the adapted question's cosine
-    plus at most 0.3 of lexical share."""
+    plus at most 0.3 of lexical share plus the type prior's term (every fact is a belief)."""
     ids = await seed(kernel)
     by_id = {record_id: fact for fact, record_id in ids.items()}
     plain = Retrieval(
@@ -36,12 +38,13 @@ async def test_similarities_are_the_models_own_and_the_order_uses_the_adapted_qu
     assert own == {h.record.record_id: h.similarity for h in adapted.hits}
     question = await kernel.embeddings.embed_one(QUESTION)
     moved = adapt(question)
+    prior = TYPE_PRIOR_WEIGHT * log_prior(question)[MemoryType.BELIEF.value]
     for hit in adapted.hits:
         stored = await kernel.embeddings.embed_one(by_id[hit.record.record_id])
         assert hit.similarity is not None
         assert math.isclose(hit.similarity, _cosine(question, stored), abs_tol=1e-4)
         # ordered by the adapted question's cosine plus the lexical share (0.3 at most)
-        lift = hit.fused - _cosine(moved, stored)
+        lift = hit.fused - _cosine(moved, stored) - prior
         assert -1e-4 <= lift <= 0.3 + 1e-4, lift
     assert adapted.hits[0].fused >= adapted.hits[1].fused
 

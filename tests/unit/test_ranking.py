@@ -22,6 +22,20 @@ def test_fusion_puts_a_record_both_legs_found_first() -> None:
     assert math.isclose(2 / 62, fused[0][1])
 
 
+def test_ids_a_leg_cannot_tell_apart_share_its_rank() -> None:
+    """Equal values (two records with one embedding) get the rank of the first of them and
+    the same fused score, whichever random id the database put first; the next value gets
+    its own position, as in a competition ranking."""
+    a, b, c, d = uuid4(), uuid4(), uuid4(), uuid4()
+    fused = fuse({"vector": [a, b, c, d]}, values={"vector": [0.1, 0.3, 0.3, 0.4]})
+    ranks = {item: legs["vector"] for item, _, legs in fused}
+    scores = {item: score for item, score, _ in fused}
+    assert ranks == {a: 1, b: 2, c: 2, d: 4}
+    assert scores[b] == scores[c] > scores[d]
+    plain = fuse({"vector": [a, b, c, d]})
+    assert [legs["vector"] for _, _, legs in plain] == [1, 2, 3, 4]
+
+
 def test_a_rare_shared_word_weighs_more_than_a_common_one() -> None:
     """Of two candidates holding one query word each, the one holding the word fewer
     candidates hold has the larger share; one holding every word has share 1."""

@@ -1,11 +1,12 @@
 """A hit's relevance: how likely it is to answer the query, calibrated on labelled queries.
 
 A search orders its candidates by a value (:mod:`engram.retrieval.ranking`): the cosine
-similarity of the query and the version, plus ``λ`` times the version's lexical share when
-the search weighs the query's words (current heads with an embedding), or the similarity
-alone (as-of and history searches, or ``lexical_weight`` 0). Neither number says how good a
-hit is: the similarity of an answer may be 0.35 for one query and that of a wrong record
-0.7 for another, because how close the nearest wrong record comes depends on the store. The
+similarity of the query and the version, plus ``λ`` times the version's lexical share and a
+weighted log probability of its type (:mod:`engram.retrieval.type_prior`) when the search
+weighs the query's words (current heads with an embedding), or the similarity alone (as-of
+and history searches, or ``lexical_weight`` 0). Neither number says how good a hit is: the
+similarity of an answer may be 0.35 for one query and that of a wrong record 0.7 for another,
+because how close the nearest wrong record comes depends on the store. The
 *relevance* is a logistic function of two numbers: the value, and how far it falls below the
 best candidate's value in the same search (a hit well ahead of the rest is more often the
 answer than one among equals). It is fitted on labelled hits, the top ten of each dev query of
@@ -18,7 +19,7 @@ about 0.6, about six in ten answered the question.
 value) and the same script checks them on the test halves. Within one search the relevance
 falls as the value does, so it never rises down the list of hits, and a client that keeps
 only hits above some relevance keeps a prefix of them. (``min_score`` is a floor on the
-similarity, not on this: ADR-015.) The curves hold for the product's ``λ`` (0.3); other
+similarity, not on this: ADR-015.) The curves hold for the product's weights (0.3, 0.04); other
 tunings are ordered by their own value and get a relevance that is only approximate. This is
 not the *relevance* of decay (``TemporalEngine.compute_decay``), which weighs a record's age
 and use.
@@ -58,8 +59,9 @@ class Calibration:
         return 1.0 / (1.0 + math.exp(-z))
 
 
-#: For similarity + 0.3 * lexical share (the default search of current heads).
-WITH_WORDS = Calibration(slope=6.523, gap_slope=10.447, intercept=-3.99)
+#: For similarity + 0.3 * lexical share + 0.04 * log type prior (the default search of current
+#: heads).
+WITH_WORDS = Calibration(slope=6.926, gap_slope=10.726, intercept=-3.668)
 #: For the similarity alone (versioned searches, or no lexical weight).
 SIMILARITY_ONLY = Calibration(slope=8.171, gap_slope=14.479, intercept=-4.46)
 

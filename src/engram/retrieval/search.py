@@ -54,21 +54,19 @@ from engram.infra.sql import load_queries
 from engram.memory.temporal import TemporalEngine, readable_levels
 from engram.memory.types import CallerIdentity, MemoryRecord, MemoryStatus, MemoryType
 from engram.observability.metrics import EngramMetrics
+from engram.retrieval import type_prior
 from engram.retrieval.adapter import adapt, learned_for
 from engram.retrieval.budget import FeedbackBudget
+from engram.retrieval.checks import filter_problems, query_problems
 from engram.retrieval.feedback import FeedbackReceipt, rate
 from engram.retrieval.ranking import Candidate, fuse, lexical_shares, rerank
 from engram.retrieval.relevance import SIMILARITY_ONLY, beside_best, candidate_relevance
 from engram.retrieval.terms import MIN_PIECES, distinctive_terms
+from engram.retrieval.type_prior import TYPE_PRIOR_WEIGHT, log_prior
 
 log = structlog.get_logger("engram.retrieval")
 SQL = load_queries("engram.retrieval.sql", "search.sql")
 
-MAX_LIMIT = 100
-MAX_QUERY_CHARS = 2000
-#: Most tags one search (or listing) may filter on, and the longest tag: what a record may carry.
-MAX_TAG_FILTERS = 32
-MAX_TAG_CHARS = 64
 #: The similarity floor adapters apply unless the client sends another ``min_score``: chosen on
 #: the dev half of ``tests/data/mcp_recall`` (the best balance of answering the queries that
 #: have an answer and returning nothing for those that have none; docs/mcp.md has both halves).
@@ -109,6 +107,9 @@ class SearchTuning:
     #: query adapter moves it (engram.retrieval.adapter), when the adapter was learned for the
     #: kernel's model; a hit's similarity and the floor use the model's own embedding.
     query_adapter: bool = True
+    #: On: such a search also adds TYPE_PRIOR_WEIGHT times the log probability that a record of
+    #: the candidate's type answers the question (engram.retrieval.type_prior).
+    type_prior: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,51 +140,6 @@ class SearchResult:
     embed_ms: float = 0.0
     query_ms: float = 0.0
     legs: dict[str, int] = field(default_factory=dict)
-
-
-def _query_problems(text: str, namespace: str, limit: int) -> list[str]:
-    """What is wrong with a search's (stripped) query text, namespace and limit."""
-    problems = []
-    if not text:
-        problems.append("query: must not be empty")
-    if len(text) > MAX_QUERY_CHARS:
-        problems.append(f"query: at most {MAX_QUERY_CHARS} characters")
-    if not 1 <= limit <= MAX_LIMIT:
-        problems.append(f"limit: between 1 and {MAX_LIMIT}")
-    if "\x00" in text or "\x00" in namespace:
-        problems.append("query, namespace: must not contain NUL characters")
-    elif not _encodes(text + namespace):
-        problems.append("query, namespace: must not contain lone surrogates")
-    return problems
-
-
-def _filter_problems(tags: Sequence[str] | None, min_score: float) -> list[str]:
-    """What is wrong with a search's tag filter and similarity floor (nothing: ``[]``)."""
-    problems = []
-    if not 0.0 <= min_score <= 1.0:  # NaN fails both comparisons
-        problems.append("min_score: a number from 0 to 1")
-    if isinstance(tags, str):
-        problems.append("tags: a list of strings, not one string")
-    elif tags is not None:
-        if len(tags) > MAX_TAG_FILTERS:
-            problems.append(f"tags: at most {MAX_TAG_FILTERS}")
-        if not all(0 < len(tag) <= MAX_TAG_CHARS for tag in tags):
-            problems.append(f"tags: each of 1-{MAX_TAG_CHARS} characters")
-        elif any("\x00" in tag or not _encodes(tag) for tag in tags):
-            problems.append("tags: must not contain NUL characters or lone surrogates")
-    return problems
-
-
-def _encodes(text: str) -> bool:
-    """Whether ``text`` has a UTF-8 form (a lone surrogate has none, so PostgreSQL and the
-    model cannot be sent it)."""
-    if text.isascii():
-        return True
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _with_relevance(hits: list[SearchHit]) -> list[SearchHit]:
@@ -226,6 +182,7 @@ class Retrieval:
         self._metrics = metrics
         self._tuning = tuning or SearchTuning()
         self._adapted = self._tuning.query_adapter and learned_for(embeddings.model_name)
+        self._typed = self._tuning.type_prior and type_prior.learned_for(embeddings.model_name)
         self._feedback_budget = FeedbackBudget()
 
     async def search(
@@ -246,7 +203,7 @@ class Retrieval:
         """The ``limit`` best records for ``query`` that ``caller`` may read, carrying every
         one of ``tags`` and at least ``min_score`` similar to the query (see the module)."""
         text = query.strip()
-        problems = _filter_problems(tags, min_score) + _query_problems(text, namespace, limit)
+        problems = filter_problems(tags, min_score) + query_problems(text, namespace, limit)
         if problems:
             raise ValidationFailed(errors=problems)
 
@@ -281,15 +238,26 @@ class Retrieval:
         # The adapter moves the question for the order of such a search only; the similarity
         # a hit carries (and the floor) stays the model's own cosine (ADR-015, 2026-11-28).
         order = adapt(vector) if weighed and self._adapted and vector is not None else vector
+        kind_prior = log_prior(vector) if weighed and self._typed and vector is not None else {}
         resolved: dict[UUID, MemoryRecord | None] = {}
         while True:
             rankings = await self._legs(scope, text, (order, vector), args, words=weighed)
-            fused = fuse({leg: [row["id"] for row in rows] for leg, rows in rankings.items()})
-            similarity, ordering, lexical = await self._evidence(
+            fused = fuse(
+                {leg: [row["id"] for row in rows] for leg, rows in rankings.items()},
+                values={VECTOR: [row["distance"] for row in rankings.get(VECTOR, [])]},
+            )
+            similarity, ordering, lexical, kinds = await self._evidence(
                 (order, vector), text if weighed else None, rankings, fused, levels
             )
             if weighed:
-                fused = rerank(fused, ordering, lexical, weight=self._tuning.lexical_weight)
+                fused = rerank(
+                    fused,
+                    ordering,
+                    lexical,
+                    weight=self._tuning.lexical_weight,
+                    prior={i: kind_prior[k] for i, k in kinds.items() if k in kind_prior},
+                    prior_weight=TYPE_PRIOR_WEIGHT,
+                )
             # Candidates of an as-of search that do not resolve for the caller must not set
             # the best value the relevance is measured against: there it is the best hit's.
             relevance = {} if as_of else candidate_relevance(fused, ordering, weighed=weighed)
@@ -393,26 +361,28 @@ class Retrieval:
         rankings: dict[str, list[Row]],
         fused: list[Candidate],
         levels: list[str],
-    ) -> tuple[dict[UUID, float], dict[UUID, float], dict[UUID, float]]:
+    ) -> tuple[dict[UUID, float], dict[UUID, float], dict[UUID, float], dict[UUID, str]]:
         """Each candidate's similarity to the query (the model's own cosine), the similarity
         it is ordered by (to the adapted question when the words are weighed) and, when the
-        query's ``words`` are given, its lexical share of them (nothing without a query
-        embedding). The vector leg's rows bring their distances, and their words when the leg
-        was asked for them; one lookup adds what is missing for the candidates the text leg
-        alone found."""
+        query's ``words`` are given, its lexical share of them and its type (nothing without a
+        query embedding). The vector leg's rows bring their distances, and their words and
+        types when the leg was asked for them; one lookup adds what is missing for the
+        candidates the text leg alone found."""
         vector, raw = vectors
         if vector is None or raw is None:
-            return {}, {}, {}
+            return {}, {}, {}, {}
         found = rankings.get(VECTOR, [])
         distance = {row["id"]: row["distance"] for row in found}
         # only the weighed search's vector leg (vector_heads_words) orders by another vector
         own = {row["id"]: row["raw_distance"] for row in found} if words is not None else {}
         matched: dict[UUID, list[str]] = {}
+        kinds: dict[UUID, str] = {}
         query_words: list[str] = []
         # ``search`` asks the vector leg for the words (vector_heads_words) exactly when it
         # passes them here.
         if words is not None and found:
             matched = {row["id"]: list(row["matched"]) for row in found}
+            kinds = {row["id"]: row["type"] for row in found}
             query_words = list(found[0]["words"])
         wanted = [
             c[0]
@@ -424,12 +394,13 @@ class Retrieval:
             distance.update({row["id"]: row["distance"] for row in rows})
             own.update({row["id"]: row["raw_distance"] for row in rows})
             matched.update({row["id"]: list(row["matched"]) for row in rows})
+            kinds.update({row["id"]: row["type"] for row in rows})
             if rows:
                 query_words = list(rows[0]["words"])
         ordering = _similarities(distance)
         if words is None:
-            return ordering, ordering, {}
-        return _similarities(own), ordering, lexical_shares(query_words, matched)
+            return ordering, ordering, {}, {}
+        return _similarities(own), ordering, lexical_shares(query_words, matched), kinds
 
     async def _resolve_as_of(
         self,

@@ -64,14 +64,15 @@ ORDER BY n.distance, n.id
 
 -- name: vector_heads_words
 -- vector_heads and, for each version, what the evidence lookup below brings: the query's
--- words ($8, stemmed as the content is), those of them the version holds and the distance of
--- the model's own query embedding ($9; $1 is the adapted one the search orders by). One round
--- trip for a search of current heads that weighs the words (the default); the inner query is
--- vector_heads's (it also selects content_tsv), so the planner keeps its index scan.
-SELECT n.id, n.record_id, n.distance, n.raw_distance, q.words,
+-- words ($8, stemmed as the content is), those of them the version holds, the distance of
+-- the model's own query embedding ($9; $1 is the adapted one the search orders by) and the
+-- version's type. One round trip for a search of current heads that weighs the words (the
+-- default); the inner query is vector_heads's (it also selects content_tsv and type), so the
+-- planner keeps its index scan.
+SELECT n.id, n.record_id, n.distance, n.raw_distance, n.type, q.words,
        ARRAY(SELECT w.word FROM unnest(q.words, q.queries) AS w(word, query)
              WHERE n.content_tsv @@ w.query) AS matched
-FROM (SELECT id, record_id, content_tsv, embedding <=> $1::vector AS distance,
+FROM (SELECT id, record_id, content_tsv, type, embedding <=> $1::vector AS distance,
              embedding <=> $9::vector AS raw_distance FROM memories
       WHERE embedding IS NOT NULL AND {{heads}}
       ORDER BY embedding <=> $1::vector
@@ -117,11 +118,11 @@ LIMIT $6
 -- name: evidence
 -- For the candidate versions $2 that the caller may read ($3): the cosine distance of the query
 -- embedding the search orders by ($1) and of the model's own ($5) (NULL for a version without
--- an embedding), the query's words ($4, stemmed as the content is) and those of them each
--- version holds (one tsquery per word, matched against the stored tsvector: cheaper than
+-- an embedding), its type, the query's words ($4, stemmed as the content is) and those of them
+-- each version holds (one tsquery per word, matched against the stored tsvector: cheaper than
 -- intersecting arrays).
 SELECT m.id, m.embedding <=> $1::vector AS distance, m.embedding <=> $5::vector AS raw_distance,
-       q.words,
+       m.type, q.words,
        ARRAY(SELECT w.word FROM unnest(q.words, q.queries) AS w(word, query)
              WHERE m.content_tsv @@ w.query) AS matched
 FROM (SELECT s.words, ARRAY(SELECT quote_literal(x)::tsquery FROM unnest(s.words) AS x) AS queries
