@@ -97,6 +97,25 @@ async def note_level_change(
     await events.publish(conn, Event(LEVEL_CHANGED, after.record_id, payload))
 
 
+async def look_again(db: DatabaseAdapter, events: EventBus, moved: MemoryRecord) -> None:
+    """Publish :data:`LEVEL_CHANGED` again for the change of level that gave ``moved`` (a
+    head) its level, in a transaction of its own: a resolution step that committed after
+    that change (it checked the levels before) was not there when the change's own event
+    was delivered. The reopener's requests are keyed by the change's decision, so a second
+    look at a change it has seen already does nothing new."""
+    if moved.gate_decision_id is None:  # pragma: no cover - every stored head has one
+        return
+    payload = {
+        "record_id": str(moved.record_id),
+        "version_id": str(moved.id),
+        "decision_id": str(moved.gate_decision_id),
+        "to_level": moved.access_level.value,
+    }
+    async with db.transaction() as conn:
+        await events.publish(conn, Event(LEVEL_CHANGED, moved.record_id, payload))
+    events.committed()
+
+
 @dataclass(frozen=True, slots=True)
 class LevelChange:
     """The UPDATE that changed a record's level: its decision and the version it stored."""
