@@ -10,16 +10,21 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import asyncpg
+import pytest
 
 from engram import Kernel, open_kernel
 from engram.config import EngramSettings
+from engram.errors import ValidationFailed
 from engram.infra.fastembed_embedder import FastembedEmbedder
 from engram.memory.types import MemoryStatus
 from tests.conftest import ScratchDatabase
 from tests.integration.consolidation_helpers import head_of
 from tests.integration.gate_helpers import INTERN, WRITER, belief, create
+from tests.integration.retrieval_helpers import READER, seed
 from tests.integration.test_layer2_hostile import APRIL, MARCH, V20, V21
 from tests.integration.test_raised_claims import _raised, _written
 
@@ -90,3 +95,76 @@ async def test_a_resolution_committed_after_a_concurrent_raise_of_its_grounds_is
     assert seen is not None
     assert (None, MemoryStatus.ACTIVE) == (seen.event_time_end, seen.status)
     assert (await head_of(kernel, newer)).status is MemoryStatus.CHALLENGED
+
+
+async def _ratings(database: ScratchDatabase) -> int:
+    conn = await asyncpg.connect(database.admin_url)
+    try:
+        return int(await conn.fetchval("SELECT count(*) FROM engram.memory_feedback"))
+    finally:
+        await conn.close()
+
+
+async def test_a_rating_refused_for_a_record_id_given_as_text_stores_nothing(
+    kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """Medium. An in-process rating whose record id was the id's text (as a client holding
+    JSON has it) was stored, and then refused as "request_id: already used to rate another
+    record" (the stored UUID did not equal the text): each call the caller was told failed
+    stored one more rating, the learned advisor's reward. A rating with ``useful`` not a
+    bool reached the database (DatabaseError). Both are now refused before anything is
+    read or stored, as ValidationFailed."""
+    record_id = next(iter((await seed(kernel)).values()))
+    for arguments in (
+        {"record_id": str(record_id), "useful": True},
+        {"record_id": record_id, "useful": "yes"},
+        {"record_id": record_id, "useful": None},
+        {"record_id": record_id, "useful": 1},
+    ):
+        with pytest.raises(ValidationFailed):
+            await kernel.retrieval.feedback(READER, **arguments)
+    assert 0 == await _ratings(database)
+
+
+ODD_ARGUMENTS: list[dict[str, Any]] = [
+    {"min_score": "0.5"},
+    {"min_score": "1e309"},
+    {"min_score": None},
+    {"min_score": True},
+    {"limit": "5"},
+    {"limit": 5.5},
+    {"limit": None},
+    {"limit": True},
+    {"types": ["belief"]},
+    {"types": "belief"},
+    {"namespace": None},
+    {"namespace": 5},
+    {"tags": [5]},
+    {"tags": {"a": 1}},
+    {"as_of_event": "2026-01-01"},
+    {"as_of_ingestion": datetime.max.replace(tzinfo=timezone(timedelta(hours=-14)))},
+    {"include_superseded": "yes"},
+    {"include_consolidated": 1},
+]
+
+
+@pytest.mark.parametrize("arguments", ODD_ARGUMENTS, ids=repr)
+async def test_an_in_process_search_of_mistyped_arguments_is_refused_as_invalid(
+    kernel: Kernel, arguments: dict[str, Any]
+) -> None:
+    """Low. ``Retrieval.search`` (the in-process search) checked the values of its
+    arguments but not their types: a ``min_score`` or ``limit`` given as text or None, a
+    type given by its name, a namespace of None raised TypeError, AttributeError or the
+    driver's DatabaseError, and ``True`` passed as a limit of 1 and a floor of 1. Each is
+    now a ValidationFailed naming the argument."""
+    with pytest.raises(ValidationFailed):
+        await kernel.retrieval.search(READER, "where are invoices kept", **arguments)
+
+
+@pytest.mark.parametrize("query", [None, 5, b"invoices"], ids=repr)
+async def test_an_in_process_search_of_a_query_that_is_not_text_is_refused(
+    kernel: Kernel, query: Any
+) -> None:
+    """Low. A query that is not a string raised AttributeError; it is now refused."""
+    with pytest.raises(ValidationFailed):
+        await kernel.retrieval.search(READER, query)

@@ -55,6 +55,7 @@ from engram.memory.temporal import TemporalEngine, readable_levels
 from engram.memory.types import CallerIdentity, MemoryRecord, MemoryStatus, MemoryType
 from engram.observability.metrics import EngramMetrics
 from engram.retrieval.adapter import adapt, learned_for
+from engram.retrieval.arguments import filter_problems, query_problems, scope_problems
 from engram.retrieval.budget import FeedbackBudget
 from engram.retrieval.feedback import FeedbackReceipt, rate
 from engram.retrieval.ranking import Candidate, fuse, lexical_shares, rerank
@@ -64,11 +65,6 @@ from engram.retrieval.terms import MIN_PIECES, distinctive_terms
 log = structlog.get_logger("engram.retrieval")
 SQL = load_queries("engram.retrieval.sql", "search.sql")
 
-MAX_LIMIT = 100
-MAX_QUERY_CHARS = 2000
-#: Most tags one search (or listing) may filter on, and the longest tag: what a record may carry.
-MAX_TAG_FILTERS = 32
-MAX_TAG_CHARS = 64
 #: The similarity floor adapters apply unless the client sends another ``min_score``: chosen on
 #: the dev half of ``tests/data/mcp_recall`` (the best balance of answering the queries that
 #: have an answer and returning nothing for those that have none; docs/mcp.md has both halves).
@@ -141,51 +137,6 @@ class SearchResult:
     legs: dict[str, int] = field(default_factory=dict)
 
 
-def _query_problems(text: str, namespace: str, limit: int) -> list[str]:
-    """What is wrong with a search's (stripped) query text, namespace and limit."""
-    problems = []
-    if not text:
-        problems.append("query: must not be empty")
-    if len(text) > MAX_QUERY_CHARS:
-        problems.append(f"query: at most {MAX_QUERY_CHARS} characters")
-    if not 1 <= limit <= MAX_LIMIT:
-        problems.append(f"limit: between 1 and {MAX_LIMIT}")
-    if "\x00" in text or "\x00" in namespace:
-        problems.append("query, namespace: must not contain NUL characters")
-    elif not _encodes(text + namespace):
-        problems.append("query, namespace: must not contain lone surrogates")
-    return problems
-
-
-def _filter_problems(tags: Sequence[str] | None, min_score: float) -> list[str]:
-    """What is wrong with a search's tag filter and similarity floor (nothing: ``[]``)."""
-    problems = []
-    if not 0.0 <= min_score <= 1.0:  # NaN fails both comparisons
-        problems.append("min_score: a number from 0 to 1")
-    if isinstance(tags, str):
-        problems.append("tags: a list of strings, not one string")
-    elif tags is not None:
-        if len(tags) > MAX_TAG_FILTERS:
-            problems.append(f"tags: at most {MAX_TAG_FILTERS}")
-        if not all(0 < len(tag) <= MAX_TAG_CHARS for tag in tags):
-            problems.append(f"tags: each of 1-{MAX_TAG_CHARS} characters")
-        elif any("\x00" in tag or not _encodes(tag) for tag in tags):
-            problems.append("tags: must not contain NUL characters or lone surrogates")
-    return problems
-
-
-def _encodes(text: str) -> bool:
-    """Whether ``text`` has a UTF-8 form (a lone surrogate has none, so PostgreSQL and the
-    model cannot be sent it)."""
-    if text.isascii():
-        return True
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _with_relevance(hits: list[SearchHit]) -> list[SearchHit]:
     """The hits of an as-of search with their relevance, by similarity beside the best hit's
     (none for a hit of unknown similarity)."""
@@ -245,10 +196,21 @@ class Retrieval:
     ) -> SearchResult:
         """The ``limit`` best records for ``query`` that ``caller`` may read, carrying every
         one of ``tags`` and at least ``min_score`` similar to the query (see the module)."""
-        text = query.strip()
-        problems = _filter_problems(tags, min_score) + _query_problems(text, namespace, limit)
+        problems = (
+            filter_problems(tags, min_score)
+            + query_problems(query, namespace, limit)
+            + scope_problems(
+                types,
+                {"as_of_event": as_of_event, "as_of_ingestion": as_of_ingestion},
+                {
+                    "include_superseded": include_superseded,
+                    "include_consolidated": include_consolidated,
+                },
+            )
+        )
         if problems:
             raise ValidationFailed(errors=problems)
+        text = query.strip()
 
         started = time.perf_counter()
         vector: list[float] | None
