@@ -4,8 +4,11 @@ Real embedded PostgreSQL, the real embedding model, no mocks."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
+from uuid import UUID, uuid4
 
+from engram.errors import EngramError
 from engram.memory.types import TrustLevel
 from engram.protocols.inprocess import AgentSession
 from engram.protocols.views import search_view
@@ -123,3 +126,67 @@ async def test_records_the_reader_may_not_find_change_no_search_answer(
     boss = twin_b.principals["boss"].caller
     found = await twin_b.kernel.retrieval.search(boss, QUERIES[0], limit=4)
     assert len({hit.record.content for hit in found.hits} & {c for c, *_ in HIDDEN}) >= 2
+
+
+async def _memory_access(store: Store, record_id: UUID) -> Any:
+    await store.kernel.temporal.flush_reads()
+    return await store.kernel.db.fetchrow(
+        "SELECT access_count, last_accessed_at FROM memory_access WHERE record_id = $1", record_id
+    )
+
+
+async def _attempts(store: Store, record_id: UUID) -> list[Any]:
+    """What the reader gets from rating, reading and changing ``record_id``, through each
+    adapter (the id itself written as ``<id>``)."""
+    reader = store.principals["reader"]
+    rid = str(record_id)
+    headers = store.headers["reader"]
+    out: list[Any] = []
+    for key in (None, "rate-1", "rate-1"):
+        extra = {} if key is None else {"Idempotency-Key": key}
+        response = await store.client.post(
+            "/v1/feedback",
+            json={"record_id": rid, "useful": True},
+            headers={**headers, **extra},
+        )
+        out.append({"status": response.status_code, **response.json()})
+        tool = await store.tools.call("feedback", {"record_id": rid, "useful": True}, reader)
+        out.append({"error": tool.is_error, **(tool.structured_content or {})})
+        try:
+            await store.kernel.retrieval.feedback(
+                reader.caller, record_id, useful=True, request_id=key
+            )
+        except EngramError as exc:
+            out.append({"error": type(exc).__name__, "message": str(exc)})
+    for url in (f"/v1/memories/{rid}", f"/v1/memories/{rid}/versions"):
+        response = await store.client.get(url, headers=headers)
+        out.append({"status": response.status_code, **response.json()})
+    for name in ("get", "history"):
+        tool = await store.tools.call(name, {"record_id": rid}, reader)
+        out.append({"error": tool.is_error, **(tool.structured_content or {})})
+    return json.loads(json.dumps(out, default=str).replace(rid, "<id>"))
+
+
+async def test_rating_or_reading_a_hidden_record_is_told_as_an_unknown_one_and_counts_nothing(
+    twin_a: Store,
+) -> None:
+    """Held. A reader's rating (with and without an idempotency key, and its retry), read and
+    history of a record above its level get exactly the answers an id nothing has gets,
+    through REST, MCP and in process (same status, error type and message), and none of it
+    counts as a read of the hidden record (its decay inputs stay untouched)."""
+    await _setup(twin_a, hidden=False)
+    boss = AgentSession(twin_a.kernel, twin_a.principals["boss"].caller)
+    hidden = await boss.remember(
+        {"type": "belief", "content": HIDDEN[1][0], "access_level": "sensitive"}
+    )
+    assert hidden.record_id is not None, hidden.reason
+    reader = twin_a.principals["reader"].caller
+    await twin_a.kernel.retrieval.search(reader, HIDDEN[1][0], limit=100)
+    told_hidden = await _attempts(twin_a, hidden.record_id)
+    told_unknown = await _attempts(twin_a, uuid4())
+    assert told_unknown == told_hidden
+    assert all(item.get("status", 404) == 404 for item in told_hidden), told_hidden
+    assert await _memory_access(twin_a, hidden.record_id) is None
+    # while the same reads of a record it may read do count
+    [seen] = (await twin_a.kernel.retrieval.search(reader, VISIBLE[0], limit=1)).hits
+    assert (await _memory_access(twin_a, seen.record.record_id))["access_count"] >= 1
