@@ -8,10 +8,16 @@ import json
 from typing import Any
 from uuid import UUID, uuid4
 
+from engram import Kernel
 from engram.errors import EngramError
-from engram.memory.types import TrustLevel
+from engram.memory.gate.access import caller_for_tier
+from engram.memory.types import CallerIdentity, GateDecision, MemoryStatus, TrustLevel
 from engram.protocols.inprocess import AgentSession
 from engram.protocols.views import search_view
+from tests.integration.consolidation_helpers import head_of
+from tests.integration.gate_helpers import BOSS, INTERN, OTHER, WRITER
+from tests.integration.race_helpers import broken_invariants
+from tests.integration.test_raised_claims import _escalated, _no_replay_changes, _superseded
 from tests.integration.twin_helpers import Store, differences, normalised, twin_a, twin_b
 
 __all__ = ["twin_a", "twin_b"]
@@ -190,3 +196,95 @@ async def test_rating_or_reading_a_hidden_record_is_told_as_an_unknown_one_and_c
     # while the same reads of a record it may read do count
     [seen] = (await twin_a.kernel.retrieval.search(reader, VISIBLE[0], limit=1)).hits
     assert (await _memory_access(twin_a, seen.record.record_id))["access_count"] >= 1
+
+
+async def _level_change(kernel: Kernel, caller: CallerIdentity, record_id: UUID, level: str) -> Any:
+    """``caller``'s PATCH of ``record_id``'s access level (in process), its events delivered."""
+    head = await head_of(kernel, record_id)
+    session = AgentSession(kernel, caller)
+    result = await session.amend(record_id, {"access_level": level}, expected_version=head.version)
+    await kernel.events.settled()
+    return result
+
+
+async def _outbox(kernel: Kernel) -> dict[str, int]:
+    rows = await kernel.db.fetch("SELECT event_type, count(*) AS n FROM outbox GROUP BY 1")
+    return {row["event_type"]: row["n"] for row in rows}
+
+
+async def test_a_level_change_by_a_caller_that_may_not_make_it_is_refused_and_undoes_nothing(
+    kernel: Kernel,
+) -> None:
+    """Held. v2.1 ended v2.0's validity. A standard agent raising v2.1 above its ceiling, a
+    restricted agent changing another's record, and a read-only agent are refused and
+    audited; no level change is published, v2.0 stays ended, nothing is escalated."""
+    older, newer = await _superseded(kernel)
+    before = (await head_of(kernel, older), await head_of(kernel, newer), await _outbox(kernel))
+    for caller, level in ((WRITER, "sensitive"), (OTHER, "system"), (INTERN, "public")):
+        refused = await _level_change(kernel, caller, newer, level)
+        assert GateDecision.REJECTED is refused.decision, refused.reason
+        entry = await kernel.audit.by_decision(refused.decision_id)
+        assert entry is not None
+        assert GateDecision.REJECTED.value == entry.decision
+    reader = caller_for_tier("agent-read-only", TrustLevel.READ_ONLY)
+    refused = await _level_change(kernel, reader, newer, "public")
+    assert GateDecision.REJECTED is refused.decision
+    after = (await head_of(kernel, older), await head_of(kernel, newer), await _outbox(kernel))
+    assert before == after
+    assert [] == await _escalated(kernel)
+
+
+async def test_raise_lower_raise_gives_the_restricted_reader_what_the_levels_say_each_time(
+    kernel: Kernel,
+) -> None:
+    """Held. v2.1 raised, lowered and raised again: after each raise the restricted reader
+    reads v2.0 open and active (v2.1 hidden), after the lowering ended by v2.1 again (the
+    lowering, a PATCH, states the claim anew and is resolved as any write), and each raise
+    put the conflict in front of a person once; the store's invariants hold and replay
+    agrees."""
+    older, newer = await _superseded(kernel)
+    shown: list[Any] = []
+    for level in ("sensitive", "agent", "sensitive"):
+        changed = await _level_change(kernel, BOSS, newer, level)
+        assert changed.approved, changed.reason
+        seen = await kernel.temporal.current(older, caller=INTERN, count_read=False)
+        assert seen is not None
+        shown.append((seen.event_time_end, seen.status))
+    opened = (None, MemoryStatus.ACTIVE)
+    assert [opened, opened] == shown[::2]
+    # the lowering states the claim anew (as of now: a PATCH does not carry the event time)
+    assert shown[1][0] is not None
+    assert MemoryStatus.ACTIVE is shown[1][1]
+    assert 2 == len(await _escalated(kernel))
+    assert [] == await broken_invariants(kernel)
+    await _no_replay_changes(kernel)
+
+
+async def test_a_raise_leaves_a_forgotten_record_forgotten_and_a_forgotten_one_is_not_raised(
+    kernel: Kernel,
+) -> None:
+    """Held. With v2.0 forgotten, raising v2.1 restates nothing (v2.0 stays forgotten, no
+    escalation); with v2.1 forgotten, the trusted agent's raise of it is refused as for an
+    unknown record, audited, and publishes no level change."""
+    older, newer = await _superseded(kernel)
+    forgotten = await AgentSession(kernel, WRITER).forget(older, expected_version=2)
+    assert forgotten.approved, forgotten.reason
+    await kernel.events.settled()
+    head = await head_of(kernel, older)
+    raised = await _level_change(kernel, BOSS, newer, "sensitive")
+    assert raised.approved, raised.reason
+    assert head == await head_of(kernel, older)
+    assert [] == await _escalated(kernel)
+
+    older, newer = await _superseded(kernel, namespace="second")
+    forgotten = await AgentSession(kernel, WRITER).forget(newer, expected_version=1)
+    assert forgotten.approved, forgotten.reason
+    await kernel.events.settled()
+    published = await _outbox(kernel)
+    refused = await AgentSession(kernel, BOSS).amend(
+        newer, {"access_level": "sensitive"}, expected_version=2
+    )
+    await kernel.events.settled()
+    assert GateDecision.REJECTED is refused.decision
+    assert await kernel.audit.by_decision(refused.decision_id) is not None
+    assert published == await _outbox(kernel)
