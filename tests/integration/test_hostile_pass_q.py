@@ -20,7 +20,8 @@ from engram import Kernel, open_kernel
 from engram.config import EngramSettings
 from engram.errors import ValidationFailed
 from engram.infra.fastembed_embedder import FastembedEmbedder
-from engram.memory.types import MemoryStatus
+from engram.memory.gate.pii import PiiKind, scan
+from engram.memory.types import AccessLevel, MemoryStatus
 from tests.conftest import ScratchDatabase
 from tests.integration.consolidation_helpers import head_of
 from tests.integration.gate_helpers import INTERN, WRITER, belief, create
@@ -168,3 +169,39 @@ async def test_an_in_process_search_of_a_query_that_is_not_text_is_refused(
     """Low. A query that is not a string raised AttributeError; it is now refused."""
     with pytest.raises(ValidationFailed):
         await kernel.retrieval.search(READER, query)
+
+
+#: Secrets given after "pass" that a verb-like word precedes: found before 2026-11-28, when the
+#: screen began to read such a "pass" as a verb.
+PASS_AFTER_A_VERB = [
+    "Login to pass: hunter22",
+    "you pass: Xk9#mQ2!vL7p",
+    "VPN: user dana, we pass Tr0ub4dor&3",
+    "The wifi we pass is Xk9#mQ2!vL7p",
+    "server root, it pass: Tr0ub4dor&3",
+    "to pass Tr0ub4dor&3",
+    "For the staging box they pass = S3cure!Stag1ng",
+]
+
+
+@pytest.mark.parametrize("text", PASS_AFTER_A_VERB)
+def test_a_secret_after_pass_is_found_whatever_word_comes_before(text: str) -> None:
+    """Medium. To let "the one thing she lets pass is Parmesan" through, the screen read any
+    "pass" after "to", "will", "we", "you", "it"... as a verb and looked no further, so a
+    password given after it ("Login to pass: hunter22", "we pass Tr0ub4dor&3") was not found
+    and the record was stored at the level asked, for every reader of that level. "pass" is
+    now read as a verb only when what follows it is said, not assigned (no ':' or '='), and
+    is a word (letters, hyphens, apostrophes), as in both sentences the reading was made for."""
+    assert PiiKind.SECRET_ASSIGNMENT in {finding.kind for finding in scan(text)}, text
+
+
+async def test_a_password_after_we_pass_is_quarantined(kernel: Kernel) -> None:
+    """Medium (the Gate's view of the above): the record is quarantined at sensitive, so a
+    reader of its proposed level does not get the password."""
+    result = await kernel.gate.evaluate(
+        create(belief("VPN for the Lisbon office: user dana, we pass Tr0ub4dor&3"), WRITER)
+    )
+    assert result.record_id is not None, result.reason
+    stored = await head_of(kernel, result.record_id)
+    assert AccessLevel.SENSITIVE is stored.access_level
+    assert await kernel.temporal.current(result.record_id, caller=READER) is None
