@@ -96,6 +96,9 @@ async def test_a_resolution_committed_after_a_concurrent_raise_of_its_grounds_is
     assert seen is not None
     assert (None, MemoryStatus.ACTIVE) == (seen.event_time_end, seen.status)
     assert (await head_of(kernel, newer)).status is MemoryStatus.CHALLENGED
+    # the step did commit after the raise (v2 ended in April) and was undone (v3)
+    ends = [v.event_time_end for v in await kernel.temporal.get_version_chain(older)]
+    assert [None, APRIL, None] == ends
 
 
 async def _ratings(database: ScratchDatabase) -> int:
