@@ -21,11 +21,18 @@ from engram.config import EngramSettings
 from engram.errors import ValidationFailed
 from engram.infra.fastembed_embedder import FastembedEmbedder
 from engram.memory.gate.pii import PiiKind, scan
-from engram.memory.types import AccessLevel, MemoryStatus
+from engram.memory.types import AccessLevel, MemoryRecord, MemoryStatus, MemoryType
 from tests.conftest import ScratchDatabase
-from tests.integration.consolidation_helpers import head_of
-from tests.integration.gate_helpers import INTERN, WRITER, belief, create
+from tests.integration.consolidation_helpers import DAY, head_of
+from tests.integration.gate_helpers import BOSS, INTERN, WRITER, belief, create
+from tests.integration.race_helpers import broken_invariants
 from tests.integration.retrieval_helpers import READER, seed
+from tests.integration.test_hostile_pass_h import (
+    NEWER_POOL,
+    STATE_THREAD,
+    _seed_thread,
+    _written_while_a_batch_commits,
+)
 from tests.integration.test_layer2_hostile import APRIL, MARCH, V20, V21
 from tests.integration.test_raised_claims import _raised, _written
 
@@ -208,3 +215,48 @@ async def test_a_password_after_we_pass_is_quarantined(kernel: Kernel) -> None:
     stored = await head_of(kernel, result.record_id)
     assert AccessLevel.SENSITIVE is stored.access_level
     assert await kernel.temporal.current(result.record_id, caller=READER) is None
+
+
+async def test_a_consumed_source_ended_by_a_claim_raised_later_is_reopened(
+    kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """Medium. A trusted agent's newer statement of an incident is written while a deep pass
+    commits the thread: its supersession is carried out on the source the batch consumed
+    meanwhile (validity ended, still ``consolidated``; pass H). When the statement is then
+    raised to sensitive, the reopener left that source as it was ("consolidated since"),
+    so a restricted reader searching with ``include_consolidated`` found it ended at the
+    hidden statement's event time. A source the batch had consumed before the step is now
+    restated with its validity open again, still ``consolidated``; one consumed or
+    forgotten after the step is still left as it is."""
+    ids = await _seed_thread(kernel, "pool", STATE_THREAD)
+    newer = MemoryRecord.draft(
+        MemoryType.EPISODE,
+        NEWER_POOL,
+        source_agent=BOSS.agent_id,
+        event_time=DAY + timedelta(days=5),
+        namespace="pool",
+    )
+    found, report = await _written_while_a_batch_commits(kernel, database, newer)
+    assert "supersession" in found, found
+    await kernel.events.settled()
+    assert DAY + timedelta(days=5) == (await head_of(kernel, ids[2])).event_time_end
+    [newer_id] = [
+        row["record_id"]
+        for row in await kernel.db.fetch(
+            "SELECT record_id FROM memories WHERE content = $1 AND superseded_by IS NULL",
+            NEWER_POOL,
+        )
+    ]
+
+    await _raised(kernel, newer_id)
+
+    source = await head_of(kernel, ids[2])
+    assert (MemoryStatus.CONSOLIDATED, None) == (source.status, source.event_time_end)
+    seen = await kernel.retrieval.search(
+        INTERN, NEWER_POOL, limit=10, namespace="pool", include_consolidated=True
+    )
+    assert all(hit.record.event_time_end is None for hit in seen.hits)
+    assert ids[2] in {hit.record.record_id for hit in seen.hits}
+    [summary] = [item.record_id for batch in report.batches for item in batch.items]
+    assert MemoryStatus.ACTIVE is (await head_of(kernel, summary)).status
+    assert [] == await broken_invariants(kernel)
