@@ -17,6 +17,7 @@ from engram.protocols.views import search_view
 from tests.integration.consolidation_helpers import head_of
 from tests.integration.gate_helpers import BOSS, INTERN, OTHER, WRITER
 from tests.integration.race_helpers import broken_invariants
+from tests.integration.test_layer2_hostile import V20, V21
 from tests.integration.test_raised_claims import _escalated, _no_replay_changes, _superseded
 from tests.integration.twin_helpers import Store, differences, normalised, twin_a, twin_b
 
@@ -288,3 +289,63 @@ async def test_a_raise_leaves_a_forgotten_record_forgotten_and_a_forgotten_one_i
     assert GateDecision.REJECTED is refused.decision
     assert await kernel.audit.by_decision(refused.decision_id) is not None
     assert published == await _outbox(kernel)
+
+
+async def test_an_undone_resolution_shows_the_lower_reader_nothing_of_the_hidden_claim(
+    twin_a: Store,
+) -> None:
+    """Held. v2.1 ended v2.0; the trusted agent raises v2.1 to sensitive, the resolution is
+    undone and escalated, and v2.1 marked challenged. Nothing the restricted reader gets
+    about v2.0 or from searches and listings, through REST, MCP or in process, names v2.1's
+    record, its versions or the decisions that wrote them, or holds its content; the
+    admin's queue of conflicts is closed to it."""
+    await _setup(twin_a, hidden=False)
+    writer = AgentSession(twin_a.kernel, twin_a.principals["writer"].caller)
+    older = await writer.remember(
+        {"type": "belief", "content": V20, "event_time": "2025-03-01T09:00:00Z"}
+    )
+    newer = await writer.remember(
+        {"type": "belief", "content": V21, "event_time": "2025-04-10T09:00:00Z"}
+    )
+    assert older.record_id is not None
+    assert newer.record_id is not None
+    await twin_a.kernel.events.settled()
+    assert (await head_of(twin_a.kernel, older.record_id)).event_time_end is not None
+    raised = await _level_change(
+        twin_a.kernel, twin_a.principals["boss"].caller, newer.record_id, "sensitive"
+    )
+    assert raised.approved, raised.reason
+    assert (await head_of(twin_a.kernel, older.record_id)).event_time_end is None
+    hidden_ids = {
+        str(v.id) for v in await twin_a.kernel.temporal.get_version_chain(newer.record_id)
+    } | {str(newer.record_id), str(raised.decision_id), str(newer.decision_id)}
+    hidden_ids |= {
+        str(v.gate_decision_id)
+        for v in await twin_a.kernel.temporal.get_version_chain(newer.record_id)
+    }
+
+    reader = twin_a.principals["reader"]
+    headers = twin_a.headers["reader"]
+    rid = str(older.record_id)
+    urls = (f"/v1/memories/{rid}", f"/v1/memories/{rid}/versions", "/v1/memories")
+    said: list[Any] = [(await twin_a.client.get(u, headers=headers)).json() for u in urls]
+    body = {"query": "which version does the web app deploy", "limit": 10, "min_score": 0}
+    said.append((await twin_a.client.post("/v1/search", json=body, headers=headers)).json())
+    for name, arguments in (
+        ("get", {"record_id": rid}),
+        ("history", {"record_id": rid}),
+        ("list", {"limit": 50}),
+        ("recall", body),
+    ):
+        said.append((await twin_a.tools.call(name, arguments, reader)).structured_content)
+    for superseded in (False, True):
+        found = await twin_a.kernel.retrieval.search(
+            reader.caller, body["query"], limit=10, include_superseded=superseded
+        )
+        said.append(search_view(found))
+    text = json.dumps(said, default=str)
+    assert [] == [item for item in hidden_ids if item in text]
+    assert V21 not in text
+    assert V20 in text
+    conflicts = await twin_a.client.get("/v1/conflicts", headers=headers)
+    assert 403 == conflicts.status_code
