@@ -37,7 +37,7 @@ from uuid import UUID
 from benchmarks.harness import bulk_writer, report, runtime_settings, scratch_server
 from engram import Kernel, open_kernel
 from engram.protocols.inprocess import AgentSession
-from engram.retrieval.checks import MAX_LIMIT
+from engram.retrieval.arguments import MAX_LIMIT
 from engram.retrieval.search import DEFAULT_MIN_SCORE
 
 SET = Path(__file__).resolve().parent.parent / "tests" / "data" / "mcp_recall"

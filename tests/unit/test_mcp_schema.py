@@ -18,7 +18,7 @@ from engram.protocols.mcp.outputs import ErrorKind
 from engram.protocols.mcp.results import ERROR_KINDS
 from engram.protocols.mcp.schema import TOOL_NAMES, cursor_position, page_cursor
 from engram.protocols.mcp.tools import EngramTools
-from engram.retrieval import checks, search
+from engram.retrieval import arguments, search
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "mcp.md"
 
@@ -26,8 +26,8 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "mcp.md"
 def test_tag_filters_accept_what_records_may_carry() -> None:
     """A tag filter's limits are the record schema's limits on metadata.tags."""
     assert (schemas.MAX_TAGS, schemas.MAX_TAG_CHARS) == (
-        checks.MAX_TAG_FILTERS,
-        checks.MAX_TAG_CHARS,
+        arguments.MAX_TAG_FILTERS,
+        arguments.MAX_TAG_CHARS,
     )
 
 

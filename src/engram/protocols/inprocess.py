@@ -52,7 +52,7 @@ from engram.memory.types import (
     MemoryType,
 )
 from engram.protocols.errors import problems_of
-from engram.retrieval.checks import MAX_LIMIT, MAX_QUERY_CHARS, MAX_TAG_CHARS, MAX_TAG_FILTERS
+from engram.retrieval.arguments import MAX_LIMIT, MAX_QUERY_CHARS, MAX_TAG_CHARS, MAX_TAG_FILTERS
 from engram.retrieval.search import DEFAULT_MIN_SCORE, SearchResult
 
 #: The only origin this adapter can produce.

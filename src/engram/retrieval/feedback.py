@@ -75,6 +75,14 @@ async def rate(
     )
     if request_id is not None and (problem := request_id_problem(request_id)) is not None:
         problems.append(problem)
+    # In-process callers again: the id's text would be stored and then not equal the stored
+    # UUID (refused after the rating was written), and anything else reaches the driver.
+    given_id: object = record_id
+    given_useful: object = useful
+    if not isinstance(given_id, UUID):
+        problems.append("record_id: a UUID")
+    if not isinstance(given_useful, bool):
+        problems.append("useful: true or false")
     if problems:
         raise ValidationFailed(errors=problems)
     budget.take(caller.agent_id)

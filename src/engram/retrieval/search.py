@@ -56,8 +56,8 @@ from engram.memory.types import CallerIdentity, MemoryRecord, MemoryStatus, Memo
 from engram.observability.metrics import EngramMetrics
 from engram.retrieval import type_prior
 from engram.retrieval.adapter import adapt, learned_for
+from engram.retrieval.arguments import filter_problems, query_problems, scope_problems
 from engram.retrieval.budget import FeedbackBudget
-from engram.retrieval.checks import filter_problems, query_problems
 from engram.retrieval.feedback import FeedbackReceipt, rate
 from engram.retrieval.ranking import Candidate, fuse, lexical_shares, rerank
 from engram.retrieval.relevance import SIMILARITY_ONLY, beside_best, candidate_relevance
@@ -202,10 +202,21 @@ class Retrieval:
     ) -> SearchResult:
         """The ``limit`` best records for ``query`` that ``caller`` may read, carrying every
         one of ``tags`` and at least ``min_score`` similar to the query (see the module)."""
-        text = query.strip()
-        problems = filter_problems(tags, min_score) + query_problems(text, namespace, limit)
+        problems = (
+            filter_problems(tags, min_score)
+            + query_problems(query, namespace, limit)
+            + scope_problems(
+                types,
+                {"as_of_event": as_of_event, "as_of_ingestion": as_of_ingestion},
+                {
+                    "include_superseded": include_superseded,
+                    "include_consolidated": include_consolidated,
+                },
+            )
+        )
         if problems:
             raise ValidationFailed(errors=problems)
+        text = query.strip()
 
         started = time.perf_counter()
         vector: list[float] | None

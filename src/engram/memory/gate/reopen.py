@@ -28,7 +28,8 @@ escalated, R as it was.
 
 A FORGET changes no level and publishes nothing: forgetting a claim is not retracting it.
 A step carried out on a consolidated summary, or on a record consolidated or forgotten since,
-is left as it is (logged). Nothing is redone when a level is changed back.
+is left as it is (logged); an ending carried out on a source a batch had consumed before it
+is undone, the source staying ``consolidated``. Nothing is redone when a level is changed back.
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ _NAMED = {
     "challenge-older": Step.CHALLENGE_OLDER,
     "challenge-newer": Step.CHALLENGE_NEWER,
 }
+#: Statuses an ending kept, and its undoing keeps too (as ``resolution_requests`` does).
+_KEPT = (MemoryStatus.CHALLENGED, MemoryStatus.CONSOLIDATED)
 ESCALATED = (
     "the claim a resolution rested on is no longer readable by the readers of the record it "
     "changed; the resolution was undone"
@@ -95,6 +98,25 @@ async def note_level_change(
         "to_level": after.access_level.value,
     }
     await events.publish(conn, Event(LEVEL_CHANGED, after.record_id, payload))
+
+
+async def look_again(db: DatabaseAdapter, events: EventBus, moved: MemoryRecord) -> None:
+    """Publish :data:`LEVEL_CHANGED` again for the change of level that gave ``moved`` (a
+    head) its level, in a transaction of its own: a resolution step that committed after
+    that change (it checked the levels before) was not there when the change's own event
+    was delivered. The reopener's requests are keyed by the change's decision, so a second
+    look at a change it has seen already does nothing new."""
+    if moved.gate_decision_id is None:  # pragma: no cover - every stored head has one
+        return
+    payload = {
+        "record_id": str(moved.record_id),
+        "version_id": str(moved.id),
+        "decision_id": str(moved.gate_decision_id),
+        "to_level": moved.access_level.value,
+    }
+    async with db.transaction() as conn:
+        await events.publish(conn, Event(LEVEL_CHANGED, moved.record_id, payload))
+    events.committed()
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,7 +275,12 @@ class Reopener:
         )
         if not step.updated or written is None or written.record_id != head.record_id:
             return None  # the step wrote no version (its change was there already)
-        if head.status in (MemoryStatus.FORGOTTEN, MemoryStatus.CONSOLIDATED):
+        # A source a batch had consumed before the step (the step ended its validity and
+        # kept it consolidated) is restated as it was; one consumed or forgotten since is not.
+        consumed_before = step.ends and written.status is MemoryStatus.CONSOLIDATED
+        if head.status is MemoryStatus.FORGOTTEN or (
+            head.status is MemoryStatus.CONSOLIDATED and not consumed_before
+        ):
             _skipped(step, "the record was forgotten or consolidated since")
             return None
         if head.content != written.content:
@@ -276,7 +303,8 @@ class Reopener:
         end = await self._end_before(step, kin, head)
         if end == head.event_time_end:
             return None
-        kept = head.status if head.status is MemoryStatus.CHALLENGED else None
+        # an ending changed no status: a challenged or consumed record keeps its own
+        kept = head.status if head.status in _KEPT else None
         return restatement(head, status=kept, key=key, event_time_end=end)
 
     async def _end_before(

@@ -24,6 +24,7 @@ from engram.memory import store
 from engram.memory.audit.log import AuditLog
 from engram.memory.conflict.detection import ConflictResult
 from engram.memory.gate.consumed import ConsumedStep, SummarySteps
+from engram.memory.gate.reopen import look_again
 from engram.memory.gate.requests import GateRequest, GateResult
 from engram.memory.gate.resolution import (
     FULL_STEPS,
@@ -54,13 +55,18 @@ class Resolver:
         evaluate: Callable[[GateRequest], Awaitable[GateResult]],
     ) -> None:
         self._db = db
+        self._events = events
         self._evaluate = evaluate
         self._summaries = SummarySteps(db=db, events=events, audit=audit, evaluate=evaluate)
 
     async def carry_out(self, event: Event) -> tuple[GateResult, ...]:
         """Carry out the resolutions of the write ``event`` names (:func:`carry_out`)."""
         return await carry_out(
-            event, db=self._db, evaluate=self._evaluate, summaries=self._summaries
+            event,
+            db=self._db,
+            events=self._events,
+            evaluate=self._evaluate,
+            summaries=self._summaries,
         )
 
 
@@ -68,6 +74,7 @@ async def carry_out(
     event: Event,
     *,
     db: DatabaseAdapter,
+    events: EventBus,
     evaluate: Callable[[GateRequest], Awaitable[GateResult]],
     summaries: SummarySteps,
 ) -> tuple[GateResult, ...]:
@@ -125,11 +132,47 @@ async def carry_out(
                 log.warning("conflict.resolution_failed", error=type(exc).__name__)
                 continue
             done += outcomes
+            await _hidden_meanwhile(
+                db, events, step=step, older=older, newer=newer, outcomes=outcomes
+            )
             for outcome in outcomes:
                 changed = outcome.modified_record
                 if changed is not None and changed.record_id == newer.record_id:
                     newer = changed
     return tuple(done)
+
+
+async def _hidden_meanwhile(
+    db: DatabaseAdapter,
+    events: EventBus,
+    *,
+    step: Step,
+    older: MemoryRecord,
+    newer: MemoryRecord,
+    outcomes: list[GateResult],
+) -> None:
+    """After ``step`` changed its record: when a change of level that committed while it
+    was carried out (after :func:`_still_shown`) hides the grounds from the changed
+    record's readers, have the reopener look at that change again. The change's own
+    delivery may have come before the step committed (another kernel's, or one deferred),
+    and found nothing to undo; a change committed after the step is delivered after it."""
+    changed_before, grounds_before = (
+        (newer, older) if step is Step.CHALLENGE_NEWER else (older, newer)
+    )
+    if not any(
+        o.approved
+        and o.modified_record is not None
+        and o.modified_record.record_id == changed_before.record_id
+        for o in outcomes
+    ):
+        return
+    changed = await store.head(db, changed_before.record_id)
+    grounds = await store.head(db, grounds_before.record_id)
+    if changed is None or grounds is None or changed.access_level.allows(grounds.access_level):
+        return
+    moved = grounds if grounds.access_level is not grounds_before.access_level else changed
+    log.info("conflict.resolution_hidden_meanwhile", record_id=str(moved.record_id))
+    await look_again(db, events, moved)
 
 
 def _still_shown(step: Step, older: MemoryRecord, newer: MemoryRecord) -> bool:

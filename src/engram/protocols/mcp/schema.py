@@ -33,7 +33,7 @@ from engram.protocols.mcp.outputs import (
     output_schema,
 )
 from engram.protocols.views import DecisionView, FeedbackView, SearchView, VersionsView
-from engram.retrieval.checks import MAX_LIMIT, MAX_TAG_FILTERS
+from engram.retrieval.arguments import MAX_LIMIT, MAX_TAG_FILTERS
 
 #: Fields of a write that describe the record; everything else in a write is a control field.
 RECORD_FIELDS = frozenset(WriteInput.model_fields)

@@ -124,6 +124,7 @@ _VERBAL_BEFORE_PASS = frozenset(
         "you", "they", "she", "he", "it",
     }
 )  # fmt: skip
+_A_WORD = re.compile(r"[^\W\d_]+(?:[-'\u2019][^\W\d_]+)*")
 _WORDY = re.compile(r"(?:[a-z]+|[A-Z][a-z]+|[A-Z]+)(?:[\-_. /](?:[a-z]+|[A-Z][a-z]+|[A-Z]+))*")
 _REFERENCE = re.compile(r"[A-Za-z_]+\d{0,2}(?:\.[A-Za-z_]+\d{0,2})+|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
 _OBJECT_ID = re.compile(
@@ -273,11 +274,7 @@ def find_assignments(t: Text) -> Iterator[Span]:
         m = _ASSIGNMENT.match(text, at) if at >= claimed else None
         if m is None:
             continue
-        kind = (
-            None
-            if _pass_as_verb(text, at, m.group("key"))
-            else key_class(m.group("key"), wifi=wifi)
-        )
+        kind = key_class(m.group("key"), wifi=wifi)
         if m.group("loose") is not None and kind is not None:
             kind = _loosely(kind)
         if kind is None:
@@ -295,6 +292,8 @@ def find_assignments(t: Text) -> Iterator[Span]:
             start += lead
             value = value.strip()
         end = start + len(value)
+        if _pass_as_verb(text, at, m.group("key")) and _said(text[m.end("key") : start], value):
+            continue
         next_char = text[end] if group == "bare" and end < len(text) else ""
         if secret_value_ok(value, kind, next_char, bare=group == "bare"):
             claimed = end
@@ -315,6 +314,13 @@ def _pass_as_verb(text: str, at: int, key: str) -> bool:
         return words[-2] in _VERBAL_BEFORE_PASS
     preceding = text[max(0, at - 16) : at].lower().split()
     return bool(preceding) and preceding[-1] in _VERBAL_BEFORE_PASS
+
+
+def _said(separator: str, value: str) -> bool:
+    """Whether a value after "pass" used as a verb is said, not assigned: no ':' or '='
+    before it, and a word (letters, hyphens, apostrophes: "Parmesan", "Grade-B"). A secret
+    after such a "pass" ("to pass: hunter22", "we pass Tr0ub4dor&3") is still one."""
+    return ":" not in separator and "=" not in separator and _A_WORD.fullmatch(value) is not None
 
 
 def _auth_headers(t: Text) -> Iterator[Span]:
