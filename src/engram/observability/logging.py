@@ -32,9 +32,6 @@ def configure_logging(level: str = "info", fmt: LogFormat = "auto") -> None:
     )
     structlog.configure(
         processors=[
-            # An event below the level is dropped before anything is added to it or formatted
-            # (without this, each filtered debug line still ran the chain: ADR-016).
-            structlog.stdlib.filter_by_level,
             *shared,
             structlog.processors.format_exc_info,
             structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
