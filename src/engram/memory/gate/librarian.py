@@ -63,6 +63,9 @@ from engram.observability.metrics import EngramMetrics
 log = structlog.get_logger("engram.memory.gate.librarian")
 
 NEIGHBOURS = 8
+#: The longest proposal text read ahead of its neighbour query (an agent's memory is a few
+#: hundred characters; crafted text of this length takes at most about 5 ms to read).
+READ_AHEAD_CHARS = 1_000
 #: Plans made for one evaluation at most: a plan is made again when the record its advice
 #: was about moved on before the write locked it; after the last, the answer is CONFLICT.
 REPLANS = 3
@@ -415,9 +418,12 @@ class LibrarianGate:
 def _read_ahead(text: str) -> None:
     """Parse the proposal's text while its neighbour query runs in the database: the conflict
     judgement and the advisor's features then find it in their per-text caches, and the time
-    after the query is the comparisons' alone (ADR-016, amended 2026-11-28)."""
-    read_ahead(text)
-    marked(text)
+    after the query is the comparisons' alone (ADR-016, amended 2026-11-28). A text longer
+    than ``READ_AHEAD_CHARS`` is left to them: they may not need all of it (no neighbour in
+    scope, an internal write), and its parsing may outlast the query."""
+    if len(text) <= READ_AHEAD_CHARS:
+        read_ahead(text)
+        marked(text)
 
 
 __all__ = ["GateDecisionType", "GateRequest", "GateResult", "LibrarianGate", "WriteOutcome"]
