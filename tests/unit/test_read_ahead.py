@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import functools
 
+import pytest
+
 from engram.memory.conflict import cues, features, lexicon, quantities, restatement, sentences
 from engram.memory.conflict.detection import ConflictDetector
 from engram.memory.conflict.reading import read_ahead
+from engram.memory.gate import librarian
 from engram.memory.rl import features as rl_features
 from engram.memory.types import MemoryRecord, MemoryType
 
@@ -56,3 +59,13 @@ async def test_reading_ahead_changes_no_judgement() -> None:
         assert found[0] == found[1], (old_text, new_text)
         judged.append(found[0])
     assert any(conflicts for conflicts, _, _ in judged)  # the pairs are judged, not skipped
+
+
+def test_the_gate_reads_ahead_only_short_texts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A text longer than READ_AHEAD_CHARS is left to the judgement, which may not need it."""
+    read: list[str] = []
+    monkeypatch.setattr(librarian, "read_ahead", read.append)
+    short, long = "a" * librarian.READ_AHEAD_CHARS, "a" * (librarian.READ_AHEAD_CHARS + 1)
+    librarian._read_ahead(short)
+    librarian._read_ahead(long)
+    assert read == [short]
