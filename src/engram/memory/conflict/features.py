@@ -111,6 +111,7 @@ def _explicit(record: MemoryRecord, key: str) -> str | None:
     return value.strip().casefold() if isinstance(value, str) and value.strip() else None
 
 
+@functools.lru_cache(maxsize=8192)  # a stored neighbour's side is read again on every write
 def _names(text: str) -> frozenset[str]:
     """Capitalised words and acronyms not opening a sentence: names of things, cased."""
     return frozenset(m.group(0).casefold() for m in _CAPITALISED.finditer(text))
@@ -138,6 +139,16 @@ def _wordnet_antonym(old: Sequence[str], new: Sequence[str]) -> bool:
     lex = lexicon()
     only_old, only_new = set(old) - set(new), set(new) - set(old)
     return any(lex.opposites(word) & only_new for word in only_old)
+
+
+def read_side(text: str) -> None:
+    """Parse one side of a future pair now, into the caches :func:`pair_features` reads (the
+    Gate reads a proposal's text while its neighbour query runs; ADR-016)."""
+    statement_parts(text)
+    quantities(text)
+    _names(text)
+    _tense(text)
+    change_phrases(text)
 
 
 def pair_features(old: MemoryRecord, new: MemoryRecord, similarity: float) -> list[float]:

@@ -13,6 +13,7 @@ date, version) the older lacks unless the amounts are the same in other units ("
 
 from __future__ import annotations
 
+import functools
 import re
 
 from engram.memory.conflict.cues import (
@@ -49,6 +50,7 @@ _OPENERS = frozenset(
 )  # fmt: skip
 
 
+@functools.lru_cache(maxsize=8192)  # the features, the scope rules and restates ask alike
 def marks(text: str) -> frozenset[str]:
     """The names and codes of a statement, casefolded. A month's name inside a date is no
     name: the amounts compare the date ("3 April 2024" / "2024-04-03"); outside one it is

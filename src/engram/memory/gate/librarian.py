@@ -22,6 +22,7 @@ from engram.infra.events import Event, EventBus
 from engram.memory import store
 from engram.memory.audit.entry import new_decision_id
 from engram.memory.audit.log import AuditLog
+from engram.memory.conflict.reading import read_ahead
 from engram.memory.fingerprint import content_hash
 from engram.memory.gate.advisor import RELATED, AdvisorAction, GateAdvisor
 from engram.memory.gate.checks import Layer1Outcome, with_schema_failure
@@ -44,6 +45,7 @@ from engram.memory.gate.resolver import Resolver
 from engram.memory.gate.serial import SameContent, content_key
 from engram.memory.gate.signals import GateSignals
 from engram.memory.gate.write_path import StaleTarget, WritePath
+from engram.memory.rl.features import marked
 from engram.memory.temporal.numbering import numbered_for
 from engram.memory.types import (
     CallerIdentity,
@@ -61,6 +63,9 @@ from engram.observability.metrics import EngramMetrics
 log = structlog.get_logger("engram.memory.gate.librarian")
 
 NEIGHBOURS = 8
+#: The longest proposal text read ahead of its neighbour query (an agent's memory is a few
+#: hundred characters; crafted text of this length takes at most about 5 ms to read).
+READ_AHEAD_CHARS = 1_000
 #: Plans made for one evaluation at most: a plan is made again when the record its advice
 #: was about moved on before the write locked it; after the last, the answer is CONFLICT.
 REPLANS = 3
@@ -343,18 +348,26 @@ class LibrarianGate:
         nearest: list[Neighbour] = []
         if request.decision_type is not GateDecisionType.CONSOLIDATION:
             # consolidation's advice looks at no neighbour (its sources were judged already)
-            exact, nearest = await store.candidates(
-                self._db,
-                embedding=embedding,
-                namespace=record.namespace,
-                memory_type=record.type,
-                content_hash=fingerprint,
-                levels=readable_levels(request.caller_identity),
-                limit=NEIGHBOURS,
-                # records above its level must not crowd out its own readers' neighbours:
-                # those decide its links and its routing to consolidation (ADR-008)
-                own_levels=weighed_levels(request.caller_identity, record.access_level),
+            query = asyncio.ensure_future(
+                store.candidates(
+                    self._db,
+                    embedding=embedding,
+                    namespace=record.namespace,
+                    memory_type=record.type,
+                    content_hash=fingerprint,
+                    levels=readable_levels(request.caller_identity),
+                    limit=NEIGHBOURS,
+                    # records above its level must not crowd out its own readers' neighbours:
+                    # those decide its links and its routing to consolidation (ADR-008)
+                    own_levels=weighed_levels(request.caller_identity, record.access_level),
+                )
             )
+            try:
+                await asyncio.sleep(0)  # the query goes out before the text is read
+                _read_ahead(record.content)
+                exact, nearest = await query
+            finally:
+                query.cancel()  # only when reading failed: a done task ignores it
         advice = await advise(
             request,
             layer1,
@@ -400,6 +413,17 @@ class LibrarianGate:
     async def refresh_record_gauge(self) -> None:
         """Set ``engram_memory_records`` from the database (at start-up, and periodically)."""
         self._signals.records(await store.count_heads(self._db))
+
+
+def _read_ahead(text: str) -> None:
+    """Parse the proposal's text while its neighbour query runs in the database: the conflict
+    judgement and the advisor's features then find it in their per-text caches, and the time
+    after the query is the comparisons' alone (ADR-016, amended 2026-11-28). A text longer
+    than ``READ_AHEAD_CHARS`` is left to them: they may not need all of it (no neighbour in
+    scope, an internal write), and its parsing may outlast the query."""
+    if len(text) <= READ_AHEAD_CHARS:
+        read_ahead(text)
+        marked(text)
 
 
 __all__ = ["GateDecisionType", "GateRequest", "GateResult", "LibrarianGate", "WriteOutcome"]

@@ -9,6 +9,7 @@ weight means the same across features. No memory content, only numbers about it.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -120,7 +121,8 @@ _LOCATORS = re.compile(
 )
 
 
-def _marked(text: str) -> frozenset[str]:
+@functools.lru_cache(maxsize=8192)  # the nearest neighbour's side recurs from write to write
+def marked(text: str) -> frozenset[str]:
     """Names and codes (:func:`~engram.memory.conflict.restatement.marks`), values, and
     locators, casefolded."""
     folded = text.casefold()
@@ -151,10 +153,10 @@ def mentions(text: str, mark: str) -> bool:
 def _marks(record: MemoryRecord, nearest: MemoryRecord | None) -> tuple[float, float, float]:
     """``new_marks``, ``kept_marks`` and ``change_words`` against the nearest record (a mark
     is looked for in the other text as a whole word, wherever it stands)."""
-    mine = _marked(record.content)
+    mine = marked(record.content)
     if nearest is None:
         return (float(bool(mine)), 0.0, 0.0)
-    theirs = _marked(nearest.content)
+    theirs = marked(nearest.content)
     there, here = nearest.content.casefold(), record.content.casefold()
     new = any(not mentions(there, mark) for mark in mine)
     kept = sum(mentions(here, mark) for mark in theirs) / len(theirs) if theirs else 0.0
