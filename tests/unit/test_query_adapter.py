@@ -9,14 +9,9 @@ from pathlib import Path
 from benchmarks.recall_floor_eval import read_jsonl
 from engram.config import EngramSettings
 from engram.retrieval.adapter import adapt, dimension, learned_for
+from tests.unit.vectors import unit_vector
 
 SET = Path(__file__).resolve().parents[1] / "data" / "retrieval"
-
-
-def _unit(rng: random.Random, size: int) -> list[float]:
-    vector = [rng.gauss(0.0, 1.0) for _ in range(size)]
-    norm = math.sqrt(sum(x * x for x in vector))
-    return [x / norm for x in vector]
 
 
 def test_the_adapter_is_learned_for_the_default_model_only() -> None:
@@ -30,7 +25,7 @@ def test_an_adapted_question_is_a_unit_vector_moved_but_near_where_it_was() -> N
     """The map stays close to the identity: a question keeps most of its direction."""
     rng = random.Random(3)  # noqa: S311 - test vectors, not secrets
     for _ in range(20):
-        question = _unit(rng, 384)
+        question = unit_vector(rng, 384)
         moved = adapt(question)
         assert math.isclose(math.sqrt(sum(x * x for x in moved)), 1.0, rel_tol=1e-5)
         cosine = sum(a * b for a, b in zip(question, moved, strict=True))

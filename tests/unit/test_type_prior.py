@@ -10,12 +10,7 @@ from engram.config import EngramSettings
 from engram.memory.types import MemoryType
 from engram.retrieval.ranking import rerank
 from engram.retrieval.type_prior import TYPE_FLOOR, TYPE_PRIOR_WEIGHT, learned_for, log_prior
-
-
-def _unit(rng: random.Random, size: int) -> list[float]:
-    vector = [rng.gauss(0.0, 1.0) for _ in range(size)]
-    norm = math.sqrt(sum(x * x for x in vector))
-    return [x / norm for x in vector]
+from tests.unit.vectors import unit_vector
 
 
 def test_the_prior_is_learned_for_the_default_model_over_every_type() -> None:
@@ -23,7 +18,7 @@ def test_the_prior_is_learned_for_the_default_model_over_every_type() -> None:
     assert learned_for(EngramSettings().embedding_model_name)
     assert not learned_for("BAAI/bge-small-en-v1.5")
     rng = random.Random(5)  # noqa: S311 - test vectors, not secrets
-    prior = log_prior(_unit(rng, 384))
+    prior = log_prior(unit_vector(rng, 384))
     assert set(prior) == {t.value for t in MemoryType}
 
 
@@ -32,7 +27,7 @@ def test_each_type_gets_a_log_probability_no_lower_than_the_floor() -> None:
     wrong guess costs a candidate at most TYPE_PRIOR_WEIGHT * -log(TYPE_FLOOR)."""
     rng = random.Random(7)  # noqa: S311 - test vectors, not secrets
     for _ in range(20):
-        prior = log_prior(_unit(rng, 384))
+        prior = log_prior(unit_vector(rng, 384))
         assert all(math.log(TYPE_FLOOR) <= value <= 0.0 for value in prior.values())
         unfloored = [math.exp(v) for v in prior.values() if v > math.log(TYPE_FLOOR)]
         assert sum(unfloored) <= 1.0 + 1e-5
