@@ -3,11 +3,12 @@
 The vector leg returns up to ``depth`` versions the caller may read, nearest first, each with
 its cosine similarity and which of the query's words it holds (one statement), and the
 candidates are ordered by similarity + ``lexical_weight`` * their rarity-weighted share of
-those words (:mod:`engram.retrieval.ranking`). For that order the question's embedding is first
-moved by the learned query adapter (:mod:`engram.retrieval.adapter`); the statement measures
-each candidate against the model's own question too, and that similarity is the one a hit
-carries. A full-text leg on the query's rare terms
-(:mod:`engram.retrieval.terms`) can run beside it and be fused by reciprocal rank
+those words + a weighted log probability that a record of their type answers the question
+(:mod:`engram.retrieval.ranking`, :mod:`engram.retrieval.type_prior`). For that order the
+question's embedding is first moved by the learned query adapter
+(:mod:`engram.retrieval.adapter`); the statement measures each candidate against the model's
+own question too, and that similarity is the one a hit carries. A full-text leg on the
+query's rare terms (:mod:`engram.retrieval.terms`) can run beside it and be fused by reciprocal rank
 (``SearchTuning.text_leg``); it is off by default, because on the labelled set it found
 nothing the vector leg missed and at 100,000 records it multiplied the search time (ADR-015).
 If the query cannot be embedded the text leg answers alone, on every word of the query, in
