@@ -386,6 +386,20 @@ def differing_spans(old_text: str, new_text: str) -> list[tuple[list[str], list[
     return [(a[i1:i2], b[j1:j2], b[j1 - 1] if j1 else "") for i1, i2, j1, j2 in spans]
 
 
+@functools.lru_cache(maxsize=4096)
+def word_swaps(old_text: str, new_text: str) -> tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]:
+    """The word groups of one statement swapped for a group of the other, as written
+    (case-folded, every word kept): (older's words, newer's words). Words are matched by
+    their tokens (stems, one negation, one "be"); groups only cut or only added are left out."""
+    a, b = _words(old_text)[:MAX_WORDS], _words(new_text)[:MAX_WORDS]
+    matcher = SequenceMatcher(None, [_token(w) for w in a], [_token(w) for w in b], autojunk=False)
+    return tuple(
+        (tuple(a[i1:i2]), tuple(b[j1:j2]))
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes()
+        if tag == "replace"
+    )
+
+
 def word_overlap(old_text: str, new_text: str) -> float:
     """Distinct words the two statements share, over the distinct words of both (Dice).
 

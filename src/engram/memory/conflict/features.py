@@ -25,6 +25,7 @@ from engram.memory.conflict.cues import (
     is_value,
     statement_parts,
     statement_tokens,
+    word_swaps,
 )
 from engram.memory.conflict.lexicon import CHANGE_MARKERS, change_phrases, lexicon
 from engram.memory.conflict.quantities import changed_amounts, quantities, same_amounts
@@ -102,6 +103,10 @@ FEATURES: tuple[str, ...] = (
     "old_standing",
     "new_past",
     "new_standing",
+    "swap_same_kind",
+    "swap_name_name",
+    "swap_one_word",
+    "swap_len_max",
     *(f"type_{kind.value}" for kind in _TYPES),
 )
 
@@ -132,6 +137,46 @@ def _tense(text: str) -> tuple[float, float]:
     )
     standing = sum(1 for w in words if w in _STANDING)
     return min(3.0, float(past)), min(3.0, float(standing))
+
+
+_WEEKDAYS = frozenset(
+    {"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "mondays",
+     "tuesdays", "wednesdays", "thursdays", "fridays", "saturdays", "sundays", "weekday",
+     "weekdays", "weekend", "weekends"}
+)  # fmt: skip
+_MONTHS = frozenset(
+    {"january", "february", "march", "april", "may", "june", "july", "august", "september",
+     "october", "november", "december"}
+)  # fmt: skip
+
+
+def _kinds(words: Sequence[str], names: frozenset[str]) -> frozenset[str]:
+    """What kinds of value a word group holds: a number, a weekday, a month, a name."""
+    found = set()
+    for word in words:
+        if any(c.isdigit() for c in word):
+            found.add("number")
+        elif word in _WEEKDAYS:
+            found.add("weekday")
+        elif word in _MONTHS:
+            found.add("month")
+        elif word in names:
+            found.add("name")
+    return frozenset(found)
+
+
+def _slots(old_text: str, new_text: str, names: frozenset[str]) -> dict[str, float]:
+    """The slot view of a pair: the word groups swapped one for another, and how many put a
+    value of one kind where the other had a value of the same kind ("Tuesday" /
+    "Thursday", "Python" / "Go", "3" / "5"): one attribute given two values."""
+    swaps = word_swaps(old_text, new_text)
+    same = [_kinds(old, names) & _kinds(new, names) for old, new in swaps]
+    return {
+        "swap_same_kind": float(sum(1 for kinds in same if kinds)),
+        "swap_name_name": float(any("name" in kinds for kinds in same)),
+        "swap_one_word": float(sum(1 for old, new in swaps if len(old) == 1 == len(new))),
+        "swap_len_max": float(max((max(len(old), len(new)) for old, new in swaps), default=0)),
+    }
 
 
 def _wordnet_antonym(old: Sequence[str], new: Sequence[str]) -> bool:
@@ -211,6 +256,7 @@ def pair_features(old: MemoryRecord, new: MemoryRecord, similarity: float) -> li
         "subject_explicit_differ": float(None not in subjects and subjects[0] != subjects[1]),
         "locator_differ": float(None not in locators and locators[0] != locators[1]),
     }
+    values.update(_slots(old.content, new.content, old_names | new_names))
     for kind in _TYPES:
         values[f"type_{kind.value}"] = float(new.type is kind)
     return [values[name] for name in FEATURES]
