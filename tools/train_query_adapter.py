@@ -23,8 +23,10 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -51,14 +53,18 @@ class Group:
     answers: list[list[int]]
 
 
+def training_sets() -> Iterator[tuple[str, list[dict[str, Any]], list[dict[str, Any]]]]:
+    """Each training writer's name, memories and questions, by name (``train_<w>_*``)."""
+    for memories_file in sorted(SET.glob("train_*_memories.jsonl")):
+        name = memories_file.name.removeprefix("train_").removesuffix("_memories.jsonl")
+        yield name, read_jsonl(memories_file), read_jsonl(SET / f"train_{name}_queries.jsonl")
+
+
 async def load_groups() -> list[Group]:
     embedder = await embedder_for_evaluation()
     groups = []
     try:
-        for memories_file in sorted(SET.glob("train_*_memories.jsonl")):
-            name = memories_file.name.removeprefix("train_").removesuffix("_memories.jsonl")
-            memories = read_jsonl(memories_file)
-            queries = read_jsonl(SET / f"train_{name}_queries.jsonl")
+        for name, memories, queries in training_sets():
             index = {m["key"]: i for i, m in enumerate(memories)}
             answers = [[index[k] for k, g in q["relevant"].items() if g == 2] for q in queries]
             kept = [i for i, a in enumerate(answers) if a]

@@ -33,11 +33,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.conflict_eval import embedder_for_evaluation  # noqa: E402
-from benchmarks.recall_floor_eval import read_jsonl  # noqa: E402
 from engram.config import EngramSettings  # noqa: E402
 from engram.memory.types import MemoryType  # noqa: E402
+from tools.train_query_adapter import training_sets  # noqa: E402
 
-SET = ROOT / "tests" / "data" / "retrieval"
 OUT = ROOT / "src" / "engram" / "retrieval" / "query_types.npz"
 TYPES = [t.value for t in MemoryType]
 
@@ -65,10 +64,8 @@ async def load_writers() -> list[Writer]:
     embedder = await embedder_for_evaluation()
     writers = []
     try:
-        for memories_file in sorted(SET.glob("train_*_memories.jsonl")):
-            name = memories_file.name.removeprefix("train_").removesuffix("_memories.jsonl")
-            kind = {m["key"]: m["type"] for m in read_jsonl(memories_file)}
-            queries = read_jsonl(SET / f"train_{name}_queries.jsonl")
+        for name, memories, queries in training_sets():
+            kind = {m["key"]: m["type"] for m in memories}
             answers = [[kind[k] for k, g in q["relevant"].items() if g == 2] for q in queries]
             kept = [i for i, a in enumerate(answers) if a]
             asked = await embedder.embed_batch([queries[i]["query"] for i in kept])

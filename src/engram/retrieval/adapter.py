@@ -21,9 +21,9 @@ embedding with another model searches with its questions' vectors as they are.
 from __future__ import annotations
 
 from functools import cache
-from importlib import resources
-from io import BytesIO
 from typing import TYPE_CHECKING
+
+from engram.retrieval.shipped import read_arrays
 
 if TYPE_CHECKING:  # NumPy is loaded by the first search, not by every import of search
     import numpy as np
@@ -38,10 +38,9 @@ def _learned() -> tuple[str, npt.NDArray[np.float32]]:
     """The model's name and ``I + A``, read once from the package."""
     import numpy as np  # noqa: PLC0415 - see the imports
 
-    raw = resources.files(__package__).joinpath(ADAPTER_FILE).read_bytes()
-    with np.load(BytesIO(raw), allow_pickle=False) as stored:
-        delta = stored["delta"].astype(np.float32)
-        model = str(stored["model"])
+    stored = read_arrays(ADAPTER_FILE)
+    delta = stored["delta"].astype(np.float32)
+    model = str(stored["model"])
     if delta.ndim != 2 or delta.shape[0] != delta.shape[1]:
         raise ValueError(f"{ADAPTER_FILE} holds no square matrix: {delta.shape}")
     return model, np.eye(delta.shape[0], dtype=np.float32) + delta

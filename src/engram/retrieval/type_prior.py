@@ -25,9 +25,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from functools import cache
-from importlib import resources
-from io import BytesIO
 from typing import TYPE_CHECKING
+
+from engram.retrieval.shipped import read_arrays
 
 if TYPE_CHECKING:  # NumPy is loaded by the first search, not by every import of search
     import numpy as np
@@ -47,12 +47,11 @@ def _learned() -> tuple[str, tuple[str, ...], npt.NDArray[np.float32], npt.NDArr
     """The model's name, the types in row order, the weights and the intercepts."""
     import numpy as np  # noqa: PLC0415 - see the imports
 
-    raw = resources.files(__package__).joinpath(PRIOR_FILE).read_bytes()
-    with np.load(BytesIO(raw), allow_pickle=False) as stored:
-        weights = stored["coef"].astype(np.float32)
-        intercepts = stored["intercept"].astype(np.float32)
-        types = tuple(str(t) for t in stored["types"])
-        model = str(stored["model"])
+    stored = read_arrays(PRIOR_FILE)
+    weights = stored["coef"].astype(np.float32)
+    intercepts = stored["intercept"].astype(np.float32)
+    types = tuple(str(t) for t in stored["types"])
+    model = str(stored["model"])
     if weights.ndim != 2 or weights.shape[0] != len(types) or intercepts.shape != (len(types),):
         raise ValueError(f"{PRIOR_FILE} does not hold one row of weights per type")
     return model, types, weights, intercepts
