@@ -54,7 +54,7 @@ DEV = (
 #: The writers held out in turn by ``--by-writer``, by id prefix.
 WRITERS = ("g", "h", "i", "j", "s", "u")
 OUT = ROOT / "src" / "engram" / "memory" / "conflict" / MODEL_FILE
-VERSION = "conflict-gbdt@7"
+VERSION = "conflict-gbdt@8"
 GROUPS = {
     "supersession": "conflict",
     "contradiction": "conflict",

@@ -96,7 +96,7 @@ async def _found_before_the_batch(
                 "existing_record_id": str(older),
                 "existing_version_id": str(older),
                 "similarity": 0.8,
-                "reason": f"{classification} (conflict-gbdt@7)",
+                "reason": f"{classification} (conflict-gbdt@8)",
                 "steps": list(steps),
             }
         ],

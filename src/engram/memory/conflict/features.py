@@ -18,6 +18,7 @@ import math
 import re
 from collections.abc import Sequence
 
+from engram.memory.conflict.anchors import anchors, observation
 from engram.memory.conflict.cues import (
     NOT,
     compare,
@@ -107,6 +108,10 @@ FEATURES: tuple[str, ...] = (
     "swap_name_name",
     "swap_one_word",
     "swap_len_max",
+    "old_anchored",
+    "new_anchored",
+    "anchors_differ",
+    "old_observation",
     *(f"type_{kind.value}" for kind in _TYPES),
 )
 
@@ -194,6 +199,7 @@ def read_side(text: str) -> None:
     _names(text)
     _tense(text)
     change_phrases(text)
+    observation(text)
 
 
 def pair_features(old: MemoryRecord, new: MemoryRecord, similarity: float) -> list[float]:
@@ -257,6 +263,13 @@ def pair_features(old: MemoryRecord, new: MemoryRecord, similarity: float) -> li
         "locator_differ": float(None not in locators and locators[0] != locators[1]),
     }
     values.update(_slots(old.content, new.content, old_names | new_names))
+    old_moments, new_moments = anchors(old.content), anchors(new.content)
+    values["old_anchored"] = float(bool(old_moments))
+    values["new_anchored"] = float(bool(new_moments))
+    values["anchors_differ"] = float(
+        bool(old_moments) and bool(new_moments) and old_moments != new_moments
+    )
+    values["old_observation"] = float(observation(old.content))
     for kind in _TYPES:
         values[f"type_{kind.value}"] = float(new.type is kind)
     return [values[name] for name in FEATURES]

@@ -1,0 +1,63 @@
+"""When a statement says its claim held: the times it names, and whether it reports an
+observation made then (ADR-010).
+
+"Cert expiry report, 1 Feb run: 17 certificates expire within 30 days" stays true after "1 Mar
+run: only 3 expiring": each is a reading taken at a moment it names, and a later reading does
+not end an earlier one. "The store closes at 21:00" is a standing state that a later record
+can end. The conflict model reads both sides' anchors (a day, a date, a time of day, a
+weekday, a season, "yesterday", "this morning") and whether the older one reports what was
+found then ("report", "check", "inspection", "averaged", "found"). Pure functions; each text
+is read once (cached), in time linear in its length.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from engram.memory.conflict.quantities import readings
+
+_MONTH_NAMES = (
+    "January|February|March|April|May|June|July|August|September|October|November|December"
+    "|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec"
+)
+#: Moments named in words, in any case.
+_MOMENT = re.compile(
+    r"\b(?:today|tonight|yesterday|this (?:morning|afternoon|evening|week)"
+    r"|last (?:night|week|month|year)|on (?:mon|tues|wednes|thurs|fri|satur|sun)day"
+    r"|(?:mon|tues|wednes|thurs|fri|satur|sun)day(?:'s)?|spring|summer|autumn|winter|q[1-4]"
+    r"|week \d+|at the \w+ check)\b",
+    re.IGNORECASE,
+)
+#: Days of a month and months, the month's name capitalised ("1 Feb", "March 10", "April").
+_DAY = re.compile(
+    rf"\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{_MONTH_NAMES})\b"
+    rf"|\b(?:{_MONTH_NAMES})\.?\s+\d{{1,2}}\b|\b(?:{_MONTH_NAMES})\b"
+)
+#: Words of a reading taken or a result found at a moment.
+_OBSERVED = re.compile(
+    r"\b(?:report|run|check|inspection|re-inspection|audit|count|stock take|results?|mock"
+    r"|review|reading|meter read|survey|test|scan|measured|found|reported|showed|averaged"
+    r"|read)\b",
+    re.IGNORECASE,
+)
+
+
+@functools.lru_cache(maxsize=8192)  # a stored neighbour's side is read again on every write
+def anchors(text: str) -> frozenset[str]:
+    """The moments ``text`` names: words of time as written (case-folded), and its times of
+    day and dates by value."""
+    found = {match.group(0).casefold() for match in _MOMENT.finditer(text)}
+    found |= {match.group(0).casefold() for match in _DAY.finditer(text)}
+    found |= {
+        f"{reading.quantity.dimension}:{reading.quantity.value}"
+        for reading in readings(text)
+        if reading.quantity.dimension in {"clock", "date"}
+    }
+    return frozenset(found)
+
+
+@functools.lru_cache(maxsize=8192)
+def observation(text: str) -> bool:
+    """Whether ``text`` reports a reading or a result at a moment it names."""
+    return bool(anchors(text)) and _OBSERVED.search(text) is not None
