@@ -28,10 +28,16 @@ from engram.memory.conflict.features import change_language
 from engram.memory.conflict.quantities import amount_word, month_word, readings
 from engram.memory.types import MemoryRecord
 
+#: Most hyphenated parts a code's letters run through before its digit ("us-east-1": 2).
+#: Unbounded, every part of a long hyphenated word without a digit ("ab-ab-ab-…") started a
+#: match that walked every part after it, and a record of 16,000 such characters held the
+#: Gate over a second (hostile pass R).
+MAX_CODE_PARTS = 16
 #: Names (capitalised words not opening a sentence, acronyms) and codes ("us-east-1", "v8");
 #: a sentence's first word is a name only as the first half of one (:data:`_OPENING_NAME`).
 _MARKS = re.compile(
-    r"(?<![.!?;:]\s)(?<!^)\b[A-Z][\w&]+|\b[A-Z]{2,}\w*|\b[a-z]+(?:-[a-z0-9]+)*-?\d[\w-]*"
+    r"(?<![.!?;:]\s)(?<!^)\b[A-Z][\w&]+|\b[A-Z]{2,}\w*"
+    rf"|\b[a-z]+(?:-[a-z0-9]+){{0,{MAX_CODE_PARTS}}}-?\d[\w-]*"
 )
 
 

@@ -1,0 +1,65 @@
+"""Hostile pass R: the newest code (the Gate's read-ahead and the advisor's marks, the type
+prior in search, the resolver's re-publishing of level changes, in-process argument checks)
+under hostile input, races and real faults.
+
+Every test here failed on the code it was written against; what held is in
+``test_hostile_pass_r_held.py``. Real embedded PostgreSQL, the real embedding model, no
+mocks."""
+
+from __future__ import annotations
+
+import time
+
+from engram import Kernel
+from engram.memory.schemas import MAX_CONTENT_CHARS
+from tests.integration.gate_helpers import WRITER, belief, create
+
+PROSE = "The committee reviews the budget before the quarter closes in March. "
+
+
+def _filled(piece: str) -> str:
+    """``piece`` repeated to the largest content a proposal may have."""
+    return (piece * (MAX_CONTENT_CHARS // len(piece) + 1))[:MAX_CONTENT_CHARS]
+
+
+async def _write_seconds(kernel: Kernel, content: str, namespace: str = "default") -> float:
+    """How long the Gate takes to decide on a CREATE of ``content`` by the standard agent."""
+    started = time.perf_counter()
+    result = await kernel.gate.evaluate(create(belief(content, namespace=namespace), WRITER))
+    assert result.decision_id is not None
+    return time.perf_counter() - started
+
+
+async def test_a_record_of_one_long_word_costs_the_gate_about_what_prose_does(
+    kernel: Kernel,
+) -> None:
+    """Medium. The advisor's features look for locators (URLs, addresses, dotted names) in the
+    whole proposal with a pattern that tried a match at every character and walked on to the
+    end of the word each time: the largest record an adapter accepts, one word long
+    ("zA1zA1…", "x111…1x"), held the Gate on the event loop for over a second (every other
+    caller's request waited) against some 0.05 s for prose of the same size."""
+    await _write_seconds(kernel, "A warm-up write loads every lazily read table.")
+    prose = min([await _write_seconds(kernel, _filled(PROSE + str(i))) for i in range(2)])
+    for piece in ("zA1", "1", "ab-"):
+        content = "x" + _filled(piece)[2:] + "x"
+        seconds = await _write_seconds(kernel, content)
+        assert seconds < max(0.5, 4 * prose), (piece, seconds, prose)
+
+
+async def test_a_neighbours_many_names_inside_one_long_word_cost_the_gate_about_what_prose_does(
+    kernel: Kernel,
+) -> None:
+    """Medium. The advisor's features ask which of the nearest record's names, codes and
+    values the proposal repeats as whole words, walking every occurrence of each: a
+    neighbour of a hundred names ("Aa AaAa AaAaAa …") against one long word of them
+    ("xAaAa…x") held the Gate on the event loop for about a second per write; the
+    proposal's whole-word spans are now read once."""
+    await _write_seconds(kernel, "A warm-up write loads every lazily read table.", "warm")
+    names: list[str] = []
+    while sum(len(name) + 1 for name in names) + 2 * len(names) < MAX_CONTENT_CHARS - 400:
+        names.append("Aa" * (len(names) + 1))
+    neighbour = await kernel.gate.evaluate(create(belief("See " + " ".join(names)), WRITER))
+    assert neighbour.approved, neighbour.reason
+    seconds = await _write_seconds(kernel, "x" + _filled("Aa")[2:] + "x")
+    prose = min([await _write_seconds(kernel, _filled(PROSE + str(i)), "prose") for i in range(2)])
+    assert seconds < max(0.5, 4 * prose), (seconds, prose)
