@@ -8,9 +8,12 @@ mocks."""
 
 from __future__ import annotations
 
+import gc
 import time
+import tracemalloc
 
 from engram import Kernel
+from engram.memory.rl.features import marked
 from engram.memory.schemas import MAX_CONTENT_CHARS
 from tests.integration.gate_helpers import WRITER, belief, create
 
@@ -63,3 +66,23 @@ async def test_a_neighbours_many_names_inside_one_long_word_cost_the_gate_about_
     seconds = await _write_seconds(kernel, "x" + _filled("Aa")[2:] + "x")
     prose = min([await _write_seconds(kernel, _filled(PROSE + str(i)), "prose") for i in range(2)])
     assert seconds < max(0.5, 4 * prose), (seconds, prose)
+
+
+def test_what_the_gate_keeps_of_crafted_records_stays_bounded() -> None:
+    """High. The judgement and the advisor keep what they read of each text (its amounts,
+    marks, sentences) in caches bounded only by their number of entries (8,192): what the
+    advisor's features read of a record of the largest size made of numbers took about a
+    megabyte, so 150 such records kept about 180 MB and 8,192 of them some 10 GB in the
+    kernel's process. The caches now also bound the characters they hold."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(150):
+            text = " ".join(f"q{i}x{j} {j}.{i}" for j in range(3000))[:MAX_CONTENT_CHARS]
+            marked(text)
+        gc.collect()
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept < 120_000_000, kept

@@ -13,7 +13,6 @@ date, version) the older lacks unless the amounts are the same in other units ("
 
 from __future__ import annotations
 
-import functools
 import re
 
 from engram.memory.conflict.cues import (
@@ -25,6 +24,7 @@ from engram.memory.conflict.cues import (
     statement_tokens,
 )
 from engram.memory.conflict.features import change_language
+from engram.memory.conflict.memo import per_text
 from engram.memory.conflict.quantities import amount_word, month_word, readings
 from engram.memory.types import MemoryRecord
 
@@ -56,7 +56,7 @@ _OPENERS = frozenset(
 )  # fmt: skip
 
 
-@functools.lru_cache(maxsize=8192)  # the features, the scope rules and restates ask alike
+@per_text(8192)  # the features, the scope rules and restates ask alike
 def marks(text: str) -> frozenset[str]:
     """The names and codes of a statement, casefolded. A month's name inside a date is no
     name: the amounts compare the date ("3 April 2024" / "2024-04-03"); outside one it is

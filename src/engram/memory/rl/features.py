@@ -9,7 +9,6 @@ weight means the same across features. No memory content, only numbers about it.
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -18,6 +17,7 @@ from uuid import UUID
 from engram.memory.conflict.cues import is_value, statement_tokens
 from engram.memory.conflict.detection import ConflictResult, PairRelation
 from engram.memory.conflict.features import change_language
+from engram.memory.conflict.memo import per_text
 from engram.memory.conflict.restatement import marks
 from engram.memory.types import (
     ConflictClassification,
@@ -129,7 +129,7 @@ _LOCATORS = re.compile(
 )
 
 
-@functools.lru_cache(maxsize=8192)  # the nearest neighbour's side recurs from write to write
+@per_text(8192)  # the nearest neighbour's side recurs from write to write
 def marked(text: str) -> frozenset[str]:
     """Names and codes (:func:`~engram.memory.conflict.restatement.marks`), values, and
     locators, casefolded."""
