@@ -11,8 +11,10 @@ from __future__ import annotations
 import gc
 import time
 import tracemalloc
+from collections.abc import Callable
 
 from engram import Kernel
+from engram.memory.consolidation.facts import facts
 from engram.memory.rl.features import marked
 from engram.memory.schemas import MAX_CONTENT_CHARS
 from tests.integration.gate_helpers import WRITER, belief, create
@@ -68,21 +70,27 @@ async def test_a_neighbours_many_names_inside_one_long_word_cost_the_gate_about_
     assert seconds < max(0.5, 4 * prose), (seconds, prose)
 
 
-def test_what_the_gate_keeps_of_crafted_records_stays_bounded() -> None:
-    """High. The judgement and the advisor keep what they read of each text (its amounts,
-    marks, sentences) in caches bounded only by their number of entries (8,192): what the
-    advisor's features read of a record of the largest size made of numbers took about a
-    megabyte, so 150 such records kept about 180 MB and 8,192 of them some 10 GB in the
-    kernel's process. The caches now also bound the characters they hold."""
+def _kept(read: Callable[[str], object], records: int) -> int:
+    """Bytes the process still holds after ``read`` of that many distinct crafted records
+    of the largest size, made of numbers and codes."""
     gc.collect()
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
-        for i in range(150):
-            text = " ".join(f"q{i}x{j} {j}.{i}" for j in range(3000))[:MAX_CONTENT_CHARS]
-            marked(text)
+        for i in range(records):
+            read(" ".join(f"q{i}x{j} {j}.{i}" for j in range(3000))[:MAX_CONTENT_CHARS])
         gc.collect()
-        kept = tracemalloc.get_traced_memory()[0] - before
+        return tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
-    assert kept < 120_000_000, kept
+
+
+def test_what_the_gate_and_consolidation_keep_of_crafted_records_stays_bounded() -> None:
+    """High. The judgement, the advisor and consolidation keep what they read of each text
+    (its amounts, marks, sentences, facts) in caches bounded only by their number of entries
+    (8,192; 16,384 for facts): what the advisor's features read of a record of the largest
+    size made of numbers took about 1.2 MB and its facts about 0.2 MB, so 8,192 such records
+    would have kept some 10 GB in the kernel's process, and 16,384 another 3 GB. The caches
+    now also bound the characters they hold."""
+    assert _kept(marked, 150) < 120_000_000
+    assert _kept(facts, 300) < 35_000_000
