@@ -12,12 +12,18 @@ import gc
 import time
 import tracemalloc
 from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import pytest
 
 from engram import Kernel
+from engram.errors import ValidationFailed
 from engram.memory.consolidation.facts import facts
 from engram.memory.rl.features import marked
 from engram.memory.schemas import MAX_CONTENT_CHARS
-from tests.integration.gate_helpers import WRITER, belief, create
+from engram.memory.types import AccessLevel
+from tests.integration.gate_helpers import BOSS, WRITER, belief, create
 
 PROSE = "The committee reviews the budget before the quarter closes in March. "
 
@@ -94,3 +100,43 @@ def test_what_the_gate_and_consolidation_keep_of_crafted_records_stays_bounded()
     now also bound the characters they hold."""
     assert _kept(marked, 150) < 120_000_000
     assert _kept(facts, 300) < 35_000_000
+
+
+SECRET_PLAN = "The acquisition of Northwind closes on 14 May; the board votes on the 2nd."
+
+
+@pytest.mark.parametrize(
+    "caller",
+    [
+        None,
+        "agent-standard",
+        {"agent_id": "agent-standard"},
+        replace(WRITER, max_read_level="user"),
+    ],
+)
+async def test_a_search_or_rating_without_a_caller_identity_is_refused_and_reads_nothing(
+    kernel: Kernel, caller: Any
+) -> None:
+    """Medium. ``kernel.retrieval.search`` checks every argument's type but its caller's: a
+    search with no caller (``None``, what an unauthenticated lookup gives) read every level,
+    ``sensitive`` included, counted a read of each hit for decay, then raised AttributeError
+    on its log line; an agent id or a mapping given for the caller, or an identity whose
+    level is text, raised AttributeError; a rating likewise. Each is now refused as invalid,
+    naming the caller, and counts no read."""
+    boss = await kernel.gate.evaluate(
+        create(belief(SECRET_PLAN, access_level=AccessLevel.SENSITIVE), BOSS)
+    )
+    assert boss.record_id is not None, boss.reason
+    record_id = boss.record_id
+    for attempt in (
+        lambda: kernel.retrieval.search(caller, SECRET_PLAN),
+        lambda: kernel.retrieval.feedback(caller, record_id, useful=True),
+    ):
+        with pytest.raises(ValidationFailed) as refused:
+            await attempt()
+        assert any(e.startswith("caller:") for e in refused.value.errors), refused.value.errors
+    await kernel.temporal.flush_reads()
+    read = await kernel.db.fetchval(
+        "SELECT access_count FROM memory_access WHERE record_id = $1", boss.record_id
+    )
+    assert read is None
