@@ -23,6 +23,7 @@ from engram.memory.consolidation.facts import facts
 from engram.memory.rl.features import marked
 from engram.memory.schemas import MAX_CONTENT_CHARS
 from engram.memory.types import AccessLevel
+from engram.protocols.inprocess import AgentSession
 from tests.integration.gate_helpers import BOSS, WRITER, belief, create
 
 PROSE = "The committee reviews the budget before the quarter closes in March. "
@@ -105,24 +106,16 @@ def test_what_the_gate_and_consolidation_keep_of_crafted_records_stays_bounded()
 SECRET_PLAN = "The acquisition of Northwind closes on 14 May; the board votes on the 2nd."
 
 
-@pytest.mark.parametrize(
-    "caller",
-    [
-        None,
-        "agent-standard",
-        {"agent_id": "agent-standard"},
-        replace(WRITER, max_read_level="user"),
-    ],
-)
+@pytest.mark.parametrize("caller", [None, "agent-standard", {"agent_id": "agent-standard"}])
 async def test_a_search_or_rating_without_a_caller_identity_is_refused_and_reads_nothing(
     kernel: Kernel, caller: Any
 ) -> None:
     """Medium. ``kernel.retrieval.search`` checks every argument's type but its caller's: a
     search with no caller (``None``, what an unauthenticated lookup gives) read every level,
     ``sensitive`` included, counted a read of each hit for decay, then raised AttributeError
-    on its log line; an agent id or a mapping given for the caller, or an identity whose
-    level is text, raised AttributeError; a rating likewise. Each is now refused as invalid,
-    naming the caller, and counts no read."""
+    on its log line; an agent id or a mapping given for the caller raised AttributeError; a
+    rating likewise (an identity whose level is text: see the next test). Each is now
+    refused as invalid, naming the caller, and counts no read."""
     boss = await kernel.gate.evaluate(
         create(belief(SECRET_PLAN, access_level=AccessLevel.SENSITIVE), BOSS)
     )
@@ -140,3 +133,46 @@ async def test_a_search_or_rating_without_a_caller_identity_is_refused_and_reads
         "SELECT access_count FROM memory_access WHERE record_id = $1", boss.record_id
     )
     assert read is None
+
+
+#: Identities an in-process caller may build wrongly: each field of the wrong type or value.
+MALFORMED = [
+    {"agent_id": None},
+    {"agent_id": ""},
+    {"trust_level": "trusted"},
+    {"max_write_level": "sensitive"},
+    {"max_read_level": "sensitive"},
+    {"allowed_types": None},
+    {"allowed_types": frozenset({"belief"})},
+    {"writes_per_minute": float("nan")},
+    {"writes_per_minute": -1.0},
+    {"writes_per_minute": "60"},
+]
+
+
+async def test_a_write_by_a_malformed_identity_is_refused_before_anything_is_stored(
+    kernel: Kernel,
+) -> None:
+    """Medium. An identity is a dataclass that checked none of its fields, and the Gate took
+    any caller: in process, a write for ``None`` or an agent id raised AttributeError, one
+    whose tier or level was text AttributeError, whose types were None TypeError, whose
+    rate was NaN a ValueError from the audit row's JSON after the rate limiter had run, and
+    whose agent id was None the database's not-null error from the rate limiter's bucket.
+    A malformed identity is now refused as invalid when it is made, naming the field, and a
+    Gate request for anything but an identity likewise: no audit row, no rate bucket."""
+    for fields in MALFORMED:
+        with pytest.raises(ValidationFailed) as refused:
+            await kernel.gate.evaluate(create(belief(SECRET_PLAN), replace(WRITER, **fields)))
+        [field] = fields
+        assert any(e.startswith(f"{field}:") for e in refused.value.errors), refused.value
+    for caller in (None, "agent-standard"):
+        with pytest.raises(ValidationFailed) as refused:
+            await kernel.gate.evaluate(create(belief(SECRET_PLAN), caller))
+        assert any(e.startswith("caller_identity:") for e in refused.value.errors)
+        with pytest.raises(ValidationFailed):
+            await AgentSession(kernel, caller).remember({"type": "belief", "content": SECRET_PLAN})
+    counts = [
+        await kernel.db.fetchval(f"SELECT count(*) FROM {table}")
+        for table in ("librarian_audit", "rate_buckets", "memories")
+    ]
+    assert [0, 0, 0] == counts
