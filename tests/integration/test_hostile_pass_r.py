@@ -139,6 +139,9 @@ async def test_a_search_or_rating_without_a_caller_identity_is_refused_and_reads
 MALFORMED = [
     {"agent_id": None},
     {"agent_id": ""},
+    {"agent_id": "writer\x00"},
+    {"agent_id": "writer\ud800"},
+    {"agent_id": "w" * 129},
     {"trust_level": "trusted"},
     {"max_write_level": "sensitive"},
     {"max_read_level": "sensitive"},
@@ -157,7 +160,9 @@ async def test_a_write_by_a_malformed_identity_is_refused_before_anything_is_sto
     any caller: in process, a write for ``None`` or an agent id raised AttributeError, one
     whose tier or level was text AttributeError, whose types were None TypeError, whose
     rate was NaN a ValueError from the audit row's JSON after the rate limiter had run, and
-    whose agent id was None the database's not-null error from the rate limiter's bucket.
+    whose agent id was None the database's not-null error from the rate limiter's bucket,
+    and whose agent id held a NUL or a lone surrogate the database's encoding error (a
+    search for it a UnicodeEncodeError).
     A malformed identity is now refused as invalid when it is made, naming the field, and a
     Gate request for anything but an identity likewise: no audit row, no rate bucket."""
     for fields in MALFORMED:

@@ -305,6 +305,18 @@ class CallerIdentity:
         )
 
 
+#: The longest agent id an identity may carry (what a record's ``source_agent`` may hold).
+MAX_AGENT_ID_CHARS = 128
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def caller_problems(caller: CallerIdentity) -> list[str]:
     """What is wrong with an identity's fields (a dataclass checks none of their types)."""
     fields: dict[str, object] = {
@@ -316,8 +328,11 @@ def caller_problems(caller: CallerIdentity) -> list[str]:
         "writes_per_minute": caller.writes_per_minute,
     }
     problems = []
-    if not isinstance(fields["agent_id"], str) or not fields["agent_id"]:
-        problems.append("agent_id: a name")
+    name = fields["agent_id"]
+    if not isinstance(name, str) or not 0 < len(name) <= MAX_AGENT_ID_CHARS:
+        problems.append(f"agent_id: a name of 1-{MAX_AGENT_ID_CHARS} characters")
+    elif "\x00" in name or (not name.isascii() and not _encodes(name)):
+        problems.append("agent_id: must not contain NUL characters or lone surrogates")
     if not isinstance(fields["trust_level"], TrustLevel):
         problems.append("trust_level: a TrustLevel")
     types = fields["allowed_types"]
