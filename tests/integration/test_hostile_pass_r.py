@@ -8,6 +8,7 @@ mocks."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import time
 import tracemalloc
@@ -22,9 +23,18 @@ from engram.errors import ValidationFailed
 from engram.memory.consolidation.facts import facts
 from engram.memory.rl.features import marked
 from engram.memory.schemas import MAX_CONTENT_CHARS
-from engram.memory.types import AccessLevel
+from engram.memory.types import AccessLevel, MemoryStatus
 from engram.protocols.inprocess import AgentSession
-from tests.integration.gate_helpers import BOSS, WRITER, belief, create
+from tests.conftest import ScratchDatabase
+from tests.integration.consolidation_helpers import head_of
+from tests.integration.gate_helpers import (
+    BOSS,
+    WRITER,
+    belief,
+    create,
+    holding_head,
+    lock_waiters,
+)
 
 PROSE = "The committee reviews the budget before the quarter closes in March. "
 
@@ -181,3 +191,49 @@ async def test_a_write_by_a_malformed_identity_is_refused_before_anything_is_sto
         for table in ("librarian_audit", "rate_buckets", "memories")
     ]
     assert [0, 0, 0] == counts
+
+
+JWT = "The public API authenticates requests with JWT bearer tokens."
+COOKIES = "The public API authenticates requests with session cookies."
+
+
+async def test_a_resolution_step_retried_after_a_level_change_is_not_carried_out_on_hidden_grounds(
+    kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """Medium. A contradiction plans two steps, challenge the older record and challenge the
+    newer, and checks the levels for both before the first. While the first waited for the
+    older record's row (a slow transaction held it), the writer lowered the newer record to
+    public. The second step then met a newer version, was refused as stale and was tried
+    again against the record as it now is, without looking at the levels again: the public
+    record was marked challenged on the grounds of a record its readers may not read: its
+    public readers read a dispute with a claim they may not read until the resolver noticed,
+    and the reopener undid the step and escalated. A step tried again now checks the levels
+    of the records it read again, as the first try did, and is skipped."""
+    old = await kernel.gate.evaluate(create(belief(JWT, source_confidence=0.9), WRITER))
+    assert old.record_id is not None, old.reason
+    async with holding_head(database.admin_url, old.record_id) as held:
+        new = await kernel.gate.evaluate(create(belief(COOKIES, source_confidence=0.5), WRITER))
+        assert new.record_id is not None, new.reason
+        assert new.layer2_decision is not None
+        assert ["contradiction"] == [c.classification.value for c in new.layer2_decision.conflicts]
+        await lock_waiters(held.watch, 1)  # the first step waits for the older record's row
+        lowered = await asyncio.wait_for(
+            AgentSession(kernel, WRITER).amend(
+                new.record_id, {"access_level": "public"}, expected_version=1
+            ),
+            timeout=30,
+        )
+        assert lowered.approved, lowered.reason
+        await held.release()
+    await kernel.events.settled()
+    chain = await kernel.temporal.get_version_chain(new.record_id)
+    assert ["agent", "public"] == [v.access_level.value for v in chain]
+    assert MemoryStatus.ACTIVE is chain[-1].status
+    healing = await kernel.db.fetchval(
+        "SELECT count(*) FROM librarian_audit"
+        " WHERE record_id = $1 AND decision_type = 'self_healing' AND decision = 'approved'",
+        new.record_id,
+    )
+    assert 0 == healing
+    older = await head_of(kernel, old.record_id)
+    assert MemoryStatus.CHALLENGED is older.status
