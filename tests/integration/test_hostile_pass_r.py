@@ -151,7 +151,7 @@ MALFORMED = [
     {"agent_id": ""},
     {"agent_id": "writer\x00"},
     {"agent_id": "writer\ud800"},
-    {"agent_id": "w" * 129},
+    {"agent_id": "w" * 257},
     {"trust_level": "trusted"},
     {"max_write_level": "sensitive"},
     {"max_read_level": "sensitive"},

@@ -305,8 +305,9 @@ class CallerIdentity:
         )
 
 
-#: The longest agent id an identity may carry (what a record's ``source_agent`` may hold).
-MAX_AGENT_ID_CHARS = 128
+#: The longest agent id an identity may carry: an agent's name is at most 64 characters, and
+#: an internal identity's prefix and name (``system:cli:`` and a ``--by`` of 128) fit too.
+MAX_AGENT_ID_CHARS = 256
 
 
 def _encodes(text: str) -> bool:
