@@ -35,6 +35,7 @@ from tests.integration.gate_helpers import (
     holding_head,
     lock_waiters,
 )
+from tests.integration.test_hostile_pass_p import _largest, _screen_seconds
 
 PROSE = "The committee reviews the budget before the quarter closes in March. "
 
@@ -237,3 +238,18 @@ async def test_a_resolution_step_retried_after_a_level_change_is_not_carried_out
     assert 0 == healing
     older = await head_of(kernel, old.record_id)
     assert MemoryStatus.CHALLENGED is older.status
+
+
+def test_a_name_joined_to_values_thousands_of_times_costs_the_screen_about_what_prose_does() -> (
+    None
+):
+    """Medium. The PII screen judges the value after each name holding a secret's stem
+    ("key=…", up to 512 characters), and a value that is a placeholder is no secret: its
+    marker pattern tried each of some 30 markers at every character, so the largest record
+    an adapter accepts made of "key=" (4,000 names, each value the next 512 characters) held
+    the Gate on the event loop for 1-1.7 s, over ten times what prose of the same size costs. A
+    value that holds no marker's text is now known to match none without the pattern."""
+    prose = _screen_seconds(_largest(PROSE))
+    for piece in ("key=", "pass=", "token=", "secret:"):
+        seconds = min(_screen_seconds(_largest(piece)) for _ in range(2))
+        assert seconds < max(0.5, 5 * prose), (piece, seconds, prose)
