@@ -8,6 +8,7 @@ import pytest
 
 from engram.memory.conflict import cues, features, lexicon, quantities, restatement, sentences
 from engram.memory.conflict.detection import ConflictDetector
+from engram.memory.conflict.memo import PerText
 from engram.memory.conflict.reading import read_ahead
 from engram.memory.gate import librarian
 from engram.memory.rl import features as rl_features
@@ -28,7 +29,7 @@ def _clear() -> None:
     """Empty every per-text and per-pair cache the judgement reads."""
     for module in (cues, features, lexicon, quantities, restatement, sentences, rl_features):
         for value in vars(module).values():
-            if isinstance(value, functools._lru_cache_wrapper):
+            if isinstance(value, functools._lru_cache_wrapper | PerText):
                 value.cache_clear()
 
 

@@ -23,6 +23,8 @@ from engram.memory.gate.learned import RLAdvisor, ShadowAdvisor
 from engram.memory.rl.features import (
     FEATURE_COUNT,
     FEATURE_NAMES,
+    MAX_LOOKUP_PARTS,
+    WholeWords,
     features_from_json,
     features_json,
     mentions,
@@ -482,3 +484,24 @@ def test_mentions_finds_a_whole_word_as_the_pattern_does(text: str, mark: str) -
     characters of several scripts, digits, underscores, separators)."""
     pattern = re.compile(rf"(?<!\w){re.escape(mark)}(?!\w)")
     assert mentions(text, mark) == (pattern.search(text) is not None)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    text=st.text(alphabet="ab_ -.é1٣\u00a0", max_size=40),
+    marks=st.lists(st.text(alphabet="ab_ -.é1٣", min_size=1, max_size=6), max_size=6),
+)
+def test_whole_words_finds_what_mentions_finds(text: str, marks: list[str]) -> None:
+    """A text's whole-word spans, read once, say of every mark what ``mentions`` says."""
+    spans = WholeWords(text)
+    assert [mentions(text, mark) for mark in marks] == [spans.mention(mark) for mark in marks]
+
+
+def test_whole_words_finds_a_mark_of_many_parts_as_mentions_does() -> None:
+    """A mark spanning more word runs than are looked up is still found as a whole word."""
+    mark = ".".join(["1"] * (MAX_LOOKUP_PARTS + 2))
+    assert [True, False, False] == [
+        WholeWords(f"see {mark}, then").mention(mark),
+        WholeWords(f"see 1{mark}").mention(mark),
+        WholeWords(f"see {mark}_").mention(mark),
+    ]

@@ -6,6 +6,7 @@ Type-specific content rules live in :mod:`engram.memory.schemas`.
 
 from __future__ import annotations
 
+import math
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -14,6 +15,8 @@ from typing import Any, Self
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from engram.errors import ValidationFailed
 
 
 class MemoryType(StrEnum):
@@ -279,6 +282,13 @@ class CallerIdentity:
     max_read_level: AccessLevel = AccessLevel.USER
     writes_per_minute: float | None = None
 
+    def __post_init__(self) -> None:
+        """Refuse an identity of the wrong shape when it is made: in process one may be built
+        with anything, and each field decides what its caller may read or write (hostile
+        pass R)."""
+        if problems := caller_problems(self):
+            raise ValidationFailed(errors=problems)
+
     @property
     def can_write(self) -> bool:
         """Read-only agents never write."""
@@ -293,6 +303,53 @@ class CallerIdentity:
             max_write_level=AccessLevel.SENSITIVE,
             max_read_level=AccessLevel.SENSITIVE,
         )
+
+
+#: The longest agent id an identity may carry: an agent's name is at most 64 characters, and
+#: an internal identity's prefix and name (``system:cli:`` and a ``--by`` of 128) fit too.
+MAX_AGENT_ID_CHARS = 256
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def caller_problems(caller: CallerIdentity) -> list[str]:
+    """What is wrong with an identity's fields (a dataclass checks none of their types)."""
+    fields: dict[str, object] = {
+        "agent_id": caller.agent_id,
+        "trust_level": caller.trust_level,
+        "allowed_types": caller.allowed_types,
+        "max_write_level": caller.max_write_level,
+        "max_read_level": caller.max_read_level,
+        "writes_per_minute": caller.writes_per_minute,
+    }
+    problems = []
+    name = fields["agent_id"]
+    if not isinstance(name, str) or not 0 < len(name) <= MAX_AGENT_ID_CHARS:
+        problems.append(f"agent_id: a name of 1-{MAX_AGENT_ID_CHARS} characters")
+    elif "\x00" in name or (not name.isascii() and not _encodes(name)):
+        problems.append("agent_id: must not contain NUL characters or lone surrogates")
+    if not isinstance(fields["trust_level"], TrustLevel):
+        problems.append("trust_level: a TrustLevel")
+    types = fields["allowed_types"]
+    if not isinstance(types, frozenset) or not all(isinstance(t, MemoryType) for t in types):
+        problems.append("allowed_types: a frozenset of MemoryType")
+    problems += [
+        f"{name}: an AccessLevel"
+        for name in ("max_write_level", "max_read_level")
+        if not isinstance(fields[name], AccessLevel)
+    ]
+    rate = fields["writes_per_minute"]
+    if rate is not None and (
+        isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 <= rate < math.inf
+    ):
+        problems.append("writes_per_minute: a number of writes, at least 0, or None")
+    return problems
 
 
 def readable_levels(caller: CallerIdentity | None) -> list[str]:

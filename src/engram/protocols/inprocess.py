@@ -31,6 +31,7 @@ from pydantic import (
     model_validator,
 )
 
+from engram.errors import ValidationFailed
 from engram.kernel import Kernel
 from engram.memory.gate.requests import GateRequest, GateResult
 from engram.memory.storable import (
@@ -258,6 +259,9 @@ class AgentSession:
     the wrong Python type included, is an audited rejection, never an exception."""
 
     def __init__(self, kernel: Kernel, caller: CallerIdentity) -> None:
+        given: object = caller
+        if not isinstance(given, CallerIdentity):  # what it writes and reads is this identity's
+            raise ValidationFailed(errors=["caller: a CallerIdentity"])
         self._kernel = kernel
         self._caller = caller
 

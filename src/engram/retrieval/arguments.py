@@ -13,13 +13,26 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from engram.memory.storable import instant_problem
-from engram.memory.types import MemoryType
+from engram.memory.types import AccessLevel, CallerIdentity, MemoryType
 
 MAX_LIMIT = 100
 MAX_QUERY_CHARS = 2000
 #: Most tags one search (or listing) may filter on, and the longest tag: what a record may carry.
 MAX_TAG_FILTERS = 32
 MAX_TAG_CHARS = 64
+
+
+def caller_problems(caller: object) -> list[str]:
+    """What is wrong with the identity a search or rating is made for: it decides what may be
+    read, so anything but a caller identity (``None`` above all, which internal reads use to
+    read every level) is refused before anything is read or counted."""
+    refused = ["caller: the CallerIdentity of an authenticated agent"]
+    if not isinstance(caller, CallerIdentity):
+        return refused
+    # a dataclass checks no field's type: an identity built in process may hold anything
+    name: object = caller.agent_id
+    level: object = caller.max_read_level
+    return [] if isinstance(name, str) and isinstance(level, AccessLevel) else refused
 
 
 def query_problems(query: object, namespace: object, limit: object) -> list[str]:

@@ -28,6 +28,7 @@ from engram.infra.sql import load_queries
 from engram.memory.storable import request_id_problem
 from engram.memory.temporal import TemporalEngine
 from engram.memory.types import CallerIdentity, MemoryStatus
+from engram.retrieval.arguments import caller_problems
 from engram.retrieval.budget import FeedbackBudget
 
 log = structlog.get_logger(__name__)
@@ -65,6 +66,8 @@ async def rate(
 ) -> FeedbackReceipt:
     """Store whether ``record_id`` helped ``caller`` (see the module docstring); a useful
     record also counts as a read."""
+    if problems := caller_problems(caller):
+        raise ValidationFailed(errors=problems)
     if caller.agent_id.startswith("system:"):
         raise Forbidden("feedback comes from authenticated agents only")
     given: object = signal  # in-process callers may pass anything

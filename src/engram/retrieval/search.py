@@ -57,7 +57,12 @@ from engram.memory.types import CallerIdentity, MemoryRecord, MemoryStatus, Memo
 from engram.observability.metrics import EngramMetrics
 from engram.retrieval import type_prior
 from engram.retrieval.adapter import adapt, learned_for
-from engram.retrieval.arguments import filter_problems, query_problems, scope_problems
+from engram.retrieval.arguments import (
+    caller_problems,
+    filter_problems,
+    query_problems,
+    scope_problems,
+)
 from engram.retrieval.budget import FeedbackBudget
 from engram.retrieval.feedback import FeedbackReceipt, rate
 from engram.retrieval.ranking import Candidate, fuse, lexical_shares, rerank
@@ -204,7 +209,8 @@ class Retrieval:
         """The ``limit`` best records for ``query`` that ``caller`` may read, carrying every
         one of ``tags`` and at least ``min_score`` similar to the query (see the module)."""
         problems = (
-            filter_problems(tags, min_score)
+            caller_problems(caller)
+            + filter_problems(tags, min_score)
             + query_problems(query, namespace, limit)
             + scope_problems(
                 types,

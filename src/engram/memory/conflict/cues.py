@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
+from engram.memory.conflict.memo import per_text
 from engram.memory.schemas import IMPERATIVE_OPENERS
 
 _WORD = re.compile(r"\w+(?:[.'/:,_-]\w+)*%?")
@@ -240,7 +241,7 @@ class _Statement:
     instruction: bool
 
 
-@functools.lru_cache(maxsize=8192)  # neighbours recur from write to write
+@per_text(8192)  # neighbours recur from write to write
 def _statement(text: str) -> _Statement:
     # one claim is read as its first MAX_WORDS words: aligning two statements costs up to the
     # cube of their length, and a 2,000-word "sentence" took a minute to judge

@@ -13,7 +13,6 @@ Pure functions.
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 from collections.abc import Sequence
@@ -29,6 +28,7 @@ from engram.memory.conflict.cues import (
     word_swaps,
 )
 from engram.memory.conflict.lexicon import CHANGE_MARKERS, change_phrases, lexicon
+from engram.memory.conflict.memo import per_text
 from engram.memory.conflict.quantities import changed_amounts, quantities, same_amounts
 from engram.memory.types import MemoryRecord, MemoryType
 
@@ -121,7 +121,7 @@ def _explicit(record: MemoryRecord, key: str) -> str | None:
     return value.strip().casefold() if isinstance(value, str) and value.strip() else None
 
 
-@functools.lru_cache(maxsize=8192)  # a stored neighbour's side is read again on every write
+@per_text(8192)  # a stored neighbour's side is read again on every write
 def _names(text: str) -> frozenset[str]:
     """Capitalised words and acronyms not opening a sentence: names of things, cased."""
     return frozenset(m.group(0).casefold() for m in _CAPITALISED.finditer(text))
@@ -131,7 +131,7 @@ def _jaccard(left: frozenset[str], right: frozenset[str]) -> float:
     return len(left & right) / len(left | right) if left or right else 1.0
 
 
-@functools.lru_cache(maxsize=8192)  # a stored neighbour's side is read again on every write
+@per_text(8192)  # a stored neighbour's side is read again on every write
 def _tense(text: str) -> tuple[float, float]:
     """How many words of ``text`` tell of the past ("was", "rolled back") and how many say
     how things stand or will be ("is", "owns", "booked for"), each at most 3: an account of

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 from engram.memory.conflict.cues import stem
+from engram.memory.conflict.memo import per_text
 
 #: Words by which a statement says the world changed: relocation and switching ("moved",
 #: "migrated"), a replacement ("instead", "no longer", "anymore"), a start ("since", "from now
@@ -58,7 +59,7 @@ CHANGE_PHRASES = re.compile(
 )  # matched against lowercased text: several times faster than re.IGNORECASE
 
 
-@functools.lru_cache(maxsize=8192)  # one pair asks for it from several rules
+@per_text(8192)  # one pair asks for it from several rules
 def change_phrases(text: str) -> frozenset[str]:
     """The change phrases of :data:`CHANGE_PHRASES` in ``text``, lowercased."""
     return frozenset(m.group(0) for m in CHANGE_PHRASES.finditer(text.lower()))

@@ -12,10 +12,11 @@ functions, no I/O.
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import math
 import re
 from dataclasses import dataclass
+
+from engram.memory.conflict.memo import per_text
 
 _NUMBER_WORDS = {
     "zero": 0, "one": 1, "a": 1, "an": 1, "single": 1, "two": 2, "three": 3, "four": 4,
@@ -259,7 +260,7 @@ def _amount_at(tokens: list[str], i: int) -> tuple[Quantity | None, int]:
     return measured, i
 
 
-@functools.lru_cache(maxsize=8192)
+@per_text(8192)
 def readings(text: str) -> tuple[Reading, ...]:
     """Every amount in ``text`` where it is written, in order of appearance."""
     found, rest = _written(text)
@@ -291,7 +292,7 @@ def readings(text: str) -> tuple[Reading, ...]:
     return tuple(sorted(found, key=lambda reading: reading.start))
 
 
-@functools.lru_cache(maxsize=8192)
+@per_text(8192)
 def quantities(text: str) -> tuple[Quantity, ...]:
     """Every amount in ``text``, in order of appearance, normalised to base units."""
     return tuple(reading.quantity for reading in readings(text))

@@ -13,7 +13,6 @@ date, version) the older lacks unless the amounts are the same in other units ("
 
 from __future__ import annotations
 
-import functools
 import re
 
 from engram.memory.conflict.cues import (
@@ -25,13 +24,20 @@ from engram.memory.conflict.cues import (
     statement_tokens,
 )
 from engram.memory.conflict.features import change_language
+from engram.memory.conflict.memo import per_text
 from engram.memory.conflict.quantities import amount_word, month_word, readings
 from engram.memory.types import MemoryRecord
 
+#: Most hyphenated parts a code's letters run through before its digit ("us-east-1": 2).
+#: Unbounded, every part of a long hyphenated word without a digit ("ab-ab-ab-…") started a
+#: match that walked every part after it, and a record of 16,000 such characters held the
+#: Gate over a second (hostile pass R).
+MAX_CODE_PARTS = 16
 #: Names (capitalised words not opening a sentence, acronyms) and codes ("us-east-1", "v8");
 #: a sentence's first word is a name only as the first half of one (:data:`_OPENING_NAME`).
 _MARKS = re.compile(
-    r"(?<![.!?;:]\s)(?<!^)\b[A-Z][\w&]+|\b[A-Z]{2,}\w*|\b[a-z]+(?:-[a-z0-9]+)*-?\d[\w-]*"
+    r"(?<![.!?;:]\s)(?<!^)\b[A-Z][\w&]+|\b[A-Z]{2,}\w*"
+    rf"|\b[a-z]+(?:-[a-z0-9]+){{0,{MAX_CODE_PARTS}}}-?\d[\w-]*"
 )
 
 
@@ -50,7 +56,7 @@ _OPENERS = frozenset(
 )  # fmt: skip
 
 
-@functools.lru_cache(maxsize=8192)  # the features, the scope rules and restates ask alike
+@per_text(8192)  # the features, the scope rules and restates ask alike
 def marks(text: str) -> frozenset[str]:
     """The names and codes of a statement, casefolded. A month's name inside a date is no
     name: the amounts compare the date ("3 April 2024" / "2024-04-03"); outside one it is

@@ -10,10 +10,10 @@ newer record with the statement of the older that shares the most words with it.
 
 from __future__ import annotations
 
-import functools
 import re
 
 from engram.memory.conflict.cues import word_overlap
+from engram.memory.conflict.memo import per_text
 
 #: A sentence ends at ., ! or ? followed by space and a capital letter.
 _BOUNDARY = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
@@ -30,7 +30,7 @@ MIN_WORDS = 3
 MAX_CLAIMS = 24
 
 
-@functools.lru_cache(maxsize=8192)  # neighbours recur from write to write
+@per_text(8192)  # neighbours recur from write to write
 def statements(text: str) -> tuple[str, ...]:
     """The sentences of ``text``; a piece too short to be a claim, or split off after an
     abbreviation or an initial ("Dr.", "Str.", "J."), joins the sentence before it."""

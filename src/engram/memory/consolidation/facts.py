@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+
+from engram.memory.conflict.memo import per_text
 
 _MONTHS = (
     "jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
@@ -112,7 +113,7 @@ def normalise(text: str) -> str:
     return " ".join(text.casefold().split())
 
 
-@lru_cache(maxsize=16_384)  # a pass asks for the same clauses again; bounded for a server
+@per_text(16_384)  # a pass asks for the same clauses again; bounded for a server
 def facts(text: str) -> tuple[Fact, ...]:
     """Every fact of ``text`` in order of appearance (names included)."""
     found: list[tuple[int, Fact]] = []

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
+from engram.errors import ValidationFailed
 from engram.memory.audit.entry import caller_json
 from engram.memory.conflict.detection import ConflictResult
 from engram.memory.gate.advisor import AdvisorAction, AdvisorDecision
@@ -48,6 +49,13 @@ class GateRequest:
     #: Status of the new version; only internal origins may set it (conflict resolution marks
     #: records ``challenged``). Layer 1 rejects it on external requests.
     status: MemoryStatus | None = None
+
+    def __post_init__(self) -> None:
+        """Refuse a request made for anything but an identity (in process, ``None`` or an
+        agent's name raised AttributeError deep in the Gate; hostile pass R)."""
+        given: object = self.caller_identity
+        if not isinstance(given, CallerIdentity):
+            raise ValidationFailed(errors=["caller_identity: a CallerIdentity"])
 
     @classmethod
     def forget(

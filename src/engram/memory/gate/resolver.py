@@ -203,7 +203,8 @@ async def _carry_out_step(
     summaries: SummarySteps,
 ) -> list[GateResult]:
     """Propose one step; when it is refused because its record moved on since it was read,
-    and while both claims still stand, propose it again against the current head under a
+    and while both claims still stand and the changed record's readers may still read the
+    other (:func:`_still_shown`), propose it again against the current head under a
     request id naming that head's version (so a second delivery replays it), unless the head
     already carries the step's change (an earlier delivery made it). A record a batch
     consumed is not restated out of its summary: a challenge goes to the summary (or is
@@ -218,6 +219,11 @@ async def _carry_out_step(
             older_now = await _standing_head(db, conflict.existing_version_id)
             if newer_now is None or older_now is None:
                 log.info("conflict.resolution_skipped", reason="a claim moved on during the step")
+                return [] if outcome is None else [outcome]
+            if not _still_shown(step, older_now, newer_now):
+                # what moved it may be a change of level (hostile pass R): the first try was
+                # checked against the levels it read, this one must be against these
+                log.info("conflict.resolution_skipped", reason="a level changed during the step")
                 return [] if outcome is None else [outcome]
             newer, older = newer_now, older_now
         target, grounds = (newer, older) if step is Step.CHALLENGE_NEWER else (older, newer)

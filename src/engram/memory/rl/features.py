@@ -9,7 +9,6 @@ weight means the same across features. No memory content, only numbers about it.
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -18,6 +17,7 @@ from uuid import UUID
 from engram.memory.conflict.cues import is_value, statement_tokens
 from engram.memory.conflict.detection import ConflictResult, PairRelation
 from engram.memory.conflict.features import change_language
+from engram.memory.conflict.memo import per_text
 from engram.memory.conflict.restatement import marks
 from engram.memory.types import (
     ConflictClassification,
@@ -115,13 +115,21 @@ def advice_features(
     return tuple(round(v, 6) for v in values)
 
 
+#: Longest run the locators' patterns walk from one start before the part that makes a locator
+#: (``://``, ``@``, the first dot): longer than any scheme, e-mail local part (64) or name
+#: label (63) a statement holds. Unbounded, a match was tried at every character of a long
+#: word and walked to its end each time, so one 16,000-character word held the Gate over a
+#: second (hostile pass R).
+MAX_LOCATOR_RUN = 255
 #: Locators a statement may carry: URLs, e-mail addresses, dotted names (hosts, files).
 _LOCATORS = re.compile(
-    r"[a-z][\w+.-]*://[^\s,;]+|[\w.+-]+@[\w-]+(?:\.[\w-]+)+|\b\w[\w-]*(?:\.[\w-]+)+"
+    rf"[a-z][\w+.-]{{0,{MAX_LOCATOR_RUN}}}://[^\s,;]+"
+    rf"|[\w.+-]{{1,{MAX_LOCATOR_RUN}}}@[\w-]+(?:\.[\w-]+)+"
+    rf"|\b\w[\w-]{{0,{MAX_LOCATOR_RUN}}}(?:\.[\w-]+)+"
 )
 
 
-@functools.lru_cache(maxsize=8192)  # the nearest neighbour's side recurs from write to write
+@per_text(8192)  # the nearest neighbour's side recurs from write to write
 def marked(text: str) -> frozenset[str]:
     """Names and codes (:func:`~engram.memory.conflict.restatement.marks`), values, and
     locators, casefolded."""
@@ -150,6 +158,46 @@ def mentions(text: str, mark: str) -> bool:
     return False
 
 
+#: Most word runs a mark may span to be looked up among a text's runs (longer marks are
+#: looked for with a pattern each; they are few, as a record holds 16,000 characters).
+MAX_LOOKUP_PARTS = 16
+
+
+class WholeWords:
+    """A text's whole-word spans, to tell which marks it mentions (as :func:`mentions` does)
+    in time that grows with the text, not with how often each mark occurs inside a longer
+    word: looking for a neighbour's hundreds of marks ("1", "11", "111", …) in one long word
+    ("x111…1x") walked every occurrence of each and held the Gate half a second (hostile pass
+    R). A mark that begins and ends with a word character and spans ``n`` word runs occurs as
+    a whole word exactly when it equals the text from the start of one of its word runs to
+    the end of the ``n``-th."""
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        spans = [m.span() for m in _WORD.finditer(text)]
+        self._starts = [start for start, _ in spans]
+        self._ends = [end for _, end in spans]
+        self._spans: dict[int, frozenset[str]] = {}
+
+    def mention(self, mark: str) -> bool:
+        """Whether the text holds ``mark`` as a whole word."""
+        if not mark or not (_word_character(mark[0]) and _word_character(mark[-1])):
+            return mentions(self._text, mark)
+        parts = len(_WORD.findall(mark))
+        if parts > MAX_LOOKUP_PARTS:  # few per text: a pattern's scan is linear in C
+            whole = re.compile(rf"(?<!\w){re.escape(mark)}(?!\w)")
+            return whole.search(self._text) is not None
+        found = self._spans.get(parts)
+        if found is None:
+            text = self._text
+            found = frozenset(
+                text[start:end]
+                for start, end in zip(self._starts, self._ends[parts - 1 :], strict=False)
+            )
+            self._spans[parts] = found
+        return mark in found
+
+
 def _marks(record: MemoryRecord, nearest: MemoryRecord | None) -> tuple[float, float, float]:
     """``new_marks``, ``kept_marks`` and ``change_words`` against the nearest record (a mark
     is looked for in the other text as a whole word, wherever it stands)."""
@@ -157,9 +205,10 @@ def _marks(record: MemoryRecord, nearest: MemoryRecord | None) -> tuple[float, f
     if nearest is None:
         return (float(bool(mine)), 0.0, 0.0)
     theirs = marked(nearest.content)
-    there, here = nearest.content.casefold(), record.content.casefold()
-    new = any(not mentions(there, mark) for mark in mine)
-    kept = sum(mentions(here, mark) for mark in theirs) / len(theirs) if theirs else 0.0
+    there = WholeWords(nearest.content.casefold())
+    here = WholeWords(record.content.casefold())
+    new = any(not there.mention(mark) for mark in mine)
+    kept = sum(here.mention(mark) for mark in theirs) / len(theirs) if theirs else 0.0
     return (float(new), kept, float(change_language(nearest, record)))
 
 

@@ -56,6 +56,21 @@ _PLACEHOLDER_MARKERS = re.compile(
 )
 
 
+#: A piece of text every unanchored marker holds, compared with the value in lower case; an
+#: anchored marker starts with one of ``_ANCHORED``. A value holding none cannot match, so the
+#: pattern (slow: it tries every marker at every character) is not run on it. A name joined
+#: to values many times ("key=key=…", 4,000 values of 512 characters) cost the screen 1.7 s
+#: on the event loop against 0.13 s for prose of the same size (hostile pass R).
+_MARKER_HINTS = (
+    "your", "example", "placeholder", "change", "redacted", "dummy", "sample", "xxxx", "***",
+    "...", "<", ">", "${", "$(", "{{", "%(", "insert", "replace", "not", "fake", "vault",
+)  # fmt: skip
+_ANCHORED = frozenset("$%{[")
+#: The letters IGNORECASE matches with an ASCII letter that ``str.lower`` does not give as
+#: one (U+0130 lowers to two characters; a dotless i and a long s stay as they are).
+_TO_ASCII = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
+
+
 def is_placeholder(value: str) -> bool:
     """True for empty values, template variables and stand-ins such as ``changeme``."""
     stripped = value.strip().strip("\"'`")
@@ -63,6 +78,9 @@ def is_placeholder(value: str) -> bool:
         return True
     if len(set(stripped.lower())) <= 2:
         return True
+    lowered = stripped.translate(_TO_ASCII).lower()
+    if stripped[0] not in _ANCHORED and not any(hint in lowered for hint in _MARKER_HINTS):
+        return False
     return _PLACEHOLDER_MARKERS.search(stripped) is not None
 
 
