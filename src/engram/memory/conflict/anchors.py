@@ -12,9 +12,9 @@ is read once (cached), in time linear in its length.
 
 from __future__ import annotations
 
-import functools
 import re
 
+from engram.memory.conflict.memo import per_text
 from engram.memory.conflict.quantities import readings
 
 _MONTH_NAMES = (
@@ -43,7 +43,7 @@ _OBSERVED = re.compile(
 )
 
 
-@functools.lru_cache(maxsize=8192)  # a stored neighbour's side is read again on every write
+@per_text(8192)  # a stored neighbour's side is read again on every write
 def anchors(text: str) -> frozenset[str]:
     """The moments ``text`` names: words of time as written (case-folded), and its times of
     day and dates by value."""
@@ -57,7 +57,7 @@ def anchors(text: str) -> frozenset[str]:
     return frozenset(found)
 
 
-@functools.lru_cache(maxsize=8192)
+@per_text(8192)
 def observation(text: str) -> bool:
     """Whether ``text`` reports a reading or a result at a moment it names."""
     return bool(anchors(text)) and _OBSERVED.search(text) is not None
