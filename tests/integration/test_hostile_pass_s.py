@@ -1,0 +1,255 @@
+"""Hostile pass S: crash consistency, races and resource exhaustion as a hostile operator
+environment produces them (slow clients holding sockets, lost acknowledgements of admin
+commands, a tampered audit table under replay, kernels migrating one database at once).
+
+Every test here failed on the code it was written against; what held is in
+``test_hostile_pass_s_held.py``. Real embedded PostgreSQL, the real embedding model, real
+``engram serve`` and migration processes, no mocks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import asyncpg
+import httpx
+import pytest
+
+from engram import Kernel
+from engram.infra import migrate
+from engram.infra.embedded_server import EmbeddedPostgres
+from engram.infra.events import Event
+from engram.memory.types import TrustLevel
+from tests.conftest import ScratchDatabase
+from tests.e2e.conftest import TOKEN, Served, close, start_serve
+from tests.e2e.test_serve import _env, _free_port
+from tests.integration.gate_helpers import STANDARD, belief, create
+from tests.integration.lost_ack import with_lost_ack
+
+CALLER = replace(STANDARD, writes_per_minute=1_000_000, trust_level=TrustLevel.TRUSTED)
+
+# --- slow clients ----------------------------------------------------------------------------
+
+#: The request deadline the server under test runs with (ENGRAM_HTTP_REQUEST_TIMEOUT_SECONDS).
+DEADLINE = 2.0
+
+
+@pytest.fixture
+def guarded_serve(tmp_path: Path, model_dir: Path) -> Iterator[Served]:
+    """`engram serve` with a short request deadline, ready."""
+    env = _env(
+        tmp_path / "engram-data",
+        model_dir,
+        ENGRAM_PORT=str(_free_port()),
+        ENGRAM_SCHEDULER="false",
+        ENGRAM_HTTP_REQUEST_TIMEOUT_SECONDS=str(DEADLINE),
+    )
+    server = start_serve(env)
+    try:
+        assert httpx.get(f"{server.base}/readyz", timeout=5).status_code == 200, server.output()
+        yield server
+    finally:
+        close(server)
+
+
+def _held_for(sock: socket.socket, started: float, limit: float) -> tuple[float, bytes]:
+    """How long after ``started`` the server kept ``sock`` open (reading until it closes,
+    ``limit`` seconds at most), and what it sent meanwhile."""
+    got = b""
+    sock.settimeout(0.5)
+    while time.monotonic() - started < limit:
+        try:
+            chunk = sock.recv(4096)
+        except TimeoutError:
+            continue
+        except ConnectionResetError:
+            break
+        if not chunk:
+            break
+        got += chunk
+    return time.monotonic() - started, got
+
+
+def test_a_client_that_never_finishes_its_request_is_cut_off(guarded_serve: Served) -> None:
+    """High. uvicorn sets no deadline on a request being received: a connection that sends
+    nothing, stops in the middle of its headers, or trickles a body declared by Content-Length
+    was held open for as long as the client liked, so a few thousand of them (one socket each,
+    no token needed for the first three) use up the server's file descriptors, and every
+    other client, and the kernel's own new database connections, are refused. Each is now
+    closed within the request deadline, answered 408 when a request had begun, and the
+    server still answers."""
+    host, port = guarded_serve.base.removeprefix("http://").split(":")
+    token = TOKEN.search(guarded_serve.output())
+    assert token is not None, guarded_serve.output()
+    openers = {
+        "nothing": b"",
+        "half a request line": b"GET /healthz HT",
+        "headers without their end": b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: 1\r\n",
+        "a body that never arrives": (
+            b"POST /v1/memories HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Authorization: Bearer " + token.group(0).encode() + b"\r\n"
+            b'Content-Length: 500\r\n\r\n{"type": "belief", '
+        ),
+    }
+    sockets = {name: socket.create_connection((host, int(port))) for name in openers}
+    try:
+        for name, opener in openers.items():
+            if opener:
+                sockets[name].sendall(opener)
+        started = time.monotonic()
+        held = {name: _held_for(sock, started, DEADLINE + 8) for name, sock in sockets.items()}
+    finally:
+        for sock in sockets.values():
+            sock.close()
+    assert {name: True for name in openers} == {
+        name: seconds < DEADLINE + 5 for name, (seconds, _) in held.items()
+    }, held
+    for name in ("half a request line", "headers without their end", "a body that never arrives"):
+        assert held[name][1].startswith(b"HTTP/1.1 408 "), (name, held[name][1][:300])
+    assert httpx.get(f"{guarded_serve.base}/healthz", timeout=5).status_code == 200
+
+
+def test_a_client_sending_slowly_but_within_the_deadline_is_served(guarded_serve: Served) -> None:
+    """The deadline counts from a request's first byte and ends with its last: a request
+    sent in pieces within it is answered normally, and a keep-alive connection's next
+    request gets a deadline of its own."""
+    host, port = guarded_serve.base.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port))) as sock:
+        for _ in range(2):
+            for piece in (b"GET /healthz HTTP/1.1\r\n", b"Host: x\r\n", b"\r\n"):
+                sock.sendall(piece)
+                time.sleep(DEADLINE / 5)
+            sock.settimeout(DEADLINE + 5)
+            answer = sock.recv(4096)
+            assert answer.startswith(b"HTTP/1.1 200 "), answer[:200]
+
+
+# --- an escalation closed whose acknowledgement is lost ---------------------------------------
+
+
+async def test_an_escalation_closed_whose_commit_acknowledgement_is_lost_is_reported_closed(
+    kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """Medium. `engram conflicts ack 12` closes the escalation; the connection is terminated
+    before the kernel hears that the UPDATE committed, and the adapter runs the statement
+    again. The retry found the escalation already closed and the command answered "no open
+    escalation 12" (exit 3) for the escalation it had itself just closed. The retry now
+    recognises its own acknowledgement; another admin's ack of a closed one is still refused."""
+    record_id = uuid.uuid4()
+    await kernel.notifications.handle(
+        Event(
+            name="memory.conflict_detected",
+            aggregate_id=record_id,
+            payload={"decision_id": str(uuid.uuid4()), "classification": "unresolvable"},
+        )
+    )
+    (row,) = await kernel.admin_queue.pending()
+    closed = await with_lost_ack(
+        database.admin_url,
+        kernel.admin_queue.acknowledge(row["id"], by="dana"),
+        "UPDATE escalations",
+    )
+    assert closed is True
+    assert [] == await kernel.admin_queue.pending()
+    assert await kernel.admin_queue.acknowledge(row["id"], by="dana") is False
+    admin = await asyncpg.connect(database.admin_url)
+    try:
+        who = await admin.fetchval(
+            "SELECT acknowledged_by FROM engram.escalations WHERE id = $1", row["id"]
+        )
+    finally:
+        await admin.close()
+    assert who == "dana"
+
+
+# --- replay over a tampered audit table -------------------------------------------------------
+
+
+async def test_replay_over_rows_of_the_wrong_shape_skips_them_and_replays_the_rest(
+    kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """Medium. The database's owner (or anyone on the embedded server's socket) edits audit
+    rows, triggers off: Layer 1's checks turned into an object or a list of numbers, Layer 2's
+    advice into a list or an object without its keys, the caller into a number. `engram audit
+    replay` (and the advisor's evaluation, which replays the log) ended in a traceback
+    (AttributeError, TypeError, KeyError) for the whole log. Each such row is now skipped
+    with its reason, as unreadable input is, and every other row replays as before."""
+    for n in range(7):
+        text = f"Rack {n} of the Lisbon hall hosts build runner {n * 7}."
+        made = await kernel.gate.evaluate(create(belief(text), CALLER))
+        assert made.record_id is not None, made.reason
+    admin = await asyncpg.connect(database.admin_url)
+    try:
+        seqs = [
+            int(r["seq"])
+            for r in await admin.fetch(
+                "SELECT seq FROM engram.librarian_audit ORDER BY seq LIMIT 7"
+            )
+        ]
+        edits = {
+            seqs[1]: "layer1_checks = '{\"name\": \"schema\"}'::json",
+            seqs[2]: "layer1_checks = '[1, 2]'::json",
+            seqs[3]: "layer2_decision = '[]'::json",
+            seqs[4]: "layer2_decision = '{\"action\": 7}'::json",
+            seqs[5]: "caller = '5'::json",
+        }
+        await admin.execute("ALTER TABLE engram.librarian_audit DISABLE TRIGGER USER")
+        for seq, assignment in edits.items():
+            await admin.execute(
+                f"UPDATE engram.librarian_audit SET {assignment} WHERE seq = $1",  # noqa: S608
+                seq,
+            )
+        await admin.execute("ALTER TABLE engram.librarian_audit ENABLE TRIGGER USER")
+    finally:
+        await admin.close()
+    report = await kernel.replay.replay()
+    assert sorted(edits) == sorted(d.seq for d in report.skipped)
+    assert all(d.skipped for d in report.skipped)
+    assert [] == [d.to_json() for d in report.changed]
+    assert 7 == len(report.decisions)
+    assert report.to_json()["skipped"] == len(edits)
+
+
+# --- two kernels migrating one database at once -----------------------------------------------
+
+_UPGRADE = "import sys; from engram.infra import migrate; migrate.upgrade(sys.argv[1])"
+
+
+async def test_kernels_migrating_one_database_at_once_all_start(
+    pg_server: EmbeddedPostgres, empty_database: ScratchDatabase
+) -> None:
+    """Medium. docs/operations.md: any number of `serve` and `worker` processes may share one
+    database, and each migrates on start. Started together on an empty (or older) database,
+    they ran the same revisions side by side: all but one failed with a duplicate key in
+    PostgreSQL's catalog (MigrationError, the process exits) and had to be restarted. The
+    migrations now wait for each other; every process reaches head, once."""
+    url = pg_server.admin_url(empty_database.name)
+    runs = [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            _UPGRADE,
+            url,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        for _ in range(3)
+    ]
+    outcomes = []
+    for run in runs:
+        _, err = await asyncio.wait_for(run.communicate(), timeout=180)
+        outcomes.append((run.returncode, err.decode(errors="replace").splitlines()[-1:]))
+    assert [0, 0, 0] == [code for code, _ in outcomes], outcomes
+    admin = await asyncpg.connect(url)
+    try:
+        versions = await admin.fetch("SELECT version_num FROM public.alembic_version")
+    finally:
+        await admin.close()
+    assert [migrate.head_revision()] == [row["version_num"] for row in versions]
