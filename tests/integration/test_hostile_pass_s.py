@@ -253,3 +253,24 @@ async def test_kernels_migrating_one_database_at_once_all_start(
     finally:
         await admin.close()
     assert [migrate.head_revision()] == [row["version_num"] for row in versions]
+
+
+async def test_kernels_creating_the_database_at_once_all_go_on(pg_server: EmbeddedPostgres) -> None:
+    """Medium. Kernels started together on a new embedded data dir each create the database
+    `engram` unless it exists: all saw it missing, one created it, and the others' CREATE
+    DATABASE failed with asyncpg's UniqueViolationError, which no layer translates (the
+    process ended with a traceback, `Application startup failed`). A database created
+    meanwhile by another is now one that exists."""
+    name = f"c_{uuid.uuid4().hex[:16]}"
+    try:
+        created = await asyncio.gather(
+            *(migrate.ensure_database(pg_server.admin_url(), name) for _ in range(4)),
+            return_exceptions=True,
+        )
+        assert [False, False, False, True] == sorted(created, key=repr), created
+    finally:
+        admin = await asyncpg.connect(pg_server.admin_url())
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await admin.close()
