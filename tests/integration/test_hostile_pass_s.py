@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import subprocess
 import sys
 import time
 import uuid
@@ -29,7 +30,7 @@ from engram.infra.events import Event
 from engram.memory.types import TrustLevel
 from tests.conftest import ScratchDatabase
 from tests.e2e.conftest import TOKEN, Served, close, start_serve
-from tests.e2e.test_serve import _env, _free_port
+from tests.e2e.test_serve import ENGRAM, _env, _free_port, _postgres_for
 from tests.integration.gate_helpers import STANDARD, belief, create
 from tests.integration.lost_ack import with_lost_ack
 
@@ -274,3 +275,29 @@ async def test_kernels_creating_the_database_at_once_all_go_on(pg_server: Embedd
             await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         finally:
             await admin.close()
+
+
+def test_commands_started_together_on_a_new_data_dir_all_reach_head(
+    tmp_path: Path, model_dir: Path
+) -> None:
+    """Medium. Three `engram --init migrate` at once on a data dir that does not exist yet
+    (kernels started together on a new host go the same way): as well as the database
+    creation and migration races above, a process narrowing the data dir to 0700 while
+    another ran initdb as the server's system user (engram run as root) made initdb fail
+    ("could not access directory"). Every process now exits 0 at the head revision, and the
+    last one out stops the embedded server."""
+    env = _env(tmp_path / "engram-data", model_dir)
+    runs = [
+        subprocess.Popen(  # noqa: S603 - our own CLI
+            [*ENGRAM, "--init", "migrate"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        for _ in range(3)
+    ]
+    outputs = [run.communicate(timeout=180)[0].decode(errors="replace") for run in runs]
+    assert [0, 0, 0] == [run.returncode for run in runs], [o[-600:] for o in outputs]
+    head = migrate.head_revision()
+    assert all(f"schema at revision {head}" in output for output in outputs), outputs
+    assert [] == _postgres_for(tmp_path / "engram-data" / "pg")
