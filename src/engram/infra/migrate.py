@@ -109,6 +109,10 @@ async def ensure_database(admin_url: str, name: str) -> bool:
             return False
         # CREATE DATABASE takes no parameters; the name was validated above.
         await conn.execute(f'CREATE DATABASE "{name}"')
+    except (asyncpg.DuplicateDatabaseError, asyncpg.UniqueViolationError):
+        # Another process (a kernel started beside this one) created it since the check:
+        # CREATE DATABASE then fails on the catalog's unique index, or as a duplicate.
+        return False
     finally:
         await conn.close()
     log.info("database.created", database=name)
