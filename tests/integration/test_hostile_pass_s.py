@@ -10,24 +10,29 @@ Every test here failed on the code it was written against; what held is in
 from __future__ import annotations
 
 import asyncio
+import itertools
 import socket
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import asyncpg
 import httpx
+import psutil
 import pytest
 
 from engram import Kernel
+from engram.errors import WebhookUnavailable
 from engram.infra import migrate
 from engram.infra.embedded_server import EmbeddedPostgres
 from engram.infra.events import Event
+from engram.infra.webhook import WebhookSink
 from engram.memory.types import TrustLevel
+from engram.notifications.dispatcher import Escalation
 from tests.conftest import ScratchDatabase
 from tests.e2e.conftest import TOKEN, Served, close, start_serve
 from tests.e2e.test_serve import ENGRAM, _env, _free_port, _postgres_for
@@ -301,3 +306,94 @@ def test_commands_started_together_on_a_new_data_dir_all_reach_head(
     head = migrate.head_revision()
     assert all(f"schema at revision {head}" in output for output in outputs), outputs
     assert [] == _postgres_for(tmp_path / "engram-data" / "pg")
+
+
+# --- a webhook receiver that answers slowly, or without end -----------------------------------
+
+
+class Receiver:
+    """A real HTTP server on loopback that reads a request and answers it with ``answer``
+    (an async function given the stream's writer)."""
+
+    def __init__(self, answer: Callable[[asyncio.StreamWriter], Awaitable[None]]) -> None:
+        self.answer = answer
+        self.requests = 0
+        self.server: asyncio.Server | None = None
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = next(
+                int(line.split(b":", 1)[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length:")
+            )
+            await reader.readexactly(length)
+            self.requests += 1
+            await self.answer(writer)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    async def __aenter__(self) -> str:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        port = self.server.sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{port}/hook"
+
+    async def __aexit__(self, *_: object) -> None:
+        assert self.server is not None
+        self.server.close()
+
+
+async def _trickled_head(writer: asyncio.StreamWriter) -> None:
+    """A status line and headers one byte every half second, never ending."""
+    for byte in itertools.cycle(b"HTTP/1.1 200 OK\r\nX-Slow: "):
+        writer.write(bytes([byte]))
+        await writer.drain()
+        await asyncio.sleep(0.5)
+
+
+async def _endless_body(writer: asyncio.StreamWriter) -> None:
+    """A 200 whose chunked body never ends, sent as fast as the client reads it."""
+    writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+    chunk = b"%x\r\n%s\r\n" % (65536, b"x" * 65536)
+    while True:
+        writer.write(chunk)
+        await writer.drain()
+
+
+def _escalation() -> Escalation:
+    return Escalation(
+        "memory.conflict_detected",
+        uuid.uuid4(),
+        {"decision_id": str(uuid.uuid4()), "classification": "unresolvable"},
+    )
+
+
+async def test_a_webhook_that_trickles_its_answer_fails_within_its_timeout() -> None:
+    """High. The outbox delivers an escalation inside its transaction (the batch's rows
+    locked, a pooled connection held). httpx's timeout bounds each read, not the request: a
+    receiver sending its answer a byte every half second kept the POST, and with it the
+    drain, waiting for ever, so no later event of that kernel was delivered again. Each
+    attempt is now bounded as a whole; the escalation is deferred as for a webhook that is
+    down."""
+    async with Receiver(_trickled_head) as url:
+        sink = WebhookSink(url, retries=1, initial_wait_seconds=0.1, timeout_seconds=1.0)
+        started = time.monotonic()
+        with pytest.raises(WebhookUnavailable):
+            await asyncio.wait_for(sink.deliver(_escalation()), timeout=20)
+        assert time.monotonic() - started < 5
+
+
+async def test_a_webhook_answering_without_end_is_not_read_into_memory() -> None:
+    """High. The sink read the receiver's whole answer into memory before looking at its
+    status: a receiver (or anything the URL reaches) streaming a body without end grew the
+    kernel's memory until the answer ended, which it never does. The status alone decides
+    now; the body is not read."""
+    async with Receiver(_endless_body) as url:
+        sink = WebhookSink(url, retries=0, timeout_seconds=5.0)
+        before = psutil.Process().memory_info().rss
+        await asyncio.wait_for(sink.deliver(_escalation()), timeout=20)
+        grown = psutil.Process().memory_info().rss - before
+    assert grown < 64 * 2**20
