@@ -114,7 +114,7 @@ def test_a_client_that_never_finishes_its_request_is_cut_off(guarded_serve: Serv
     finally:
         for sock in sockets.values():
             sock.close()
-    assert {name: True for name in openers} == {
+    assert dict.fromkeys(openers, True) == {
         name: seconds < DEADLINE + 5 for name, (seconds, _) in held.items()
     }, held
     for name in ("half a request line", "headers without their end", "a body that never arrives"):
@@ -200,7 +200,7 @@ async def test_replay_over_rows_of_the_wrong_shape_skips_them_and_replays_the_re
             )
         ]
         edits = {
-            seqs[1]: "layer1_checks = '{\"name\": \"schema\"}'::json",
+            seqs[1]: 'layer1_checks = \'{"name": "schema"}\'::json',
             seqs[2]: "layer1_checks = '[1, 2]'::json",
             seqs[3]: "layer2_decision = '[]'::json",
             seqs[4]: "layer2_decision = '{\"action\": 7}'::json",
@@ -209,7 +209,7 @@ async def test_replay_over_rows_of_the_wrong_shape_skips_them_and_replays_the_re
         await admin.execute("ALTER TABLE engram.librarian_audit DISABLE TRIGGER USER")
         for seq, assignment in edits.items():
             await admin.execute(
-                f"UPDATE engram.librarian_audit SET {assignment} WHERE seq = $1",  # noqa: S608
+                f"UPDATE engram.librarian_audit SET {assignment} WHERE seq = $1",
                 seq,
             )
         await admin.execute("ALTER TABLE engram.librarian_audit ENABLE TRIGGER USER")

@@ -34,8 +34,8 @@ from engram.memory.admin.verdicts import (
     ReplayedDecision,
     ReplayReport,
     Verdict,
-    differences,
     columns_verdict,
+    differences,
     recorded_verdict,
     replayed_verdict,
 )

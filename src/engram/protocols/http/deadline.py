@@ -55,19 +55,19 @@ class RequestDeadline(H11Protocol):
     _timer: asyncio.TimerHandle | None = None
     _phase: Phase = "answering"
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:  # noqa: D102
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)  # type: ignore[arg-type]
         self._watch()
 
-    def data_received(self, data: bytes) -> None:  # noqa: D102
+    def data_received(self, data: bytes) -> None:
         super().data_received(data)
         self._watch()
 
-    def handle_events(self) -> None:  # noqa: D102 - also runs when a response completes
+    def handle_events(self) -> None:
         super().handle_events()
         self._watch()
 
-    def connection_lost(self, exc: Exception | None) -> None:  # noqa: D102
+    def connection_lost(self, exc: Exception | None) -> None:
         self._cancel()
         super().connection_lost(exc)
 
