@@ -4,17 +4,26 @@ tests. Real embedded PostgreSQL, real migration processes killed with SIGKILL, n
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import signal
 import sys
+import time
 import uuid
+from pathlib import Path
 
 import asyncpg
+import httpx
+import pytest
 
 from engram import Kernel
 from engram.infra import migrate
 from engram.infra.embedded_server import EmbeddedPostgres
 from engram.infra.events import Event
 from tests.conftest import ScratchDatabase
+from tests.e2e.conftest import TOKEN, close, start_serve
+from tests.e2e.test_serve import _env, _free_port
+from tests.integration.test_hostile_pass_b_held import MixedLoad, _cli_on
 
 
 async def test_admins_closing_one_escalation_at_once_close_it_once(kernel: Kernel) -> None:
@@ -111,3 +120,58 @@ async def test_a_migration_killed_midway_leaves_the_older_schema_whole_and_resum
         if not holder.is_closed():
             await holder.close()
         await watcher.close()
+
+
+@pytest.mark.slow
+def test_sigkill_while_the_log_is_sealed_after_every_few_appends_keeps_a_verifiable_chain(
+    tmp_path: Path, model_dir: Path
+) -> None:
+    """Held. `engram serve` sealing a checkpoint every two appends (so a seal is nearly
+    always in flight) is SIGKILLed in a burst of writes. After a restart the log and its
+    checkpoints verify, and a new seal after it chains to the ones sealed
+    before the kill, and every acknowledged create is there."""
+    env = _env(
+        tmp_path / "data",
+        model_dir,
+        ENGRAM_PORT=str(_free_port()),
+        ENGRAM_AUDIT_CHECKPOINT_EVERY="2",
+        ENGRAM_SCHEDULER="false",
+    )
+    first = start_serve(env)
+    try:
+        found = TOKEN.search(first.output())
+        assert found is not None, first.output()
+        token = found.group(0)
+        with MixedLoad(first.base, token) as load:
+            deadline = time.monotonic() + 60
+            while load.acked() < 120 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            os.kill(first.process.pid, signal.SIGKILL)
+            first.process.wait(10)
+        assert load.acked() >= 120, "too few writes were acknowledged before the kill"
+    finally:
+        close(first)
+    before = _cli_on(env, "audit", "verify", "--json")
+    assert 0 == before.returncode, before.stdout + before.stderr[-800:]
+    sealed_before = json.loads(before.stdout)["checkpoints_checked"]
+    assert sealed_before >= 5, before.stdout  # the burst was sealed as it went
+    again = start_serve(env)
+    try:
+        auth = {"Authorization": f"Bearer {token}"}
+        with httpx.Client(base_url=again.base, headers=auth, timeout=10) as client:
+            lost = [
+                record_id
+                for record_id, _ in load.created.values()
+                if client.get(f"/v1/memories/{record_id}/versions").status_code != 200
+            ]
+        assert [] == lost
+        sealed = _cli_on(env, "audit", "checkpoint", "--json")
+        assert 0 == sealed.returncode, sealed.stdout + sealed.stderr[-800:]
+        after = _cli_on(env, "audit", "verify", "--json")
+        assert 0 == after.returncode, after.stdout + after.stderr[-800:]
+        report = json.loads(after.stdout)
+        assert report["ok"]
+        assert report["checkpoints_checked"] >= sealed_before + 1
+        assert "Traceback" not in again.output()
+    finally:
+        close(again)
