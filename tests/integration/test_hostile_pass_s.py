@@ -10,7 +10,9 @@ Every test here failed on the code it was written against; what held is in
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
+import json
 import socket
 import subprocess
 import sys
@@ -135,6 +137,32 @@ def test_a_client_sending_slowly_but_within_the_deadline_is_served(guarded_serve
             sock.settimeout(DEADLINE + 5)
             answer = sock.recv(4096)
             assert answer.startswith(b"HTTP/1.1 200 "), answer[:200]
+
+
+def test_a_request_the_server_cannot_parse_is_a_problem_document(guarded_serve: Served) -> None:
+    """Low. A request line that is not HTTP, or headers larger than the parser buffers (sent
+    faster than it reads), were answered by uvicorn with a plain-text 400 ("Invalid HTTP
+    request received."), the one refusal of the server that was not a problem document.
+    Both are now a 400 ``bad-request`` problem."""
+    host, port = guarded_serve.base.removeprefix("http://").split(":")
+    sent = {
+        "not HTTP": b"HELLO THERE\r\n\r\n",
+        "a header of a megabyte": b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: "
+        + b"a" * 2**20
+        + b"\r\n\r\n",
+    }
+    answers: dict[str, bytes] = {}
+    for name, data in sent.items():
+        with socket.create_connection((host, int(port))) as sock:
+            with contextlib.suppress(ConnectionError):
+                sock.sendall(data)
+            answers[name] = _held_for(sock, time.monotonic(), DEADLINE + 8)[1]
+    for name, answer in answers.items():
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400 "), (name, answer[:300])
+        assert b"content-type: application/problem+json" in head.lower(), (name, head)
+        problem = json.loads(body)
+        assert ("urn:engram:problem:bad-request", 400) == (problem["type"], problem["status"])
 
 
 # --- an escalation closed whose acknowledgement is lost ---------------------------------------
