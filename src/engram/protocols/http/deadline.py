@@ -13,6 +13,10 @@ received whole in time is answered ``408`` (a problem document) and its connecti
 a connection that never began one is closed without an answer. A request received whole has
 no deadline while the application works on it, and a keep-alive connection's next request
 gets a deadline of its own.
+
+The same class answers a request the parser refuses (a request line that is not HTTP,
+headers larger than it buffers) with a ``400 bad-request`` problem document, where uvicorn
+answers plain text: every refusal of the server is then a problem document.
 """
 
 from __future__ import annotations
@@ -25,22 +29,20 @@ import h11
 import structlog
 from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
 
+from engram.protocols.http.problems import TYPE_PREFIX
+
 log = structlog.get_logger("engram.http")
 
 Phase = Literal["waiting", "receiving", "answering"]
 
 
-def _timeout_response(seconds: float) -> bytes:
+def _problem_response(status: int, title: str, kind: str, detail: str) -> bytes:
+    """A whole HTTP/1.1 answer carrying a problem document, closing the connection."""
     body = json.dumps(
-        {
-            "type": "urn:engram:problem:request-timeout",
-            "title": "Request Timeout",
-            "status": 408,
-            "detail": f"the request was not received whole within {seconds:g} s",
-        }
+        {"type": TYPE_PREFIX + kind, "title": title, "status": status, "detail": detail}
     ).encode()
     head = (
-        "HTTP/1.1 408 Request Timeout\r\n"
+        f"HTTP/1.1 {status} {title}\r\n"
         "content-type: application/problem+json\r\n"
         f"content-length: {len(body)}\r\n"
         "connection: close\r\n\r\n"
@@ -70,6 +72,13 @@ class RequestDeadline(H11Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel()
         super().connection_lost(exc)
+
+    def send_400_response(self, msg: str) -> None:
+        """The parser refused the request: a ``400 bad-request`` problem, then close."""
+        log.info("http.unparseable_request")
+        detail = "the request is not valid HTTP/1.1, or its headers are too large"
+        self.transport.write(_problem_response(400, "Bad Request", "bad-request", detail))
+        self.transport.close()
 
     def _phase_now(self) -> Phase:
         theirs, ours = self.conn.their_state, self.conn.our_state
@@ -111,7 +120,10 @@ class RequestDeadline(H11Protocol):
             cycle.message_event.set()
         log.info("http.request_timeout", phase=self._phase, seconds=self.seconds)
         if self._phase == "receiving":
-            self.transport.write(_timeout_response(self.seconds))
+            detail = f"the request was not received whole within {self.seconds:g} s"
+            self.transport.write(
+                _problem_response(408, "Request Timeout", "request-timeout", detail)
+            )
         self.transport.close()
 
 
