@@ -164,7 +164,17 @@ def test_sigkill_while_the_log_is_sealed_after_every_few_appends_keeps_a_verifia
                 for record_id, _ in load.created.values()
                 if client.get(f"/v1/memories/{record_id}/versions").status_code != 200
             ]
+            # One more append, so the seal below has something new to seal (the burst may
+            # have spent the agent's bucket, which outlives the process: wait as told).
+            for _ in range(20):
+                made = client.post(
+                    "/v1/memories", json={"type": "belief", "content": "After the crash drill."}
+                )
+                if made.status_code != 429:
+                    break
+                time.sleep(min(float(made.headers.get("retry-after", "1")), 3.0))
         assert [] == lost
+        assert made.status_code == 201, made.text
         sealed = _cli_on(env, "audit", "checkpoint", "--json")
         assert 0 == sealed.returncode, sealed.stdout + sealed.stderr[-800:]
         after = _cli_on(env, "audit", "verify", "--json")
