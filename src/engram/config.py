@@ -100,6 +100,16 @@ class EngramSettings(BaseSettings):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["auto", "json", "console"] = "auto"
 
+    http_request_timeout_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        le=3600,
+        description=(
+            "How long a connection may take to send a whole request (headers and body), "
+            "counted from its first byte, or to send a first byte at all (408, then closed)."
+        ),
+    )
+
     readiness_cache_seconds: float = Field(
         default=2.0,
         ge=0,

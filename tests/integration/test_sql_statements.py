@@ -19,6 +19,7 @@ OWNERS = (
     "engram.autonomy.catalogue",
     "engram.autonomy.healing",
     "engram.autonomy.state",
+    "engram.infra.migrate",
     "engram.infra.outbox",
     "engram.memory.admin.quarantine",
     "engram.memory.admin.replay",

@@ -78,7 +78,10 @@ class EmbeddedPostgres:
         Holders that died without letting go are dropped first, and what a killed PostgreSQL
         left behind is cleared, so a start after any crash is a clean one.
         """
-        make_private(self.pgdata.parent)
+        # Under the package's lock: as root another process may be running initdb as the
+        # server's user right now, which must keep reaching the directory being narrowed.
+        with _server_lock():
+            make_private(self.pgdata.parent)
         if not os.access(self.pgdata.parent, os.W_OK):
             raise EmbeddedServerError(f"data dir {self.pgdata.parent} is not writable")
         try:
@@ -97,7 +100,8 @@ class EmbeddedPostgres:
             raise EmbeddedServerError(f"embedded PostgreSQL failed to start: {exc}") from exc
         # As root the package opens every directory above the cluster to all users, so its
         # own user can reach it; the data dir is narrowed again (owned by that user).
-        make_private(self.pgdata.parent, owner=getattr(self._server, "system_user", None))
+        with _server_lock():
+            make_private(self.pgdata.parent, owner=getattr(self._server, "system_user", None))
         log.info("embedded_pg.started", pid=self._server.get_pid(), attached=attached)
 
     @property

@@ -14,11 +14,15 @@ import asyncpg
 import structlog
 
 from engram.errors import ConfigurationError, MigrationError
+from engram.infra.sql import load_queries
 
 if TYPE_CHECKING:
     from alembic.config import Config
 
 log = structlog.get_logger("engram.infra.migrate")
+
+#: Statements of the migration run (read by the alembic environment, ``migrations/env.py``).
+SQL = load_queries("engram.infra", "migrate.sql")
 
 _SCRIPTS = Path(__file__).resolve().parent / "migrations"
 _IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -105,6 +109,10 @@ async def ensure_database(admin_url: str, name: str) -> bool:
             return False
         # CREATE DATABASE takes no parameters; the name was validated above.
         await conn.execute(f'CREATE DATABASE "{name}"')
+    except (asyncpg.DuplicateDatabaseError, asyncpg.UniqueViolationError):
+        # Another process (a kernel started beside this one) created it since the check:
+        # CREATE DATABASE then fails on the catalog's unique index, or as a duplicate.
+        return False
     finally:
         await conn.close()
     log.info("database.created", database=name)

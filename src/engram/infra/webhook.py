@@ -7,10 +7,16 @@ infrastructure error, so the outbox delivers the escalation again later (the bod
 lets the receiver drop a repeat). For ``pause_seconds`` after that, deliveries fail at once
 without a request: the outbox delivers inside its transaction, one event after another, and a
 webhook that is down must not hold every later event behind its retries.
+
+Each attempt is bounded as a whole by ``timeout_seconds`` (httpx's own timeout bounds each
+read, so a receiver sending its answer a byte at a time would hold the outbox's transaction
+for ever), and only the answer's status is read, never its body: whatever the URL reaches
+cannot grow the kernel's memory.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any, Protocol
 
@@ -37,7 +43,7 @@ class _Escalation(Protocol):
 def _retryable(exc: BaseException) -> bool:
     if isinstance(exc, httpx.HTTPStatusError):
         return exc.response.status_code >= 500 or exc.response.status_code == 429
-    return isinstance(exc, httpx.TransportError)
+    return isinstance(exc, httpx.TransportError | TimeoutError)
 
 
 class WebhookSink:
@@ -74,11 +80,19 @@ class WebhookSink:
                     reraise=True,
                 ):
                     with attempt:
-                        response = await client.post(self._url, json=body)
-                        response.raise_for_status()
-        except httpx.HTTPError as exc:
+                        await self._post(client, body)
+        except (httpx.HTTPError, TimeoutError) as exc:
             if not _retryable(exc):
                 raise  # a 4xx: the receiver refused this body, and would again
             self._down_until = time.monotonic() + self._pause
             raise WebhookUnavailable(f"webhook unavailable: {type(exc).__name__}") from exc
         log.info("webhook.delivered", kind=escalation.kind)
+
+    async def _post(self, client: httpx.AsyncClient, body: dict[str, Any]) -> None:
+        """One attempt: the status decides (``HTTPStatusError`` unless 2xx), the body is
+        left unread, and the whole exchange ends within the timeout (``TimeoutError``)."""
+        async with (
+            asyncio.timeout(self._timeout),
+            client.stream("POST", self._url, json=body) as response,
+        ):
+            response.raise_for_status()

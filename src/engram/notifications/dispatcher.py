@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Protocol
 from uuid import UUID
 
@@ -93,8 +94,12 @@ class AdminQueue:
         return await self._db.fetch(SQL["open"], limit)
 
     async def acknowledge(self, escalation_id: int, *, by: str) -> bool:
-        """Close one escalation; False if it was unknown or already closed."""
-        return await self._db.fetchrow(SQL["acknowledge"], escalation_id, by) is not None
+        """Close one escalation; False if it was unknown or already closed.
+
+        The statement names the instant of this acknowledgement, so the adapter's retry after
+        a commit whose answer was lost recognises its own closing and answers True."""
+        at = datetime.now(UTC)
+        return await self._db.fetchrow(SQL["acknowledge"], escalation_id, by, at) is not None
 
 
 class NotificationDispatcher:

@@ -1,4 +1,6 @@
-"""Alembic environment: async (asyncpg through SQLAlchemy), one transaction for the run.
+"""Alembic environment: async (asyncpg through SQLAlchemy), one transaction for the run,
+which first takes the migration lock: processes migrating one database at once (kernels
+started together) run one after another, and each later one finds the schema at head.
 
 The URL comes from ``config.attributes["engram_url"]`` (set by :mod:`engram.infra.migrate`),
 never from an ini file, so credentials are not written anywhere.
@@ -9,9 +11,11 @@ from __future__ import annotations
 import asyncio
 
 from alembic import context
-from sqlalchemy import pool
+from sqlalchemy import pool, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
+
+from engram.infra.migrate import SQL
 
 config = context.config
 
@@ -19,6 +23,7 @@ config = context.config
 def _run(connection: Connection) -> None:
     context.configure(connection=connection, target_metadata=None, transactional_ddl=True)
     with context.begin_transaction():
+        connection.execute(text(SQL["migration_lock"]))  # before the revision is read
         context.run_migrations()
 
 

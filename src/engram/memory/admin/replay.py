@@ -34,6 +34,7 @@ from engram.memory.admin.verdicts import (
     ReplayedDecision,
     ReplayReport,
     Verdict,
+    columns_verdict,
     differences,
     recorded_verdict,
     replayed_verdict,
@@ -95,6 +96,12 @@ def _as_of(row: Row) -> MemoryRecord:
     if "access_level_at" in row:
         changes["access_level"] = AccessLevel(row["access_level_at"])
     return record.model_copy(update=changes)
+
+
+def _first_line(exc: Exception) -> str:
+    """An exception's message, first line only (a KeyError's is the missing key)."""
+    text = str(exc).splitlines()
+    return text[0] if text else type(exc).__name__
 
 
 class _ReplayClock:
@@ -167,7 +174,12 @@ class AuditReplayer:
         limiter: RateLimiter,
         clock: _ReplayClock,
     ) -> ReplayedDecision:
-        recorded = recorded_verdict(row)
+        unreadable: str | None = None
+        try:
+            recorded = recorded_verdict(row)
+        except (ValueError, KeyError, TypeError) as exc:
+            # An edited row (the owner can rewrite the log; verify names it): reported, not fatal.
+            recorded, unreadable = columns_verdict(row), _first_line(exc)
         base = ReplayedDecision(
             seq=int(row["seq"]),
             decision_id=row["decision_id"],
@@ -179,6 +191,8 @@ class AuditReplayer:
             recorded=recorded,
             replayed=None,
         )
+        if unreadable is not None:
+            return replace(base, skipped=f"the recorded verdict cannot be read: {unreadable}")
         if row["action"] == RELEASE:
             return replace(base, skipped="an admin's release, not a Gate evaluation")
         if row["action"] == REVEAL:
@@ -186,7 +200,7 @@ class AuditReplayer:
         try:
             request = request_from_row(row)
         except (ValueError, KeyError, TypeError) as exc:
-            return replace(base, skipped=str(exc).splitlines()[0])
+            return replace(base, skipped=_first_line(exc))
         at = datetime.fromisoformat(row["occurred_at"])
         # The limiter ran when the evaluation began: the recorded instant less its duration.
         clock.set(at.timestamp() - float(row["duration_ms"]) / 1000)

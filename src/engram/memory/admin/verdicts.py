@@ -48,26 +48,44 @@ class Verdict:
 def _advice_fields(advice: Mapping[str, Any] | None) -> dict[str, Any]:
     if advice is None:
         return {}
+    if not isinstance(advice, Mapping):
+        raise ValueError("the recorded Layer 2 advice is not an object")
+    conflicts = advice["conflicts"]
+    if not isinstance(conflicts, list) or not all(isinstance(c, Mapping) for c in conflicts):
+        raise ValueError("the recorded Layer 2 conflicts are not a list of objects")
     return {
-        "advice": advice["action"],
+        "advice": str(advice["action"]),
         "target_record_id": advice.get("target_record_id"),
         "route_to_consolidation": bool(advice.get("route_to_consolidation", False)),
         "conflicts": tuple(
-            sorted(f"{c['classification']}:{c['existing_record_id']}" for c in advice["conflicts"])
+            sorted(f"{c['classification']}:{c['existing_record_id']}" for c in conflicts)
         ),
     }
 
 
+def _failed_checks(checks: Any) -> tuple[str, ...]:
+    if not isinstance(checks, list) or not all(isinstance(c, Mapping) for c in checks):
+        raise ValueError("the recorded Layer 1 checks are not a list of objects")
+    return tuple(str(c["name"]) for c in checks if not c.get("passed", True))
+
+
 def recorded_verdict(row: Mapping[str, Any]) -> Verdict:
-    """The verdict an audit row (as :func:`engram.memory.audit.log.row_json`) records."""
-    checks = row.get("layer1_checks") or []
+    """The verdict an audit row (as :func:`engram.memory.audit.log.row_json`) records;
+    ``ValueError`` (or ``KeyError``) when its checks or advice are not of the shape the Gate
+    writes (an edited row)."""
     return Verdict(
         decision=row["decision"],
         outcome=row["outcome"],
         reason=row["reason"],
-        failed_checks=tuple(c["name"] for c in checks if not c.get("passed", True)),
+        failed_checks=_failed_checks(row.get("layer1_checks") or []),
         **_advice_fields(row.get("layer2_decision")),
     )
+
+
+def columns_verdict(row: Mapping[str, Any]) -> Verdict:
+    """The verdict of an audit row read from its plain columns alone (decision, outcome,
+    reason), for a row whose checks or advice cannot be read."""
+    return Verdict(decision=row["decision"], outcome=row["outcome"], reason=row["reason"])
 
 
 def replayed_verdict(

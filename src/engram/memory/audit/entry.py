@@ -38,7 +38,10 @@ def caller_json(caller: CallerIdentity) -> dict[str, Any]:
 
 
 def caller_from_json(data: Mapping[str, Any]) -> CallerIdentity:
-    """The caller identity an audit row recorded (the inverse of :func:`caller_json`)."""
+    """The caller identity an audit row recorded (the inverse of :func:`caller_json`);
+    ``ValueError``, ``KeyError`` or ``TypeError`` when ``data`` is not of that shape."""
+    if not isinstance(data, Mapping):
+        raise ValueError("the recorded caller is not an object")
     rate = data.get("writes_per_minute")
     return CallerIdentity(
         agent_id=data["agent_id"],

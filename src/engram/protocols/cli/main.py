@@ -89,6 +89,7 @@ def serve(
     import uvicorn  # noqa: PLC0415 - only this command needs the server
 
     from engram.protocols.http.app import create_app  # noqa: PLC0415
+    from engram.protocols.http.deadline import request_deadline  # noqa: PLC0415
 
     settings = load_settings()
     overrides = {k: v for k, v in {"host": host, "port": port}.items() if v is not None}
@@ -103,6 +104,8 @@ def serve(
         create_app(settings),
         host=settings.host,
         port=settings.port,
+        # Every request must arrive whole in time: a slow client cannot hold a socket forever.
+        http=request_deadline(settings.http_request_timeout_seconds),
         log_config=None,
         access_log=False,
         timeout_graceful_shutdown=3,
