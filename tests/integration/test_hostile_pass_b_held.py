@@ -95,6 +95,27 @@ class MixedLoad:
                     self.forgotten.add(record_id)
 
 
+def killed_mid_burst(env: dict[str, str], writes: int) -> tuple[MixedLoad, str]:
+    """Start `engram serve` with ``env``, run a :class:`MixedLoad` against it until ``writes``
+    answers were acknowledged (at most a minute) and SIGKILL the server; the load and the
+    token the server printed."""
+    first = start_serve(env)
+    try:
+        found = TOKEN.search(first.output())
+        assert found is not None, first.output()
+        token = found.group(0)
+        with MixedLoad(first.base, token) as load:
+            deadline = time.monotonic() + 60
+            while load.acked() < writes and time.monotonic() < deadline:
+                time.sleep(0.02)
+            os.kill(first.process.pid, signal.SIGKILL)
+            first.process.wait(10)
+        assert load.acked() >= writes, "too few writes were acknowledged before the kill"
+    finally:
+        close(first)
+    return load, token
+
+
 def _cli_on(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(  # noqa: S603 - our own CLI
         [*ENGRAM, *args], env=env, capture_output=True, text=True, timeout=180, check=False
@@ -110,20 +131,7 @@ def test_sigkill_mid_burst_keeps_every_acknowledged_write_and_a_verifiable_log(
     acknowledged Idempotency-Key replays its record, `audit verify` and `audit state` pass, and
     the outbox drains without new writes."""
     env = _env(tmp_path / "data", model_dir, ENGRAM_PORT=str(_free_port()))
-    first = start_serve(env)
-    try:
-        found = TOKEN.search(first.output())
-        assert found is not None, first.output()
-        token = found.group(0)
-        with MixedLoad(first.base, token) as load:
-            deadline = time.monotonic() + 60
-            while load.acked() < 150 and time.monotonic() < deadline:
-                time.sleep(0.02)
-            os.kill(first.process.pid, signal.SIGKILL)
-            first.process.wait(10)
-        assert load.acked() >= 150, "too few writes were acknowledged before the kill"
-    finally:
-        close(first)
+    load, token = killed_mid_burst(env, 150)
 
     again = start_serve(env)
     try:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import sys
 import time
@@ -21,9 +20,9 @@ from engram.infra import migrate
 from engram.infra.embedded_server import EmbeddedPostgres
 from engram.infra.events import Event
 from tests.conftest import ScratchDatabase
-from tests.e2e.conftest import TOKEN, close, start_serve
+from tests.e2e.conftest import close, start_serve
 from tests.e2e.test_serve import _env, _free_port
-from tests.integration.test_hostile_pass_b_held import MixedLoad, _cli_on
+from tests.integration.test_hostile_pass_b_held import _cli_on, killed_mid_burst
 
 
 async def test_admins_closing_one_escalation_at_once_close_it_once(kernel: Kernel) -> None:
@@ -137,20 +136,7 @@ def test_sigkill_while_the_log_is_sealed_after_every_few_appends_keeps_a_verifia
         ENGRAM_AUDIT_CHECKPOINT_EVERY="2",
         ENGRAM_SCHEDULER="false",
     )
-    first = start_serve(env)
-    try:
-        found = TOKEN.search(first.output())
-        assert found is not None, first.output()
-        token = found.group(0)
-        with MixedLoad(first.base, token) as load:
-            deadline = time.monotonic() + 60
-            while load.acked() < 120 and time.monotonic() < deadline:
-                time.sleep(0.02)
-            os.kill(first.process.pid, signal.SIGKILL)
-            first.process.wait(10)
-        assert load.acked() >= 120, "too few writes were acknowledged before the kill"
-    finally:
-        close(first)
+    load, token = killed_mid_burst(env, 120)
     before = _cli_on(env, "audit", "verify", "--json")
     assert 0 == before.returncode, before.stdout + before.stderr[-800:]
     sealed_before = json.loads(before.stdout)["checkpoints_checked"]
