@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+import asyncpg
 import pytest
 
 from engram import Kernel
@@ -253,3 +254,45 @@ def test_a_name_joined_to_values_thousands_of_times_costs_the_screen_about_what_
     for piece in ("key=", "pass=", "token=", "secret:"):
         seconds = min(_screen_seconds(_largest(piece)) for _ in range(2))
         assert seconds < max(0.5, 5 * prose), (piece, seconds, prose)
+
+
+async def test_the_full_text_column_parses_a_crafted_run_cheaply_and_ordinary_text_as_before(
+    kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """Medium (found by pass R, fixed after it). PostgreSQL's text-search parser took about
+    1.6 s of the server's CPU for 16,000 characters of ``a_`` (time growing with the square
+    of a run without a space), on every version written, through ``content_tsv``. The column
+    now puts a space after every 255 characters of such a run (migration 0019): the crafted
+    run parses in a fraction of that, and ordinary records (paths, URLs, addresses, codes)
+    keep exactly the lexemes the plain parse gives."""
+    ordinary = [
+        "The ledger runs on PostgreSQL 16 in eu-west-1; see /srv/ops/ledger_failover_v2.pdf.",
+        "Docs: https://wiki.example.org/ops/runbooks/db_restore?step=3 and ops_team@example.com",
+        "Build snake_case_names with make build_all, then tag v2.14.1-rc_3.",
+    ]
+    for content in ordinary:
+        result = await kernel.gate.evaluate(create(belief(content), WRITER))
+        assert result.record_id is not None
+    conn = await asyncpg.connect(database.admin_url)
+    try:
+        differ = await conn.fetch(
+            "SELECT content FROM engram.memories "
+            "WHERE content_tsv IS DISTINCT FROM to_tsvector('english', content)"
+        )
+        assert [] == [row["content"] for row in differ]
+        expression = await conn.fetchval(
+            "SELECT generation_expression FROM information_schema.columns "
+            "WHERE table_schema = 'engram' AND table_name = 'memories' "
+            "AND column_name = 'content_tsv'"
+        )
+        crafted = _filled("a_")
+        started = time.perf_counter()
+        await conn.fetchval(
+            f"SELECT length({expression}) FROM (SELECT $1::text AS content) AS t", crafted
+        )
+        assert time.perf_counter() - started < 0.4
+    finally:
+        await conn.close()
+    # and such a record is stored (the Gate and the column both take it)
+    result = await kernel.gate.evaluate(create(belief(crafted), WRITER))
+    assert result.decision_id is not None
