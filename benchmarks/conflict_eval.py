@@ -24,8 +24,12 @@ optionally, ``metadata``, ``event_time`` and ``source_confidence``).
   record's ordinary neighbours. ``--noise-texts`` seeded agent-memory texts (the benchmarks'
   generator: two facts each, about the same services, people and numbers) are embedded; each
   goes through ``detect`` with its eight nearest, as in the Gate (which judges the
-  ``JUDGED`` most similar); the share of judged pairs reported as each class. Few of them
-  conflict, so a high share means escalations nobody needs.
+  ``JUDGED`` most similar); the share of judged pairs reported as each class. The share is not
+  all noise: the generator gives one service's attribute random values in different texts
+  ("the billing API keeps 63 days of history" / "keeps 12 days"), which are real conflicts a
+  person should decide: in a sample of pairs a retrained model escalated and the packaged one
+  did not, 8 of 10 were such conflicts (ADR-010, amendment of 2026-11-28, fourth). A rise in
+  the share is a question to answer by reading the pairs, not a verdict.
 
     python -m benchmarks.conflict_eval [--half dev|test] [--pairs PATH] [--noise-texts N]
 """
