@@ -8,10 +8,12 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import asyncpg
 
+from engram import Kernel
+from engram.infra.events import Event
 from engram.memory.gate.access import caller_for_tier
 from engram.memory.gate.requests import GateRequest
 from engram.memory.types import (
@@ -123,3 +125,15 @@ async def lock_waiters(admin: asyncpg.Connection, count: int) -> None:
             return
         await asyncio.sleep(0.01)
     raise AssertionError(f"fewer than {count} sessions waited for a lock")
+
+
+async def escalate(kernel: Kernel, record_id: UUID) -> None:
+    """Queue an escalation as the outbox delivers one: an unresolvable conflict of a new
+    decision about ``record_id``, handed to the kernel's notification dispatcher."""
+    await kernel.notifications.handle(
+        Event(
+            name="memory.conflict_detected",
+            aggregate_id=record_id,
+            payload={"decision_id": str(uuid4()), "classification": "unresolvable"},
+        )
+    )

@@ -19,7 +19,14 @@ from tests.integration.gate_helpers import BOSS, INTERN, OTHER, WRITER
 from tests.integration.race_helpers import broken_invariants
 from tests.integration.test_layer2_hostile import V20, V21
 from tests.integration.test_raised_claims import _escalated, _no_replay_changes, _superseded
-from tests.integration.twin_helpers import Store, differences, normalised, twin_a, twin_b
+from tests.integration.twin_helpers import (
+    Store,
+    differences,
+    normalised,
+    searched_through_rest_and_mcp,
+    twin_a,
+    twin_b,
+)
 
 __all__ = ["twin_a", "twin_b"]
 
@@ -95,13 +102,7 @@ async def _searches(store: Store) -> list[Any]:
     out: list[Any] = []
     for query in QUERIES:
         for body in [b for b in _bodies() if b["query"] == query]:
-            response = await store.client.post(
-                "/v1/search", json=body, headers=store.headers["reader"]
-            )
-            assert response.status_code < 500, response.text
-            out.append({"status": response.status_code, **response.json()})
-            tool = await store.tools.call("recall", body, reader)
-            out.append({"error": tool.is_error, **(tool.structured_content or {})})
+            out += await searched_through_rest_and_mcp(store, body)
         for floor in (0.0, 0.3, 1.0):
             found = await store.kernel.retrieval.search(
                 reader.caller, query, limit=5, min_score=floor

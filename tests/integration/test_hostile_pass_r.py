@@ -118,7 +118,19 @@ def test_what_the_gate_and_consolidation_keep_of_crafted_records_stays_bounded()
 SECRET_PLAN = "The acquisition of Northwind closes on 14 May; the board votes on the 2nd."
 
 
-@pytest.mark.parametrize("caller", [None, "agent-standard", {"agent_id": "agent-standard"}])
+def _altered_after_it_was_made() -> Any:
+    """An identity checked when made, then given a level that is text (object.__setattr__
+    passes by the frozen dataclass): the search's own check must still refuse it."""
+    altered = replace(WRITER)
+    object.__setattr__(altered, "max_read_level", "sensitive")
+    return altered
+
+
+@pytest.mark.parametrize(
+    "caller",
+    [None, "agent-standard", {"agent_id": "agent-standard"}, _altered_after_it_was_made()],
+    ids=["none", "agent-id", "mapping", "altered-identity"],
+)
 async def test_a_search_or_rating_without_a_caller_identity_is_refused_and_reads_nothing(
     kernel: Kernel, caller: Any
 ) -> None:

@@ -19,7 +19,14 @@ from engram.protocols.inprocess import AgentSession
 from engram.protocols.views import search_view
 from engram.retrieval.search import Retrieval, SearchTuning
 from tests.integration.test_type_prior_search import QUESTIONS, RECORDS
-from tests.integration.twin_helpers import Store, differences, normalised, twin_a, twin_b
+from tests.integration.twin_helpers import (
+    Store,
+    differences,
+    normalised,
+    searched_through_rest_and_mcp,
+    twin_a,
+    twin_b,
+)
 
 __all__ = ["twin_a", "twin_b"]
 
@@ -80,13 +87,9 @@ async def _searches(store: Store) -> list[Any]:
     for question in QUESTIONS:
         for floor in FLOORS:
             body = {"query": question, "limit": 4, "min_score": floor}
-            response = await store.client.post(
-                "/v1/search", json=body, headers=store.headers["reader"]
-            )
-            assert response.status_code == 200, response.text
-            out.append(response.json())
-            tool = await store.tools.call("recall", body, reader)
-            out.append({"error": tool.is_error, **(tool.structured_content or {})})
+            rest, mcp = await searched_through_rest_and_mcp(store, body)
+            assert 200 == rest["status"], rest
+            out += [rest, mcp]
             found = await store.kernel.retrieval.search(
                 reader.caller, question, limit=4, min_score=floor
             )

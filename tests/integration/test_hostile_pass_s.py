@@ -31,14 +31,13 @@ from engram import Kernel
 from engram.errors import WebhookUnavailable
 from engram.infra import migrate
 from engram.infra.embedded_server import EmbeddedPostgres
-from engram.infra.events import Event
 from engram.infra.webhook import WebhookSink
 from engram.memory.types import TrustLevel
 from engram.notifications.dispatcher import Escalation
 from tests.conftest import ScratchDatabase
 from tests.e2e.conftest import TOKEN, Served, close, start_serve
 from tests.e2e.test_serve import ENGRAM, _env, _free_port, _postgres_for
-from tests.integration.gate_helpers import STANDARD, belief, create
+from tests.integration.gate_helpers import STANDARD, belief, create, escalate
 from tests.integration.lost_ack import with_lost_ack
 
 CALLER = replace(STANDARD, writes_per_minute=1_000_000, trust_level=TrustLevel.TRUSTED)
@@ -177,13 +176,7 @@ async def test_an_escalation_closed_whose_commit_acknowledgement_is_lost_is_repo
     escalation 12" (exit 3) for the escalation it had itself just closed. The retry now
     recognises its own acknowledgement; another admin's ack of a closed one is still refused."""
     record_id = uuid.uuid4()
-    await kernel.notifications.handle(
-        Event(
-            name="memory.conflict_detected",
-            aggregate_id=record_id,
-            payload={"decision_id": str(uuid.uuid4()), "classification": "unresolvable"},
-        )
-    )
+    await escalate(kernel, record_id)
     (row,) = await kernel.admin_queue.pending()
     closed = await with_lost_ack(
         database.admin_url,
@@ -256,6 +249,14 @@ async def test_replay_over_rows_of_the_wrong_shape_skips_them_and_replays_the_re
 _UPGRADE = "import sys; from engram.infra import migrate; migrate.upgrade(sys.argv[1])"
 
 
+async def upgrading(url: str, *, stderr: int) -> asyncio.subprocess.Process:
+    """A process of its own migrating the database at ``url`` to head, as a starting kernel
+    does (``stderr``: where its errors go, ``asyncio.subprocess.PIPE`` to read them)."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _UPGRADE, url, stdout=asyncio.subprocess.DEVNULL, stderr=stderr
+    )
+
+
 async def test_kernels_migrating_one_database_at_once_all_start(
     pg_server: EmbeddedPostgres, empty_database: ScratchDatabase
 ) -> None:
@@ -265,17 +266,7 @@ async def test_kernels_migrating_one_database_at_once_all_start(
     PostgreSQL's catalog (MigrationError, the process exits) and had to be restarted. The
     migrations now wait for each other; every process reaches head, once."""
     url = pg_server.admin_url(empty_database.name)
-    runs = [
-        await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-c",
-            _UPGRADE,
-            url,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        for _ in range(3)
-    ]
+    runs = [await upgrading(url, stderr=asyncio.subprocess.PIPE) for _ in range(3)]
     outcomes = []
     for run in runs:
         _, err = await asyncio.wait_for(run.communicate(), timeout=180)

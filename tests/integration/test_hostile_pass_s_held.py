@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -18,23 +17,18 @@ import pytest
 from engram import Kernel
 from engram.infra import migrate
 from engram.infra.embedded_server import EmbeddedPostgres
-from engram.infra.events import Event
 from tests.conftest import ScratchDatabase
 from tests.e2e.conftest import close, start_serve
 from tests.e2e.test_serve import _env, _free_port
+from tests.integration.gate_helpers import escalate
 from tests.integration.test_hostile_pass_b_held import _cli_on, killed_mid_burst
+from tests.integration.test_hostile_pass_s import upgrading
 
 
 async def test_admins_closing_one_escalation_at_once_close_it_once(kernel: Kernel) -> None:
     """Held. Eight admins acknowledge the same escalation at the same moment, each over a
     connection of its own: exactly one is told it closed it, and the row names that one."""
-    await kernel.notifications.handle(
-        Event(
-            name="memory.conflict_detected",
-            aggregate_id=uuid.uuid4(),
-            payload={"decision_id": str(uuid.uuid4()), "classification": "unresolvable"},
-        )
-    )
+    await escalate(kernel, uuid.uuid4())
     (row,) = await kernel.admin_queue.pending()
     names = [f"admin-{n}" for n in range(8)]
     answers = await asyncio.gather(
@@ -50,7 +44,6 @@ async def test_admins_closing_one_escalation_at_once_close_it_once(kernel: Kerne
     assert [] == await kernel.admin_queue.pending()
 
 
-_UPGRADE = "import sys; from engram.infra import migrate; migrate.upgrade(sys.argv[1])"
 _WAITING = (
     "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
     "AND pid <> pg_backend_pid() AND wait_event_type = 'Lock' AND query ILIKE '%memory_feedback%'"
@@ -90,14 +83,7 @@ async def test_a_migration_killed_midway_leaves_the_older_schema_whole_and_resum
         hold = holder.transaction()
         await hold.start()
         await holder.execute("LOCK TABLE engram.memory_feedback IN ACCESS EXCLUSIVE MODE")
-        run = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-c",
-            _UPGRADE,
-            url,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
-        )
+        run = await upgrading(url, stderr=asyncio.subprocess.DEVNULL)
         await _poll(watcher, _WAITING)
         run.send_signal(signal.SIGKILL)
         assert -signal.SIGKILL == await asyncio.wait_for(run.wait(), timeout=30)

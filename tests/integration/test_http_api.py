@@ -16,10 +16,10 @@ from fastapi import FastAPI
 
 from engram import Kernel
 from engram.errors import CircuitOpen, DatabaseUnavailable, NotFound
-from engram.infra.events import Event
 from engram.memory.types import TrustLevel
 from engram.protocols.http.app import create_app
 from engram.protocols.http.problems import ERROR_STATUS, PROBLEM_JSON, status_of
+from tests.integration.gate_helpers import escalate
 from tests.integration.odd_inputs import ODD_IDS, ODD_INPUTS, OddInput
 from tests.integration.scheduler_helpers import running
 
@@ -570,13 +570,7 @@ async def test_open_escalations_are_listed_for_admins(api: Api, kernel: Kernel) 
     empty = await api.client.get("/v1/conflicts", headers=api.admin)
     assert {"conflicts": []} == empty.json()
     record_id = uuid.uuid4()
-    await kernel.notifications.handle(
-        Event(
-            name="memory.conflict_detected",
-            aggregate_id=record_id,
-            payload={"decision_id": str(uuid.uuid4()), "classification": "unresolvable"},
-        )
-    )
+    await escalate(kernel, record_id)
     listed = (await api.client.get("/v1/conflicts", headers=api.admin)).json()["conflicts"]
     assert [(str(record_id), "memory.conflict_detected")] == [
         (item["record_id"], item["kind"]) for item in listed

@@ -169,3 +169,15 @@ def _diff(step: int, path: str, a: Any, b: Any, found: list[tuple[int, str, Any,
             _diff(step, f"{path}[{index}]", left, right, found)
     elif a != b:
         found.append((step, path, a, b))
+
+
+async def searched_through_rest_and_mcp(store: Store, body: dict[str, Any]) -> list[Any]:
+    """The reader's answers to one search ``body`` through REST (with its status, never a
+    server error) and through MCP's ``recall`` tool."""
+    response = await store.client.post("/v1/search", json=body, headers=store.headers["reader"])
+    assert response.status_code < 500, response.text
+    tool = await store.tools.call("recall", body, store.principals["reader"])
+    return [
+        {"status": response.status_code, **response.json()},
+        {"error": tool.is_error, **(tool.structured_content or {})},
+    ]

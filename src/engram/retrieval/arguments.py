@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from engram.memory.storable import instant_problem
-from engram.memory.types import AccessLevel, CallerIdentity, MemoryType
+from engram.memory.types import CallerIdentity, MemoryType
+from engram.memory.types import caller_problems as identity_problems
 
 MAX_LIMIT = 100
 MAX_QUERY_CHARS = 2000
@@ -26,13 +27,10 @@ def caller_problems(caller: object) -> list[str]:
     """What is wrong with the identity a search or rating is made for: it decides what may be
     read, so anything but a caller identity (``None`` above all, which internal reads use to
     read every level) is refused before anything is read or counted."""
-    refused = ["caller: the CallerIdentity of an authenticated agent"]
-    if not isinstance(caller, CallerIdentity):
-        return refused
-    # a dataclass checks no field's type: an identity built in process may hold anything
-    name: object = caller.agent_id
-    level: object = caller.max_read_level
-    return [] if isinstance(name, str) and isinstance(level, AccessLevel) else refused
+    if isinstance(caller, CallerIdentity) and not identity_problems(caller):
+        return []
+    # an identity is checked when it is made; one altered since (object.__setattr__) is not
+    return ["caller: the CallerIdentity of an authenticated agent"]
 
 
 def query_problems(query: object, namespace: object, limit: object) -> list[str]:
