@@ -68,6 +68,6 @@ def test_a_long_text_is_read_in_linear_time() -> None:
     for text in ("1 " * 8000, "Jan " * 4000, "x" * 16000, "report " * 2300):
         anchors.cache_clear()
         observation.cache_clear()
-        started = time.perf_counter()
+        started = time.thread_time()  # CPU time: a loaded machine's waits are not the reader's
         observation(text)
-        assert time.perf_counter() - started < 0.5
+        assert time.thread_time() - started < 0.5
