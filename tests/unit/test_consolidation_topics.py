@@ -138,6 +138,21 @@ def test_rare_shared_word_joins_moderately_similar_records() -> None:
     assert [[1], [2], [3]] == cluster(items, params=TopicParams(lexical_weight=0.0))
 
 
+def test_words_shared_by_long_records_add_nothing() -> None:
+    """Only short notes are joined by the words they share: two long texts share words by
+    chance, so a record of ``long_words`` content words or more gets no lexical bonus."""
+    common = {f"word{n}" for n in range(TopicParams().long_words - 1)}
+    short = frozenset({"etl", "nightly"})
+    long_ = frozenset(common | {"etl"})
+    assert len(long_) == TopicParams().long_words
+    items = [item(1, vec(0), words=short), item(2, vec(70), words=short)]
+    assert [[1, 2]] == cluster(items)
+    items = [item(1, vec(0), words=long_), item(2, vec(70), words=long_)]
+    assert [[1], [2]] == cluster(items)
+    items = [item(1, vec(0), words=short), item(2, vec(70), words=long_)]
+    assert [[1], [2]] == cluster(items)
+
+
 def test_a_chain_of_loose_links_does_not_fuse_its_ends() -> None:
     """Average linkage cuts a chain whose ends are unrelated into more than one topic."""
     items = [item(n, vec(50 * n)) for n in range(4)]  # neighbours at cosine 0.64
