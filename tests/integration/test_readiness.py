@@ -241,7 +241,11 @@ async def test_audit_log_check_fails_while_the_chain_heads_are_locked_then_recov
         assert {"audit_log": "no answer within 1 s"} == failed(body)
         status, anonymous = await probe.ready_anonymously()
         assert 503 == status, anonymous
-        assert {"audit_log": "timed out"} == failed(anonymous)
+        # Told only that it timed out. The Gate's own check (0.2 s) may time out too on a
+        # loaded machine (CI: 0.68 s while a test run and a benchmark shared two cores).
+        hidden = failed(anonymous)
+        assert "timed out" == hidden.pop("audit_log"), anonymous
+        assert hidden in ({}, {"gate": "timed out"}), anonymous
         assert audit_before == await admin_count(
             database, "SELECT count(*) FROM engram.librarian_audit"
         )
