@@ -208,7 +208,23 @@ class Scheduler:
                 + (", ".join(running) or "another kernel holds its lock")
                 + " is running"
             )
-        return await self._execute(claim)
+        done = asyncio.Event()
+        watch = asyncio.create_task(self._watch_session(done), name=f"engram-job-watch-{name}")
+        try:
+            return await self._execute(claim)
+        finally:
+            done.set()
+            await watch
+
+    async def _watch_session(self, done: asyncio.Event) -> None:
+        """Until ``done``, check the lock session every poll as the polling loop does: a
+        manual run (``engram jobs run``) may have no loop beside it, and one whose lock is
+        gone would go on beside the run another kernel then claims."""
+        while not done.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), self._settings.poll_seconds)
+            if not done.is_set():
+                await self._check_session()
 
     async def statuses(self) -> list[JobStatus]:
         """Every registered job with its schedule, next due time and stored state."""
