@@ -1,5 +1,5 @@
 """Hostile pass T: the surfaces earlier passes touched least (the MCP listing's cursor and
-filters, manual job runs under real faults, the admin pass of ``engram consolidate``).
+filters, manual job runs under real faults, the operator's ``engram consolidate``).
 
 Every test here failed on the code it was written against; what held is in
 ``test_hostile_pass_t_held.py``. Real embedded PostgreSQL, the real embedding model, no
@@ -15,13 +15,16 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import asyncpg
 import pytest
 
 from engram import Kernel
 from engram.autonomy.schedule import Every
 from engram.autonomy.scheduler import Job, JobContext
 from engram.memory.types import MemoryType, TrustLevel
+from tests.conftest import ScratchDatabase
 from tests.integration.scheduler_helpers import Clock, scheduler
+from tests.integration.test_hostile_pass_l import _cli
 from tests.integration.twin_helpers import Store, twin_a  # noqa: F401 - the fixture
 
 START = datetime(2026, 11, 25, 2, 59, 30, tzinfo=UTC)
@@ -149,3 +152,30 @@ async def test_a_manual_run_whose_lock_connection_dies_stops_before_another_kern
     )
     runs = {run.manual: run.outcome for run in await other.book.runs("long")}
     assert {True: "abandoned", False: "succeeded"} == runs
+
+
+async def test_engram_consolidate_does_not_run_beside_a_pass_holding_the_lock(
+    database: ScratchDatabase,
+) -> None:
+    """Low. ``engram consolidate`` ran its pass without the consolidation jobs' lock, so an
+    operator's pass ran beside a scheduled one of ``engram serve`` or ``engram worker``, which
+    ADR-019 says the shared lock prevents ("an operator cannot start a second pass beside a
+    scheduled one"; ``engram jobs run`` does take it). It now takes the lock: while another
+    session holds it the command exits 4 (busy) and writes nothing, and once it is free the
+    pass runs; ``--dry-run``, which writes nothing, still runs beside a pass."""
+    holder = await asyncpg.connect(database.admin_url)
+    try:
+        assert await holder.fetchval(
+            "SELECT pg_try_advisory_lock(1701147250, hashtext('consolidation'))"
+        )
+        busy = await asyncio.to_thread(_cli, database, "consolidate", "--json")
+        assert 4 == busy.returncode, (busy.stdout, busy.stderr[-2000:])
+        assert "consolidation" in busy.stderr
+        preview = await asyncio.to_thread(_cli, database, "consolidate", "--dry-run", "--json")
+        assert 0 == preview.returncode, preview.stderr[-2000:]
+        assert 0 == await holder.fetchval("SELECT count(*) FROM engram.consolidation_batches")
+        await holder.execute("SELECT pg_advisory_unlock_all()")
+        done = await asyncio.to_thread(_cli, database, "consolidate", "--json")
+        assert 0 == done.returncode, done.stderr[-2000:]
+    finally:
+        await holder.close()
