@@ -24,10 +24,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
@@ -45,12 +45,13 @@ from engram.autonomy.jobs import (
 )
 from engram.autonomy.schedule import backoff
 from engram.autonomy.state import JobBook, JobState
-from engram.errors import EngramError, JobBusy, NotFound
+from engram.errors import DatabaseError, EngramError, JobBusy, NotFound
 from engram.infra.db import Connection, DatabaseAdapter
 from engram.memory.types import utc_now
 from engram.observability.metrics import EngramMetrics
 
 log = structlog.get_logger("engram.autonomy.scheduler")
+T = TypeVar("T")
 
 
 class Scheduler:
@@ -75,7 +76,7 @@ class Scheduler:
         self._settings = settings or SchedulerSettings()
         self._clock = clock
         self._running: dict[str, asyncio.Task[RunOutcome]] = {}
-        self._bodies: dict[str, asyncio.Future[Mapping[str, Any]]] = {}  # the jobs' own work
+        self._bodies: dict[str, asyncio.Future[Any]] = {}  # the jobs' own work
         self._held: set[str] = set()  # lock keys this kernel holds (locks are re-entrant)
         self._seen: dict[str, datetime] = {}  # latest due time known to be done or checked
         self._not_before: dict[str, datetime] = {}  # back-off of a failed job
@@ -208,7 +209,41 @@ class Scheduler:
                 + (", ".join(running) or "another kernel holds its lock")
                 + " is running"
             )
-        return await self._execute(claim)
+        return await self._watched(self._execute(claim))
+
+    async def run_alone(self, lock: str, work: Callable[[], Awaitable[T]]) -> T:
+        """Run ``work`` (``engram consolidate``) holding the jobs' ``lock``, so no job of that
+        lock runs beside it: JobBusy while a kernel holds it, DatabaseError if it is lost."""
+        if self._closed or not await self._try_lock(lock):
+            raise JobBusy(f"the {lock!r} lock is held: one of its jobs is running")
+        body = self._bodies[f"lock:{lock}"] = asyncio.ensure_future(work())  # see _session_lost
+        try:
+            return await self._watched(body)
+        except asyncio.CancelledError:
+            if being_cancelled():
+                raise
+            raise DatabaseError(f"the {lock!r} lock's connection was lost; stopped") from None
+        finally:
+            self._bodies.pop(f"lock:{lock}", None)
+            await self._unlock(lock)
+
+    async def _watched(self, run: Awaitable[T]) -> T:
+        """``run``, with its lock session checked every poll as the loop does (a manual run
+        may have none beside it: its lock lost, it would go on beside another kernel's)."""
+        done = asyncio.Event()
+        watch = asyncio.create_task(self._watch_session(done), name="engram-lock-watch")
+        try:
+            return await run
+        finally:
+            done.set()
+            await watch
+
+    async def _watch_session(self, done: asyncio.Event) -> None:
+        while not done.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), self._settings.poll_seconds)
+            if not done.is_set():
+                await self._check_session()
 
     async def statuses(self) -> list[JobStatus]:
         """Every registered job with its schedule, next due time and stored state."""

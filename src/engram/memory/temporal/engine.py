@@ -46,6 +46,12 @@ _NIL = UUID(int=0)
 DEFAULT_LIMIT = 50
 
 
+def _distinct(types: Sequence[MemoryType] | None) -> list[MemoryType]:
+    """``types`` each once, in the order given: a listing reads each type's records once, so
+    a type named twice must not return (and count as read) its records twice."""
+    return list(dict.fromkeys(types or ()))
+
+
 def _ending_statuses(*, include_forgotten: bool, include_consolidated: bool) -> list[str]:
     ending = []
     if not include_forgotten:
@@ -97,7 +103,7 @@ class TemporalEngine:
             rows = await self._db.fetch(SQL[name], record_id, at, as_of_event, ending, levels)
         else:
             rows = []
-            for memory_type in types or list(MemoryType):
+            for memory_type in _distinct(types) or list(MemoryType):
                 if as_of_ingestion is None and as_of_event is None:
                     rows += await self._current(namespace, ending, levels, memory_type, limit)
                 else:
@@ -140,7 +146,7 @@ class TemporalEngine:
         since, last_id = after if after is not None else (None, None)
         wanted = None if tags is None else list(tags)
         rows: list[Row] = []
-        for memory_type in list(MemoryType) if types is None else types:
+        for memory_type in list(MemoryType) if types is None else _distinct(types):
             rows += await self._current(
                 namespace, ending, levels, memory_type, limit, tags=wanted, after=(since, last_id)
             )

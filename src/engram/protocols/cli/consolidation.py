@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -35,12 +36,22 @@ def consolidate(
     """Run (or preview) one consolidation pass now."""
 
     async def work(kernel: Kernel) -> ConsolidationReport:
+        from engram.autonomy.catalogue import CONSOLIDATION_LOCK  # noqa: PLC0415 - kernel opened
+
         with progress(f"consolidating ({trigger.value})", None) as advance_to:
 
             def seen(done: int, total: int) -> None:
                 advance_to(done)
 
-            return await kernel.consolidation.run(trigger, dry_run=dry_run, progress=seen)
+            def run() -> Awaitable[ConsolidationReport]:
+                return kernel.consolidation.run(trigger, dry_run=dry_run, progress=seen)
+
+            if dry_run:  # writes nothing: it may run beside a pass
+                return await run()
+            try:  # the consolidation jobs' lock: no scheduled pass runs beside this one
+                return await kernel.scheduler.run_alone(CONSOLIDATION_LOCK, run)
+            finally:
+                await kernel.scheduler.stop()
 
     report = with_kernel(work)
     if as_json:

@@ -14,6 +14,7 @@ from uuid import UUID
 from mcp.types import Tool, ToolAnnotations
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from engram.memory.storable import instant_problem
 from engram.memory.types import AccessLevel, MemoryRecord, MemoryType
 from engram.protocols.inprocess import (
     AS_OF_EVENT,
@@ -213,14 +214,15 @@ def page_cursor(record: MemoryRecord) -> str:
 
 def cursor_position(cursor: str) -> tuple[datetime, UUID]:
     """The (ingestion time, version id) a cursor stands for; ValueError for anything that is
-    not a cursor ``list`` returned."""
+    not a cursor ``list`` returned (an instant with no UTC form among them: the driver could
+    not send it, and the refusal would read as an outage)."""
     try:
         plain = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         instant, _, version_id = plain.partition("|")
         position = datetime.fromisoformat(instant), UUID(version_id)
     except (binascii.Error, UnicodeDecodeError, ValueError):
         position = None
-    if position is None or position[0].tzinfo is None:
+    if position is None or position[0].tzinfo is None or instant_problem(position[0]):
         raise ValueError("not a cursor that list returned")
     return position
 
