@@ -82,9 +82,10 @@ async def audit(
         agent_id=agent,
         decision=decision,
         action=action,
-        limit=limit,
+        limit=limit + 1,  # one more than shown: whether another page follows
     )
-    more = len(entries) == limit and entries
+    more = len(entries) > limit
+    entries = entries[:limit]
     shown = entries if why is not None else [redact_audit_row(e, flagged) for e in entries]
     return JSONResponse(
         {"entries": shown, "next_cursor": int(entries[-1]["seq"]) if more else None}
@@ -119,8 +120,11 @@ async def quarantine(
             reason=why,
             record_ids=[r.record_id for r in records],
         )
-    more = len(records) >= limit and records  # more than limit: records sharing the last instant
-    last = records[-1].ingestion_time.isoformat() if more else None
+    last = None
+    if len(records) >= limit:  # more than limit: records sharing the last instant
+        after = records[-1].ingestion_time
+        if await kernel.quarantine.pending(after=after, limit=1):  # another page follows
+            last = after.isoformat()
     views = [record_view(r) for r in records]
     shown = views if why is not None else [redact_record(v) for v in views]
     return JSONResponse({"records": shown, "next_cursor": last})
