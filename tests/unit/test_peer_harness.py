@@ -11,7 +11,14 @@ from importlib import metadata
 from pathlib import Path
 
 from benchmarks import stats
-from benchmarks.peer_mem0 import FIGURES, goals, job_for, medians, peer_requirements
+from benchmarks.peer_mem0 import (
+    FIGURES,
+    goals,
+    job_for,
+    largest_search_ratio,
+    medians,
+    peer_requirements,
+)
 from benchmarks.peer_relevance import goals as relevance_goals
 from benchmarks.peers import workload
 from benchmarks.peers.workload import tree_rss_mb
@@ -178,3 +185,11 @@ def test_relevance_goals_ask_five_percent_over_both_and_recall_at_5_not_lower() 
     short = relevance_goals({**better, "mrr@10": 0.73, "recall@5": 0.89}, base, base)
     assert not short["mrr@10>=1.05x_vector"]
     assert not short["recall@5>=vector"]
+
+
+def test_a_search_is_at_most_as_many_times_faster_as_the_query_embedding_allows() -> None:
+    """Mem0 at 59.5 ms with a 22.2 ms query embedding: engram cannot be more than 2.68 times
+    faster, however cheap the rest of its search."""
+    assert 2.68 == largest_search_ratio(59.5, 22.2)
+    assert 27.3 == largest_search_ratio(606.0, 22.2)
+    assert float("inf") == largest_search_ratio(10.0, 0.0)
