@@ -31,6 +31,7 @@ class SkipReason(StrEnum):
     CONFLICTING = "conflicting"  # sources to promote or join disagree: judged first, not merged
     REJECTED = "rejected"  # the Gate refused a request of the item (audited)
     SOURCE_CHANGED = "source_changed"  # a source moved on during the pass: next run
+    QUARANTINED = "quarantined"  # the Gate would hold the summary above its sources' level
     UNDER_LIMIT = "under_limit"  # pressure-driven, but the fast path is within its limit
     TIMED_OUT = "timed_out"  # the pass ran out of time before this batch: next run
     FAILED = "failed"  # the batch's transaction failed (logged); nothing of it was written

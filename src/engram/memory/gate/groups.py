@@ -12,7 +12,14 @@ commits all groups that are still valid:
   locked (``SELECT … FOR NO KEY UPDATE``, all in record-id order, so two such transactions
   cannot deadlock); each group is then compared with the versions its requests expect, and
   when one moved on the whole group is skipped (``source_changed``) and nothing of it is
-  written: it is left for the next run, never overwritten;
+  written: it is left for the next run, never overwritten. A head moved on also when its
+  access level is no longer the one its request restates it at: an admin's release lowers
+  the level in place (the version stays), and a group planned before it would otherwise
+  write the record back at its old level, undoing the release;
+* a group one of whose records Layer 1 would store above the level it was planned at (the
+  PII check quarantining a summary of sources an admin released) is skipped
+  (``quarantined``) and nothing of it is written: its sources' readers would find them
+  consolidated into a record they may not read;
 * every decision takes an id of the audit lane kept for batches
   (:data:`~engram.memory.audit.entry.BATCH_LANE`), which no other decision uses: the long
   transaction holds that one lane lock, and agents' writes never wait for it;
@@ -39,7 +46,13 @@ from engram.memory.gate.plan import Plan, Timing
 from engram.memory.gate.requests import GateRequest, GateResult
 from engram.memory.gate.signals import GateSignals
 from engram.memory.gate.write_path import WritePath, result_from_audit
-from engram.memory.types import GateAction, GateDecision, MemoryRecord, MemoryStatus
+from engram.memory.types import (
+    AccessLevel,
+    GateAction,
+    GateDecision,
+    MemoryRecord,
+    MemoryStatus,
+)
 
 #: Requests planned at once (each waits for the database and, for a CREATE, the model).
 PLANNING_CONCURRENCY = 8
@@ -50,6 +63,7 @@ class Skip:
 
     REJECTED = "rejected"
     SOURCE_CHANGED = "source_changed"
+    QUARANTINED = "quarantined"
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,10 +182,14 @@ def _refused(group: PlannedGroup) -> GroupOutcome:
     )
 
 
-def _expected(group: PlannedGroup) -> dict[UUID, int]:
-    """The stored version each record the group updates or forgets is expected to be at."""
+def _expected(group: PlannedGroup) -> dict[UUID, tuple[int, AccessLevel]]:
+    """The stored version each record the group updates or forgets is expected to be at,
+    and the access level the group writes it at (a group's requests keep a record's level)."""
     return {
-        p.plan.request.record.record_id: p.plan.expected_version
+        p.plan.request.record.record_id: (
+            p.plan.expected_version,
+            p.plan.request.record.access_level,
+        )
         for p in group.planned
         if p.plan.request.action is not GateAction.CREATE and p.plan.expected_version is not None
     }
@@ -194,6 +212,9 @@ async def _write_group(
 ) -> GroupOutcome:
     if group.refused or not group.planned:
         return _refused(group)
+    raised = _raised(group)
+    if raised is not None:
+        return GroupOutcome(written=False, skipped=Skip.QUARANTINED, detail=raised)
     moved = _moved(_expected(group), heads)
     if moved is not None:
         return GroupOutcome(written=False, skipped=Skip.SOURCE_CHANGED, detail=moved)
@@ -203,14 +224,32 @@ async def _write_group(
     return GroupOutcome(written=True, results=tuple(results))
 
 
-def _moved(expected: Mapping[UUID, int], heads: Mapping[UUID, MemoryRecord | None]) -> str | None:
-    """Which locked head is no longer the version it was expected to be (None: all are)."""
-    for record_id, version in sorted(expected.items()):
+def _raised(group: PlannedGroup) -> str | None:
+    """Which request of ``group`` Layer 1 left above the level it was planned at (None:
+    none)."""
+    for item in group.planned:
+        planned, screened = item.plan.request.record, item.plan.layer1.record
+        if screened.access_level.rank > planned.access_level.rank:
+            return (
+                f"{item.plan.request.action.value} of record {planned.record_id} would be "
+                f"stored at {screened.access_level.value}, not {planned.access_level.value}"
+            )
+    return None
+
+
+def _moved(
+    expected: Mapping[UUID, tuple[int, AccessLevel]], heads: Mapping[UUID, MemoryRecord | None]
+) -> str | None:
+    """Which locked head is no longer the version it was expected to be, or no longer at the
+    level its request writes it at (None: all are)."""
+    for record_id, (version, level) in sorted(expected.items()):
         head = heads.get(record_id)
         if head is None or head.status is MemoryStatus.FORGOTTEN:
             return f"record {record_id} was forgotten"
         if head.version != version:
             return f"record {record_id} is at version {head.version}, not {version}"
+        if head.access_level is not level:
+            return f"record {record_id} was moved to another access level"
     return None
 
 

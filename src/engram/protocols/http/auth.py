@@ -52,13 +52,6 @@ async def authenticated(
     return await kernel_of(request).agents.authenticate(token)
 
 
-async def administrator(principal: Annotated[Principal, Depends(authenticated)]) -> Principal:
-    """An authenticated admin agent (403 for any other agent)."""
-    if not principal.admin:
-        raise Forbidden("this endpoint is for admin agents")
-    return principal
-
-
 def _digest(token: str) -> bytes:
     # Header values arrive decoded as Latin-1, so every one of them encodes.
     return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
@@ -77,6 +70,18 @@ def cleared_for_everything(principal: Principal) -> bool:
     """True for an agent that may read records of every access level: what the operational
     figures count (records, decisions, flags) is then nothing it could not read anyway."""
     return all(principal.caller.max_read_level.allows(level) for level in AccessLevel)
+
+
+async def administrator(principal: Annotated[Principal, Depends(authenticated)]) -> Principal:
+    """An authenticated admin agent cleared to read every access level (403 for any other
+    agent). The admin endpoints show every level's records: the audit log's snapshots, the
+    quarantine's flagged content on ``reveal``, the escalations' ids; an admin narrowed
+    below ``sensitive`` would read there what it may not read anywhere else (ADR-022)."""
+    if not principal.admin:
+        raise Forbidden("this endpoint is for admin agents")
+    if not cleared_for_everything(principal):
+        raise Forbidden("this endpoint is for admin agents cleared to read every access level")
+    return principal
 
 
 async def scraper(
