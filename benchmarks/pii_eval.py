@@ -57,6 +57,8 @@ HALVES: dict[str, tuple[Path, ...]] = {
             "ll",
             "mm",
             "nn",
+            "oo",
+            "pp",
         )
     ),
     "legacy": (DATA / "pii_corpus.tsv",),
