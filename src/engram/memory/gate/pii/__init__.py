@@ -62,7 +62,8 @@ What it detects
 * ``stripe_key``: ``sk_``/``rk_`` + ``live_``/``test_`` keys and ``whsec_`` webhook secrets.
   A publishable key (``pk_``) is meant to ship in web pages and apps, and is not reported.
 * ``jwt``: three base64url segments whose first segment decodes to a JSON object with
-  ``"alg"``.
+  ``"alg"``; not a token cut short where its signature would be (``eyJhbGci….eyJzdWIi…``,
+  an ellipsis after the payload): no secret part is there.
 * ``private_key``: a ``-----BEGIN ... PRIVATE KEY-----`` header (RSA, EC, DSA, OPENSSH,
   ENCRYPTED, PGP ``... PRIVATE KEY BLOCK``) followed by key material: at least one unbroken
   run of 24 base64 characters. A bare header mentioned in prose is not a key. The span runs
@@ -106,8 +107,10 @@ What it detects
   is missed. That is the price of not flagging every random-looking string. A few short
   secrets are known by their name alone: a card or banking PIN (``ATM pin is 7391``; a postal
   ``PIN code`` is not one), backup or recovery codes, an authenticator seed written in groups
-  of four, a Wi-Fi network's ``key:``, a game server's ``sv_setsteamaccount`` login token, and
-  session values in a ``Cookie:`` header.
+  of four, a Wi-Fi network's ``key:``, a game server's ``sv_setsteamaccount`` login token,
+  session values in a ``Cookie:`` header, and a code that opens a place or a device's
+  controls (``garage keypad code is 7741#``, ``parental-control PIN: 5820``). A BitLocker
+  recovery key (eight groups of six digits, each a multiple of 11) needs no name.
 * in airline reservation records (``travel``): the document number of ``SSR DOCS``
   (``national_id``), the mobile of ``SSR CTCM`` (``phone``), the address of ``SSR CTCE``
   (``email``, ``//`` for ``@``) and the card of an ``FP CC…`` form of payment.
@@ -227,7 +230,7 @@ __all__ = ["DETECTOR", "DETECTOR_VERSION", "PiiFinding", "PiiKind", "scan"]
 DETECTOR = "regex"
 """Label of this detector in the ``engram_pii_flags_total`` metric."""
 
-DETECTOR_VERSION = "regex@5"
+DETECTOR_VERSION = "regex@6"
 """Bumped whenever a rule changes what is flagged; recorded with quarantine decisions."""
 
 

@@ -45,10 +45,10 @@ _BANKING = re.compile(
         r"|refund|reimburse\w*|kontonummer|kontonr|konto|postkonto|futsu|giro|rib|bankleitzahl|blz"
         r"|reg\.? ?nr|registreringsnummer|cbu|nuban|udbetaling|utbetalning|transfers?"
         r"|račun|tekući|rachunek|sąskaitos|reikningsnúmer|счет|рахунок|rib|banco\w*|ahorros|pix"
-        r"|corriente|cci|rekening|bankszámla\w*|účet|účtu"
+        r"|corriente|corrente|ag[eê]ncia|cci|rekening|bankszámla\w*|účet|účtu"
         # banks and money apps named in chats: Indonesia, the Philippines, Nigeria, Kenya, US
         r"|mandiri|bca|bni|bri|bdo|bpi|metrobank|gtb|gtbank|zenith|uba|opay|palmpay|kuda"
-        r"|equity|kcb|chime|cash ?app)\b"
+        r"|equity|kcb|chime|cash ?app|dbs|posb|ocbc|uob)\b"
         r"|銀行|银行|振込|은행|банк|בנק|ธนาคาร|ngân hàng|帳號|账号|帳戶|账户|口座)"
     )
 )
@@ -58,6 +58,7 @@ _ACCOUNT_WORDS = re.compile(
         r"|compte|bank(?=[ \t]{0,2}[:#]?[ \t]{0,2}\d)|folio|postkonto|compte postal|conto postale"
         r"|conto|conta|rekening|checking|savings|cheque account|stk|số tài khoản|rekening|no\. rek"
         r"|račun|rachunek|sąskaitos nr|reikningsnúmer|счет|рахунок|rib|cci|giro(?: number)?"
+        r"|bankgiro|plusgiro"
         r"|bankszámla(?:szám)?|számlaszám|účet|číslo účtu)s?\b"  # not "contact", "access"
         r"|帳號|账号|帳戶|账户|口座|普通|当座|계좌(?:번호)?|номер сч[её]та|חשבון|บัญชี|số tài khoản"
         r"|은행(?=[ \t]{0,2}\d)"  # a Korean bank's name and its account: "신한은행 110-…"

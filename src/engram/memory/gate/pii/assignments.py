@@ -400,6 +400,15 @@ _PIN = re.compile(
     r"(?i)\b(?:(?:atm|card|debit|credit|upi|bank|banking|sim|phone|app)[ \-]?pin|m-?pin|t-?pin)"
     r"(?:[ \t]+(?:number|no\.?))?[ \t]*(?:is|was|=|:|-|na|ay)[ \t]*(?P<v>\d{4,6})(?![\w\-])"
 )
+# A code that opens a place or unlocks a device's controls: "garage keypad code is 7741#",
+# "parental-control PIN: 5820", "alarm code 40912" (digits, perhaps ending in # or *).
+_ACCESS_CODE = re.compile(
+    r"(?i)\b(?:door|gate|garage|keypad|alarm|safe|locker|lockbox|key[ \-]?safe|entry"
+    r"|parental(?:[ \-]control)?)[ \-](?:pin|code|passcode|combination)"
+    r"(?:[ \t]+(?:number|no\.?))?[ \t]*(?:is|was|=|:|-)[ \t]*(?P<v>\d{3,8}[#*]?)(?![\w\-])"
+)
+# A BitLocker recovery key: eight groups of six digits, each a multiple of 11 below 720,896.
+_RECOVERY_KEY = re.compile(r"(?<![\d\-])(?P<v>\d{6}(?:-\d{6}){7})(?![\d\-])")
 _BACKUP_CODES = re.compile(
     r"(?i)\b(?:backup|recovery|2fa|mfa|one-time)[ \t]+codes?\b[^\n]{0,24}?"
     r"(?P<v>(?<![\w\-])(?=[a-z0-9\-]*\d)[a-z0-9]{4,5}-?[a-z0-9]{4,5}(?![\w\-])"
@@ -429,6 +438,10 @@ def _random_seed(value: str) -> bool:
     return any(c in "234567" for c in value) and entropy(value.replace(" ", "")) >= 3.0
 
 
+def _recovery_key(value: str) -> bool:
+    return all(int(group) % 11 == 0 and int(group) < 720_896 for group in value.split("-"))
+
+
 def _bracketed_password(value: str) -> bool:
     return secret_value_ok(value, "password", "", bare=False)
 
@@ -436,6 +449,8 @@ def _bracketed_password(value: str) -> bool:
 #: (words one of which the text must hold, the pattern, a test of its value or None)
 _SHORT: tuple[tuple[tuple[str, ...], re.Pattern[str], Callable[[str], bool] | None], ...] = (
     (("pin",), _PIN, None),
+    (("pin", "code", "combination"), _ACCESS_CODE, None),
+    (("-",), _RECOVERY_KEY, _recovery_key),
     (("code",), _BACKUP_CODES, None),
     (("seed", "secret", "authenticator", "totp", "2fa", "mfa"), _GROUPED_SEED, _random_seed),
     (("(",), _BRACKETED, _bracketed_password),

@@ -72,6 +72,7 @@ _PHONE_WORDS = (
     "telefono", "teléfono", "puhelin", "sími", "هاتف", "toestel", "doorkiesnummer",
     "durchwahl", "mob", "telefonu", "telefonem", "telefonico", "telefonica", "telefonum",
     "festnetz", "komórki", "recapito", "wsp", "whats", "zap", "wpp", "wasap", "watsap",
+    "llamará", "llámame", "llamame", "llame",
 )  # fmt: skip
 # Regions tried for a number in national format near a phone keyword (trunk prefix 0, or a
 # national number without one, as Indian and Chinese mobiles are written).
@@ -193,9 +194,12 @@ _NUMBER_LABEL = re.compile(r"(?i)(\w*)[ .\-]*(?:nr|no|n[º°])\.?[ \t]*[:#]?[ \t
 _PHONE_STEMS = ("tel", "phone", "fon", "handy", "mobil", "cell", "fax")
 # Eight digits in pairs ("20 63 18 54"): how Danish and Norwegian numbers are written.
 _PAIRS = re.compile(r"\d{2} \d{2} \d{2} \d{2}")
-# Nine digits in threes ("912 384 601", "618.213.597"): Portuguese and Spanish numbers;
-# eight as three, two, three ("912 34 567"): Norwegian mobiles.
-_SHORT_LAYOUT = re.compile(r"\d{2} \d{2} \d{2} \d{2}|\d{3}([ .])\d{3}\1\d{3}|\d{3} \d{2} \d{3}")
+# Nine digits in threes ("912 384 601", "618.213.597") or as three and three pairs ("912 48
+# 33 07"): Portuguese and Spanish numbers; eight as three, two, three ("912 34 567"):
+# Norwegian mobiles.
+_SHORT_LAYOUT = re.compile(
+    r"\d{2} \d{2} \d{2} \d{2}|\d{3}([ .])\d{3}\1\d{3}|\d{3} \d{2} \d{3}|\d{3} \d{2} \d{2} \d{2}"
+)
 # Eight digits in fours count only with a phone word in their own clause (before them, or
 # just after: "8845-2210 (WhatsApp)"), and not as a conference bridge's code ("dial-in").
 _FOURS = re.compile(r"\d{4}[ \-]\d{4}")

@@ -40,6 +40,7 @@ from stdnum.cz import rc as _cz_rc
 from stdnum.dk import cpr as _dk_cpr
 from stdnum.ee import ik as _ee_ik
 from stdnum.fi import hetu as _fi_hetu
+from stdnum.fr import nif as _fr_nif
 from stdnum.gb import nhs as _gb_nhs
 from stdnum.gr import amka as _gr_amka
 from stdnum.gr import vat as _gr_vat
@@ -132,6 +133,7 @@ _CHECKED: tuple[tuple[str, Check], ...] = (
         any_of(_za_idnr.is_valid, _kr_rrn.is_valid, _th_pin.is_valid),
     ),
     (r"nif|contribuinte", _pt_nif.is_valid),
+    (r"num[ée]ro fiscal|n[°º] fiscal|identifiant fiscal", _fr_nif.is_valid),
     (r"cart[ãa]o de cidad[ãa]o|citizen card", _pt_cc.is_valid),
     (r"rijksregisternummer|national (?:register|registry) number", _be_nn.is_valid),
     (r"resident identity|居民身份证", _cn_ric.is_valid),
@@ -214,9 +216,14 @@ _SHAPED = (
     r"|(?:personal)?ausweisnummer|ausweis-?nr"
     r"|(?:n[º°.]? de |n[úu]mero de )?utente(?: sns)?"
 )
-_CHECKED_RE = re.compile(folded(r"\b(?:" + "|".join(f"(?:{k})" for k, _ in _CHECKED) + r")\b"))
+# A keyword starts a word, or follows a character of a script written without spaces
+# ("アイコのマイナンバー", "김민수의 주민등록번호"): there no word boundary parts them.
+_START = r"(?:\b|(?<=[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]))"
+_CHECKED_RE = re.compile(
+    folded(_START + r"(?:" + "|".join(f"(?:{k})" for k, _ in _CHECKED) + r")\b")
+)
 _CHECKED_PARTS = tuple((re.compile(folded(rf"(?:{k})\Z")), check) for k, check in _CHECKED)
-_SHAPED_RE = re.compile(folded(r"\b(?:" + _SHAPED + r")\b"))
+_SHAPED_RE = re.compile(folded(_START + r"(?:" + _SHAPED + r")\b"))
 _AFTER = 40
 _BEFORE = 32
 # Short names that are also ordinary words or abbreviations ("DL" for deep learning): they

@@ -151,7 +151,7 @@ def find_ssns(t: Text) -> Iterator[Span]:
             continue
         if (
             m.group("sep") == "-"
-            or preceded_by(_SSN_CONTEXT, text, m.start(), 48)
+            or preceded_by(_SSN_CONTEXT, text, m.start(), 64)
             or _SSN_CONTEXT.search(text, m.end(), m.end() + 32)  # "… is Tom's social"
         ):
             yield PiiKind.US_SSN, m.start(), m.end()
