@@ -52,7 +52,10 @@ _NOT_PHONE_LABEL = re.compile(
     r"|epis[óo]dio(?: de urg[êe]ncia)?|zlecenia|kod kreskowy|barcode"
     r"|imei|meid|imsi|iccid|sin|meter|consumer|routing|aba|rtn|transit|qq(?:号码|号)?"
     r"|(?<!area )(?<!country )code|awb|loyalty|member(?:ship)?|membre|mitglied|frequent flyer"
-    r"|miles ?& ?more|flying blue|aeroplan|bonvoy|eurobonus|skywards)"
+    r"|miles ?& ?more|flying blue|aeroplan|bonvoy|eurobonus|skywards"
+    # an order or a waybill in German, Turkish, Spanish, Portuguese, Polish, Italian, French
+    r"|bestellnummer|bestellung|bestell-?nr|sipari[sş]|gu[ií]a|pedido|zam[oó]wieni[ae]"
+    r"|ordine|commande)"
     r"(?:[ \t]*(?:no\.?|number|num|id|#))?[ \t]*[#:=]?|#)[ \t]*$"
 )
 _GLUE = frozenset("-_/#.@=\\")

@@ -1,4 +1,4 @@
-"""PII rules written from writers oo and pp (dev).
+"""PII rules written from writers oo, pp and rr (dev).
 
 - oo: codes that open a place or a device's controls, a BitLocker recovery key, a Japanese
   id keyword written without a space after a particle ("アイコのマイナンバー"), the French
@@ -6,6 +6,7 @@
   SSN named further before its digits.
 - pp: a Swedish bankgiro, a Singapore bank's account, a Spanish landline written in pairs
   after "llamará al", and a JWT cut short by a logger (not a secret).
+- rr: order and waybill numbers named in German, Turkish and Spanish are not phones.
 
 Values are made up here; those with a check carry valid check digits."""
 
@@ -63,6 +64,10 @@ def test_found(text: str, expected: str) -> None:
         ),
         "numéro fiscal 1309232804216 (une faute de frappe, la clé ne correspond pas)",
         "Pedido 912 48 33 07 entregado en Madrid.",
+        # rr: an order or a waybill is no phone, in other languages too
+        "Hepsiburada sipariş 4102938475, fatura kesilecek",
+        "Servientrega guía 2045678901 en reparto, llega hoy",
+        "Kaufland Bestellnummer 0176-4412-9983 (Marktplatz-ID)",
     ],
 )
 def test_not_found(text: str) -> None:
