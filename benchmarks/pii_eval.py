@@ -59,6 +59,7 @@ HALVES: dict[str, tuple[Path, ...]] = {
             "nn",
             "oo",
             "pp",
+            "qq",
             "rr",
         )
     ),
