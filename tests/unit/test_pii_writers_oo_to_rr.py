@@ -1,4 +1,4 @@
-"""PII rules written from writers oo, pp and rr (dev).
+"""PII rules written from writers oo to rr (dev).
 
 - oo: codes that open a place or a device's controls, a BitLocker recovery key, a Japanese
   id keyword written without a space after a particle ("アイコのマイナンバー"), the French
@@ -7,6 +7,8 @@
 - pp: a Swedish bankgiro, a Singapore bank's account, a Spanish landline written in pairs
   after "llamará al", and a JWT cut short by a logger (not a secret).
 - rr: order and waybill numbers named in German, Turkish and Spanish are not phones.
+- qq: the Arabic "كلمة السر" for a password, a German identity card after
+  "Personalausweisnr.", a German residence card after "eAT-Kartennummer".
 
 Values are made up here; those with a check carry valid check digits."""
 
@@ -43,6 +45,13 @@ def kinds(text: str) -> set[str]:
         ("DBS account 386-771055-6 under Lim Hui Min, update it in Workday.", "bank_account"),
         ("Transportista: llamará al 912 48 33 07 para confirmar la entrega.", "phone"),
         ("Sam typed his SSN without dashes when we did the credit freeze: 591578338.", "us_ssn"),
+        # qq
+        ("واي فاي المكتب: الشبكة Hub-Guest، كلمة السر: Amal2024#hub", "secret_assignment"),
+        (
+            "Personalausweisnr. der Bürgin: N1KN7P2P22, für die Verpflichtungserklärung",
+            "national_id",
+        ),
+        ("eAT-Kartennummer: TK5J0H8VW9, gültig bis 2026.", "national_id"),
     ],
 )
 def test_found(text: str, expected: str) -> None:

@@ -25,7 +25,7 @@ _FOREIGN_PASSWORDS = (
 # The same words as written with their letters (the name splitter reads ASCII words only).
 _ACCENTED_PASSWORDS = tuple(map(folded, (
     "hasło", "contraseña", "şifre", "jelszó", "lösenord", "пароль", "パスワード", "비밀번호",
-    "密码", "密碼", "סיסמה", "סיסמא", "كلمة المرور", "κωδικός", "mật khẩu", "รหัสผ่าน",
+    "密码", "密碼", "סיסמה", "סיסמא", "كلمة المرور", "كلمة السر", "κωδικός", "mật khẩu", "รหัสผ่าน",
     # Arabic's "word of the secret" in Latin letters (Darija, Tunisian, Levantine), several
     # words like the names above, so matched the same way
     "kalimat as-sir", "kalimat al-sir", "kalimat sir", "kelmet esser", "kilmet el-ser",

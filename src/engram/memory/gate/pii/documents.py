@@ -213,7 +213,7 @@ _SHAPED = (
     r"|social card|personal no|cni(?: ivoirienne| s[ée]n[ée]galaise| burkinab[ée])?|cnib"
     r"|jawaz(?: as-safar| safar)?|(?:al-)?bitaqa(?: al-wataniya| wataniya)?"
     r"|paspoortnummer|dowodu osobistego|tessera sanitaria|rentenversicherungsnummer"
-    r"|(?:personal)?ausweisnummer|ausweis-?nr"
+    r"|(?:personal)?ausweisnummer|(?:personal)?ausweis-?nr|eat-karten?(?:nummer)?"
     r"|(?:n[º°.]? de |n[úu]mero de )?utente(?: sns)?"
 )
 # A keyword starts a word, or follows a character of a script written without spaces
