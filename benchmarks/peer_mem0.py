@@ -312,7 +312,7 @@ def goals(engram: dict[str, float], mem0: dict[str, float]) -> dict[str, bool]:
 
 def largest_search_ratio(mem0_ms: float, embedding_ms: float) -> float:
     """The most times faster than Mem0's search (``mem0_ms``) engram's can be: every search
-    embeds its query first, which takes at least the model's time for one text
+    embeds its query first, which takes at least the model's time for one query
     (``embedding_ms``, measured in the same run), whatever the rest costs."""
     return round(mem0_ms / embedding_ms, 2) if embedding_ms > 0 else float("inf")
 
@@ -378,12 +378,16 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         "mem0_embedding_single_p50_ms": statistics.median(
             r["mem0"]["model_alone"]["single_ms"]["p50"] for r in rounds
         ),
+        "embedding_query_p50_ms": statistics.median(
+            r["engram"]["model_alone"]["query_ms"]["p50"] for r in rounds
+        ),
     }
     if large:
         # A goal of N times Mem0's speed is out of reach when Mem0's time is under N queries'
-        # embeddings: engram's search embeds its query before anything else (ADR-016).
+        # embeddings: engram's search embeds its query before anything else (ADR-016). The
+        # queries timed are the small phase's (eight words), the large phase's have 6-14.
         large["largest_possible_ratio"] = {
-            key: largest_search_ratio(large["mem0"][key], floors["embedding_single_p50_ms"])
+            key: largest_search_ratio(large["mem0"][key], floors["embedding_query_p50_ms"])
             for key in ("p50_ms", "p95_ms")
         }
     # What a governed write does after its embedding that Mem0's add does not, step by step.

@@ -188,8 +188,8 @@ def test_relevance_goals_ask_five_percent_over_both_and_recall_at_5_not_lower() 
 
 
 def test_a_search_is_at_most_as_many_times_faster_as_the_query_embedding_allows() -> None:
-    """Mem0 at 59.5 ms with a 22.2 ms query embedding: engram cannot be more than 2.68 times
-    faster, however cheap the rest of its search."""
+    """Mem0 at 59.5 ms with a 22.2 ms embedding of the query: engram cannot be more than 2.68
+    times faster, however cheap the rest of its search."""
     assert 2.68 == largest_search_ratio(59.5, 22.2)
     assert 27.3 == largest_search_ratio(606.0, 22.2)
     assert float("inf") == largest_search_ratio(10.0, 0.0)
