@@ -225,3 +225,39 @@ async def test_embeddings_are_stored_in_the_row(database: ScratchDatabase) -> No
         assert wide > 2032  # past the TOAST threshold: the vector stayed by its setting
     finally:
         await conn.close()
+
+
+async def test_an_ordinary_version_keeps_its_text_in_the_row(database: ScratchDatabase) -> None:
+    """A version of a 40-word record (about 2.5 kB with its vector) keeps its content and its
+    ``content_tsv`` in the row (migration 0020): a search testing its words and the reads of
+    its content fetch nothing from the TOAST table. Under PostgreSQL's default target (2 kB)
+    both went out of line on every such version. A record too long for the target still has
+    them moved out, so every row fits its page."""
+    conn = await _connect(database)
+    try:
+        await seed_versions(conn, records=40, versions_per_record=1, with_vectors=True)
+        words = "the billing api keeps ninety days of invoices in the eu region cluster"
+        await conn.execute(
+            "UPDATE memories m SET content = x.text FROM "
+            "(SELECT id, $1 || ' ' || $1 || ' ' || $1 || ' ' || id::text AS text "
+            " FROM memories) x WHERE x.id = m.id",
+            words,
+        )
+        long_id = await conn.fetchval("SELECT id FROM memories ORDER BY id LIMIT 1")
+        await conn.execute(
+            "UPDATE memories SET content = (SELECT string_agg(md5(g::text), ' ')"
+            " FROM generate_series(1, 300) AS g) WHERE id = $1",
+            long_id,
+        )
+        rows = await conn.fetch(
+            "SELECT id, pg_column_size(memories.*) AS size,"
+            " pg_column_toast_chunk_id(content) IS NOT NULL AS content_out,"
+            " pg_column_toast_chunk_id(content_tsv) IS NOT NULL AS tsv_out FROM memories"
+        )
+        ordinary = [r for r in rows if r["id"] != long_id]
+        assert min(r["size"] for r in ordinary) > 2032  # past PostgreSQL's default target
+        assert not any(r["content_out"] or r["tsv_out"] for r in ordinary)
+        [long] = [r for r in rows if r["id"] == long_id]
+        assert long["content_out"] or long["tsv_out"]
+    finally:
+        await conn.close()

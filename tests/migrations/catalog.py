@@ -47,6 +47,12 @@ QUERIES: dict[str, str] = {
           AND NOT a.attisdropped AND a.attstorage <> t.typstorage
         ORDER BY 1, 2
     """,
+    "table_options": """
+        SELECT c.relname, array_to_string(c.reloptions, ' ') AS options
+        FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname = 'engram' AND c.relkind = 'r' AND c.reloptions IS NOT NULL
+        ORDER BY 1
+    """,
     "types": """
         SELECT t.typname, e.enumlabel FROM pg_type t
         JOIN pg_namespace n ON n.oid = t.typnamespace
