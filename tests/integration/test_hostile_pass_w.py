@@ -9,14 +9,23 @@ mocks.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from engram import Kernel
+from engram.autonomy.schedule import Every
+from engram.autonomy.scheduler import Job, JobContext
 from engram.memory.schemas import MAX_METADATA_BYTES
-from engram.memory.types import AccessLevel
+from tests.conftest import ScratchDatabase
 from tests.integration.consolidation_helpers import head_of
-from tests.integration.gate_helpers import INTERN, WRITER, belief
+from tests.integration.gate_helpers import INTERN, WRITER, belief, holding_head
+from tests.integration.scheduler_helpers import Clock, scheduler
 from tests.integration.test_self_healing import MARKER, assert_flagged, rescan, write
+
+START = datetime(2026, 11, 25, 2, 59, 30, tzinfo=UTC)
 
 
 def filled(**metadata: Any) -> dict[str, Any]:
@@ -56,3 +65,55 @@ async def test_a_finding_is_recorded_on_a_record_whose_metadata_is_full(kernel: 
     for reader in (INTERN, WRITER):
         for record_id in (source, citing):
             assert [] == await kernel.temporal.query(record_id=record_id, caller=reader)
+
+
+@pytest.mark.usefixtures("schedulers")
+async def test_a_watched_job_whose_check_fails_holds_back_no_other_job(
+    kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """Medium. A scheduler's tick claimed the due jobs one after another, and a watched job's
+    condition (the consolidation triggers' counts, the advisor's feedback count) that raised
+    ended the tick there: every job registered after it (re-embedding, the PII rescan, the
+    decay refresh, retention, training) was not started on that tick, nor on any later one
+    while the condition kept failing, with nothing recorded for any of them. Here the
+    condition waits for a row another session holds locked and gives up (a real
+    ``lock_not_available``). The failing check is now logged and its job waits one back-off;
+    the jobs after it run on time."""
+    record_id = await write(kernel, belief("The staging cluster is rebuilt every Sunday night."))
+
+    async def busy(context: JobContext) -> str | None:
+        del context
+        async with kernel.db.transaction() as conn:
+            await conn.execute("SET LOCAL lock_timeout = '100ms'")
+            await conn.fetchval(
+                "SELECT 1 FROM memories WHERE record_id = $1 FOR SHARE", record_id
+            )
+        return "the row was free"
+
+    served: list[datetime] = []
+
+    async def plain(context: JobContext) -> Mapping[str, Any]:
+        served.append(context.due)
+        return {}
+
+    minute = Every(timedelta(minutes=1))
+    clock = Clock(START)
+    runner = scheduler(
+        kernel,
+        [Job("watched", minute, plain, "test", ready=busy), Job("plain", minute, plain, "test")],
+        clock,
+    )
+    assert [] == await runner.tick()  # first sighting of both: marked, not run
+    async with holding_head(database.admin_url, record_id):
+        clock.advance(minutes=1)
+        assert ["plain"] == await runner.tick()
+        await runner.wait_idle()
+        clock.advance(seconds=10)  # the failed check waits for its back-off
+        assert [] == await runner.tick()
+    due = START.replace(second=0) + timedelta(minutes=1)
+    assert [due] == served
+    assert [] == await runner.book.runs("watched")
+    clock.advance(minutes=1)  # the lock is gone: the check holds, the job runs
+    assert ["watched", "plain"] == await runner.tick()
+    await runner.wait_idle()
+    assert ["succeeded"] == [run.outcome for run in await runner.book.runs("watched")]
