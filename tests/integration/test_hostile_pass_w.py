@@ -15,13 +15,25 @@ from typing import Any
 
 import pytest
 
-from engram import Kernel
+from engram import Kernel, open_kernel
+from engram.autonomy.healing import reembed_missing
 from engram.autonomy.schedule import Every
 from engram.autonomy.scheduler import Job, JobContext
+from engram.config import EngramSettings
+from engram.infra.fastembed_embedder import FastembedEmbedder
 from engram.memory.schemas import MAX_METADATA_BYTES
+from engram.memory.types import AccessLevel, GateDecision
 from tests.conftest import ScratchDatabase
 from tests.integration.consolidation_helpers import head_of
-from tests.integration.gate_helpers import INTERN, WRITER, belief, holding_head
+from tests.integration.gate_helpers import (
+    BOSS,
+    INTERN,
+    WRITER,
+    belief,
+    create,
+    holding_head,
+    update,
+)
 from tests.integration.scheduler_helpers import Clock, scheduler
 from tests.integration.test_self_healing import MARKER, assert_flagged, rescan, write
 
@@ -85,9 +97,7 @@ async def test_a_watched_job_whose_check_fails_holds_back_no_other_job(
         del context
         async with kernel.db.transaction() as conn:
             await conn.execute("SET LOCAL lock_timeout = '100ms'")
-            await conn.fetchval(
-                "SELECT 1 FROM memories WHERE record_id = $1 FOR SHARE", record_id
-            )
+            await conn.fetchval("SELECT 1 FROM memories WHERE record_id = $1 FOR SHARE", record_id)
         return "the row was free"
 
     served: list[datetime] = []
@@ -117,3 +127,53 @@ async def test_a_watched_job_whose_check_fails_holds_back_no_other_job(
     assert ["watched", "plain"] == await runner.tick()
     await runner.wait_idle()
     assert ["succeeded"] == [run.outcome for run in await runner.book.runs("watched")]
+
+
+async def test_a_degraded_record_citing_a_record_raised_since_is_re_embedded(
+    stalled_kernel: Kernel, database: ScratchDatabase, embedder: FastembedEmbedder
+) -> None:
+    """Medium. Every UPDATE cites its evidence again, and a citation of a record above the
+    proposal's level is refused (ADR-008). The re-embed job restates a degraded record
+    unchanged: when a record it cites had been raised above it since (here by a trusted
+    agent), the job's UPDATE was rejected on every run, an audit row each time, and the
+    record never got its embedding (absent from every vector search); a hundred such
+    records, read first, held back the repair of every later one. An internal write that
+    keeps the head's citations at its level or above is no longer refused for them: it
+    shows them to no reader that did not read them already."""
+    port = "The checkout service listens on port 8443."
+    cited = await stalled_kernel.gate.evaluate(create(belief(port), WRITER))
+    citing = await stalled_kernel.gate.evaluate(
+        create(
+            belief(
+                "Checkout health checks probe the service port every ten seconds.",
+                evidence_links=[cited.record_id],
+            ),
+            WRITER,
+        )
+    )
+    assert (True, True) == (cited.degraded, citing.degraded)
+    settings = EngramSettings(database_url=database.runtime_url, migrate_on_start=False)
+    async with open_kernel(settings=settings, embeddings=embedder) as healthy:
+        assert cited.record_id is not None
+        raised = await healthy.gate.evaluate(
+            update(
+                cited.record_id,
+                port,
+                expected_version=1,
+                caller=BOSS,
+                access_level=AccessLevel.SENSITIVE,
+            )
+        )
+        assert GateDecision.APPROVED is raised.decision, raised.reason
+        report = await reembed_missing(healthy.gate, healthy.db)
+        assert (1, 1, 0) == (report.candidates, report.repaired, report.still_degraded)
+        rows = await healthy.db.fetch(
+            "SELECT decision, outcome FROM librarian_audit WHERE record_id = $1 "
+            "AND decision_type = 'self_healing'",
+            citing.record_id,
+        )
+        assert [("approved", "reinforced")] == [tuple(row) for row in rows]
+        hits = await healthy.retrieval.search(WRITER, "how often are checkout health checks run")
+        assert citing.record_id in {hit.record.record_id for hit in hits.hits}
+        again = await reembed_missing(healthy.gate, healthy.db)
+        assert 0 == again.candidates

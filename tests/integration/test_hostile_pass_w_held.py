@@ -22,7 +22,14 @@ from engram.memory.types import AccessLevel, GateDecision
 from engram.notifications.dispatcher import AdminQueue, NotificationDispatcher
 from tests.conftest import ScratchDatabase
 from tests.integration.consolidation_helpers import head_of
-from tests.integration.gate_helpers import INTERN, WRITER, belief, holding_head, lock_waiters, update
+from tests.integration.gate_helpers import (
+    INTERN,
+    WRITER,
+    belief,
+    holding_head,
+    lock_waiters,
+    update,
+)
 from tests.integration.lost_ack import with_lost_ack
 from tests.integration.test_hostile_pass_s import Receiver
 from tests.integration.test_self_healing import MARKER, assert_flagged, rescan, write
@@ -107,9 +114,7 @@ async def test_a_receiver_hanging_up_mid_answer_defers_the_escalation_and_queues
     bodies: list[bytes] = []
 
     class Recording(Receiver):
-        async def _serve(
-            self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-        ) -> None:
+        async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             head = await reader.readuntil(b"\r\n\r\n")
             length = next(
                 int(line.split(b":", 1)[1])
