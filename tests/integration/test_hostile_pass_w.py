@@ -1,5 +1,6 @@
-"""Hostile pass W: self-healing, the scheduler, the advisor's learning path and the
-notifications, across trust tiers (a finding that no longer fits a record's metadata, ...).
+"""Hostile pass W: the self-healing jobs and the scheduler (a PII finding that did not fit a
+record whose writer filled its metadata, a watched job's failing check that held back every
+job after it, a degraded record citing a record raised since that could never be re-embedded).
 
 Every test here failed on the code it was written against; what held is in
 ``test_hostile_pass_w_held.py``. Real embedded PostgreSQL, the real embedding model, no
