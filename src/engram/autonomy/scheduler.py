@@ -10,7 +10,7 @@ the job:
    back-off (retry the same due time, next attempt), still marked running although the lock
    was free (its holder died: record the run as abandoned, then run it again), or new;
 3. for a watched job (event and pressure triggers) ask its condition; when it does not hold the
-   due time is marked checked and nothing runs;
+   due time is marked checked and nothing runs (a claim that fails waits one back-off);
 4. record the run's start, run it in a task, record how it ended, release the lock.
 
 A failure is logged with its reason and counted; the job is retried after an exponential
@@ -44,7 +44,7 @@ from engram.autonomy.jobs import (
     summary,
 )
 from engram.autonomy.schedule import backoff
-from engram.autonomy.state import JobBook, JobState
+from engram.autonomy.state import JobBook
 from engram.errors import DatabaseError, EngramError, JobBusy, NotFound
 from engram.infra.db import Connection, DatabaseAdapter
 from engram.memory.types import utc_now
@@ -146,7 +146,12 @@ class Scheduler:
             wait = self._not_before.get(job.name)
             if wait is not None and wait > now:
                 continue
-            claim = await self._claim(job, due, now=now, manual=False)
+            try:
+                claim = await self._claim(job, due, now=now, manual=False)
+            except Exception as exc:  # noqa: BLE001 - one job's check holds back no other
+                log.warning("job.claim_failed", job=job.name, error=error_text(exc))
+                self._not_before[job.name] = now + self._settings.backoff_base
+                continue
             if claim is not None:
                 self._running[job.name] = asyncio.create_task(
                     self._execute(claim), name=f"engram-job-{job.name}"
@@ -439,7 +444,7 @@ class Scheduler:
         failures = 0
         retry_at = None
         if outcome == "failed" and not claim.manual:
-            state = await self._safe_get(job.name)
+            state = await self._book.get_or_none(job.name)
             failures = (state.failures if state is not None else 0) + 1
             retry_at = now + backoff(
                 failures, base=self._settings.backoff_base, ceiling=self._settings.backoff_ceiling
@@ -489,12 +494,6 @@ class Scheduler:
                 retry_at=retry_at.isoformat(),
             )
         return RunOutcome(job.name, claim.due, claim.attempt, outcome, detail, duration * 1000)
-
-    async def _safe_get(self, name: str) -> JobState | None:
-        try:
-            return await self._book.get(name)
-        except EngramError:
-            return None
 
 
 __all__ = ["Job", "JobContext", "JobStatus", "RunOutcome", "Scheduler", "SchedulerSettings"]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from engram.errors import UniqueViolation
+from engram.errors import EngramError, UniqueViolation
 from engram.infra.db import Connection, DatabaseAdapter, Row
 from engram.infra.sql import load_queries
 
@@ -87,6 +87,13 @@ class JobBook:
     async def get(self, name: str) -> JobState | None:
         row = await self._db.fetchrow(SQL["job"], name)
         return None if row is None else JobState.from_row(row)
+
+    async def get_or_none(self, name: str) -> JobState | None:
+        """The job's row, or None when it cannot be read now (a run being recorded goes on)."""
+        try:
+            return await self.get(name)
+        except EngramError:
+            return None
 
     async def all(self) -> list[JobState]:
         return [JobState.from_row(row) for row in await self._db.fetch(SQL["all_jobs"])]

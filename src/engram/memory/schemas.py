@@ -38,6 +38,11 @@ MAX_METADATA_KEY_CHARS = 64
 MAX_TAGS = 32
 MAX_TAG_CHARS = 64
 MAX_EVIDENCE_LINKS = 100
+#: Metadata the kernel writes itself (the PII finding, ``metadata.pii``). An internal write
+#: (self-healing, consolidation) does not count it against ``MAX_METADATA_BYTES``: it adds it
+#: to metadata a writer filled up to the limit, and a finding refused for size would leave
+#: the record readable where the finding says it must not be (hostile pass W).
+KERNEL_METADATA_KEYS = frozenset({"pii"})
 MAX_AGENT_CHARS = 128
 MAX_NAMESPACE_CHARS = 64
 #: A classification is a label ("internal", "customer-data"), not a text.
@@ -227,12 +232,15 @@ SCHEMAS: dict[MemoryType, type[TypeSchema]] = {
 }
 
 
-def validate_record(record: MemoryRecord) -> list[str]:
-    """Check the envelope limits and the record's type schema; return every problem found."""
+def validate_record(record: MemoryRecord, *, internal: bool = False) -> list[str]:
+    """Check the envelope limits and the record's type schema; return every problem found.
+
+    ``internal``: an internal origin writes it, and the metadata's size is measured without
+    :data:`KERNEL_METADATA_KEYS` (the rest passed the limit when a writer stored it)."""
     problems = _unstorable(record)
     if problems:
         return problems  # the type rules would read text and metadata storage cannot hold
-    problems = _envelope_problems(record)
+    problems = _envelope_problems(record, internal=internal)
     schema = SCHEMAS[record.type]
     try:
         schema.model_validate(
@@ -294,7 +302,7 @@ def _unstorable(record: MemoryRecord) -> list[str]:
     return problems
 
 
-def _envelope_problems(record: MemoryRecord) -> list[str]:
+def _envelope_problems(record: MemoryRecord, *, internal: bool = False) -> list[str]:
     problems: list[str] = []
     if not record.source_agent.strip() or len(record.source_agent) > MAX_AGENT_CHARS:
         problems.append(f"source_agent: must be 1-{MAX_AGENT_CHARS} characters")
@@ -312,13 +320,18 @@ def _envelope_problems(record: MemoryRecord) -> list[str]:
         if when is not None and when.tzinfo is None:
             problems.append("times must be timezone-aware")
             break
-    problems.extend(_metadata_problems(record.metadata))
+    problems.extend(_metadata_problems(record.metadata, internal=internal))
     return problems
 
 
-def _metadata_problems(metadata: dict[str, Any]) -> list[str]:
+def _metadata_problems(metadata: dict[str, Any], *, internal: bool = False) -> list[str]:
+    measured = (
+        {key: value for key, value in metadata.items() if key not in KERNEL_METADATA_KEYS}
+        if internal
+        else metadata
+    )
     try:
-        encoded = json.dumps(metadata, ensure_ascii=False, allow_nan=False)
+        encoded = json.dumps(measured, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
         return [f"metadata: not JSON-serialisable ({exc})"]
     problems: list[str] = []

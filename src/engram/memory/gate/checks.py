@@ -146,10 +146,11 @@ def check_schema(request: Layer1Input) -> CheckResult:
     """Envelope, type rules, and what the action needs (expected version, a live target)."""
     problems: list[str] = []
     head = request.head
+    internal = request.decision_type is not GateDecisionType.EXTERNAL
     if request.action is GateAction.CREATE:
         if request.record.record_id != request.record.id:
             problems.append("CREATE starts a new record: record_id must equal id")
-        problems.extend(validate_record(request.record))
+        problems.extend(validate_record(request.record, internal=internal))
     else:
         if request.action is GateAction.UPDATE and request.expected_version is None:
             problems.append("UPDATE requires expected_version")
@@ -162,7 +163,7 @@ def check_schema(request: Layer1Input) -> CheckResult:
                 problems.append(
                     f"a {head.type.value} record cannot become a {request.record.type.value}"
                 )
-            problems.extend(validate_record(request.record))
+            problems.extend(validate_record(request.record, internal=internal))
     problems.extend(f"evidence_links: no record {ref}" for ref in request.missing_evidence)
     problems.extend(
         f"evidence_links: record {ref} is above this record's access level "

@@ -31,6 +31,7 @@ from engram.memory.types import (
     CallerIdentity,
     GateAction,
     GateDecision,
+    GateDecisionType,
     MemoryRecord,
     MemoryType,
     Neighbour,
@@ -77,6 +78,16 @@ def screen(
     read or that name nothing, ``evidence_above`` cited ids of records above the proposal's
     own access level (ADR-008). ``caller`` overrides the request's (replay fills in a
     tier's rate); ``declarative_types`` another policy's (replay only)."""
+    # An internal write keeping the head's citations, at its level or above, shows them to no
+    # reader that did not read them already (a cited record raised since is hidden from those
+    # readers when they read): refused, such a record could never be re-embedded, flagged
+    # back or consolidated again (hostile pass W).
+    kept = (
+        request.decision_type is not GateDecisionType.EXTERNAL
+        and head is not None
+        and list(request.record.evidence_links) == list(head.evidence_links)
+        and request.record.access_level.allows(head.access_level)
+    )
     layer1 = run_layer1(
         Layer1Input(
             action=request.action,
@@ -86,7 +97,7 @@ def screen(
             expected_version=request.expected_version,
             head=head,
             missing_evidence=() if request.action is GateAction.FORGET else missing_evidence,
-            evidence_above=() if request.action is GateAction.FORGET else evidence_above,
+            evidence_above=() if request.action is GateAction.FORGET or kept else evidence_above,
             status=request.status,
         ),
         limiter,
