@@ -150,7 +150,11 @@ Known limits
   holding a phone number (the record is quarantined: the fail-safe side), so a 16,000-character
   digit soup scans in about 25 ms instead of 150.
 * Text with look-alike characters (fullwidth digits, no-break spaces, Unicode hyphens,
-  zero-width characters) is read folded to ASCII (NFKC, format characters dropped).
+  zero-width characters) is read folded to ASCII (NFKC, format characters dropped). A letter
+  written decomposed (``e`` and U+0301, as macOS writes it; Hangul as jamo) is read
+  composed; a mark no letter takes is read past on an ASCII character (underlined or
+  struck-through digits), and so are Arabic harakat and tatweel and Hebrew points. Accented
+  letters used as look-alikes of ASCII ones (``códe``) are not read as ASCII.
 * Numbers said as words (transcripts, ``disguised`` for English, ``spoken`` for Spanish,
   French, German, Italian, Portuguese, Dutch, Polish, Turkish and Hindi digits) are read as
   digits with the words before them; a run of eight digits or more said after a phone word
@@ -230,7 +234,7 @@ __all__ = ["DETECTOR", "DETECTOR_VERSION", "PiiFinding", "PiiKind", "scan"]
 DETECTOR = "regex"
 """Label of this detector in the ``engram_pii_flags_total`` metric."""
 
-DETECTOR_VERSION = "regex@6"
+DETECTOR_VERSION = "regex@7"
 """Bumped whenever a rule changes what is flagged; recorded with quarantine decisions."""
 
 
@@ -311,29 +315,58 @@ _IGNORABLE = re.compile(
 )
 
 
-def _fold(text: str) -> tuple[str, list[int]]:
+# Marks a writer of Arabic or Hebrew adds or leaves out without changing the word: the short
+# vowels and other harakat, the tatweel that draws a letter longer, Hebrew's points.
+_OPTIONAL_MARKS = re.compile(
+    "[\u0591-\u05bd\u05bf\u05c1\u05c2\u05c4\u05c5\u05c7\u0610-\u061a\u0640\u064b-\u065f\u0670]"
+)
+
+
+def _joins(char: str) -> bool:
+    """Whether ``char`` changes the character before it rather than following it: a
+    combining mark, or a Hangul vowel or final consonant written as a separate jamo."""
+    return unicodedata.category(char)[0] == "M" or "\u1160" <= char <= "\u11ff"
+
+
+def _fold(text: str) -> tuple[str, list[int], list[int]]:
     """``text`` as a pattern should read it (NFKC, so fullwidth digits and at signs are
     ASCII; digits of other scripts as ASCII digits; invisible characters dropped; Unicode
-    dashes and spaces made ASCII), and for each character of the result the index of the
-    character it came from."""
+    dashes and spaces made ASCII; a letter written decomposed composed; a mark no letter
+    takes dropped from an ASCII character, as a reader reads past it), and for each character
+    of the result the index of the first character it came from and the index after the
+    last."""
     out: list[str] = []
     origin: list[int] = []
+    reach: list[int] = []
     for index, char in enumerate(text):
         if char.isascii():
             folded = char
         elif char in _DASHES:
             folded = "-"
-        elif _IGNORABLE.match(char) or unicodedata.category(char) == "Cf":
+        elif (
+            _IGNORABLE.match(char)
+            or _OPTIONAL_MARKS.match(char)
+            or unicodedata.category(char) == "Cf"
+        ):
             continue
         elif char.isspace():
             folded = " "
         elif (digit := unicodedata.decimal(char, None)) is not None:
             folded = str(digit)
+        elif out and _joins(char):
+            joined = unicodedata.normalize("NFKC", out[-1] + char)
+            if len(joined) == 1 or out[-1].isascii():
+                # "e" + U+0301 is "é"; "4" + U+0332 (underlined) is read as "4"
+                out[-1] = joined if len(joined) == 1 else out[-1]
+                reach[-1] = index + 1
+                continue
+            folded = unicodedata.normalize("NFKC", char)
         else:
             folded = unicodedata.normalize("NFKC", char)
-        out.append(folded)
+        out.extend(folded)
         origin.extend([index] * len(folded))
-    return "".join(out), origin
+        reach.extend([index + 1] * len(folded))
+    return "".join(out), origin, reach
 
 
 def scan(text: str) -> list[PiiFinding]:
@@ -346,9 +379,9 @@ def scan(text: str) -> list[PiiFinding]:
         return []
     if text.isascii():
         return _scan(text)
-    folded, origin = _fold(text)
+    folded, origin, reach = _fold(text)
     return [
-        PiiFinding(f.kind, origin[f.start], origin[f.end - 1] + 1)
+        PiiFinding(f.kind, origin[f.start], reach[f.end - 1])
         for f in _scan(folded)
         if f.end > f.start
     ]
