@@ -51,3 +51,29 @@ async def test_pii_written_decomposed_or_with_marks_is_quarantined_on_every_adap
         assert not told.is_error, told.structured_content
         record = (told.structured_content or {})["record"]
         assert "sensitive" == record["access_level"], content
+
+
+async def test_a_said_ssn_behind_nine_counted_runs_is_quarantined(
+    twin_a: Store,  # noqa: F811 - the fixture
+) -> None:
+    """High. The screen read at most eight runs of spoken or disguised digits per text and
+    skipped the rest without a word (unlike digit runs past the phone matcher's limit, which
+    it reports unread): nine runs of counted number words before a spoken SSN, or before a
+    card number written half in words, and the record was stored at ``agent`` for every
+    reader. Past the eighth run, the next is now a finding unread: the record is quarantined,
+    and eight runs are read as before (nothing found, stored at ``agent``)."""
+    writer = await twin_a.agent("writer", TrustLevel.STANDARD)
+    counted = "The inventory clerk counted one two three four five six seven crates. " * 9
+    for said in (
+        "The new hire's social is five three six, two two, eight three one seven.",
+        "The corporate card is 4111 one 111 one 111 one 111.",
+    ):
+        told = await twin_a.tools.call(
+            "remember", {"type": "belief", "content": counted + said}, writer
+        )
+        assert not told.is_error, told.structured_content
+        assert "sensitive" == (told.structured_content or {})["record"]["access_level"], said
+    clean = await twin_a.tools.call(
+        "remember", {"type": "belief", "content": counted[: len(counted) // 9 * 8]}, writer
+    )
+    assert "agent" == (clean.structured_content or {})["record"]["access_level"]

@@ -105,3 +105,35 @@ def test_clean_text_written_decomposed_stays_clean(text: str) -> None:
     decomposed, holds no finding."""
     assert [] == scan(unicodedata.normalize("NFC", text))
     assert [] == scan(unicodedata.normalize("NFD", text))
+
+
+# --------------------------------------------------------------------------- spoken runs
+
+#: Numbers said or disguised, each found on its own.
+SAID = (
+    ("My social is five three six, two two, eight three one seven.", PiiKind.US_SSN),
+    ("Mi teléfono es seis uno dos, cuatro ocho, tres tres, cero siete.", PiiKind.PHONE),
+    ("My card is 4111 one 111 one 111 one 111.", PiiKind.PAYMENT_CARD),
+    ("ssn 5😀3😀6😀2😀2😀8😀3😀1😀7", PiiKind.US_SSN),
+)
+#: Runs of counted numbers that hold nothing, in English and in Spanish.
+DECOYS = (
+    "We counted one two three four five six seven apples. ",
+    "uno dos tres cuatro cinco seis siete, dijo. ",
+)
+
+
+@pytest.mark.parametrize("decoy", DECOYS)
+@pytest.mark.parametrize(("said", "kind"), SAID)
+def test_a_said_number_after_many_other_runs_is_not_left_unread(
+    said: str, kind: PiiKind, decoy: str
+) -> None:
+    """The scan reads at most eight runs of spoken or disguised digits and skipped the rest:
+    nine counted runs before a spoken SSN, a phone said in Spanish, a card written half in
+    words or an SSN split by emoji hid it. Past the eighth, the next run is now reported
+    unread (as a phone, the fail-safe side), as a digit run past the phone matcher's limit
+    is; eight runs are read as before."""
+    assert kind in _kinds(said)
+    assert set() == _kinds(decoy * 8)
+    assert kind in _kinds(decoy * 7 + said)
+    assert _kinds(decoy * 9 + said)

@@ -158,7 +158,9 @@ Known limits
 * Numbers said as words (transcripts, ``disguised`` for English, ``spoken`` for Spanish,
   French, German, Italian, Portuguese, Dutch, Polish, Turkish and Hindi digits) are read as
   digits with the words before them; a run of eight digits or more said after a phone word
-  is a phone. Letters spelled with a spelling alphabet ("I come Imola", "C wie Cäsar") and
+  is a phone. At most ``MAX_SPOKEN_RUNS`` (8) such runs, or disguised runs (``evasion``),
+  are read per text; a text with more is reported as holding a phone number, as for digit
+  runs. Letters spelled with a spelling alphabet ("I come Imola", "C wie Cäsar") and
   numbers split by other words ("null dreißig, und dann …") are not read.
 * Details written to get past a filter (``evasion``): digits split by emoji or spaced one
   by one, look-alike letters for digits ("4O2"), number words mixed with digits, keycap
@@ -300,7 +302,8 @@ def _resolve(spans: list[Span]) -> list[PiiFinding]:
     return [PiiFinding(kind, start, end) for kind, start, end in kept]
 
 
-#: Runs of spoken digits read per text, and the characters before one read with it.
+#: Runs of spoken or disguised digits read per text (past it, the next is a finding unread),
+#: and the characters before one read with it.
 MAX_SPOKEN_RUNS = 8
 _SPOKEN_CONTEXT = 80
 
@@ -396,7 +399,16 @@ def _scan(text: str) -> list[PiiFinding]:
     spans.extend(find_obfuscated_emails(subject))
     spans.extend(spelled_emails(text))
     runs = itertools.chain(spoken_runs(text), spoken_runs_other(text), mixed_runs(text))
-    for start, end, digits in itertools.islice(runs, MAX_SPOKEN_RUNS):
+    seen: set[tuple[int, int, str]] = set()
+    for start, end, digits in runs:
+        if (start, end, digits) in seen:
+            continue  # English number words are a spoken run and a mixed one: read once
+        if len(seen) == MAX_SPOKEN_RUNS:
+            # more said numbers than a memory holds: rather than skip what may hide behind
+            # them, the next run is a finding unread (the fail-safe side, as for phones)
+            spans.append((PiiKind.PHONE, start, end))
+            break
+        seen.add((start, end, digits))
         # the spoken digits, read with the words before them ("my cell is", "social is")
         context = text[max(0, start - _SPOKEN_CONTEXT) : start]
         spoken = Text.of(f"{context}{digits}")
