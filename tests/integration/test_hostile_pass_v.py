@@ -60,8 +60,8 @@ async def test_a_said_ssn_behind_nine_counted_runs_is_quarantined(
     skipped the rest without a word (unlike digit runs past the phone matcher's limit, which
     it reports unread): nine runs of counted number words before a spoken SSN, or before a
     card number written half in words, and the record was stored at ``agent`` for every
-    reader. Past the eighth run, the next is now a finding unread: the record is quarantined,
-    and eight runs are read as before (nothing found, stored at ``agent``)."""
+    reader. It now reads 32 runs and reports the next one unread: both records are
+    quarantined, and 33 counted runs alone are too (fail-safe), eight alone are not."""
     writer = await twin_a.agent("writer", TrustLevel.STANDARD)
     counted = "The inventory clerk counted one two three four five six seven crates. " * 9
     for said in (
@@ -73,7 +73,10 @@ async def test_a_said_ssn_behind_nine_counted_runs_is_quarantined(
         )
         assert not told.is_error, told.structured_content
         assert "sensitive" == (told.structured_content or {})["record"]["access_level"], said
-    clean = await twin_a.tools.call(
-        "remember", {"type": "belief", "content": counted[: len(counted) // 9 * 8]}, writer
-    )
-    assert "agent" == (clean.structured_content or {})["record"]["access_level"]
+    one = counted[: len(counted) // 9]
+    for runs, level in ((8, "agent"), (33, "sensitive")):
+        told = await twin_a.tools.call(
+            "remember", {"type": "belief", "content": one * runs}, writer
+        )
+        assert not told.is_error, told.structured_content
+        assert level == (told.structured_content or {})["record"]["access_level"], runs

@@ -14,7 +14,7 @@ import unicodedata
 
 import pytest
 
-from engram.memory.gate.pii import scan
+from engram.memory.gate.pii import MAX_SPOKEN_RUNS, scan
 from engram.memory.gate.pii.findings import PiiKind
 
 # Found in their composed form; each must be found decomposed (NFD) as well.
@@ -128,12 +128,13 @@ DECOYS = (
 def test_a_said_number_after_many_other_runs_is_not_left_unread(
     said: str, kind: PiiKind, decoy: str
 ) -> None:
-    """The scan reads at most eight runs of spoken or disguised digits and skipped the rest:
+    """The scan read at most eight runs of spoken or disguised digits and skipped the rest:
     nine counted runs before a spoken SSN, a phone said in Spanish, a card written half in
-    words or an SSN split by emoji hid it. Past the eighth, the next run is now reported
-    unread (as a phone, the fail-safe side), as a digit run past the phone matcher's limit
-    is; eight runs are read as before."""
+    words or an SSN split by emoji hid it. It now reads ``MAX_SPOKEN_RUNS`` (32) and reports
+    the next run unread (as a phone, the fail-safe side), as a digit run past the phone
+    matcher's limit is."""
     assert kind in _kinds(said)
-    assert set() == _kinds(decoy * 8)
-    assert kind in _kinds(decoy * 7 + said)
-    assert _kinds(decoy * 9 + said)
+    assert set() == _kinds(decoy * MAX_SPOKEN_RUNS)
+    assert kind in _kinds(decoy * 9 + said)
+    assert kind in _kinds(decoy * (MAX_SPOKEN_RUNS - 1) + said)
+    assert _kinds(decoy * (MAX_SPOKEN_RUNS + 1) + said)
