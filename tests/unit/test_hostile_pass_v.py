@@ -138,3 +138,22 @@ def test_a_said_number_after_many_other_runs_is_not_left_unread(
     assert kind in _kinds(decoy * 9 + said)
     assert kind in _kinds(decoy * (MAX_SPOKEN_RUNS - 1) + said)
     assert _kinds(decoy * (MAX_SPOKEN_RUNS + 1) + said)
+
+
+# --------------------------------------------------------------------------- JWT cut short
+
+HEADER = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9"
+PAYLOAD = "eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIiwiaWF0IjoxNTE2MjM5MDIyfQ"
+SIGNATURE = "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
+
+
+@pytest.mark.parametrize("ellipsis", ["...", "\N{HORIZONTAL ELLIPSIS}", "...."])
+def test_a_whole_jwt_with_an_ellipsis_for_its_last_dot_is_a_jwt(ellipsis: str) -> None:
+    """regex@6 took an ellipsis after a token's payload for the place its signature was cut
+    off and reported nothing, even when the whole signature followed the ellipsis: a live
+    token written ``header.payload...signature`` (a reader restores the dot) was stored
+    unquarantined. A token is cut short only when no signature-long run follows the dots."""
+    assert {PiiKind.JWT} == _kinds(f"the log line shows {HEADER}.{PAYLOAD}{ellipsis}{SIGNATURE}")
+    assert set() == _kinds(f"the log line shows {HEADER}.{PAYLOAD}{ellipsis}")
+    assert set() == _kinds(f"the log line shows {HEADER}.eyJzdWIiOi{ellipsis} (cut in the log)")
+    assert set() == _kinds(f"the log line shows {HEADER}.{PAYLOAD}{ellipsis}Qssw5c")

@@ -63,7 +63,8 @@ What it detects
   A publishable key (``pk_``) is meant to ship in web pages and apps, and is not reported.
 * ``jwt``: three base64url segments whose first segment decodes to a JSON object with
   ``"alg"``; not a token cut short where its signature would be (``eyJhbGci….eyJzdWIi…``,
-  an ellipsis after the payload): no secret part is there.
+  an ellipsis after the payload): no secret part is there, unless a run as long as a
+  signature follows the ellipsis (the whole token, an ellipsis for its last dot).
 * ``private_key``: a ``-----BEGIN ... PRIVATE KEY-----`` header (RSA, EC, DSA, OPENSSH,
   ENCRYPTED, PGP ``... PRIVATE KEY BLOCK``) followed by key material: at least one unbroken
   run of 24 base64 characters. A bare header mentioned in prose is not a key. The span runs
