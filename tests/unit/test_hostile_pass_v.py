@@ -157,3 +157,33 @@ def test_a_whole_jwt_with_an_ellipsis_for_its_last_dot_is_a_jwt(ellipsis: str) -
     assert set() == _kinds(f"the log line shows {HEADER}.{PAYLOAD}{ellipsis}")
     assert set() == _kinds(f"the log line shows {HEADER}.eyJzdWIiOi{ellipsis} (cut in the log)")
     assert set() == _kinds(f"the log line shows {HEADER}.{PAYLOAD}{ellipsis}Qssw5c")
+
+
+# --------------------------------------------------------------------------- order labels
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Contacto del guía: +34 612 48 33 07",
+        "Teléfono del guía: 612 48 33 07",
+        "Handynummer der Bestellung: +49 151 23456789",
+        "Le téléphone du service commande : 06 12 34 56 78",
+    ],
+)
+def test_a_phone_after_a_guide_or_an_order_named_as_a_phone_is_a_phone(text: str) -> None:
+    """regex@6 added the Spanish word for a waybill (``guía``, also a tour guide) and the
+    words for an order in six languages to the labels after which digits are no phone: the
+    guide's phone, written with ``+34`` or after ``Teléfono del``, was no longer found. No
+    label now excludes a number written with ``+`` and a country code, and those labels
+    exclude none whose clause names a phone before them."""
+    assert {PiiKind.PHONE} == _kinds(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Número de guía: 7741 2290 1134", "Pedido 4155550132 enviado", "Bestellnummer 030 1234567"],
+)
+def test_a_waybill_or_an_order_number_is_still_no_phone(text: str) -> None:
+    """Digits after a waybill or an order named without a phone word stay no phone."""
+    assert set() == _kinds(text)

@@ -18,7 +18,9 @@ What it detects
   in national format (leading trunk ``0``, as in ``020 7946 0958``) counts only when a phone
   word (``phone``, ``tel``, ``mobile``, ``call``, ...) occurs in the text and one of a dozen
   common regions accepts it. A hit is dropped when it is glued to other token characters
-  (``INV-2024-000123``) or follows an order, ticket, invoice, build or similar label.
+  (``INV-2024-000123``) or follows an order, ticket, invoice, build or similar label
+  (unless written with ``+`` and its country code, or named a phone before an order or a
+  waybill of another language: ``Teléfono del guía:``).
 * ``us_ssn``: ``AAA-GG-SSSS`` accepted by ``stdnum.us.ssn`` (no 000/666/9xx area, no 00 group,
   no 0000 serial, no published samples). Without dashes it also needs an SSN keyword before it.
 * ``national_id``: UK NINO (prefix rules), Spanish DNI and NIE, Italian codice fiscale, French
