@@ -116,8 +116,9 @@ def _phone_span_ok(text: str, start: int, end: int) -> bool:
         return False  # "try+4915…": a number with its + may be glued to a word by a typo
     if after.isalnum() or after in "-_/@=" or (after in ".:" and text[end + 1 : end + 2].isdigit()):
         return False
-    if _NOT_PHONE_LABEL.search(text, max(0, start - 32), start) is not None:
-        return False
+    order = _NOT_PHONE_LABEL.search(text, max(0, start - 32), start)
+    if order is not None and not plus and not _phone_of(text, order):
+        return False  # "Pedido 4155550132"; not "+34 …" nor "Teléfono del guía: 612 …"
     if _TAX_NUMBER.search(text, max(0, start - 40), start) is not None:
         return False
     if before in "|^~&" and _in_hl7_field_of_no_phone(text, start, end):
@@ -130,6 +131,18 @@ def _phone_span_ok(text: str, start: int, end: int) -> bool:
         return False  # "23456789-01" (a meter or an account); "MA 02139-4307" (a ZIP+4 code)
     label = _NUMBER_LABEL.search(text, max(0, start - 32), start)
     return label is None or any(stem in label.group(1).lower() for stem in _PHONE_STEMS)
+
+
+# An order or a waybill named in another language (also a guide, "guía"): a phone word in
+# its clause before it names whose phone follows ("Teléfono del guía:").
+_OWNER = re.compile(r"(?i)gu[ií]a|pedido|bestell|sipari|zam[oó]wieni|ordine|commande")
+
+
+def _phone_of(text: str, label: re.Match[str]) -> bool:
+    """Whether a phone word before one of those labels says the digits are its phone."""
+    if _OWNER.search(label.group(0)) is None:
+        return False
+    return _PHONE_WORD.search(_clause_before(text, label.start()).casefold()) is not None
 
 
 # A whole word, an inflection ("phones", "phoned", "calling") or a compound ("telephone",

@@ -93,15 +93,24 @@ def _jwt_header_ok(segment: str) -> bool:
     return isinstance(header, dict) and "alg" in header
 
 
+# After a payload and an ellipsis, a run as long as a signature (128 bits and more): the
+# whole token with an ellipsis for its last dot, not one cut short.
+_SIGNATURE_AFTER = re.compile(r"\.+[A-Za-z0-9_\-]{22,}(?![\w\-])")
+
+
 def find_jwts(t: Text) -> Iterator[Span]:
     text = t.raw
     if "eyJ" not in text:
         return
     for m in _JWT.finditer(text):
-        if text.endswith(".", 0, m.end()) and text.startswith("..", m.end()):
-            continue  # "eyJhbGci….eyJzdWIi…": cut short where its signature would be
+        end = m.end()
+        if text.endswith(".", 0, end) and text.startswith("..", end):
+            signed = _SIGNATURE_AFTER.match(text, end)
+            if signed is None:
+                continue  # "eyJhbGci….eyJzdWIi…": cut short where its signature would be
+            end = signed.end()
         if _jwt_header_ok(m.group("header")):
-            yield PiiKind.JWT, m.start(), m.end()
+            yield PiiKind.JWT, m.start(), end
 
 
 # --------------------------------------------------------------------------- vendor tokens
