@@ -90,8 +90,8 @@ async def test_a_watched_job_whose_check_fails_holds_back_no_other_job(
     decay refresh, retention, training) was not started on that tick, nor on any later one
     while the condition kept failing, with nothing recorded for any of them. Here the
     condition waits for a row another session holds locked and gives up (a real
-    ``lock_not_available``). The failing check is now logged and its job waits one back-off;
-    the jobs after it run on time."""
+    ``lock_not_available``). The failing check is now logged and tried again at the next
+    poll; the jobs after it run on time."""
     record_id = await write(kernel, belief("The staging cluster is rebuilt every Sunday night."))
 
     async def busy(context: JobContext) -> str | None:
@@ -119,7 +119,7 @@ async def test_a_watched_job_whose_check_fails_holds_back_no_other_job(
         clock.advance(minutes=1)
         assert ["plain"] == await runner.tick()
         await runner.wait_idle()
-        clock.advance(seconds=10)  # the failed check waits for its back-off
+        clock.advance(seconds=10)  # the check fails again while the lock is held
         assert [] == await runner.tick()
     due = START.replace(second=0) + timedelta(minutes=1)
     assert [due] == served
