@@ -72,6 +72,20 @@ def _screen_seconds(text: str) -> float:
     return time.thread_time() - started
 
 
+def slow_crafted(crafted: tuple[str, ...]) -> tuple[float, list[tuple[str, float]]]:
+    """The screen's time for prose of the largest size, and each crafted piece whose record
+    of that size took half a second or more and ten times that (best of two readings)."""
+    prose = _screen_seconds(
+        _largest("The committee reviews the budget before the quarter closes in March. ")
+    )
+    slow = []
+    for piece in crafted:
+        seconds = min(_screen_seconds(_largest(piece)) for _ in range(2))
+        if seconds >= max(0.5, 10 * prose):
+            slow.append((piece, seconds))
+    return prose, slow
+
+
 def test_words_of_64_characters_before_an_at_sign_cost_the_screen_no_more_than_prose() -> None:
     """Medium. The spelled-address reading (``evasion._SPELLED``) tried a match at every
     character: started inside a 63-character word, each start walked the same 64 words before

@@ -14,7 +14,7 @@ from engram.protocols.inprocess import AgentSession
 from engram.protocols.views import result_view, search_view
 from tests.conftest import ScratchDatabase
 from tests.integration.lost_ack import with_lost_ack
-from tests.integration.test_hostile_pass_p import _largest, _screen_seconds
+from tests.integration.test_hostile_pass_p import slow_crafted
 from tests.integration.test_reader_versions import C1, C2, C3, C4, FAST, _belief, _gapped
 from tests.integration.twin_helpers import Store, differences, normalised, twin_a, twin_b
 
@@ -156,14 +156,7 @@ def test_the_screen_of_crafted_records_of_the_largest_size_costs_about_prose() -
     characters, metadata 16 KiB) is screened in under half a second and under ten times the
     time of prose of that size (after this pass's two fixes; measured here at 0.03 to 0.15 s
     against 0.05 s for prose)."""
-    prose = _screen_seconds(
-        _largest("The committee reviews the budget before the quarter closes in March. ")
-    )
-    slow = []
-    for piece in CRAFTED:
-        seconds = min(_screen_seconds(_largest(piece)) for _ in range(2))
-        if seconds >= max(0.5, 10 * prose):
-            slow.append((piece, seconds))
+    prose, slow = slow_crafted(CRAFTED)
     assert [] == slow, prose
 
 

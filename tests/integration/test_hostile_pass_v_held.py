@@ -21,7 +21,7 @@ from tests.conftest import ScratchDatabase
 from tests.integration.consolidation_helpers import DAY, DEEP, INCIDENT, LATE_ETL, head_of
 from tests.integration.gate_helpers import holding_head, lock_waiters
 from tests.integration.test_consolidation import _seed
-from tests.integration.test_hostile_pass_p import _largest, _screen_seconds
+from tests.integration.test_hostile_pass_p import slow_crafted
 from tests.integration.twin_helpers import Store, differences, normalised, twin_a, twin_b
 
 __all__ = ["twin_a", "twin_b"]
@@ -67,14 +67,7 @@ def test_the_newest_rules_cost_about_prose_on_the_largest_crafted_records() -> N
     characters, metadata 16 KiB) aimed at regex@6's rules and at the fold is screened in
     under half a second and under ten times prose of that size (measured at 0.01 to 0.3 s
     against 0.035 s for prose; the slowest are a secret's name repeated, ``seed=``)."""
-    prose = _screen_seconds(
-        _largest("The committee reviews the budget before the quarter closes in March. ")
-    )
-    slow = []
-    for piece in CRAFTED:
-        seconds = min(_screen_seconds(_largest(piece)) for _ in range(2))
-        if seconds >= max(0.5, 10 * prose):
-            slow.append((piece, seconds))
+    prose, slow = slow_crafted(CRAFTED)
     assert [] == slow, prose
 
 
