@@ -31,6 +31,17 @@ from tests.integration.race_helpers import broken_invariants
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 WATCH = timedelta(seconds=EngramSettings.model_construct().consolidation_watch_seconds)
+#: The light and deep passes fall due on the hour (``Every`` an hour from the epoch; ``Daily``).
+HOUR = Every(timedelta(hours=1))
+
+
+def _clear_of_the_hour(now: datetime) -> datetime:
+    """A due time of the watched jobs whose next ten checks cross no hour: run a few
+    minutes before one, the test's clock passed it and the light pass (registered before the
+    event job, so claimed first) consolidated the topics, and no event pass ran at all."""
+    start = Every(WATCH).latest_due(now)
+    hour = HOUR.next_due(start)
+    return hour + WATCH if start + 10 * WATCH >= hour else start
 
 
 @asynccontextmanager
@@ -106,7 +117,7 @@ async def test_a_worker_killed_mid_event_pass_loses_nothing(
     broken; a restarted worker's next checks consolidate the rest, and then no level is due
     and no event-driven topic is left to plan."""
     stored = await _seed(database, embedder)
-    start = Every(WATCH).latest_due(datetime.now(UTC))  # a due time of the watched jobs
+    start = _clear_of_the_hour(datetime.now(UTC))  # a due time of the watched jobs
     with workers(tmp_path, model_dir, database) as group:
         group.env.update(
             ENGRAM_CONSOLIDATION_BATCH_SIZE="5", ENGRAM_CONSOLIDATION_EVENT_THRESHOLD="3"

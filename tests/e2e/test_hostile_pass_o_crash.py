@@ -14,10 +14,15 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from engram.autonomy.schedule import Every
 from engram.infra.fastembed_embedder import FastembedEmbedder
 from tests.conftest import ScratchDatabase
-from tests.e2e.test_hostile_pass_n_crash import WATCH, _event_done, _seed, settled
+from tests.e2e.test_hostile_pass_n_crash import (
+    WATCH,
+    _clear_of_the_hour,
+    _event_done,
+    _seed,
+    settled,
+)
 from tests.e2e.test_workers import admin, job_rows, wait_until, workers
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -50,7 +55,7 @@ async def test_two_workers_one_killed_mid_event_pass_the_other_takes_over(
     the job: every stored record is active or consolidated, the store's invariants hold, no
     level is due, and no mark read while it all ran ever moved back."""
     stored = await _seed(database, embedder)
-    start = Every(WATCH).latest_due(datetime.now(UTC))
+    start = _clear_of_the_hour(datetime.now(UTC))
     with workers(tmp_path, model_dir, database) as group:
         group.env.update(
             ENGRAM_CONSOLIDATION_BATCH_SIZE="5", ENGRAM_CONSOLIDATION_EVENT_THRESHOLD="3"
