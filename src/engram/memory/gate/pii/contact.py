@@ -43,6 +43,11 @@ def find_emails(t: Text) -> Iterator[Span]:
 
 # A run of digits and phone punctuation that may hold a number; the matcher reads each run.
 _PHONE_RUN = re.compile(r"(?:(?<=[A-Za-z])\+|(?<![\w+])\+?)\(?\d[\d \t().\-/]{5,24}\d")
+# An order or a waybill in German, Turkish, Spanish, Portuguese, Polish, Italian, French.
+_FOREIGN_ORDERS = (
+    r"bestellnummer|bestellung|bestell-?nr|sipari[sş]|gu[ií]a|pedido|zam[oó]wieni[ae]"
+    r"|ordine|commande"
+)
 _NOT_PHONE_LABEL = re.compile(
     r"(?i)(?:\b(?:order|ticket|invoice|inv|build|issue|pr|case|ref|reference|tracking|acct"
     r"|account|po|job|run|batch|txn|transaction|confirmation|serial|sku|version|release|id"
@@ -53,9 +58,7 @@ _NOT_PHONE_LABEL = re.compile(
     r"|imei|meid|imsi|iccid|sin|meter|consumer|routing|aba|rtn|transit|qq(?:号码|号)?"
     r"|(?<!area )(?<!country )code|awb|loyalty|member(?:ship)?|membre|mitglied|frequent flyer"
     r"|miles ?& ?more|flying blue|aeroplan|bonvoy|eurobonus|skywards"
-    # an order or a waybill in German, Turkish, Spanish, Portuguese, Polish, Italian, French
-    r"|bestellnummer|bestellung|bestell-?nr|sipari[sş]|gu[ií]a|pedido|zam[oó]wieni[ae]"
-    r"|ordine|commande)"
+    rf"|{_FOREIGN_ORDERS})"
     r"(?:[ \t]*(?:no\.?|number|num|id|#))?[ \t]*[#:=]?|#)[ \t]*$"
 )
 _GLUE = frozenset("-_/#.@=\\")
@@ -135,7 +138,7 @@ def _phone_span_ok(text: str, start: int, end: int) -> bool:
 
 # An order or a waybill named in another language (also a guide, "guía"): a phone word in
 # its clause before it names whose phone follows ("Teléfono del guía:").
-_OWNER = re.compile(r"(?i)gu[ií]a|pedido|bestell|sipari|zam[oó]wieni|ordine|commande")
+_OWNER = re.compile(f"(?i){_FOREIGN_ORDERS}")
 
 
 def _phone_of(text: str, label: re.Match[str]) -> bool:
