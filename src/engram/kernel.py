@@ -65,6 +65,7 @@ from engram.notifications.dispatcher import (
     NotificationDispatcher,
     NotificationSink,
 )
+from engram.notifications.relay import WebhookRelay
 from engram.observability.health import HealthChecks
 from engram.observability.metrics import EngramMetrics
 from engram.provision import check_schema, connect_database, database_urls, schema_revision
@@ -104,6 +105,8 @@ class Kernel:
     conflicts: ConflictDetector
     notifications: NotificationDispatcher
     admin_queue: AdminQueue
+    #: Sends escalations to ``ENGRAM_WEBHOOK_URL`` (None without one); started when ready.
+    webhook_relay: WebhookRelay | None
     retrieval: Retrieval
     quarantine: QuarantineDesk
     agents: AgentRegistry
@@ -283,10 +286,15 @@ def _assemble(
         metrics=metrics,
         limiter=SharedRateLimiter(db),
     )
-    admin_queue = AdminQueue(db)
-    sinks: list[NotificationSink] = [LogSink(), admin_queue]
+    relay: WebhookRelay | None = None
     if settings.webhook_url is not None:
-        sinks.append(WebhookSink(settings.webhook_url.get_secret_value()))
+        # Sent by a relay of its own, outside the outbox; its backoff replaces the pause
+        # the sink keeps when the outbox calls it (migration 0021).
+        url = settings.webhook_url.get_secret_value()
+        relay = WebhookRelay(db, WebhookSink(url, pause_seconds=0.0))
+        stack.push_async_callback(relay.close)  # before the pool closes: it may be sending
+    admin_queue = AdminQueue(db, webhook=None if relay is None else relay.wake)
+    sinks: list[NotificationSink] = [LogSink(), admin_queue]
     notifications = NotificationDispatcher(sinks)
     for name in ESCALATED_EVENTS:
         events.subscribe(name, notifications.handle)
@@ -346,6 +354,7 @@ def _assemble(
         conflicts=conflicts,
         notifications=notifications,
         admin_queue=admin_queue,
+        webhook_relay=relay,
         retrieval=Retrieval(db, batched, temporal, metrics=metrics),
         quarantine=QuarantineDesk(db, audit),
         agents=AgentRegistry(db),
@@ -368,6 +377,8 @@ async def _make_ready(kernel: Kernel) -> None:
     if schema_current:
         await kernel.gate.refresh_record_gauge()
         await kernel.events.resume()  # deliver what a previous run left in the outbox
+        if kernel.webhook_relay is not None:
+            kernel.webhook_relay.start()
     kernel.health.add("database", db.ping, timeout_seconds=5.0)
     kernel.health.add("migrations", kernel.check_migrations, timeout_seconds=5.0)
     kernel.health.add("embedding_model", kernel.embeddings.ping, timeout_seconds=2.0)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -238,46 +237,6 @@ async def test_webhook_sink_retries_a_failing_endpoint(webhook: str) -> None:
         _Hook.bodies[0]["classification"],
     )
     assert 0 == _Hook.failures
-
-
-async def test_an_escalation_a_webhook_could_not_take_is_sent_when_it_is_back(
-    kernel: Kernel,
-) -> None:
-    """A webhook whose port is closed (connection refused, after the sink's own retries):
-    the escalation stays in the outbox, and once a server listens there the delivery at its
-    retry time sends it; the admin queue holds it once."""
-    with socket.socket() as probe:  # a port nothing listens on, until the server below
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    sink = WebhookSink(
-        f"http://127.0.0.1:{port}/hook", retries=1, initial_wait_seconds=0.01, pause_seconds=0
-    )
-    kernel.notifications.sinks.append(sink)
-    with capture_logs() as logs:
-        await _write(kernel, belief("The build cache lives on nfs-07 and holds 2 TB."))
-        await _write(kernel, belief("The build cache lives on nfs-07 and holds 4 TB."))
-        await kernel.events.settled()
-    failed = [e for e in logs if e["event"] == "notification.sink_failed"]
-    assert [("webhook", "WebhookUnavailable")] == [(e["sink"], e["error"]) for e in failed]
-    waiting = await kernel.db.fetchval(
-        "SELECT dispatched_at IS NULL FROM outbox WHERE event_type = 'memory.conflict_detected'"
-    )
-    assert waiting is True
-    _Hook.failures, _Hook.bodies = 0, []
-    server = HTTPServer(("127.0.0.1", port), _Hook)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-
-        async def sent() -> bool:
-            return bool(_Hook.bodies)
-
-        await _wait_for(sent)
-        await kernel.events.settled()
-    finally:
-        server.shutdown()
-        server.server_close()
-    assert 1 == len(_Hook.bodies)
-    assert 1 == len(await kernel.admin_queue.pending())
 
 
 async def test_a_supersession_whose_older_record_moves_meanwhile_is_carried_out(

@@ -3,14 +3,14 @@
 Retries (tenacity) follow the kernel's policy: up to three more attempts, exponential waits,
 only on connection errors, timeouts and 5xx/429 answers; a 4xx answer is final. When the
 retries are spent the sink raises :class:`~engram.errors.WebhookUnavailable`, an
-infrastructure error, so the outbox delivers the escalation again later (the body's ``key``
-lets the receiver drop a repeat). For ``pause_seconds`` after that, deliveries fail at once
-without a request: the outbox delivers inside its transaction, one event after another, and a
-webhook that is down must not hold every later event behind its retries.
+infrastructure error, so its caller sends the escalation again later (the body's ``key``
+lets the receiver drop a repeat). The kernel's caller is the webhook relay
+(``engram.notifications.relay``, migration 0021), which waits between failed sends itself and
+builds the sink with no pause; a caller that delivers other work in the same line may set
+``pause_seconds``, during which deliveries fail at once without a request.
 
 Each attempt is bounded as a whole by ``timeout_seconds`` (httpx's own timeout bounds each
-read, so a receiver sending its answer a byte at a time would hold the outbox's transaction
-for ever), and only the answer's status is read, never its body: whatever the URL reaches
+read, so a receiver sending its answer a byte at a time would hold its caller for ever), and only the answer's status is read, never its body: whatever the URL reaches
 cannot grow the kernel's memory.
 """
 

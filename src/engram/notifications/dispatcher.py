@@ -2,18 +2,21 @@
 
 The dispatcher subscribes to ``memory.conflict_detected`` on the event bus (delivered after
 commit from the outbox, so an escalation is never lost with a crash) and hands each one to
-every sink: the log, the admin queue (a table the CLI lists), and optionally a webhook. A sink
-that fails is logged and does not stop the others. When one failed for an infrastructure
-reason (the admin queue's database unreachable, a privilege missing), the failure is raised
-once every sink had its turn, so the outbox delivers the event again: an escalation is never
-marked delivered without its row in the admin queue. Delivery is therefore at least once for
-every sink: the admin queue keeps one row per escalation (its key), a webhook's body carries
-the same ``key``, and the log may show the event again.
+every sink: the log and the admin queue (a table the CLI lists). With a webhook configured,
+the admin queue's row is also marked due for it, and the webhook relay
+(:mod:`engram.notifications.relay`) sends it outside the outbox, so a slow receiver holds no
+event (migration 0021). A sink that fails is logged and does not stop the others. When one
+failed for an infrastructure reason (the admin queue's database unreachable, a privilege
+missing), the failure is raised once every sink had its turn, so the outbox delivers the
+event again: an escalation is never marked delivered without its row in the admin queue.
+Delivery is therefore at least once for every sink: the admin queue keeps one row per
+escalation (its key), a webhook's body carries the same ``key``, and the log may show the
+event again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -81,13 +84,22 @@ class AdminQueue:
 
     name = "admin_queue"
 
-    def __init__(self, db: DatabaseAdapter) -> None:
+    def __init__(self, db: DatabaseAdapter, *, webhook: Callable[[], None] | None = None) -> None:
         self._db = db
+        #: With a webhook configured: rows are queued due for it, and this wakes its relay.
+        self._webhook = webhook
 
     async def deliver(self, escalation: Escalation) -> None:
         await self._db.execute(
-            SQL["queue"], escalation.kind, escalation.record_id, escalation.key, escalation.payload
+            SQL["queue"],
+            escalation.kind,
+            escalation.record_id,
+            escalation.key,
+            escalation.payload,
+            self._webhook is not None,
         )
+        if self._webhook is not None:
+            self._webhook()
 
     async def pending(self, *, limit: int = 100) -> list[Row]:
         """Open escalations, oldest first."""

@@ -1,0 +1,159 @@
+"""The webhook relay: escalations are POSTed from the admin queue's table, outside the outbox.
+
+The outbox delivers its events one after another inside a transaction, so nothing slow may
+run there. An escalation reaches the webhook in two steps instead (migration 0021): the
+outbox's delivery queues the admin queue's row and marks it due for the webhook, which takes
+a millisecond; this relay, a task of its own, takes the due rows and sends them. A receiver
+that answers slowly delays only the webhook calls behind it, never an event of the outbox.
+
+Delivery is at least once, as before: a row is taken, one at a time, for a lease (long
+enough for one send with all the sink's retries), and a relay killed mid-send leaves it to
+be taken again when the lease ends; the body's ``key`` lets the receiver drop a repeat. A
+send that fails for an infrastructure reason (the receiver unreachable, 5xx or 429 after
+the sink's own retries) is due again after 1, 2, 4 ... s (at most ``MAX_WAIT_SECONDS``), and
+the relay takes no other row until then: an unreachable receiver costs one send a wait, not
+one per waiting row. After ``MAX_ATTEMPTS`` failures, or at once when the receiver refuses
+the body (a 4xx), the row is given up: ``webhook.abandoned`` at error level; the escalation
+stays in the admin queue.
+
+The relay looks for due rows when the dispatcher queued one (:meth:`WebhookRelay.wake`), when
+the earliest waiting row falls due, and at least every ``poll_seconds`` (rows queued by
+another kernel on the same database).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import structlog
+
+from engram.errors import InfrastructureError
+from engram.infra.db import DatabaseAdapter, Row
+from engram.notifications.dispatcher import SQL, Escalation, NotificationSink
+
+log = structlog.get_logger("engram.notifications.relay")
+
+#: Failed sends of one escalation before it is given up (about eight minutes of failures).
+MAX_ATTEMPTS = 10
+#: Wait after the first failed send; doubled per failure.
+RETRY_SECONDS = 1.0
+#: Longest wait between two sends of one escalation.
+MAX_WAIT_SECONDS = 300.0
+
+
+class WebhookRelay:
+    """Sends the escalations due for the webhook through ``sink`` (a ``WebhookSink``)."""
+
+    def __init__(
+        self,
+        db: DatabaseAdapter,
+        sink: NotificationSink,
+        *,
+        lease_seconds: float = 120.0,
+        poll_seconds: float = 30.0,
+        retry_seconds: float = RETRY_SECONDS,
+        max_wait_seconds: float = MAX_WAIT_SECONDS,
+        max_attempts: int = MAX_ATTEMPTS,
+    ) -> None:
+        self._db = db
+        self._sink = sink
+        self._lease = lease_seconds
+        self._poll = poll_seconds
+        self._retry = retry_seconds
+        self._max_wait = max_wait_seconds
+        self._max_attempts = max_attempts
+        self._woken = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        #: The row being sent: handed back when the relay stops mid-send.
+        self._held: int | None = None
+        #: Set by a round that ended on a failing receiver: the next waits its backoff.
+        self._failing = False
+
+    def start(self) -> None:
+        """Start sending (idempotent)."""
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def wake(self) -> None:
+        """A row was queued: look for due rows now."""
+        self._woken.set()
+
+    async def close(self) -> None:
+        """Stop; rows taken and not sent are due again at once, for the next start."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        held, self._held = self._held, None
+        if held is not None:
+            with contextlib.suppress(Exception):
+                await self._db.execute(SQL["webhook_release"], held)
+
+    async def _run(self) -> None:
+        failures = 0
+        while True:
+            self._woken.clear()
+            self._failing = False
+            try:
+                wait = await self.send_due()
+                failures = 0
+            except Exception as exc:  # noqa: BLE001 - the database: look again later
+                failures += 1
+                wait = min(self._retry * 2 ** (failures - 1), self._max_wait)
+                self._failing = True
+                log.warning("webhook.relay_failed", error=type(exc).__name__, retry_in=wait)
+            if self._failing:  # the receiver or the database: its wait, whatever is queued
+                await asyncio.sleep(wait or 0.0)
+                continue
+            timeout = self._poll if wait is None else min(max(wait, 0.0), self._poll)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._woken.wait(), timeout)
+
+    async def send_due(self) -> float | None:
+        """Send what is due now, one row at a time; returns the seconds until the relay should
+        look again (None: no row is waiting)."""
+        while (row := await self._db.fetchrow(SQL["webhook_claim"], self._lease)) is not None:
+            self._held = row["id"]
+            escalation = Escalation(row["kind"], row["record_id"], dict(row["payload"]))
+            try:
+                await self._sink.deliver(escalation)
+            except InfrastructureError as exc:
+                attempts = row["webhook_attempts"] + 1
+                backoff = await self._failed(row, exc, give_up=attempts >= self._max_attempts)
+                if backoff is not None:
+                    self._failing = True  # the receiver is failing: no other row until then
+                    return backoff
+                continue
+            except Exception as exc:  # noqa: BLE001 - refused (a 4xx): trying again won't help
+                await self._failed(row, exc, give_up=True)
+                continue
+            await self._db.execute(SQL["webhook_sent"], row["id"])
+            self._held = None
+        wait: float | None = await self._db.fetchval(SQL["webhook_next"])
+        return wait
+
+    async def _failed(self, row: Row, exc: Exception, *, give_up: bool) -> float | None:
+        """Count a failed send; returns the wait before the row's next one (None: given up)."""
+        attempts = await self._db.fetchval(
+            SQL["webhook_failed"], row["id"], self._retry, self._max_wait, give_up
+        )
+        self._held = None
+        if give_up:
+            log.error(
+                "webhook.abandoned",
+                escalation_id=row["id"],
+                kind=row["kind"],
+                attempts=attempts,
+                error=type(exc).__name__,
+            )
+            return None
+        wait: float = min(self._retry * 2 ** (attempts - 1), self._max_wait)
+        log.warning(
+            "webhook.deferred",
+            escalation_id=row["id"],
+            attempts=attempts,
+            error=type(exc).__name__,
+            retry_in=wait,
+        )
+        return wait
