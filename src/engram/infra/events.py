@@ -3,7 +3,7 @@ delivered to subscribers after commit, so no acknowledged change loses its event
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 from uuid import UUID
@@ -42,4 +42,11 @@ class EventBus(Protocol):
 
     def committed(self) -> None:
         """Tell the bus a transaction that published events has committed (deliver them)."""
+        ...
+
+    def announcing_channel(self, names: Sequence[str]) -> str | None:
+        """The NOTIFY channel on which a change may announce its events named ``names`` in
+        its own transaction, writing their outbox rows delivered, when no subscriber of this
+        process waits for any of them: nothing is then left to deliver after the commit.
+        None when one does (the events go through the outbox's delivery)."""
         ...

@@ -13,6 +13,12 @@ starts a drain when it is due, so it is retried with or without write traffic. A
 error level, and counts as delivered. Any other failure is logged and the event counts as
 delivered (one subscriber must not block the rest). Payloads carry identifiers, never memory
 content.
+
+An event no subscriber of the process waits for needs no delivery but its notice: a change may
+then announce it in its own transaction and write it delivered
+(:meth:`OutboxEventBus.announcing_channel`; the Gate's one-statement write does, for a new
+record without conflicts). PostgreSQL sends a NOTIFY only when its transaction commits, so
+listeners hear of exactly the committed changes, as from a delivery.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import defaultdict
+from collections.abc import Sequence
 from typing import Any
 
 import structlog
@@ -77,6 +84,11 @@ class OutboxEventBus:
 
     def subscribe(self, name: str, subscriber: Subscriber) -> None:
         self._subscribers[name].append(subscriber)
+
+    def announcing_channel(self, names: Sequence[str]) -> str | None:
+        if self._subscribers.get("*") or any(self._subscribers.get(n) for n in names):
+            return None
+        return CHANNEL
 
     def committed(self) -> None:
         """Schedule delivery of what the last commit added (non-blocking)."""

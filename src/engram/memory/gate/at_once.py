@@ -9,7 +9,11 @@ starts. They go to PostgreSQL as one statement (``write.sql``), which is its own
 transaction, instead of BEGIN, four to six statements and COMMIT, each a round trip. What
 is stored is what the transactional path (:mod:`~engram.memory.gate.write_path`) stores;
 the audit row's hash is computed by the statement over the version's own ingestion time, as
-the transactional path's is over the time its insert returned.
+the transactional path's is over the time its insert returned. When no subscriber of this
+process waits for the write's events (a plain new record: ``memory.created`` has none), the
+statement also announces them on the outbox's NOTIFY channel and writes their rows delivered:
+a notification is sent only if the transaction commits, so nothing is left for a delivery
+after it, which would cost four more round trips (ADR-016).
 
 Every other plan (an UPDATE, a FORGET, a NOOP, a state-changing conflict, a group) takes the
 transactional path. A retry after a lost connection first looks for its decision in the
@@ -26,6 +30,7 @@ from uuid import UUID
 
 from engram.errors import UniqueViolation
 from engram.infra.db import Connection, DatabaseAdapter
+from engram.infra.events import EventBus
 from engram.infra.sql import load_fragments, load_queries
 from engram.memory import store
 from engram.memory.audit.log import AuditLog, duplicate_request
@@ -74,11 +79,19 @@ def writes_at_once(plan: Plan) -> bool:
 
 
 async def create_at_once(
-    db: DatabaseAdapter, audit: AuditLog, plan: Plan, *, decision_id: UUID, timing: Timing
-) -> GateResult:
-    """Write an admitted CREATE (:func:`writes_at_once`) in one statement; raises
-    :class:`AlreadyWritten` when a retry finds the first attempt committed, and the version
-    store's or the log's typed errors (:class:`~engram.errors.AlreadyExists`,
+    db: DatabaseAdapter,
+    audit: AuditLog,
+    bus: EventBus,
+    plan: Plan,
+    *,
+    decision_id: UUID,
+    timing: Timing,
+) -> tuple[GateResult, bool]:
+    """Write an admitted CREATE (:func:`writes_at_once`) in one statement, with whether its
+    events were announced by the statement itself (nothing left for the outbox to deliver:
+    :meth:`~engram.infra.events.EventBus.announcing_channel`). Raises :class:`AlreadyWritten`
+    when a retry finds the first attempt committed, and the version store's or the log's
+    typed errors (:class:`~engram.errors.AlreadyExists`,
     :class:`~engram.errors.DuplicateRequest`) as the transactional path does."""
     if plan.advice is None:  # pragma: no cover - writes_at_once checked it
         raise RuntimeError("a write without Layer 2 advice")
@@ -107,6 +120,7 @@ async def create_at_once(
         edges += links.edges
         events += links.events
     events.append((CREATED, record_event(new, plan, decision_id)))
+    channel = bus.announcing_channel([name for name, _ in events])
     args = (
         *store.version_row(
             new,
@@ -136,6 +150,7 @@ async def create_at_once(
         entry.lane,
         before,
         after,
+        channel,
     )
     attempts = 0
 
@@ -161,6 +176,7 @@ async def create_at_once(
         return store.record_from_row(row)
 
     stored = await db.run(body)
-    return approved_result(
+    result = approved_result(
         plan, decision_id=decision_id, reason=reason, outcome=outcome, record=stored
     )
+    return result, channel is not None

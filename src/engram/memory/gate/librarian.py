@@ -228,7 +228,6 @@ class LibrarianGate:
             except AlreadyExists as exc:
                 layer1 = with_schema_failure(layer1, str(exc))
                 return await self._endings.rejected(request, decision_id, layer1, timing)
-            self._events.committed()
             return self._signals.write(request, result, plan, evaluation_seconds, timing)
         raise AssertionError("unreachable: the last attempt never raises StaleTarget")
 

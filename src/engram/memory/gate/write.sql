@@ -19,7 +19,9 @@ to_char(v.ingestion_time AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS')
 -- version: $26 targets, $27 kinds, $28 weights, $29 provenance (JSON text). Outbox events
 -- of the record ($2): $30 names, $31 payloads (JSON text). The audit row: $32 request id,
 -- $33 action, $34 decision, $35 outcome, $36 reason, $37 agent, $38 caller, $39 input,
--- $40 checks, $41 advice, $42 decision source, $43 duration, $44 lane; its row hash covers
+-- $40 checks, $41 advice, $42 decision source, $43 duration, $44 lane; $47 the NOTIFY channel
+-- on which the events are announced and written delivered (NULL: left to the outbox's
+-- delivery: engram.infra.events.EventBus.announcing_channel). The audit row's hash covers
 -- $45 || the occurred_at field || $46, where $45 and $46 are AuditEntry.payload's fields
 -- before and after occurred_at and the middle one is the version's ingestion time written
 -- as Python's isoformat() writes it (with microseconds unless they are zero),
@@ -36,10 +38,20 @@ WITH version AS (
     WHERE e.target <> v.id
     ON CONFLICT (source_id, target_id, kind) DO NOTHING
 ), events AS (
-    INSERT INTO outbox (event_type, aggregate_id, payload, decision_id)
-    SELECT e.name, v.record_id, e.payload::jsonb, $14
+    INSERT INTO outbox (event_type, aggregate_id, payload, decision_id, dispatched_at, attempts)
+    SELECT e.name, v.record_id, e.payload::jsonb, $14,
+           CASE WHEN $47::text IS NOT NULL THEN now() END,
+           CASE WHEN $47::text IS NOT NULL THEN 1 ELSE 0 END
     FROM version AS v, unnest($30::text[], $31::text[]) WITH ORDINALITY AS e(name, payload, n)
     ORDER BY e.n
+    RETURNING id, event_type, aggregate_id
+), announced AS (
+    -- With a channel ($47), the events are announced here, as the outbox's delivery would
+    -- announce them (its notice: id, event, aggregate_id), and sent only if this commits.
+    SELECT pg_notify($47, jsonb_build_object(
+               'id', o.id, 'event', o.event_type, 'aggregate_id', o.aggregate_id)::text)
+    FROM (SELECT id, event_type, aggregate_id FROM events WHERE $47::text IS NOT NULL
+          ORDER BY id OFFSET 0) AS o
 ), stamped AS (
     SELECT v.ingestion_time, {{isoformat_utc}} AS occurred
     FROM version AS v
@@ -73,5 +85,6 @@ WITH version AS (
 )
 -- A lane head that did not move would fork the chain: the division fails the statement.
 SELECT v.*, (SELECT seq FROM moved) AS audit_seq,
-       1 / (SELECT count(*) FROM moved)::int AS lane_moved
+       1 / (SELECT count(*) FROM moved)::int AS lane_moved,
+       (SELECT count(*) FROM announced) AS announced
 FROM version AS v

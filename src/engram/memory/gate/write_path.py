@@ -78,16 +78,26 @@ class WritePath:
         await self._db.run_in_transaction(body)
 
     async def commit(self, plan: Plan, *, decision_id: UUID, timing: Timing) -> GateResult:
-        """Persist an approved plan; raises :class:`~engram.errors.VersionConflict` when the
-        head moved (or another writer won the race for the next version). A new record
-        admitted as it stands is written in one statement (:mod:`~engram.memory.gate.at_once`)."""
+        """Persist an approved plan and have its events delivered; raises
+        :class:`~engram.errors.VersionConflict` when the head moved (or another writer won the
+        race for the next version). A new record admitted as it stands is written in one
+        statement (:mod:`~engram.memory.gate.at_once`), which may announce its events itself."""
         if writes_at_once(plan):
             try:
-                return await create_at_once(
-                    self._db, self._audit, plan, decision_id=decision_id, timing=timing
+                result, announced = await create_at_once(
+                    self._db,
+                    self._audit,
+                    self._events,
+                    plan,
+                    decision_id=decision_id,
+                    timing=timing,
                 )
             except AlreadyWritten:
+                self._events.committed()
                 return await self._already_committed(plan, decision_id)
+            if not announced:
+                self._events.committed()
+            return result
         attempts = 0
 
         async def body(conn: Connection) -> GateResult:
@@ -98,9 +108,11 @@ class WritePath:
             return await self.apply(conn, plan, decision_id, timing)
 
         try:
-            return await self._db.run_in_transaction(body)
+            committed = await self._db.run_in_transaction(body)
         except AlreadyWritten:
-            return await self._already_committed(plan, decision_id)
+            committed = await self._already_committed(plan, decision_id)
+        self._events.committed()
+        return committed
 
     async def _already_committed(self, plan: Plan, decision_id: UUID) -> GateResult:
         """The result of a write whose first attempt committed (its acknowledgement lost)."""
