@@ -10,8 +10,9 @@ builds the sink with no pause; a caller that delivers other work in the same lin
 ``pause_seconds``, during which deliveries fail at once without a request.
 
 Each attempt is bounded as a whole by ``timeout_seconds`` (httpx's own timeout bounds each
-read, so a receiver sending its answer a byte at a time would hold its caller for ever), and only the answer's status is read, never its body: whatever the URL reaches
-cannot grow the kernel's memory.
+read, so a receiver sending its answer a byte at a time would hold its caller for ever), and
+only the answer's status is read, never its body: whatever the URL reaches cannot grow the
+kernel's memory.
 """
 
 from __future__ import annotations

@@ -1,0 +1,232 @@
+"""Hostile pass X: the webhook relay of migration 0021 (a relay whose lease ran out while its
+receiver was slow wrote its late failure, or its release at shutdown, over the row another
+relay had taken since; a due row another session held locked set the relay spinning).
+
+Every test here failed on the code it was written against; what held is in
+``test_hostile_pass_x_held.py``. Real embedded PostgreSQL, real HTTP servers on loopback, two
+relays on pools of their own, no mocks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+import pytest
+
+from engram.infra.postgres import PostgresDatabase
+from engram.infra.resilience import CircuitBreaker, Resilience
+from engram.infra.webhook import WebhookSink
+from engram.notifications.dispatcher import AdminQueue, Escalation
+from engram.notifications.relay import WebhookRelay
+from tests.conftest import ScratchDatabase
+
+
+@dataclass
+class Script:
+    """A loopback receiver playing ``steps`` in turn, one per request: wait for the step's
+    event (if any), then answer its status; past the script it answers 204 at once."""
+
+    steps: list[tuple[threading.Event | None, int]] = field(default_factory=list)
+    bodies: list[dict[str, Any]] = field(default_factory=list)
+    url: str = ""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def serve(script: Script) -> ThreadingHTTPServer:
+    """Start a receiver for ``script`` on a free loopback port (its URL set on ``script``)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            with script.lock:
+                script.bodies.append(body)
+                gate, status = script.steps.pop(0) if script.steps else (None, 204)
+            if gate is not None:
+                gate.wait(30)
+            self.send_response(status)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            del args
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    script.url = f"http://127.0.0.1:{server.server_port}/hook"
+    return server
+
+
+@pytest.fixture
+def script() -> Iterator[Script]:
+    """A scripted receiver; every held request is let go at the end."""
+    played = Script()
+    server = serve(played)
+    yield played
+    for gate, _ in played.steps:
+        if gate is not None:
+            gate.set()
+    server.shutdown()
+    server.server_close()
+
+
+async def pool(database: ScratchDatabase) -> PostgresDatabase:
+    """A pool of its own on the runtime role, as a second kernel would have."""
+    return await PostgresDatabase.connect(
+        database.runtime_url,
+        resilience=Resilience(CircuitBreaker("postgres")),
+        min_size=1,
+        max_size=2,
+    )
+
+
+@pytest.fixture
+async def pools(database: ScratchDatabase) -> AsyncIterator[tuple[PostgresDatabase, ...]]:
+    """Three pools on the scratch database: three relays' worth."""
+    opened = [await pool(database) for _ in range(3)]
+    yield tuple(opened)
+    for db in opened:
+        await db.close()
+
+
+def escalation(n: int) -> Escalation:
+    """The ``n``-th escalation (its key ``memory.conflict_detected:d<n>:v<n>``)."""
+    return Escalation(
+        "memory.conflict_detected",
+        UUID(int=n),
+        {"decision_id": f"d{n}", "existing_version_id": f"v{n}", "classification": "unresolvable"},
+    )
+
+
+def slow_sink(url: str) -> WebhookSink:
+    """One request per send, waited on for up to 30 s."""
+    return WebhookSink(url, retries=0, timeout_seconds=30.0, pause_seconds=0.0)
+
+
+async def until(predicate: Any, within: float = 10.0) -> None:
+    """Wait until ``predicate()`` is true."""
+    deadline = time.monotonic() + within
+    while not predicate():
+        assert time.monotonic() < deadline, "not in time"
+        await asyncio.sleep(0.02)
+
+
+async def state(db: PostgresDatabase) -> tuple[Any, ...]:
+    """(due, attempts, sent) of the only escalation."""
+    row = await db.fetchrow(
+        "SELECT webhook_due_at, webhook_attempts, webhook_sent_at FROM escalations"
+    )
+    assert row is not None
+    return row["webhook_due_at"], row["webhook_attempts"], row["webhook_sent_at"]
+
+
+async def test_a_late_failure_does_not_undo_the_send_of_the_relay_that_took_the_row_since(
+    pools: tuple[PostgresDatabase, ...], script: Script
+) -> None:
+    """Relay A (a lease of 0.5 s) sends; its receiver answers only after 2 s, with a 503.
+    Meanwhile A's lease ran out, relay B took the row and the receiver accepted B's send, so
+    the row is sent. A's failure then arrived: it counted an attempt and made the sent row due
+    again, and the escalation went out a third time. A failure must only count for the relay
+    that still holds the row."""
+    first, second, _ = pools
+    held = threading.Event()
+    script.steps = [(held, 503)]
+    await AdminQueue(first, webhook=lambda: None).deliver(escalation(1))
+    slow = WebhookRelay(first, slow_sink(script.url), lease_seconds=0.5, retry_seconds=0.2)
+    sending = asyncio.create_task(slow.send_due())
+    await until(lambda: len(script.bodies) == 1)
+    await asyncio.sleep(0.7)  # A's lease is over; A's request is still open
+    quick = WebhookRelay(second, slow_sink(script.url))
+    assert await quick.send_due() is None
+    assert 2 == len(script.bodies)
+    held.set()
+    await sending
+    due, attempts, sent = await state(first)
+    assert (None, 0) == (due, attempts)
+    assert sent is not None
+    await asyncio.sleep(0.4)
+    assert await quick.send_due() is None
+    assert 2 == len(script.bodies)
+
+
+async def test_a_relay_closed_after_its_lease_ended_does_not_hand_back_another_relays_row(
+    pools: tuple[PostgresDatabase, ...], script: Script
+) -> None:
+    """Relay A's lease (0.5 s) ran out mid-send and relay B took the row; then A's kernel
+    shut down. A's close released "its" row, which was B's: due at once, a third relay took
+    it and sent it while B was still sending. The release must only touch a row A holds."""
+    first, second, third = pools
+    held_a, held_b = threading.Event(), threading.Event()
+    script.steps = [(held_a, 204), (held_b, 204)]
+    await AdminQueue(first, webhook=lambda: None).deliver(escalation(2))
+    slow = WebhookRelay(first, slow_sink(script.url), lease_seconds=0.5)
+    slow.start()
+    await until(lambda: len(script.bodies) == 1)
+    await asyncio.sleep(0.7)
+    taker = WebhookRelay(second, slow_sink(script.url))
+    taking = asyncio.create_task(taker.send_due())
+    await until(lambda: len(script.bodies) == 2)
+    await slow.close()
+    other = WebhookRelay(third, slow_sink(script.url))
+    wait = await other.send_due()
+    assert 2 == len(script.bodies), "a third relay sent the row B holds"
+    assert wait is not None
+    assert wait > 60  # B's lease (120 s) still holds
+    held_b.set()
+    held_a.set()
+    assert await taking is None
+    due, attempts, sent = await state(third)
+    assert (None, 0) == (due, attempts)
+    assert sent is not None
+
+
+async def test_a_due_row_another_session_holds_does_not_set_the_relay_spinning(
+    database: ScratchDatabase, pools: tuple[PostgresDatabase, ...], script: Script
+) -> None:
+    """A due row is locked by another session (an operator's open transaction, a long
+    retention delete): the claim skips it, and ``webhook_next`` answers that a row is due
+    already (a wait <= 0), so the relay looked again at once, as fast as the database
+    answered, for as long as the lock held. Counted on the server: the table's scans in
+    two seconds."""
+    first, _, _ = pools
+    await AdminQueue(first, webhook=lambda: None).deliver(escalation(3))
+    admin = await asyncpg.connect(database.admin_url)
+    relay = WebhookRelay(first, slow_sink(script.url), poll_seconds=30.0)
+    try:
+        locker = admin.transaction()
+        await locker.start()
+        await admin.execute("SELECT id FROM engram.escalations FOR UPDATE")
+        relay.start()
+        await asyncio.sleep(0.5)
+        before = await scans(database)
+        await asyncio.sleep(2.0)
+        after = await scans(database)
+        await locker.rollback()
+        assert after - before < 40, f"{after - before} scans of escalations in 2 s"
+        await until(lambda: len(script.bodies) == 1, within=5.0)
+    finally:
+        await relay.close()
+        await admin.close()
+
+
+async def scans(database: ScratchDatabase) -> int:
+    """Scans of engram.escalations so far (a fresh snapshot of the statistics)."""
+    conn = await asyncpg.connect(database.admin_url)
+    try:
+        await asyncio.sleep(1.1)  # the relay's backend flushes its counts about once a second
+        value = await conn.fetchval(
+            "SELECT coalesce(seq_scan, 0) + coalesce(idx_scan, 0) FROM pg_stat_user_tables "
+            "WHERE schemaname = 'engram' AND relname = 'escalations'"
+        )
+        return int(value)
+    finally:
+        await conn.close()
