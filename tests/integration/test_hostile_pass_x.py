@@ -1,6 +1,7 @@
 """Hostile pass X: the webhook relay of migration 0021 (a relay whose lease ran out while its
 receiver was slow wrote its late failure, or its release at shutdown, over the row another
-relay had taken since; a due row another session held locked set the relay spinning).
+relay had taken since; a due row another session held locked set the relay spinning; a
+webhook URL no one can POST to was accepted at startup).
 
 Every test here failed on the code it was written against; what held is in
 ``test_hostile_pass_x_held.py``. Real embedded PostgreSQL, real HTTP servers on loopback, two
@@ -10,6 +11,7 @@ relays on pools of their own, no mocks.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 import time
@@ -21,22 +23,28 @@ from uuid import UUID
 
 import asyncpg
 import pytest
+from pydantic import ValidationError
 
+from engram.config import EngramSettings
 from engram.infra.postgres import PostgresDatabase
 from engram.infra.resilience import CircuitBreaker, Resilience
 from engram.infra.webhook import WebhookSink
 from engram.notifications.dispatcher import AdminQueue, Escalation
 from engram.notifications.relay import WebhookRelay
+from engram.protocols.cli.output import problems_of
 from tests.conftest import ScratchDatabase
 
 
 @dataclass
 class Script:
     """A loopback receiver playing ``steps`` in turn, one per request: wait for the step's
-    event (if any), then answer its status; past the script it answers 204 at once."""
+    event (if any), then answer its status (with ``headers`` and ``body_size`` bytes of
+    body); past the script it answers 204 at once."""
 
     steps: list[tuple[threading.Event | None, int]] = field(default_factory=list)
     bodies: list[dict[str, Any]] = field(default_factory=list)
+    headers: dict[str, str] = field(default_factory=dict)
+    body_size: int = 0
     url: str = ""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -53,8 +61,15 @@ def serve(script: Script) -> ThreadingHTTPServer:
             if gate is not None:
                 gate.wait(30)
             self.send_response(status)
-            self.send_header("Content-Length", "0")
+            for name, value in script.headers.items():
+                self.send_header(name, value)
+            size = script.body_size if status >= 200 and status != 204 else 0
+            self.send_header("Content-Length", str(size))
             self.end_headers()
+            chunk = b"x" * 65536
+            with contextlib.suppress(OSError):  # the client reads the status only, then goes
+                for _ in range(size // len(chunk)):
+                    self.wfile.write(chunk)
 
         def log_message(self, *args: object) -> None:
             del args
@@ -230,3 +245,39 @@ async def scans(database: ScratchDatabase) -> int:
         return int(value)
     finally:
         await conn.close()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "hooks.example.com/engram?token=tok-31c",  # the scheme forgotten
+        "ftp://hook:pw-31c@files.example.com/x",
+        "file:///var/run/hook-31c",
+        "http:///hook-31c",  # no host
+        "https://hook:pw-31c@example.com:port/x",  # a port that is not a number
+    ],
+)
+def test_a_webhook_url_that_cannot_be_posted_to_is_refused_at_startup(url: str) -> None:
+    """``ENGRAM_WEBHOOK_URL`` without http(s):// or a host was accepted: the kernel started,
+    and every escalation then failed to send as if the receiver were down (``httpx``'s
+    UnsupportedProtocol is a transport error): deferred ten times over eight minutes, then
+    given up, each one, with ``WebhookUnavailable`` the only clue (a port that is not a
+    number: ``InvalidURL``, each given up at once). A database URL is checked
+    when the settings are read; so is the webhook's now, without quoting it (it may hold a
+    password or a token)."""
+    with pytest.raises(ValidationError) as refused:
+        EngramSettings(webhook_url=url)
+    assert "webhook_url" in str(refused.value)
+    assert "31c" not in str(refused.value)
+    assert "webhook_url: " in " ".join(problems_of(refused.value, whole="settings"))  # the CLI
+    assert "31c" not in " ".join(problems_of(refused.value, whole="settings"))
+
+
+@pytest.mark.parametrize(
+    "url", ["http://127.0.0.1:8080/hook", "https://user:pw@hooks.example.com/x?token=t"]
+)
+def test_an_http_webhook_url_is_still_accepted(url: str) -> None:
+    """(The check of the previous test refuses nothing an operator could post to.)"""
+    settings = EngramSettings(webhook_url=url)
+    assert settings.webhook_url is not None
+    assert url == settings.webhook_url.get_secret_value()
