@@ -13,6 +13,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -281,3 +285,64 @@ def test_an_http_webhook_url_is_still_accepted(url: str) -> None:
     settings = EngramSettings(webhook_url=url)
     assert settings.webhook_url is not None
     assert url == settings.webhook_url.get_secret_value()
+
+
+#: A relay in a process of its own, with a one-second lease; argv: database URL, webhook URL.
+FROZEN_RELAY = """
+import asyncio, sys
+from engram.infra.postgres import PostgresDatabase
+from engram.infra.resilience import CircuitBreaker, Resilience
+from engram.infra.webhook import WebhookSink
+from engram.notifications.relay import WebhookRelay
+
+async def main():
+    db = await PostgresDatabase.connect(
+        sys.argv[1], resilience=Resilience(CircuitBreaker("postgres")), min_size=1, max_size=2
+    )
+    sink = WebhookSink(sys.argv[2], retries=0, timeout_seconds=60.0, pause_seconds=0.0)
+    await WebhookRelay(db, sink, lease_seconds=1.0, retry_seconds=0.2).send_due()
+
+asyncio.run(main())
+"""
+
+
+async def test_a_relay_process_frozen_past_its_lease_does_not_re_due_a_row_sent_since(
+    database: ScratchDatabase, pools: tuple[PostgresDatabase, ...], script: Script
+) -> None:
+    """The same race with a real freeze: a relay process (lease 1 s) is SIGSTOPped while its
+    request is open (a paused VM, a container frozen); another relay takes the row after the
+    lease and the receiver accepts it. The receiver then answers the frozen relay's request
+    with a 503 and the process is SIGCONTed: its failure must not make the sent row due
+    again nor count an attempt."""
+    first, _, _ = pools
+    held = threading.Event()
+    script.steps = [(held, 503)]
+    await AdminQueue(first, webhook=lambda: None).deliver(escalation(4))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        FROZEN_RELAY,
+        database.runtime_url,
+        script.url,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        await until(lambda: len(script.bodies) == 1, within=30.0)
+        os.kill(process.pid, signal.SIGSTOP)
+        await asyncio.sleep(1.3)
+        assert await WebhookRelay(first, slow_sink(script.url)).send_due() is None
+        assert 2 == len(script.bodies)
+        held.set()
+        await asyncio.sleep(0.2)  # the 503 waits in the frozen process's socket
+        os.kill(process.pid, signal.SIGCONT)
+        assert 0 == await asyncio.wait_for(process.wait(), 30)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    due, attempts, sent = await state(first)
+    assert (None, 0) == (due, attempts)
+    assert sent is not None

@@ -24,7 +24,10 @@ import asyncpg
 import pytest
 from structlog.testing import capture_logs
 
+from engram import open_kernel
 from engram.autonomy.catalogue import SQL as RETENTION
+from engram.config import EngramSettings
+from engram.infra.fastembed_embedder import FastembedEmbedder
 from engram.infra.postgres import PostgresDatabase
 from engram.infra.resilience import CircuitBreaker, Resilience
 from engram.infra.webhook import WebhookSink
@@ -40,6 +43,7 @@ from tests.integration.test_hostile_pass_x import (
     state,
     until,
 )
+from tests.integration.test_webhook_relay import _escalate as escalate
 
 __all__ = ["pools", "script"]  # fixtures
 
@@ -415,3 +419,62 @@ async def test_two_thousand_due_rows_go_once_each_in_order_and_a_failing_receive
         "SELECT count(*) FROM escalations WHERE webhook_due_at IS NOT NULL "
         "OR webhook_sent_at IS NULL"
     )
+
+
+async def test_three_relays_on_three_pools_send_each_of_300_rows_exactly_once(
+    pools: tuple[PostgresDatabase, ...], script: Script
+) -> None:
+    """Three relays (one started twice, which starts one task) on pools of their own race
+    for 300 due rows, the receiver answering at once: the claim's SKIP
+    LOCKED and the lease let each row out exactly once, and none is left due or unsent."""
+    queue = AdminQueue(pools[0], webhook=lambda: None)
+    for n in range(300):
+        await queue.deliver(escalation(5000 + n))
+    relays = [WebhookRelay(db, slow_sink(script.url), poll_seconds=0.5) for db in pools]
+    relays[0].start()
+    relays[0].start()
+    for relay in relays:
+        relay.start()
+    try:
+        await until(lambda: len(script.bodies) >= 300, within=120.0)
+        await asyncio.sleep(1.0)
+    finally:
+        for relay in relays:
+            await relay.close()
+    keys = [body["key"] for body in script.bodies]
+    assert len(keys) == len(set(keys)) == 300
+    assert 0 == await pools[1].fetchval(
+        "SELECT count(*) FROM escalations WHERE webhook_due_at IS NOT NULL "
+        "OR webhook_sent_at IS NULL OR webhook_attempts > 0"
+    )
+
+
+async def test_a_kernel_shut_down_mid_send_hands_its_row_back_before_its_pool_closes(
+    database: ScratchDatabase, embedder: FastembedEmbedder, script: Script
+) -> None:
+    """A kernel with ``ENGRAM_WEBHOOK_URL`` escalates; its receiver holds the request; the
+    kernel is closed. The close returns without waiting for the receiver, and the relay
+    handed its row back before the pool closed: due at once, not sent, no attempt counted,
+    for the next kernel to send."""
+    held = threading.Event()
+    script.steps = [(held, 204)]
+    settings = EngramSettings(
+        database_url=database.runtime_url,
+        migrate_on_start=False,
+        retry_initial_wait_seconds=0.01,
+        webhook_url=script.url,
+    )
+    async with open_kernel(settings=settings, embeddings=embedder) as kernel:
+        await escalate(kernel)
+        await until(lambda: len(script.bodies) == 1)
+        started = time.monotonic()
+    assert time.monotonic() - started < 10.0
+    held.set()
+    db = await quick_pool(database)
+    try:
+        due, attempts, sent = await state(db)
+    finally:
+        await db.close()
+    assert (attempts, sent) == (0, None)
+    assert due is not None
+    assert due <= datetime.now(UTC)
