@@ -1,7 +1,8 @@
 """Hostile pass X: the webhook relay of migration 0021 (a relay whose lease ran out while its
 receiver was slow wrote its late failure, or its release at shutdown, over the row another
 relay had taken since; a due row another session held locked set the relay spinning; a
-webhook URL no one can POST to was accepted at startup).
+webhook URL no one can POST to was accepted at startup; a failed send's log did not say
+what the receiver answered).
 
 Every test here failed on the code it was written against; what held is in
 ``test_hostile_pass_x_held.py``. Real embedded PostgreSQL, real HTTP servers on loopback, two
@@ -28,6 +29,7 @@ from uuid import UUID
 import asyncpg
 import pytest
 from pydantic import ValidationError
+from structlog.testing import capture_logs
 
 from engram.config import EngramSettings
 from engram.infra.postgres import PostgresDatabase
@@ -346,3 +348,25 @@ async def test_a_relay_process_frozen_past_its_lease_does_not_re_due_a_row_sent_
     due, attempts, sent = await state(first)
     assert (None, 0) == (due, attempts)
     assert sent is not None
+
+
+@pytest.mark.parametrize(
+    ("status", "event"),
+    [(301, "webhook.abandoned"), (404, "webhook.abandoned"), (503, "webhook.deferred")],
+)
+async def test_a_failed_send_logs_the_receivers_status(
+    pools: tuple[PostgresDatabase, ...], script: Script, status: int, event: str
+) -> None:
+    """A receiver behind a proxy that redirects http to https (301), a wrong path (404) and
+    a busy receiver (503) were all logged as ``error=HTTPStatusError`` or
+    ``WebhookUnavailable`` alone: the operator could not tell a redirect from a refusal.
+    The relay's log now carries the receiver's status (never its location or body)."""
+    first, _, _ = pools
+    script.steps = [(None, status)]
+    script.headers = {"Location": "https://127.0.0.1:9/hook?token=tok-73a"}
+    await AdminQueue(first, webhook=lambda: None).deliver(escalation(5))
+    with capture_logs() as logs:
+        await WebhookRelay(first, slow_sink(script.url), retry_seconds=30.0).send_due()
+    [logged] = [e for e in logs if e["event"] == event]
+    assert status == logged["status"]
+    assert "tok-73a" not in repr(logs)

@@ -13,8 +13,9 @@ send that fails for an infrastructure reason (the receiver unreachable, 5xx or 4
 the sink's own retries) is due again after 1, 2, 4 ... s (at most ``MAX_WAIT_SECONDS``), and
 the relay takes no other row until then: an unreachable receiver costs one send a wait, not
 one per waiting row. After ``MAX_ATTEMPTS`` failures, or at once when the receiver refuses
-the body (a 4xx), the row is given up: ``webhook.abandoned`` at error level; the escalation
-stays in the admin queue.
+the body (a 4xx, or a redirect, which is not followed), the row is given up:
+``webhook.abandoned`` at error level; the escalation stays in the admin queue. The relay's
+events name the error's type and the receiver's ``status`` (when it answered), never the URL.
 
 The relay looks for due rows when the dispatcher queued one (:meth:`WebhookRelay.wake`), when
 the earliest waiting row falls due, and at least every ``poll_seconds`` (rows queued by
@@ -34,6 +35,7 @@ import asyncio
 import contextlib
 from datetime import datetime
 
+import httpx
 import structlog
 
 from engram.errors import InfrastructureError
@@ -152,7 +154,12 @@ class WebhookRelay:
         )
         self._held = None
         if attempts is None:  # another relay took the row since (or it was sent): its state
-            log.warning("webhook.lease_lost", escalation_id=row["id"], error=type(exc).__name__)
+            log.warning(
+                "webhook.lease_lost",
+                escalation_id=row["id"],
+                error=type(exc).__name__,
+                status=_status(exc),
+            )
             # Still, the receiver failed: wait as this failure would have had this relay wait.
             return None if give_up else self._backoff(row["webhook_attempts"] + 1)
         if give_up:
@@ -162,6 +169,7 @@ class WebhookRelay:
                 kind=row["kind"],
                 attempts=attempts,
                 error=type(exc).__name__,
+                status=_status(exc),
             )
             return None
         wait = self._backoff(attempts)
@@ -170,6 +178,7 @@ class WebhookRelay:
             escalation_id=row["id"],
             attempts=attempts,
             error=type(exc).__name__,
+            status=_status(exc),
             retry_in=wait,
         )
         return wait
@@ -177,3 +186,10 @@ class WebhookRelay:
     def _backoff(self, attempts: int) -> float:
         """The wait after a row's ``attempts``-th failed send."""
         return float(min(self._retry * 2 ** (attempts - 1), self._max_wait))
+
+
+def _status(exc: BaseException) -> int | None:
+    """The receiver's HTTP status behind a failed send (None: no answer, e.g. unreachable),
+    so an operator can tell a redirect, a 404 or a 401 apart; never the URL or the body."""
+    cause = exc if isinstance(exc, httpx.HTTPStatusError) else exc.__cause__
+    return cause.response.status_code if isinstance(cause, httpx.HTTPStatusError) else None
