@@ -305,6 +305,15 @@ class EngramSettings(BaseSettings):
             check_postgres_url(value.get_secret_value())
         return value
 
+    @field_validator("webhook_url")
+    @classmethod
+    def _webhook_url(cls, value: SecretStr | None) -> SecretStr | None:
+        """A URL the webhook cannot POST to is a configuration error here, not a failed
+        send of every escalation later. The messages never quote it (a password, a token)."""
+        if value is not None:
+            check_webhook_url(value.get_secret_value())
+        return value
+
     @property
     def embedded(self) -> bool:
         """True when the kernel runs its own PostgreSQL in the data dir."""
@@ -336,3 +345,16 @@ def check_postgres_url(url: str) -> None:
         raise ValueError("names no host (postgresql://user:password@host:port/database)")
     if port == 0:
         raise ValueError("port 0 is not a PostgreSQL port")
+
+
+def check_webhook_url(url: str) -> None:
+    """Raise ``ValueError`` unless ``url`` is an http(s) URL with a host (and a numeric port)."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - a port that is not a number raises here
+    except ValueError:
+        raise ValueError("not a valid URL") from None
+    if parts.scheme not in {"http", "https"}:
+        raise ValueError("must start with http:// or https://")
+    if not parts.hostname:
+        raise ValueError("names no host (https://host/path)")

@@ -13,19 +13,29 @@ send that fails for an infrastructure reason (the receiver unreachable, 5xx or 4
 the sink's own retries) is due again after 1, 2, 4 ... s (at most ``MAX_WAIT_SECONDS``), and
 the relay takes no other row until then: an unreachable receiver costs one send a wait, not
 one per waiting row. After ``MAX_ATTEMPTS`` failures, or at once when the receiver refuses
-the body (a 4xx), the row is given up: ``webhook.abandoned`` at error level; the escalation
-stays in the admin queue.
+the body (a 4xx, or a redirect, which is not followed), the row is given up:
+``webhook.abandoned`` at error level; the escalation stays in the admin queue. The relay's
+events name the error's type and the receiver's ``status`` (when it answered), never the URL.
 
 The relay looks for due rows when the dispatcher queued one (:meth:`WebhookRelay.wake`), when
 the earliest waiting row falls due, and at least every ``poll_seconds`` (rows queued by
-another kernel on the same database).
+another kernel on the same database). A row that is due but that another session holds
+locked (the claim skips it) is looked at again after ``BUSY_SECONDS``, not at once.
+
+A claim is named by its lease's end. A relay whose lease ran out mid-send (a receiver slower
+than the lease) may find the row taken by another relay since: its failure is then not
+counted (``webhook.lease_lost``) and its release at shutdown hands nothing back, so the other
+relay's send is neither undone nor repeated alongside it. A success is recorded whoever holds
+the row: the receiver has the body.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from datetime import datetime
 
+import httpx
 import structlog
 
 from engram.errors import InfrastructureError
@@ -40,6 +50,8 @@ MAX_ATTEMPTS = 10
 RETRY_SECONDS = 1.0
 #: Longest wait between two sends of one escalation.
 MAX_WAIT_SECONDS = 300.0
+#: Wait before looking again at a row that is due but locked by another session.
+BUSY_SECONDS = 1.0
 
 
 class WebhookRelay:
@@ -65,8 +77,8 @@ class WebhookRelay:
         self._max_attempts = max_attempts
         self._woken = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        #: The row being sent: handed back when the relay stops mid-send.
-        self._held: int | None = None
+        #: The row being sent and its claim's lease: handed back when the relay stops mid-send.
+        self._held: tuple[int, datetime] | None = None
         #: Set by a round that ended on a failing receiver: the next waits its backoff.
         self._failing = False
 
@@ -88,7 +100,7 @@ class WebhookRelay:
         held, self._held = self._held, None
         if held is not None:
             with contextlib.suppress(Exception):
-                await self._db.execute(SQL["webhook_release"], held)
+                await self._db.execute(SQL["webhook_release"], *held)
 
     async def _run(self) -> None:
         failures = 0
@@ -106,7 +118,9 @@ class WebhookRelay:
             if self._failing:  # the receiver or the database: its wait, whatever is queued
                 await asyncio.sleep(wait or 0.0)
                 continue
-            timeout = self._poll if wait is None else min(max(wait, 0.0), self._poll)
+            if wait is not None and wait <= 0:  # due, yet the claim skipped it: locked
+                wait = BUSY_SECONDS
+            timeout = self._poll if wait is None else min(wait, self._poll)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._woken.wait(), timeout)
 
@@ -114,7 +128,7 @@ class WebhookRelay:
         """Send what is due now, one row at a time; returns the seconds until the relay should
         look again (None: no row is waiting)."""
         while (row := await self._db.fetchrow(SQL["webhook_claim"], self._lease)) is not None:
-            self._held = row["id"]
+            self._held = (row["id"], row["lease"])
             escalation = Escalation(row["kind"], row["record_id"], dict(row["payload"]))
             try:
                 await self._sink.deliver(escalation)
@@ -135,10 +149,19 @@ class WebhookRelay:
 
     async def _failed(self, row: Row, exc: Exception, *, give_up: bool) -> float | None:
         """Count a failed send; returns the wait before the row's next one (None: given up)."""
-        attempts = await self._db.fetchval(
-            SQL["webhook_failed"], row["id"], self._retry, self._max_wait, give_up
+        attempts: int | None = await self._db.fetchval(
+            SQL["webhook_failed"], row["id"], self._retry, self._max_wait, give_up, row["lease"]
         )
         self._held = None
+        if attempts is None:  # another relay took the row since (or it was sent): its state
+            log.warning(
+                "webhook.lease_lost",
+                escalation_id=row["id"],
+                error=type(exc).__name__,
+                status=_status(exc),
+            )
+            # Still, the receiver failed: wait as this failure would have had this relay wait.
+            return None if give_up else self._backoff(row["webhook_attempts"] + 1)
         if give_up:
             log.error(
                 "webhook.abandoned",
@@ -146,14 +169,27 @@ class WebhookRelay:
                 kind=row["kind"],
                 attempts=attempts,
                 error=type(exc).__name__,
+                status=_status(exc),
             )
             return None
-        wait: float = min(self._retry * 2 ** (attempts - 1), self._max_wait)
+        wait = self._backoff(attempts)
         log.warning(
             "webhook.deferred",
             escalation_id=row["id"],
             attempts=attempts,
             error=type(exc).__name__,
+            status=_status(exc),
             retry_in=wait,
         )
         return wait
+
+    def _backoff(self, attempts: int) -> float:
+        """The wait after a row's ``attempts``-th failed send."""
+        return float(min(self._retry * 2 ** (attempts - 1), self._max_wait))
+
+
+def _status(exc: BaseException) -> int | None:
+    """The receiver's HTTP status behind a failed send (None: no answer, e.g. unreachable),
+    so an operator can tell a redirect, a 404 or a 401 apart; never the URL or the body."""
+    cause = exc if isinstance(exc, httpx.HTTPStatusError) else exc.__cause__
+    return cause.response.status_code if isinstance(cause, httpx.HTTPStatusError) else None
