@@ -97,3 +97,11 @@ class WebhookSink:
             client.stream("POST", self._url, json=body) as response,
         ):
             response.raise_for_status()
+
+
+def answered_status(exc: BaseException) -> int | None:
+    """The receiver's HTTP status behind a failed delivery (None: nothing answered, e.g.
+    unreachable), so an operator can tell a redirect, a 404 or a 401 apart; never the URL or
+    the body."""
+    cause = exc if isinstance(exc, httpx.HTTPStatusError) else exc.__cause__
+    return cause.response.status_code if isinstance(cause, httpx.HTTPStatusError) else None

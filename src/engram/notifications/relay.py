@@ -35,11 +35,11 @@ import asyncio
 import contextlib
 from datetime import datetime
 
-import httpx
 import structlog
 
 from engram.errors import InfrastructureError
 from engram.infra.db import DatabaseAdapter, Row
+from engram.infra.webhook import answered_status as _status
 from engram.notifications.dispatcher import SQL, Escalation, NotificationSink
 
 log = structlog.get_logger("engram.notifications.relay")
@@ -186,10 +186,3 @@ class WebhookRelay:
     def _backoff(self, attempts: int) -> float:
         """The wait after a row's ``attempts``-th failed send."""
         return float(min(self._retry * 2 ** (attempts - 1), self._max_wait))
-
-
-def _status(exc: BaseException) -> int | None:
-    """The receiver's HTTP status behind a failed send (None: no answer, e.g. unreachable),
-    so an operator can tell a redirect, a 404 or a 401 apart; never the URL or the body."""
-    cause = exc if isinstance(exc, httpx.HTTPStatusError) else exc.__cause__
-    return cause.response.status_code if isinstance(cause, httpx.HTTPStatusError) else None
