@@ -72,16 +72,24 @@ def _screen_seconds(text: str) -> float:
     return time.thread_time() - started
 
 
+#: The screen's time on a crafted record that still counts as linear: the defects these
+#: tests guard against cost 1-2 s. It was 0.5 s until session 31's machine, slower than the
+#: earlier ones, screened a secret's name repeated ("seed=", "key=") in 0.43-0.64 s, at
+#: 8c8c684 and after alike (prose 0.047-0.051 s): the machine, not the code.
+CRAFTED_FLOOR_SECONDS = 0.8
+
+
 def slow_crafted(crafted: tuple[str, ...]) -> tuple[float, list[tuple[str, float]]]:
     """The screen's time for prose of the largest size, and each crafted piece whose record
-    of that size took half a second or more and ten times that (best of two readings)."""
+    of that size took ``CRAFTED_FLOOR_SECONDS`` or more and ten times prose (best of two
+    readings)."""
     prose = _screen_seconds(
         _largest("The committee reviews the budget before the quarter closes in March. ")
     )
     slow = []
     for piece in crafted:
         seconds = min(_screen_seconds(_largest(piece)) for _ in range(2))
-        if seconds >= max(0.5, 10 * prose):
+        if seconds >= max(CRAFTED_FLOOR_SECONDS, 10 * prose):
             slow.append((piece, seconds))
     return prose, slow
 

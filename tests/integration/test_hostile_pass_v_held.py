@@ -65,8 +65,9 @@ CRAFTED = (
 def test_the_newest_rules_cost_about_prose_on_the_largest_crafted_records() -> None:
     """Each crafted record of the largest size an adapter accepts (content 16,000
     characters, metadata 16 KiB) aimed at regex@6's rules and at the fold is screened in
-    under half a second and under ten times prose of that size (measured at 0.01 to 0.3 s
-    against 0.035 s for prose; the slowest are a secret's name repeated, ``seed=``)."""
+    under ``CRAFTED_FLOOR_SECONDS`` or ten times prose of that size (measured at 0.01 to 0.3 s
+    against 0.035 s for prose; on session 31's slower machine ``seed=``, the slowest, took
+    0.43-0.64 s against 0.05 s)."""
     prose, slow = slow_crafted(CRAFTED)
     assert [] == slow, prose
 
