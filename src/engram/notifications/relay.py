@@ -112,7 +112,7 @@ class WebhookRelay:
                 failures = 0
             except Exception as exc:  # noqa: BLE001 - the database: look again later
                 failures += 1
-                wait = min(self._retry * 2 ** (failures - 1), self._max_wait)
+                wait = self._backoff(failures)
                 self._failing = True
                 log.warning("webhook.relay_failed", error=type(exc).__name__, retry_in=wait)
             if self._failing:  # the receiver or the database: its wait, whatever is queued
