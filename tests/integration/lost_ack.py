@@ -17,6 +17,11 @@ import asyncpg
 
 T = TypeVar("T")
 
+#: What pg_stat_activity shows of the Gate's one-statement writes (the first kilobyte: the
+#: comment naming their parameters), to cut their acknowledgement instead of a COMMIT's.
+CREATE_AT_ONCE = "as store's insert_version"
+UPDATE_AT_ONCE = "as create_at_once, the version being the next"
+
 _WAITING = (
     "SELECT pid, query FROM pg_stat_activity WHERE usename = 'engram_runtime' "
     "AND datname = current_database() AND wait_event = 'SyncRep'"

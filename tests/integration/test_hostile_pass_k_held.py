@@ -20,7 +20,7 @@ from tests.conftest import ScratchDatabase
 from tests.integration import test_http_api as http_api
 from tests.integration.consolidation_helpers import DEEP, INCIDENT, head_of
 from tests.integration.gate_helpers import BOSS, EXTERNAL, belief, create, update
-from tests.integration.lost_ack import with_lost_ack
+from tests.integration.lost_ack import CREATE_AT_ONCE, UPDATE_AT_ONCE, with_lost_ack
 from tests.integration.race_helpers import broken_invariants, jittered, typed
 from tests.integration.test_hostile_pass_h import _seed_thread
 from tests.integration.test_hostile_pass_k import CALLER
@@ -245,9 +245,7 @@ async def test_writes_whose_commit_acknowledgement_is_lost_are_written_once(
     created = await with_lost_ack(
         database.admin_url,
         kernel.gate.evaluate(create(belief(TEXTS[0]), CALLER)),
-        # A new record is written in one statement (create_at_once); pg_stat_activity shows
-        # its first kilobyte, the comment naming its parameters.
-        "as store's insert_version",
+        CREATE_AT_ONCE,  # a new record is written in one statement
     )
     assert created.decision is GateDecision.APPROVED, created.reason
     assert created.record_id is not None
@@ -255,7 +253,7 @@ async def test_writes_whose_commit_acknowledgement_is_lost_are_written_once(
     changed = await with_lost_ack(
         database.admin_url,
         kernel.gate.evaluate(update(created.record_id, f"{TEXTS[0]} Checked.", 1, CALLER)),
-        "COMMIT",
+        UPDATE_AT_ONCE,  # so is the next version of the head it was planned against
     )
     assert (changed.decision, changed.version) == (GateDecision.APPROVED, 2), changed.reason
     await kernel.events.settled()

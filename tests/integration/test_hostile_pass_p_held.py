@@ -13,7 +13,7 @@ from engram.memory.types import TrustLevel
 from engram.protocols.inprocess import AgentSession
 from engram.protocols.views import result_view, search_view
 from tests.conftest import ScratchDatabase
-from tests.integration.lost_ack import with_lost_ack
+from tests.integration.lost_ack import UPDATE_AT_ONCE, with_lost_ack
 from tests.integration.test_hostile_pass_p import slow_crafted
 from tests.integration.test_reader_versions import C1, C2, C3, C4, FAST, _belief, _gapped
 from tests.integration.twin_helpers import Store, differences, normalised, twin_a, twin_b
@@ -164,16 +164,16 @@ async def test_an_update_through_a_gap_whose_commit_acknowledgement_is_lost_is_t
     twin_a: Store, database: ScratchDatabase
 ) -> None:
     """The writer's update through a gap (its number 2 behind a hidden version), quarantined
-    above it for an address, has its COMMIT's acknowledgement cut (the backend terminated
-    while the commit waits for a standby). The answer rebuilt from the audit row, and the
-    retry under the same request id, both say "stored as version 3" (the writer's number),
+    above it for an address, has its commit's acknowledgement cut (the backend terminated
+    while the one-statement update's commit waits for a standby). The answer rebuilt from
+    the audit row, and the retry under the same request id, both say "stored as version 3" (the writer's number),
     leave out the record it may no longer read, and the version is stored once."""
     record_id, _ = await _gapped(twin_a)
     writer = AgentSession(twin_a.kernel, twin_a.principals["writer"].caller)
     first = await with_lost_ack(
         database.admin_url,
         writer.update(record_id, _belief(LEAKY), expected_version=2, request_id="lost-1"),
-        "COMMIT",
+        UPDATE_AT_ONCE,
     )
     assert first.approved, first.reason
     assert first.reason.startswith("stored as version 3"), first.reason

@@ -15,6 +15,18 @@ def test_sql_blocks_are_named_and_fragments_included() -> None:
     assert {"get_one": "SELECT id, name FROM t WHERE id = $1"} == dict(queries)
 
 
+def test_fragments_may_include_fragments_but_not_in_a_cycle() -> None:
+    """A fragment's own ``{{name}}`` is replaced too; fragments that include each other fail
+    at load time instead of looping."""
+    queries = parse_queries(
+        "-- fragment: cols\nid, {{more}}\n-- fragment: more\nname\n"
+        "-- name: get_one\nSELECT {{cols}} FROM t\n"
+    )
+    assert dict(queries) == {"get_one": "SELECT id, name FROM t"}
+    with pytest.raises(ValueError, match="cycle"):
+        parse_queries("-- fragment: a\n{{b}}\n-- fragment: b\n{{a}}\n-- name: q\nSELECT {{a}}\n")
+
+
 def test_sql_duplicates_and_unknown_fragments_are_errors() -> None:
     """A name defined twice, or a missing fragment, fails loudly at load time."""
     with pytest.raises(ValueError, match="twice"):

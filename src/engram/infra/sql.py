@@ -1,8 +1,9 @@
 """Named SQL statements kept in ``.sql`` files, one file per aggregate.
 
 A file holds blocks headed ``-- name: statement_name``; a block headed ``-- fragment: name``
-is text that statements include as ``{{name}}`` (a column list, say). Statements take
-positional parameters (``$1``); no value is ever formatted into them.
+is text that statements include as ``{{name}}`` (a column list, say). A fragment may include
+others, to a depth of :data:`MAX_DEPTH`. Statements take positional parameters (``$1``); no
+value is ever formatted into them.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from types import MappingProxyType
 
 _HEADER = re.compile(r"^--\s*(name|fragment):\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
 _INCLUDE = re.compile(r"\{\{([a-z_][a-z0-9_]*)\}\}")
+
+#: How deep fragments may include fragments (deeper is taken for a cycle).
+MAX_DEPTH = 4
 
 
 def _blocks(text: str) -> tuple[dict[str, str], dict[str, str]]:
@@ -47,7 +51,14 @@ def parse_queries(text: str, shared: Mapping[str, str] | None = None) -> Mapping
         except KeyError:
             raise ValueError(f"unknown SQL fragment {match.group(1)!r}") from None
 
-    return MappingProxyType({name: _INCLUDE.sub(include, sql) for name, sql in statements.items()})
+    def expand(sql: str) -> str:
+        for _ in range(MAX_DEPTH + 1):
+            if _INCLUDE.search(sql) is None:
+                return sql
+            sql = _INCLUDE.sub(include, sql)
+        raise ValueError("SQL fragments include each other deeper than MAX_DEPTH (a cycle?)")
+
+    return MappingProxyType({name: expand(sql) for name, sql in statements.items()})
 
 
 def _read(package: str, filename: str) -> str:

@@ -78,6 +78,22 @@ ESCALATED = (
 )
 
 
+def level_change(
+    *, before: MemoryRecord, after: MemoryRecord, decision_id: uuid.UUID
+) -> dict[str, Any] | None:
+    """The payload of :data:`LEVEL_CHANGED` when ``after`` (the new version) has another
+    access level than ``before`` (the head it replaces), else None."""
+    if before.access_level is after.access_level:
+        return None
+    return {
+        "record_id": str(after.record_id),
+        "version_id": str(after.id),
+        "decision_id": str(decision_id),
+        "from_level": before.access_level.value,
+        "to_level": after.access_level.value,
+    }
+
+
 async def note_level_change(
     conn: Connection,
     events: EventBus,
@@ -86,18 +102,11 @@ async def note_level_change(
     after: MemoryRecord,
     decision_id: uuid.UUID,
 ) -> None:
-    """Inside the UPDATE's transaction: publish :data:`LEVEL_CHANGED` when ``after`` (the new
-    version) has another access level than ``before`` (the head it replaces)."""
-    if before.access_level is after.access_level:
-        return
-    payload = {
-        "record_id": str(after.record_id),
-        "version_id": str(after.id),
-        "decision_id": str(decision_id),
-        "from_level": before.access_level.value,
-        "to_level": after.access_level.value,
-    }
-    await events.publish(conn, Event(LEVEL_CHANGED, after.record_id, payload))
+    """Inside the UPDATE's transaction: publish :data:`LEVEL_CHANGED` when the level changed
+    (:func:`level_change`)."""
+    payload = level_change(before=before, after=after, decision_id=decision_id)
+    if payload is not None:
+        await events.publish(conn, Event(LEVEL_CHANGED, after.record_id, payload))
 
 
 async def look_again(db: DatabaseAdapter, events: EventBus, moved: MemoryRecord) -> None:

@@ -1,10 +1,11 @@
--- SQL of the Gate's one-statement write (engram.memory.gate.at_once): a new record's
--- version row, its edges, its outbox events and its audit row, in one round trip and one
--- implicit transaction. Each part is the statement its owner runs on the transactional path:
--- store's insert_version and insert_edges, the outbox's insert_event, audit's append_entry.
--- The primary query reads the version CTE first, so the version (and its HNSW entry) is
--- inserted before the audit lane is locked, as on the transactional path; the lane is then
--- held for the audit row, the edges, the events and the commit.
+-- SQL of the Gate's one-statement writes (engram.memory.gate.at_once): a new record's
+-- version row, or a record's next version with its head closed, then the version's edges,
+-- its outbox events and its audit row, in one round trip and one implicit transaction. Each
+-- part is the statement its owner runs on the transactional path: store's close_head,
+-- insert_version and insert_edges, the outbox's insert_event, audit's append_entry. The
+-- primary query reads the version CTE first, so the version (and its HNSW entry) is inserted
+-- before the audit lane is locked, as on the transactional path; the lane is then held for
+-- the audit row, the edges, the events and the commit.
 
 -- fragment: isoformat_utc
 -- v.ingestion_time as Python's datetime.isoformat() writes it in UTC: microseconds only when
@@ -14,22 +15,11 @@ to_char(v.ingestion_time AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS')
         ELSE to_char(v.ingestion_time AT TIME ZONE 'UTC', '.US') END
 || '+00:00'
 
--- name: create_at_once
--- $1-$25 as store's insert_version (its insert_version_row fragment). Edges from the new
--- version: $26 targets, $27 kinds, $28 weights, $29 provenance (JSON text). Outbox events
--- of the record ($2): $30 names, $31 payloads (JSON text). The audit row: $32 request id,
--- $33 action, $34 decision, $35 outcome, $36 reason, $37 agent, $38 caller, $39 input,
--- $40 checks, $41 advice, $42 decision source, $43 duration, $44 lane; $47 the NOTIFY channel
--- on which the events are announced and written delivered (NULL: left to the outbox's
--- delivery: engram.infra.events.EventBus.announcing_channel). The audit row's hash covers
--- $45 || the occurred_at field || $46, where $45 and $46 are AuditEntry.payload's fields
--- before and after occurred_at and the middle one is the version's ingestion time written
--- as Python's isoformat() writes it (with microseconds unless they are zero),
--- length-prefixed.
-WITH version AS (
-    {{insert_version_row}}
-    RETURNING {{record_columns}}
-), edges AS (
+-- fragment: recorded
+-- What both statements write after the version CTE: its edges, its events, its audit row,
+-- and the row they answer with. With no version (an update whose head moved on) nothing is
+-- written, no audit number is taken and the lane is not locked.
+edges AS (
     INSERT INTO memory_edges (source_id, target_id, kind, weight, provenance, decision_id)
     SELECT v.id, e.target, e.kind, e.weight, e.provenance::jsonb, $14
     FROM version AS v,
@@ -56,7 +46,9 @@ WITH version AS (
     SELECT v.ingestion_time, {{isoformat_utc}} AS occurred
     FROM version AS v
 ), head AS (
-    SELECT lane, last_hash FROM audit_chain_heads WHERE lane = $44 FOR UPDATE
+    SELECT lane, last_hash FROM audit_chain_heads
+    WHERE lane = $44 AND EXISTS (SELECT 1 FROM version)
+    FOR UPDATE
 ), numbered AS (
     SELECT lane, last_hash, nextval('librarian_audit_seq_seq') AS seq FROM head
 ), entry AS (
@@ -88,3 +80,42 @@ SELECT v.*, (SELECT seq FROM moved) AS audit_seq,
        1 / (SELECT count(*) FROM moved)::int AS lane_moved,
        (SELECT count(*) FROM announced) AS announced
 FROM version AS v
+
+-- name: create_at_once
+-- $1-$25 as store's insert_version (its insert_version_row fragment). Edges from the new
+-- version: $26 targets, $27 kinds, $28 weights, $29 provenance (JSON text). Outbox events
+-- of the record ($2): $30 names, $31 payloads (JSON text). The audit row: $32 request id,
+-- $33 action, $34 decision, $35 outcome, $36 reason, $37 agent, $38 caller, $39 input,
+-- $40 checks, $41 advice, $42 decision source, $43 duration, $44 lane; $47 the NOTIFY channel
+-- on which the events are announced and written delivered (NULL: left to the outbox's
+-- delivery: engram.infra.events.EventBus.announcing_channel). The audit row's hash covers
+-- $45 || the occurred_at field || $46, where $45 and $46 are AuditEntry.payload's fields
+-- before and after occurred_at and the middle one is the version's ingestion time written
+-- as Python's isoformat() writes it (with microseconds unless they are zero),
+-- length-prefixed.
+WITH version AS (
+    {{insert_version_row}}
+    RETURNING {{record_columns}}
+), {{recorded}}
+
+-- name: update_at_once
+-- $1-$47 as create_at_once, the version being the next of the head $48 (its ingestion time
+-- passed as $11, the earliest the new version may start). The head is closed only while it
+-- is still the record's live head at the access level $49 the Gate planned against (what
+-- store's head_for_update and the write path's checks ask); otherwise nothing is written and
+-- no row comes back. Closing it waits for another writer's lock on it, as head_for_update
+-- does, and then reads the row that writer left. The version is inserted from the closed
+-- row, which orders the two: the record never has two heads.
+WITH closed AS (
+    UPDATE memories
+    SET superseded_by = $1,
+        ingestion_time_end = greatest(now(), ingestion_time),
+        status = 'superseded',
+        updated_at = now()
+    WHERE id = $48 AND superseded_by IS NULL AND status <> 'forgotten' AND access_level = $49
+    RETURNING id
+), version AS (
+    {{insert_version_row}}
+    FROM closed
+    RETURNING {{record_columns}}
+), {{recorded}}

@@ -20,7 +20,13 @@ from engram.memory import store
 from engram.memory.audit.log import AuditEntry, AuditLog
 from engram.memory.gate.access import merge_denial
 from engram.memory.gate.advisor import AdvisorAction
-from engram.memory.gate.at_once import AlreadyWritten, create_at_once, writes_at_once
+from engram.memory.gate.at_once import (
+    AlreadyWritten,
+    create_at_once,
+    update_at_once,
+    updates_at_once,
+    writes_at_once,
+)
 from engram.memory.gate.links import link_version
 from engram.memory.gate.plan import (
     Plan,
@@ -80,11 +86,20 @@ class WritePath:
     async def commit(self, plan: Plan, *, decision_id: UUID, timing: Timing) -> GateResult:
         """Persist an approved plan and have its events delivered; raises
         :class:`~engram.errors.VersionConflict` when the head moved (or another writer won the
-        race for the next version). A new record admitted as it stands is written in one
-        statement (:mod:`~engram.memory.gate.at_once`), which may announce its events itself."""
-        if writes_at_once(plan):
+        race for the next version). A new record admitted as it stands, and an UPDATE of the
+        head it was planned against, are written in one statement
+        (:mod:`~engram.memory.gate.at_once`), which may announce its events itself; an
+        UPDATE whose head moved on since comes here."""
+        at_once = (
+            create_at_once
+            if writes_at_once(plan)
+            else update_at_once
+            if updates_at_once(plan)
+            else None
+        )
+        if at_once is not None:
             try:
-                result, announced = await create_at_once(
+                written = await at_once(
                     self._db,
                     self._audit,
                     self._events,
@@ -95,9 +110,11 @@ class WritePath:
             except AlreadyWritten:
                 self._events.committed()
                 return await self._already_committed(plan, decision_id)
-            if not announced:
-                self._events.committed()
-            return result
+            if written is not None:
+                result, announced = written
+                if not announced:
+                    self._events.committed()
+                return result
         attempts = 0
 
         async def body(conn: Connection) -> GateResult:

@@ -81,18 +81,19 @@ WHERE (h.id IS NOT NULL AND h.access_level = ANY($2::text[]))
 
 -- fragment: insert_version_row
 -- One version row from $1-$25 (versions.version_row gives them); the Gate's one-statement
--- write (gate/write.sql) inserts its version with the same fragment and parameters.
+-- writes (gate/write.sql) insert their version with the same fragment and parameters. The
+-- values are a SELECT list, so that a statement may add a FROM clause: the one-statement
+-- update inserts its version from the row that closed the head, which orders the two.
 INSERT INTO memories (
     id, record_id, version, type, content, metadata, source_agent, source_confidence,
     evidence_links, event_time, ingestion_time, access_level, classification,
     gate_decision_id, gate_decision_type, expected_version, namespace, status,
     consolidation_path, importance, content_hash, embedding, embedding_model,
     created_at, updated_at, event_time_end, screened_with
-) VALUES (
+) SELECT
     $1, $2, $3, $4, $5, $6, $7, $8, $9, coalesce($10, now()),
     greatest(now(), coalesce($11, now())), $12, $13, $14, $15, $16, $17, $23::engram.memory_status,
     $18, $19, $20, $21, $22, now(), now(), $24, $25
-)
 
 -- name: insert_version
 {{insert_version_row}}
