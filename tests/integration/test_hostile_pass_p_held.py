@@ -166,8 +166,9 @@ async def test_an_update_through_a_gap_whose_commit_acknowledgement_is_lost_is_t
     """The writer's update through a gap (its number 2 behind a hidden version), quarantined
     above it for an address, has its commit's acknowledgement cut (the backend terminated
     while the one-statement update's commit waits for a standby). The answer rebuilt from
-    the audit row, and the retry under the same request id, both say "stored as version 3" (the writer's number),
-    leave out the record it may no longer read, and the version is stored once."""
+    the audit row, and the retry under the same request id, both say "stored as version 3"
+    (the writer's number), leave out the record it may no longer read, and the version is
+    stored once."""
     record_id, _ = await _gapped(twin_a)
     writer = AgentSession(twin_a.kernel, twin_a.principals["writer"].caller)
     first = await with_lost_ack(
