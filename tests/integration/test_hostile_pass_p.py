@@ -75,7 +75,8 @@ def _screen_seconds(text: str) -> float:
 #: The screen's time on a crafted record that still counts as linear: the defects these
 #: tests guard against cost 1-2 s. It was 0.5 s until session 31's machine, slower than the
 #: earlier ones, screened a secret's name repeated ("seed=", "key=") in 0.43-0.64 s, at
-#: 8c8c684 and after alike (prose 0.047-0.051 s): the machine, not the code.
+#: 8c8c684 and after alike (prose 0.047-0.051 s): the machine, not the code. (A value judged
+#: once for a name repeated now brings those records to 0.13-0.16 s, session 32.)
 CRAFTED_FLOOR_SECONDS = 0.8
 
 

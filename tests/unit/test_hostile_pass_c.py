@@ -8,7 +8,7 @@ from typing import Any
 import phonenumbers
 import pytest
 
-from engram.memory.gate.pii import scan
+from engram.memory.gate.pii import assignments, scan
 from engram.memory.gate.pii.contact import MAX_NATIONAL_TRIES
 from engram.memory.gate.pii.findings import PiiKind
 
@@ -233,3 +233,26 @@ async def test_an_over_long_stdio_line_is_answered_not_fatal() -> None:
     line = await lines.__anext__()
     assert '"ping"' in line
     assert "-32" in out.getvalue()  # the long line got a JSON-RPC error
+
+
+def test_a_name_repeated_has_its_one_value_judged_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """assignments.find_assignments: in "key=key=…" every occurrence of the name after the
+    first assigns the same 500-character value, and each was judged again (its entropy, its
+    placeholder markers): 4,000 judgements in 16,000 characters, ten to fifteen times the
+    screen of prose. A value judged for the name before it is not judged again. Counted, not
+    timed."""
+    judged = 0
+    judge = assignments.secret_value_ok
+
+    def counted(*args: Any, **kwargs: Any) -> bool:
+        nonlocal judged
+        judged += 1
+        return judge(*args, **kwargs)
+
+    monkeypatch.setattr(assignments, "secret_value_ok", counted)
+    assert PiiKind.SECRET_ASSIGNMENT not in _kinds(("key=" * 4000)[:16_000])
+    assert 0 < judged < 400  # 4,000 before
+    judged = 0
+    found = _kinds("key=key=key=x password=Tr0ub4dor&3-horse key=key=")
+    assert PiiKind.SECRET_ASSIGNMENT in found
+    assert judged >= 2  # a different value is judged

@@ -266,6 +266,11 @@ def find_assignments(t: Text) -> Iterator[Span]:
     text = t.raw
     claimed = 0  # end of the last reported value; names inside it are part of the value
     wifi = _WIFI.search(t.lower) is not None
+    # The last name classed and the last value judged, with their answers: a name repeated
+    # ("key=key=…") gives one value to every occurrence after it until the value's end, and
+    # judging a value of 500 characters each time cost the screen ten times prose.
+    named: tuple[str, str | None] = ("", None)
+    judged: tuple[tuple[str, str, str, bool], bool] | None = None
     for at in _assignment_candidates(t):
         if at and text[at - 1] in "{%":
             continue  # a variable's name inside a template (${DB_PASSWORD:?required}), no value
@@ -274,7 +279,9 @@ def find_assignments(t: Text) -> Iterator[Span]:
         m = _ASSIGNMENT.match(text, at) if at >= claimed else None
         if m is None:
             continue
-        kind = key_class(m.group("key"), wifi=wifi)
+        name = m.group("key")
+        named = named if named[0] == name else (name, key_class(name, wifi=wifi))
+        kind = named[1]
         if m.group("loose") is not None and kind is not None:
             kind = _loosely(kind)
         if kind is None:
@@ -295,7 +302,13 @@ def find_assignments(t: Text) -> Iterator[Span]:
         if _pass_as_verb(text, at, m.group("key")) and _said(text[m.end("key") : start], value):
             continue
         next_char = text[end] if group == "bare" and end < len(text) else ""
-        if secret_value_ok(value, kind, next_char, bare=group == "bare"):
+        question = (value, kind, next_char, group == "bare")
+        judged = (
+            judged
+            if judged is not None and judged[0] == question
+            else (question, secret_value_ok(value, kind, next_char, bare=group == "bare"))
+        )
+        if judged[1]:
             claimed = end
             yield PiiKind.SECRET_ASSIGNMENT, start, end
     yield from _key_value_pairs(t)
