@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from typing import Any
 from uuid import UUID
 
@@ -239,5 +240,67 @@ async def test_an_update_whose_head_was_raised_meanwhile_writes_nothing_it_may_n
     )
     assert [(r["version"], r["status"], r["access_level"]) for r in rows] == [
         (1, "active", "sensitive")
+    ]
+    assert (await kernel.audit.verify()).ok
+
+
+def _close_socket_of(kernel: Kernel, server_pid: int) -> None:
+    """Shut down, on the kernel's side, the socket of its pooled connection served by the
+    backend ``server_pid``: the kernel loses the connection, the server does not notice
+    until it answers (a closed socket, not a killed backend)."""
+    pool = kernel.db._pool  # type: ignore[attr-defined]
+    for holder in pool._holders:
+        con = holder._con
+        if con is not None and not con.is_closed() and con.get_server_pid() == server_pid:
+            con._transport.get_extra_info("socket").shutdown(socket.SHUT_RDWR)
+            return
+    raise AssertionError(f"no pooled connection is served by backend {server_pid}")
+
+
+async def test_a_retry_whose_first_attempt_committed_after_its_connection_was_lost_is_answered(
+    kernel: Kernel, database: ScratchDatabase, written: list[bool]
+) -> None:
+    """The update's statement waits for the head's lock, and the kernel's side of its
+    connection is closed: the driver retries on another connection, whose statement waits
+    behind the first. When the lock is let go, the server finishes the first statement and
+    commits it although nobody hears the answer; the retry then finds the head closed. It
+    must look for its decision before falling back: the transactional path would have found
+    the writer's own version 2 and answered a conflict for a write that was stored."""
+    record = await _created(kernel, "The build cache for the monorepo is kept for seven days.")
+    async with holding_head(database.admin_url, record.record_id) as held:
+        running = asyncio.create_task(
+            kernel.gate.evaluate(
+                update_request(
+                    record.record_id,
+                    "The build cache for the monorepo is kept for fourteen days.",
+                    1,
+                    WRITER,
+                )
+            )
+        )
+        await lock_waiters(held.watch, 1)
+        first = await held.watch.fetchval(
+            "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+            "AND datname = current_database()"
+        )
+        _close_socket_of(kernel, first)
+        await lock_waiters(held.watch, 2)  # the retry, behind the first attempt
+        await held.release()
+        result = await running
+    assert (result.decision, result.outcome, result.version) == (
+        GateDecision.APPROVED,
+        WriteOutcome.UPDATED,
+        2,
+    ), result.reason
+    assert 2 == await kernel.db.fetchval(
+        "SELECT count(*) FROM memories WHERE record_id = $1", record.record_id
+    )
+    assert [("approved", 1)] == [
+        (r["decision"], r["n"])
+        for r in await kernel.db.fetch(
+            "SELECT decision, count(*) AS n FROM librarian_audit "
+            "WHERE record_id = $1 AND action = 'UPDATE' GROUP BY decision",
+            record.record_id,
+        )
     ]
     assert (await kernel.audit.verify()).ok

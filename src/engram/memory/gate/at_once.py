@@ -24,8 +24,10 @@ then writes the same edges (``supersedes`` first), events (``memory.updated``, t
 locks the head, checks it and writes in six to eight statements; the statement asks the
 same of the head in its ``WHERE`` (still the live head, not forgotten, at the level the Gate
 checked the caller against), and when it is not, writes nothing: the transactional path
-then runs, and answers as it always has (a version conflict, or the next version of the
-head as it is now for a writer that named no version).
+then runs, and answers as it always has (a version conflict; or, for a head moved in place to
+another level the writer may still read, the next version). A retry that finds no head to
+close looks for its decision first, as one that meets a first attempt's keys does: the head
+may have moved on to that attempt's own version.
 
 Every other plan (a FORGET, a NOOP, a merge, a state-changing conflict, a group) takes the
 transactional path. A retry after a lost connection first looks for its decision in the
@@ -292,6 +294,10 @@ async def _write(
                 raise refused from exc
             raise
         if row is None:  # an update whose head moved on: nothing written
+            # A retry's head may have moved on to its own first attempt: a statement the
+            # server finished and committed after the connection that sent it was lost.
+            if attempts > 1 and await audit.audited(conn, decision_id):
+                raise AlreadyWritten
             return None
         audit.appended(int(row["audit_seq"]))
         return store.record_from_row(row)
