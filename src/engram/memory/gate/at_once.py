@@ -58,8 +58,8 @@ from engram.memory.gate.plan import (
     approval_reason,
     approved_result,
     created_version,
+    next_version,
     record_event,
-    stamped,
 )
 from engram.memory.gate.reopen import LEVEL_CHANGED, level_change
 from engram.memory.gate.requests import GateResult, WriteOutcome
@@ -162,13 +162,7 @@ async def update_at_once(
     head = plan.head
     if head is None:  # pragma: no cover - updates_at_once checked it
         raise RuntimeError("an UPDATE without the head it was planned against")
-    new = stamped(
-        plan,
-        decision_id,
-        version=head.version + 1,
-        record_id=head.record_id,
-        path=head.consolidation_path,
-    ).model_copy(update={"id": plan.new_version_id})
+    new = next_version(plan, decision_id, head)
     # As the transactional path's _new_version: the edge to the head first, the level's
     # event after the record's.
     supersedes = store.NewEdge(

@@ -152,6 +152,19 @@ def stamped(
     )
 
 
+def next_version(plan: Plan, decision_id: UUID, head: MemoryRecord) -> MemoryRecord:
+    """The plan's record stored as the version after ``head`` (its record's live head), on
+    its record's path, with the id the plan chose for it."""
+    following = stamped(
+        plan,
+        decision_id,
+        version=head.version + 1,
+        record_id=head.record_id,
+        path=head.consolidation_path,
+    )
+    return following.model_copy(update={"id": plan.new_version_id})
+
+
 def updated_reason(version: int) -> str:
     """How an approved UPDATE's reason begins (the version in the numbering it is told in)."""
     return f"stored as version {version}"

@@ -35,8 +35,8 @@ from engram.memory.gate.plan import (
     approval_reason,
     approved_result,
     created_version,
+    next_version,
     record_event,
-    stamped,
 )
 from engram.memory.gate.reopen import note_level_change
 from engram.memory.gate.requests import (
@@ -215,13 +215,7 @@ class WritePath:
     ) -> GateResult:
         """Store the plan's record as the next version of ``locked`` (its head, locked)."""
         expected = plan.request.expected_version
-        new = stamped(
-            plan,
-            decision_id,
-            version=locked.version + 1,
-            record_id=locked.record_id,
-            path=locked.consolidation_path,
-        ).model_copy(update={"id": plan.new_version_id})
+        new = next_version(plan, decision_id, locked)
         if not await store.close_head(conn, locked.id, new.id):
             raise VersionConflict(expected=expected, actual=None)
         ingested = await self._insert(conn, plan, new, decision_id, not_before=locked)
