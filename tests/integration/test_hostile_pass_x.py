@@ -16,15 +16,12 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from uuid import UUID
 
 import asyncpg
 import pytest
@@ -35,10 +32,11 @@ from engram.config import EngramSettings
 from engram.infra.postgres import PostgresDatabase
 from engram.infra.resilience import CircuitBreaker, Resilience
 from engram.infra.webhook import WebhookSink
-from engram.notifications.dispatcher import AdminQueue, Escalation
+from engram.notifications.dispatcher import AdminQueue
 from engram.notifications.relay import WebhookRelay
 from engram.protocols.cli.output import problems_of
 from tests.conftest import ScratchDatabase
+from tests.integration.test_webhook_relay import escalation, relay_process
 
 
 @dataclass
@@ -117,15 +115,6 @@ async def pools(database: ScratchDatabase) -> AsyncIterator[tuple[PostgresDataba
     yield tuple(opened)
     for db in opened:
         await db.close()
-
-
-def escalation(n: int) -> Escalation:
-    """The ``n``-th escalation (its key ``memory.conflict_detected:d<n>:v<n>``)."""
-    return Escalation(
-        "memory.conflict_detected",
-        UUID(int=n),
-        {"decision_id": f"d{n}", "existing_version_id": f"v{n}", "classification": "unresolvable"},
-    )
 
 
 def slow_sink(url: str) -> WebhookSink:
@@ -289,25 +278,6 @@ def test_an_http_webhook_url_is_still_accepted(url: str) -> None:
     assert url == settings.webhook_url.get_secret_value()
 
 
-#: A relay in a process of its own, with a one-second lease; argv: database URL, webhook URL.
-FROZEN_RELAY = """
-import asyncio, sys
-from engram.infra.postgres import PostgresDatabase
-from engram.infra.resilience import CircuitBreaker, Resilience
-from engram.infra.webhook import WebhookSink
-from engram.notifications.relay import WebhookRelay
-
-async def main():
-    db = await PostgresDatabase.connect(
-        sys.argv[1], resilience=Resilience(CircuitBreaker("postgres")), min_size=1, max_size=2
-    )
-    sink = WebhookSink(sys.argv[2], retries=0, timeout_seconds=60.0, pause_seconds=0.0)
-    await WebhookRelay(db, sink, lease_seconds=1.0, retry_seconds=0.2).send_due()
-
-asyncio.run(main())
-"""
-
-
 async def test_a_relay_process_frozen_past_its_lease_does_not_re_due_a_row_sent_since(
     database: ScratchDatabase, pools: tuple[PostgresDatabase, ...], script: Script
 ) -> None:
@@ -320,17 +290,7 @@ async def test_a_relay_process_frozen_past_its_lease_does_not_re_due_a_row_sent_
     held = threading.Event()
     script.steps = [(held, 503)]
     await AdminQueue(first, webhook=lambda: None).deliver(escalation(4))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        FROZEN_RELAY,
-        database.runtime_url,
-        script.url,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    process = await relay_process(database.runtime_url, script.url, retry_seconds=0.2)
     try:
         await until(lambda: len(script.bodies) == 1, within=30.0)
         os.kill(process.pid, signal.SIGSTOP)

@@ -29,7 +29,7 @@ from engram.infra.fastembed_embedder import FastembedEmbedder
 from engram.infra.webhook import WebhookSink
 from engram.memory.types import GateDecision
 from engram.notifications.dispatcher import AdminQueue, Escalation
-from engram.notifications.relay import WebhookRelay
+from engram.notifications.relay import RETRY_SECONDS, WebhookRelay
 from tests.conftest import ScratchDatabase
 from tests.integration.gate_helpers import STANDARD, belief, create
 
@@ -210,7 +210,7 @@ async def test_a_refused_body_is_given_up_at_once(kernel: Kernel, receiver: Rece
     relay = WebhookRelay(kernel.db, WebhookSink(receiver.url, pause_seconds=0.0))
     queue = AdminQueue(kernel.db, webhook=relay.wake)
     with capture_logs() as logs:
-        await queue.deliver(_escalation(1))
+        await queue.deliver(escalation(1))
         assert await relay.send_due() is None
     row = await _row(kernel)
     assert (None, 1, None) == (
@@ -231,15 +231,15 @@ async def test_a_row_queued_again_is_due_only_if_it_was_never_tried(
     before 0021) becomes due when its event is delivered again with one; a row already sent
     or given up is not sent again."""
     plain = AdminQueue(kernel.db)
-    await plain.deliver(_escalation(2))
+    await plain.deliver(escalation(2))
     assert (await _row(kernel))["webhook_due_at"] is None
     relay = WebhookRelay(kernel.db, WebhookSink(receiver.url, pause_seconds=0.0))
     hooked = AdminQueue(kernel.db, webhook=relay.wake)
-    await hooked.deliver(_escalation(2))
+    await hooked.deliver(escalation(2))
     assert (await _row(kernel))["webhook_due_at"] is not None
     assert await relay.send_due() is None
     assert 1 == len(receiver.accepted)
-    await hooked.deliver(_escalation(2))
+    await hooked.deliver(escalation(2))
     row = await _row(kernel)
     assert (None, 0) == (row["webhook_due_at"], row["webhook_attempts"])
     assert row["webhook_sent_at"] is not None
@@ -248,7 +248,8 @@ async def test_a_row_queued_again_is_due_only_if_it_was_never_tried(
     assert 1 == await kernel.db.fetchval("SELECT count(*) FROM escalations")
 
 
-#: A relay in a process of its own, with a one-second lease; argv: database URL, webhook URL.
+#: A relay in a process of its own, with a one-second lease; argv: database URL, webhook URL,
+#: the seconds before a failed send is tried again.
 RELAY = """
 import asyncio, sys
 from engram.infra.postgres import PostgresDatabase
@@ -261,10 +262,30 @@ async def main():
         sys.argv[1], resilience=Resilience(CircuitBreaker("postgres")), min_size=1, max_size=2
     )
     sink = WebhookSink(sys.argv[2], retries=0, timeout_seconds=60.0, pause_seconds=0.0)
-    await WebhookRelay(db, sink, lease_seconds=1.0).send_due()
+    relay = WebhookRelay(db, sink, lease_seconds=1.0, retry_seconds=float(sys.argv[3]))
+    await relay.send_due()
 
 asyncio.run(main())
 """
+
+
+async def relay_process(
+    database_url: str, url: str, *, retry_seconds: float = RETRY_SECONDS
+) -> asyncio.subprocess.Process:
+    """A :data:`RELAY` process sending the due rows of ``database_url`` to ``url`` (none of
+    this process's ``ENGRAM_`` settings passed on)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        RELAY,
+        database_url,
+        url,
+        str(retry_seconds),
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 async def test_a_relay_killed_mid_send_leaves_the_row_to_the_next(
@@ -275,18 +296,8 @@ async def test_a_relay_killed_mid_send_leaves_the_row_to_the_next(
     when the lease ends and sends it (the receiver sees the key twice, as at-least-once
     delivery says)."""
     receiver.hang = True
-    await AdminQueue(kernel.db, webhook=lambda: None).deliver(_escalation(3))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        RELAY,
-        database.runtime_url,
-        receiver.url,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    await AdminQueue(kernel.db, webhook=lambda: None).deliver(escalation(3))
+    process = await relay_process(database.runtime_url, receiver.url)
     try:
         assert await asyncio.to_thread(receiver.arrived.wait, 30)
     finally:
@@ -309,7 +320,8 @@ async def test_a_relay_killed_mid_send_leaves_the_row_to_the_next(
     assert [row["dedupe_key"]] * 2 == [body["key"] for body in receiver.bodies]
 
 
-def _escalation(n: int) -> Escalation:
+def escalation(n: int) -> Escalation:
+    """The ``n``-th escalation (its key ``memory.conflict_detected:d<n>:v<n>``)."""
     return Escalation(
         "memory.conflict_detected",
         UUID(int=n),
