@@ -304,3 +304,55 @@ async def test_a_retry_whose_first_attempt_committed_after_its_connection_was_lo
         )
     ]
     assert (await kernel.audit.verify()).ok
+
+
+async def test_an_update_whose_backend_is_killed_while_it_waits_is_written_once(
+    kernel: Kernel, database: ScratchDatabase, written: list[bool]
+) -> None:
+    """The backend running the update's statement is terminated while it waits for the
+    head's lock: the statement dies whole (no closed head, no version, no audit row), the
+    driver retries on another connection, and once the lock is let go the update is stored
+    once, as version 2."""
+    record = await _created(kernel, "The release train leaves every second Thursday.")
+    async with holding_head(database.admin_url, record.record_id) as held:
+        running = asyncio.create_task(
+            kernel.gate.evaluate(
+                update_request(
+                    record.record_id,
+                    "The release train leaves every Thursday.",
+                    1,
+                    WRITER,
+                )
+            )
+        )
+        await lock_waiters(held.watch, 1)
+        victim = await held.watch.fetchval(
+            "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+            "AND datname = current_database()"
+        )
+        assert await held.watch.fetchval("SELECT pg_terminate_backend($1)", victim)
+        for _ in range(1000):  # until the retry waits, on another connection
+            waiting = await held.watch.fetch(
+                "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                "AND datname = current_database()"
+            )
+            if any(row["pid"] != victim for row in waiting):
+                break
+            await asyncio.sleep(0.01)
+        else:
+            raise AssertionError("the update was not retried on another connection")
+        await held.release()
+        result = await running
+    assert (result.decision, result.version) == (GateDecision.APPROVED, 2), result.reason
+    assert written == [True]
+    rows = await kernel.db.fetch(
+        "SELECT version, status::text AS status FROM memories WHERE record_id = $1 "
+        "ORDER BY version",
+        record.record_id,
+    )
+    assert [(r["version"], r["status"]) for r in rows] == [(1, "superseded"), (2, "active")]
+    assert 1 == await kernel.db.fetchval(
+        "SELECT count(*) FROM librarian_audit WHERE record_id = $1 AND action = 'UPDATE'",
+        record.record_id,
+    )
+    assert (await kernel.audit.verify()).ok
