@@ -27,6 +27,7 @@ from engram.infra.fastembed_embedder import FastembedEmbedder
 from engram.memory.types import TrustLevel
 from tests.e2e.conftest import Served
 from tests.e2e.test_serve import ENGRAM, _env, _postgres_for
+from tests.readiness import when_ready
 
 pytestmark = pytest.mark.slow
 
@@ -59,7 +60,9 @@ async def _scenario(client: Client, agent: str, topic: str) -> None:
         assert tool.output_schema is not None
         assert "object" == tool.output_schema["type"]
 
-    health = _body(await client.call_tool("health", {}))
+    health = _body(
+        await when_ready(lambda: client.call_tool("health", {}), lambda r: _body(r)["ready"])
+    )
     assert (True, agent) == (health["ready"], health["agent"]["name"])
 
     fact, changed = f"{FACT} ({topic})", f"{CHANGED} ({topic})"

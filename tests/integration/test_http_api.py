@@ -22,6 +22,7 @@ from engram.protocols.http.problems import ERROR_STATUS, PROBLEM_JSON, status_of
 from tests.integration.gate_helpers import escalate
 from tests.integration.odd_inputs import ODD_IDS, ODD_INPUTS, OddInput
 from tests.integration.scheduler_helpers import running
+from tests.readiness import when_ready
 
 TOKEN = re.compile(r"engram_[A-Za-z0-9_-]{43}")
 #: The documented bounds (docs/api.md): the body size limit and the audited excerpt.
@@ -597,7 +598,8 @@ async def test_health_and_readiness_need_no_token_and_metrics_needs_one(api: Api
     """Health and readiness answer without a token; metrics answer the admin's token and
     refuse a caller without one (ADR-022)."""
     assert 200 == (await api.client.get("/healthz")).status_code
-    assert 200 == (await api.client.get("/readyz")).status_code
+    readyz = await when_ready(lambda: api.client.get("/readyz"), lambda r: r.status_code == 200)
+    assert 200 == readyz.status_code, readyz.text
     assert_problem(await api.client.get("/metrics"), 401)
     assert (
         "engram_gate_decisions_total" in (await api.client.get("/metrics", headers=api.admin)).text

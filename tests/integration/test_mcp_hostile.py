@@ -17,6 +17,7 @@ from engram.protocols.mcp.schema import page_cursor
 from engram.protocols.mcp.server import build_server
 from engram.protocols.mcp.tools import EngramTools
 from engram.retrieval.search import DEFAULT_MIN_SCORE
+from tests.readiness import when_ready
 
 QUERY = "where does the billing service keep its invoices"
 READABLE = [
@@ -109,7 +110,9 @@ async def test_health_shows_readiness_and_the_caller_only(kernel: Kernel) -> Non
     tools = EngramTools(kernel)
     reader = await _principal(kernel, "health-reader", TrustLevel.RESTRICTED)
     writer = await _principal(kernel, "busy-writer", TrustLevel.STANDARD)
-    first = _body(await tools.call("health", {}, reader))
+    first = _body(
+        await when_ready(lambda: tools.call("health", {}, reader), lambda r: _body(r)["ready"])
+    )
     assert {"ready", "checks", "agent"} == set(first)
     assert first["ready"] is True
     assert {"database", "migrations", "embedding_model", "gate", "audit_log"} == set(

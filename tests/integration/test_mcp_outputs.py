@@ -17,6 +17,7 @@ from engram.memory.types import TrustLevel
 from engram.protocols.mcp.schema import TOOL_NAMES
 from engram.protocols.mcp.server import build_server
 from engram.protocols.mcp.tools import EngramTools
+from tests.readiness import when_ready
 
 BELIEF = {
     "type": "belief",
@@ -85,7 +86,7 @@ async def test_every_tool_answers_what_its_output_schema_declares(kernel: Kernel
         await call("feedback", {"record_id": str(uuid.uuid4()), "useful": True})
         await call("forget", {"record_id": record_id})
         await call("forget", {"record_id": record_id, "expected_version": 0})
-        health = _body(await call("health", {}))
+        health = _body(await when_ready(lambda: call("health", {}), lambda r: _body(r)["ready"]))
         assert health["ready"], health
         await call("health", {"verbose": True})
 
