@@ -480,11 +480,12 @@ class _Ticking:
 async def test_a_pass_out_of_time_keeps_what_it_committed(kernel: Kernel) -> None:
     """A pass past its time limit starts no new batch: the batch it committed stays, the rest
     is skipped as timed_out, and a later pass consolidates it. Reads of the injected clock:
-    the deadline (0), one per topic while planning (1, 2), one per batch (3, then 4 > 3.5)."""
+    the pass's start (0), one per topic while planning (1, 2), one per batch (3, then 4 past
+    the agent level's deadline, 0.85 of 4 s)."""
     incident = await _seed(kernel, INCIDENT, DAY)
     etl = await _seed(kernel, LATE_ETL, DAY + timedelta(days=40), callers=(BOSS, OTHER))
     await kernel.events.settled()
-    hurried = engine_with(kernel, batch_size=3, max_seconds=3.5, clock=_Ticking())
+    hurried = engine_with(kernel, batch_size=3, max_seconds=4.0, clock=_Ticking())
     report = await hurried.run(DEEP)
     assert set(report.consumed) == set(incident)
     assert report.skipped == {SkipReason.TIMED_OUT.value: len(etl)}

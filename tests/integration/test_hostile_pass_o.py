@@ -98,54 +98,123 @@ async def test_a_write_committing_after_an_event_pass_stays_fresh_for_its_level(
     assert level in due.levels
 
 
-#: Per round, a new agent-level topic: one failure told three ways (threshold three).
-def _agent_topic(service: str) -> list[str]:
-    return [
-        f"The {service} deploy failed again because the build disk on ci-7 was full.",
-        f"Again the {service} deploy failed: the ci-7 build disk had run out of space.",
-        f"Once more the {service} deployment broke since the disk on ci-7 filled up.",
-    ]
+#: Twelve unrelated agent-level incidents, each told three ways (threshold three): a flood.
+FLOOD = [
+    [
+        "The billing deploy failed again because the build disk on ci-7 was full.",
+        "Again the billing deploy failed: the ci-7 build disk had run out of space.",
+        "Once more the billing deployment broke since the disk on ci-7 filled up.",
+    ],
+    [
+        "The TLS certificate of the partner gateway expired overnight and calls were refused.",
+        "Partner gateway calls were refused overnight: its TLS certificate had expired.",
+        "Overnight the partner gateway's TLS certificate lapsed, so its calls got refused.",
+    ],
+    [
+        "Kafka consumer lag on the orders topic grew past two hours during the sale.",
+        "During the sale the orders topic's Kafka consumers fell over two hours behind.",
+        "The orders topic consumers in Kafka lagged more than two hours in the sale.",
+    ],
+    [
+        "The nightly invoice export cron job did not start because the scheduler pod was evicted.",
+        "Because the scheduler pod got evicted, the nightly invoice export cron never started.",
+        "The invoice export cron job skipped its nightly run after the scheduler pod's eviction.",
+    ],
+    [
+        "Login requests were throttled for an hour after the rate limit was set to ten per minute.",
+        "For an hour logins were throttled: someone had set the rate limit to ten a minute.",
+        "A rate limit of ten per minute throttled login requests for about an hour.",
+    ],
+    [
+        "The search cluster ran out of heap and two Elasticsearch nodes restarted.",
+        "Two Elasticsearch nodes of the search cluster restarted when their heap ran out.",
+        "Heap exhaustion in the search cluster made two of its Elasticsearch nodes restart.",
+    ],
+    [
+        "Mobile push notifications stopped after the APNs signing key was rotated.",
+        "After the APNs signing key rotation, push notifications to phones stopped.",
+        "Rotating the APNs signing key broke mobile push notifications.",
+    ],
+    [
+        "The warehouse dashboard showed stale stock counts because the Redis cache never expired.",
+        "Stock counts on the warehouse dashboard were stale: the Redis cache did not expire.",
+        "A Redis cache that never expired left the warehouse dashboard's stock counts stale.",
+    ],
+    [
+        "Backups of the customer database were skipped for three days due to a full S3 quota.",
+        "A full S3 quota meant the customer database went three days without backups.",
+        "For three days the customer database backups did not run: the S3 quota was full.",
+    ],
+    [
+        "Video uploads above 2 GB failed because the proxy's body size limit was too low.",
+        "The proxy's body size limit was too small, so video uploads over 2 GB failed.",
+        "Uploads of videos larger than 2 GB broke on the proxy's low body size limit.",
+    ],
+    [
+        "The HR portal sent every payslip email twice after the SMTP relay retried on timeouts.",
+        "Payslip emails from the HR portal went out twice: the SMTP relay retried timeouts.",
+        "SMTP relay retries on timeouts made the HR portal email each payslip two times.",
+    ],
+    [
+        "Nightly ML training on the GPU node crashed when its CUDA driver was upgraded.",
+        "A CUDA driver upgrade on the GPU node made the nightly ML training crash.",
+        "The GPU node's nightly model training crashed right after the CUDA driver update.",
+    ],
+]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "design question: a pass shares ENGRAM_CONSOLIDATION_MAX_SECONDS across levels and "
-        "serves the most open first (so records a caller may not read never take its "
-        "level's time, ADR-019); while the open level's work fills that time on every "
-        "check, a more closed level is never consolidated by the event trigger. Serving "
-        "an unfinished level first would let closed records delay open ones; a budget of "
-        "its own per level would fix both but lets a pass run up to five times the limit "
-        "the specification sets (§6), which is not ours to change"
-    ),
-)
 async def test_a_busy_open_level_does_not_starve_a_closed_one(kernel: Kernel) -> None:
-    """Threshold three, time for one level's topic per pass (a clock that moves with the
-    work). The trusted agent's sensitive account of a late job (three related episodes) is
-    due from the first check; before each of four checks the writer's level gets a new
-    topic of three. Each pass consolidates the agent level first and runs out of time
-    before the sensitive one, which stays due; after four passes it must have had its turn."""
-    for n, text in enumerate(TOPIC[:3]):
+    """Threshold three, batches of one topic, 24 s a pass on a clock that moves a second per
+    topic planned and per batch started. The trusted agent's sensitive account of a late job
+    is due from the first check; then the writer floods the agent level with twelve topics,
+    24 seconds of work. The agent level, served first, had the whole pass and the sensitive
+    topic waited for a pass the flood would never leave time for (ADR-019). The agent level
+    now stops at 0.85 of the pass, so the sensitive topic is consolidated in the same pass,
+    and the flood's rest in the next."""
+    sensitive = [
         await write(kernel, episode(text, 40 + n, access_level=AccessLevel.SENSITIVE))
+        for n, text in enumerate(TOPIC[:3])
+    ]
     await kernel.events.settled()
-    work = WorkClock()
-    engine = engine_with(kernel, clock=work, max_seconds=2.5, event_threshold=3)
+    engine = engine_with(
+        kernel, clock=WorkClock(), max_seconds=24.0, event_threshold=3, batch_size=3
+    )
     jobs = jobs_over(kernel, engine, "consolidation_event")
     clock = Clock(datetime.now(UTC))
     await checks(kernel, jobs, 1, clock)  # the job's first sighting
-    for service in ("billing", "ledger", "search", "payments"):
-        for n, text in enumerate(_agent_topic(service)):
-            await write(kernel, episode(text, n, caller=WRITER), WRITER)
-        await kernel.events.settled()
-        await checks(kernel, jobs, 1, clock)
-    statuses = await kernel.db.fetch(
-        "SELECT access_level, status, count(*) AS n FROM memories "
-        "WHERE superseded_by IS NULL AND consolidation_path = 'fast' "
-        "GROUP BY access_level, status ORDER BY 1, 2"
-    )
-    table = [(r["access_level"], r["status"], int(r["n"])) for r in statuses]
-    assert ("agent", "consolidated", 12) in table, table
-    assert ("sensitive", "consolidated", 3) in table, table
+    flood = [
+        await write(kernel, episode(text, n, caller=WRITER), WRITER)
+        for topic in FLOOD
+        for n, text in enumerate(topic)
+    ]
+    await kernel.events.settled()
+    await checks(kernel, jobs, 1, clock)
+    for record_id in sensitive:
+        assert MemoryStatus.CONSOLIDATED is (await head_of(kernel, record_id)).status
+    statuses = [(await head_of(kernel, record_id)).status for record_id in flood]
+    assert MemoryStatus.ACTIVE in statuses  # the flood filled its level's share
+    assert MemoryStatus.CONSOLIDATED in statuses
+    await checks(kernel, jobs, 1, clock)
+    for record_id in flood:
+        assert MemoryStatus.CONSOLIDATED is (await head_of(kernel, record_id)).status
+
+
+async def test_a_level_whose_planning_outlasts_its_time_still_commits(kernel: Kernel) -> None:
+    """Twelve agent-level topics, batches of one topic, 10 s a pass on the same clock: their
+    planning alone takes longer than the level's 8.5 s. A pass that planned a level whole
+    before committing any of it started no batch in time, committed nothing and left the
+    level due for ever; each topic's batch now starts as soon as it is planned."""
+    flood = [
+        await write(kernel, episode(text, n, caller=WRITER), WRITER)
+        for topic in FLOOD
+        for n, text in enumerate(topic)
+    ]
+    await kernel.events.settled()
+    engine = engine_with(kernel, clock=WorkClock(), max_seconds=10.0, batch_size=3)
+    report = await engine.run(DEEP)
+    assert report.consumed
+    assert set(report.consumed) < set(flood)
+    assert (AccessLevel.AGENT,) == report.unfinished_levels
 
 
 # --- the narrative exemption follows what consolidation wrote, not a note an agent keeps ------

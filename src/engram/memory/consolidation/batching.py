@@ -43,13 +43,12 @@ def chunks(
     return chunks
 
 
-def shifted(progress: Progress, before: int, planned: int) -> Progress:
+def shifted(progress: Progress, before: int) -> Progress:
     """``progress`` of one level's topics, counted after the ``before`` of earlier levels
-    (the topics of the levels still to plan are not known yet)."""
+    (the topics still to plan, of this level or the next, are not known yet)."""
 
     def advance(done: int, total: int) -> None:
-        del total  # the level's own: ``planned``
-        progress(before + done, before + planned)
+        progress(before + done, before + total)
 
     return advance
 

@@ -139,11 +139,13 @@ class Planner:
         level: AccessLevel | None = None,
         deadline: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        ready: Callable[[ConsolidationCandidate], None] | None = None,
     ) -> tuple[list[ConsolidationCandidate], Counter[str], int]:
         """Candidates of the records (of ``level``; every level when None) ingested since
         ``since`` (all: None), topics of at least ``min_topic`` records only; with the
         skipped counts and the records considered. Topics not reached by ``deadline`` (by
-        ``clock``) are counted ``timed_out``."""
+        ``clock``) are counted ``timed_out``. ``ready`` is handed each candidate as soon as it
+        is planned (the engine starts its batch meanwhile)."""
         loaded, unembedded = await self.load(since=since, limit=limit, level=level)
         skipped: Counter[str] = Counter()
         if unembedded:
@@ -153,8 +155,10 @@ class Planner:
         # CPU-bound (NumPy, SciPy, regular expressions): off the event loop, so the writes of
         # a kernel serving agents meanwhile are not held up.
         topics = await asyncio.to_thread(topics_of, loaded, edges, self._settings.topics)
+        late = False  # once out of time, the clock is not read again
         for topic in topics:
-            if deadline is not None and clock() > deadline:
+            late = late or (deadline is not None and clock() > deadline)
+            if late:
                 skipped[SkipReason.TIMED_OUT.value] += len(topic)
                 continue
             if len(topic) < min_topic:
@@ -166,6 +170,8 @@ class Planner:
                     skipped[made.value] += len(piece)
                 else:
                     planned.append(made)
+                    if ready is not None:
+                        ready(made)
         return planned, skipped, len(loaded) + unembedded
 
     def _pieces(self, topic: list[Loaded]) -> list[list[Loaded]]:

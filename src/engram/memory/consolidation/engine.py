@@ -15,15 +15,16 @@ sources to ``active``, again in one transaction through the Gate. See ADR-018.
 Each access level is consolidated on its own: a pass reads the levels it is given (every
 level for the scheduled passes, those its watch found due for the event and pressure passes),
 up to ``max_candidates`` records of each, most open level first, each level planned and
-committed before the next is planned (the time a more closed level takes never runs a more
-open one past ``max_seconds``), and no batch joins two levels. Records a caller may not
-read thus neither start, nor hold back, nor share a batch (and its failure) or the pass's
-time with the consolidation of records it may read (ADR-019's amendment).
+committed before the next is planned, and no batch joins two levels. Each level has its own
+deadline within ``max_seconds`` (:func:`level_deadline`): the time a more closed level takes
+never runs a more open one past it, and a flood at a more open level leaves a more closed
+one a fixed share of every pass. Records a caller may not read thus neither start, nor hold
+back, nor share a batch (and its failure) or the pass's time with the consolidation of
+records it may read (ADR-019's amendments).
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from collections import Counter
@@ -40,6 +41,7 @@ from engram.infra.events import Event, EventBus
 from engram.memory.consolidation import batching
 from engram.memory.consolidation.batching import Progress
 from engram.memory.consolidation.candidates import Planner, PlannerSettings
+from engram.memory.consolidation.committer import Committer
 from engram.memory.consolidation.model import (
     BatchReport,
     ConsolidationCandidate,
@@ -58,8 +60,21 @@ from engram.observability.metrics import EngramMetrics
 log = structlog.get_logger("engram.memory.consolidation")
 
 CONSOLIDATED_EVENT = "memory.consolidated"
-#: Batches committed side by side: one plans (Python) while the other commits (PostgreSQL).
-BATCHES_IN_FLIGHT = 2
+#: The share of a pass's ``max_seconds`` kept for each level more closed than a given one
+#: (ADR-019, amendment of 2026-11-29): see :func:`level_deadline`.
+LEVEL_RESERVE = 0.05
+
+
+def level_deadline(started: float, max_seconds: float, level: AccessLevel) -> float:
+    """When a pass that began at ``started`` stops planning and starting batches of
+    ``level``: ``LEVEL_RESERVE`` of ``max_seconds`` is kept for each more closed level,
+    whether or not it has work. The most closed level ends with the pass; the most open
+    may use 80 % of it. A flood at an open level thus leaves every more closed level its
+    turn in each pass, and that turn never depends on what a more closed level holds: the
+    time a level gets is decided by the levels more open than it, whose records its
+    readers may read, and by nothing else."""
+    closer = len(AccessLevel) - 1 - level.rank
+    return started + max_seconds * (1.0 - LEVEL_RESERVE * closer)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,10 +138,11 @@ class ConsolidationEngine:
         self,
         trigger: ConsolidationTrigger,
         levels: Sequence[AccessLevel],
-        deadline: float | None = None,
+        started: float | None = None,
+        ready: Callable[[ConsolidationCandidate], None] | None = None,
     ) -> tuple[list[ConsolidationCandidate], Counter[str], int]:
-        """Each level planned on its own budget, most open first (a deadline reached while
-        planning leaves the more closed levels for the next pass)."""
+        """Each level planned on its own budget, most open first, until its
+        :func:`level_deadline` for a pass that began at ``started`` (None: no limit)."""
         settings = self._settings
         since = None
         if trigger is ConsolidationTrigger.SCHEDULED_LIGHT:
@@ -141,8 +157,9 @@ class ConsolidationEngine:
                 limit=settings.max_candidates,
                 min_topic=min_topic,
                 level=level,
-                deadline=deadline,
+                deadline=None if started is None else self._deadline(started, level),
                 clock=self._clock,
+                ready=ready,
             )
             planned += found
             skipped.update(left)
@@ -210,7 +227,7 @@ class ConsolidationEngine:
         progress: Progress | None,
     ) -> ConsolidationReport:
         started = time.perf_counter()
-        deadline = self._clock() + self._settings.max_seconds  # planning counts too
+        began = self._clock()  # planning counts too
         if trigger is ConsolidationTrigger.PRESSURE_DRIVEN:
             fast = await self.watch.fast_path()
             due = self.watch.pressure_of({level: fast.get(level, 0) for level in levels})
@@ -228,7 +245,7 @@ class ConsolidationEngine:
                 )
             levels = due.levels
         if dry_run:
-            planned, skipped, considered = await self._candidates(trigger, levels, deadline)
+            planned, skipped, considered = await self._candidates(trigger, levels, began)
             return ConsolidationReport(
                 run_id=run_id,
                 trigger=trigger,
@@ -240,22 +257,28 @@ class ConsolidationEngine:
                 planned=tuple(planned),
                 levels=levels,
             )
-        # Each level is planned and committed before the next is planned: the time a more
-        # closed level takes must not run a more open one past the deadline (ADR-019).
+        # Each level is planned and committed before the next is planned, each until its own
+        # deadline: the time a more closed level takes must not run a more open one past it,
+        # nor a more open one's take the whole pass from a more closed one (ADR-019).
         planned, skipped, considered = [], Counter[str](), 0
         batches: list[BatchReport] = []
         errors: list[Exception] = []
         timed_out: list[AccessLevel] = []
         for level in levels:
-            found, left, read = await self._candidates(trigger, (level,), deadline)
-            done = len(planned)
-            made, failed = await self._commit_all(
-                found,
-                trigger=trigger,
-                run_id=run_id,
-                progress=None if progress is None else batching.shifted(progress, done, len(found)),
-                deadline=deadline,
+            committer = self._committer(
+                trigger,
+                run_id,
+                None if progress is None else batching.shifted(progress, len(planned)),
+                self._deadline(began, level),
             )
+            try:  # each topic's batch starts as soon as it is planned
+                found, left, read = await self._candidates(
+                    trigger, (level,), began, ready=committer.add
+                )
+            except BaseException:
+                await committer.abandon()
+                raise
+            made, failed = await committer.finish()
             planned += found
             skipped.update(left)
             considered += read
@@ -298,61 +321,35 @@ class ConsolidationEngine:
         clock; default ``max_seconds`` from now): the rest is ``timed_out``. A batch that
         fails is ``failed`` and logged, the others go on; when every batch fails, the first
         error is raised."""
-        batches, errors = await self._commit_all(
-            planned, trigger=trigger, run_id=run_id, progress=progress, deadline=deadline
+        committer = self._committer(
+            trigger,
+            run_id or uuid.uuid4(),
+            progress,
+            self._clock() + self._settings.max_seconds if deadline is None else deadline,
         )
+        for candidate in planned:
+            committer.add(candidate)
+        batches, errors = await committer.finish()
         if errors and len(errors) == len(batches):
             raise errors[0]
         return batches
 
-    async def _commit_all(
+    def _committer(
         self,
-        planned: Sequence[ConsolidationCandidate],
-        *,
         trigger: ConsolidationTrigger,
-        run_id: UUID | None,
+        run_id: UUID,
         progress: Progress | None,
-        deadline: float | None,
-    ) -> tuple[list[BatchReport], list[Exception]]:
-        """:meth:`commit`, with the errors of the failed batches returned, not raised."""
-        run_id = run_id or uuid.uuid4()
-        chunks = batching.chunks(planned, self._settings.batch_size)
-        slots = asyncio.Semaphore(BATCHES_IN_FLIGHT)
-        done = 0
-        if deadline is None:
-            deadline = self._clock() + self._settings.max_seconds
-        errors: list[Exception] = []
-
-        async def one(chunk: list[ConsolidationCandidate]) -> BatchReport:
-            nonlocal done
-            sources = sum(len(c.sources) for c in chunk)
-            level = chunk[0].access_level
-            async with slots:
-                if self._clock() > deadline:  # out of time: left for the next pass
-                    skipped = {SkipReason.TIMED_OUT.value: sources}
-                    return BatchReport(
-                        uuid.uuid4(), (), skipped, committed=False, trigger=trigger, level=level
-                    )
-                try:
-                    batch = await self._commit(run_id, trigger, chunk)
-                except Exception as exc:  # noqa: BLE001 - one batch's failure is reported
-                    errors.append(exc)
-                    log.error(
-                        "consolidation.error",
-                        run_id=str(run_id),
-                        sources=sources,
-                        error=type(exc).__name__,
-                    )
-                    skipped = {SkipReason.FAILED.value: sources}
-                    return BatchReport(
-                        uuid.uuid4(), (), skipped, committed=False, trigger=trigger, level=level
-                    )
-            done += len(chunk)
-            if progress is not None:
-                progress(done, len(planned))
-            return batch
-
-        return list(await asyncio.gather(*(one(chunk) for chunk in chunks))), errors
+        deadline: float,
+    ) -> Committer:
+        return Committer(
+            lambda chunk: self._commit(run_id, trigger, chunk),
+            trigger=trigger,
+            run_id=run_id,
+            batch_size=self._settings.batch_size,
+            deadline=deadline,
+            clock=self._clock,
+            progress=progress,
+        )
 
     async def _commit(
         self, run_id: UUID, trigger: ConsolidationTrigger, chunk: Sequence[ConsolidationCandidate]
@@ -422,6 +419,9 @@ class ConsolidationEngine:
     async def release(self, record_id: UUID) -> list[UUID]:
         """Undo what consumed a forgotten or changed record (``BatchDesk.release``)."""
         return await self._desk.release(record_id)
+
+    def _deadline(self, started: float, level: AccessLevel) -> float:
+        return level_deadline(started, self._settings.max_seconds, level)
 
     async def on_source_changed(self, event: Event) -> None:
         """Outbox subscriber of ``memory.forgotten`` and ``memory.updated``."""
