@@ -27,12 +27,15 @@ ACKED_BEFORE_CRASH = 30
 
 
 class WriteLoad:
-    """Clients POSTing memories until stopped; keeps the record_id of every 201."""
+    """Clients POSTing memories until stopped, each new one then PATCHed once (the update
+    written in one statement); keeps the record_id of every 201 and the content of every
+    200 to a PATCH."""
 
     def __init__(self, base: str, token: str) -> None:
         self.base = base
         self.token = token
         self.acked: list[str] = []
+        self.updated: dict[str, str] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._threads = [
@@ -69,10 +72,23 @@ class WriteLoad:
                     time.sleep(0.05)  # the server is gone (the fault); keep trying until stopped
                     continue
                 if response.status_code == 201:
+                    record_id = response.json()["record_id"]
                     with self._lock:
-                        self.acked.append(response.json()["record_id"])
+                        self.acked.append(record_id)
+                    self._update(client, record_id, f"Client {n} revised crash drill step {i}.")
                 elif response.status_code == 429:
                     time.sleep(float(response.headers.get("retry-after", "0.2")))
+
+    def _update(self, client: httpx.Client, record_id: str, content: str) -> None:
+        try:
+            response = client.patch(
+                f"/v1/memories/{record_id}", json={"content": content}, headers={"If-Match": '"1"'}
+            )
+        except httpx.TransportError:
+            return
+        if response.status_code == 200:
+            with self._lock:
+                self.updated[record_id] = content
 
 
 def _cluster_processes(pgdata: Path) -> list[psutil.Process]:
@@ -138,7 +154,8 @@ def _crash_restart_and_check(first_serve: Served, pgdata: Path, *, kill_postgres
             assert workers, "serve started no model worker"
         os.kill(first_serve.process.pid, signal.SIGKILL)
         first_serve.process.wait(10)
-    acked = list(load.acked)
+    acked, updated = list(load.acked), dict(load.updated)
+    assert updated, "no update was acknowledged before the crash"
     deadline = time.monotonic() + 10
     while [pid for pid in workers if _alive(pid)] and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -150,7 +167,16 @@ def _crash_restart_and_check(first_serve: Served, pgdata: Path, *, kill_postgres
         auth = {"Authorization": f"Bearer {found.group(0)}"}
         with httpx.Client(base_url=again.base, headers=auth, timeout=10) as client:
             lost = [rid for rid in acked if client.get(f"/v1/memories/{rid}").status_code != 200]
-        assert [] == lost, f"{len(lost)} of {len(acked)} acknowledged writes lost"
+            assert [] == lost, f"{len(lost)} of {len(acked)} acknowledged writes lost"
+            chains = {
+                rid: [
+                    v["content"]
+                    for v in client.get(f"/v1/memories/{rid}/versions").json()["versions"]
+                ]
+                for rid in updated
+            }
+        wrong = {rid: chain for rid, chain in chains.items() if chain[1:2] != [updated[rid]]}
+        assert {} == wrong, f"{len(wrong)} of {len(updated)} acknowledged updates not kept"
 
         stop(again.process)  # Ctrl-C
         assert 0 == again.process.returncode, again.output()
