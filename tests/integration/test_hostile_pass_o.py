@@ -164,20 +164,21 @@ FLOOD = [
 
 
 async def test_a_busy_open_level_does_not_starve_a_closed_one(kernel: Kernel) -> None:
-    """Threshold three, batches of one topic, 24 s a pass on a clock that moves a second per
-    topic planned and per batch started. The trusted agent's sensitive account of a late job
-    is due from the first check; then the writer floods the agent level with twelve topics,
-    24 seconds of work. The agent level, served first, had the whole pass and the sensitive
-    topic waited for a pass the flood would never leave time for (ADR-019). The agent level
-    now stops at 0.85 of the pass, so the sensitive topic is consolidated in the same pass,
-    and the flood's rest in the next."""
+    """Threshold three, batches of one topic, 25 s a pass on a clock that moves a second per
+    read (the pass's start, each topic planned, each batch started). The trusted agent's
+    sensitive account of a late job is due from the first check; then the writer floods the
+    agent level with twelve topics, 24 s of work. The agent level, served first, had the
+    whole pass and the sensitive topic waited for a pass the flood would never leave time for
+    (ADR-019). The agent level now stops at 0.85 of the pass, so the sensitive topic is
+    consolidated in the same pass (two reads of its 3.75 s), and the flood's rest in the
+    next."""
     sensitive = [
         await write(kernel, episode(text, 40 + n, access_level=AccessLevel.SENSITIVE))
         for n, text in enumerate(TOPIC[:3])
     ]
     await kernel.events.settled()
     engine = engine_with(
-        kernel, clock=WorkClock(), max_seconds=24.0, event_threshold=3, batch_size=3
+        kernel, clock=WorkClock(), max_seconds=25.0, event_threshold=3, batch_size=3
     )
     jobs = jobs_over(kernel, engine, "consolidation_event")
     clock = Clock(datetime.now(UTC))
@@ -199,18 +200,23 @@ async def test_a_busy_open_level_does_not_starve_a_closed_one(kernel: Kernel) ->
         assert MemoryStatus.CONSOLIDATED is (await head_of(kernel, record_id)).status
 
 
-async def test_a_level_whose_planning_outlasts_its_time_still_commits(kernel: Kernel) -> None:
-    """Twelve agent-level topics, batches of one topic, 10 s a pass on the same clock: their
-    planning alone takes longer than the level's 8.5 s. A pass that planned a level whole
-    before committing any of it started no batch in time, committed nothing and left the
-    level due for ever; each topic's batch now starts as soon as it is planned."""
+@pytest.mark.parametrize("batch_size", [3, 100])
+async def test_a_level_whose_planning_outlasts_its_time_still_commits(
+    kernel: Kernel, batch_size: int
+) -> None:
+    """Twelve agent-level topics, 10 s a pass on the same clock: their planning alone takes
+    longer than the level's 8.5 s. A pass that planned a level whole before committing any of
+    it started no batch in time, committed nothing and left the level due for ever. Each
+    topic's batch now starts as soon as it is planned (batches of one topic), and the last
+    batch, whose topics were all planned in time, starts when planning stops (one batch for
+    all: 36 sources in batches of 100)."""
     flood = [
         await write(kernel, episode(text, n, caller=WRITER), WRITER)
         for topic in FLOOD
         for n, text in enumerate(topic)
     ]
     await kernel.events.settled()
-    engine = engine_with(kernel, clock=WorkClock(), max_seconds=10.0, batch_size=3)
+    engine = engine_with(kernel, clock=WorkClock(), max_seconds=10.0, batch_size=batch_size)
     report = await engine.run(DEEP)
     assert report.consumed
     assert set(report.consumed) < set(flood)

@@ -127,7 +127,10 @@ async def test_health_shows_readiness_and_the_caller_only(kernel: Kernel) -> Non
     } == first["agent"]
     for n in range(5):
         await tools.call("remember", {"type": "belief", "content": f"Fact {n} is true."}, writer)
-    assert first == _body(await tools.call("health", {}, reader))
+    after = _body(
+        await when_ready(lambda: tools.call("health", {}, reader), lambda r: _body(r)["ready"])
+    )
+    assert first == after
 
 
 async def test_list_pages_through_everything_once(kernel: Kernel) -> None:

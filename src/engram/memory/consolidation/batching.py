@@ -19,7 +19,8 @@ from engram.memory.types import (
     MemoryStatus,
 )
 
-#: Called after each topic is written or skipped: (topics done, topics in all).
+#: Called after each batch is written: (topics done, topics planned so far; the total grows
+#: while a level is still being planned).
 Progress = Callable[[int, int], None]
 
 

@@ -4,8 +4,12 @@ A pass used to plan all of a level's topics before committing any, so a level wh
 took most of its time (a backlog, or a slow outside summariser) committed nothing and stayed
 due for ever. A :class:`Committer` is handed each topic as it is planned, closes a batch as
 soon as the next topic would not fit in it (:func:`~.batching.chunks`' rule) and starts it at
-once, at most ``BATCHES_IN_FLIGHT`` at a time. No batch starts after the deadline (by the
-engine's clock, read once per batch until it has passed): the rest is ``timed_out``.
+once, at most ``BATCHES_IN_FLIGHT`` at a time. A batch that gets its slot after the deadline
+(by the engine's clock, read once per batch until it has passed) is ``timed_out``, except a
+pass's last batch of a level, closed when planning stopped: every topic in it was planned in
+time (the planner stops at the deadline), and without it a level whose plan fits in one batch
+would commit nothing whenever its planning ran out of time. It overruns the deadline by at
+most one batch, as a batch already committing does.
 """
 
 from __future__ import annotations
@@ -69,11 +73,14 @@ class Committer:
         self._sources += len(candidate.sources)
         self._given += 1
 
-    async def finish(self) -> tuple[list[BatchReport], list[Exception]]:
+    async def finish(
+        self, *, planned_in_time: bool = False
+    ) -> tuple[list[BatchReport], list[Exception]]:
         """Start the last batch and wait for all: their reports in order, and the errors of
-        those that failed (reported, not raised)."""
+        those that failed (reported, not raised). With ``planned_in_time`` (a pass's own
+        plan, stopped at the deadline) the last batch starts whatever the clock says."""
         if self._current:
-            self._start()
+            self._start(checked=not planned_in_time)
         return list(await asyncio.gather(*self._started)), self._errors
 
     async def abandon(self) -> None:
@@ -85,16 +92,17 @@ class Committer:
             task.cancel()
         await asyncio.gather(*self._started, return_exceptions=True)
 
-    def _start(self) -> None:
+    def _start(self, *, checked: bool = True) -> None:
         chunk, self._current, self._sources = self._current, [], 0
-        self._started.append(asyncio.ensure_future(self._one(chunk)))
+        self._started.append(asyncio.ensure_future(self._one(chunk, checked)))
 
-    async def _one(self, chunk: list[ConsolidationCandidate]) -> BatchReport:
+    async def _one(self, chunk: list[ConsolidationCandidate], checked: bool) -> BatchReport:
         sources = sum(len(c.sources) for c in chunk)
         level = chunk[0].access_level
         async with self._slots:
-            self._late = self._late or self._clock() > self._deadline
-            if self._late:  # out of time: left for the next pass
+            if checked:
+                self._late = self._late or self._clock() > self._deadline
+            if checked and self._late:  # out of time: left for the next pass
                 skipped = {SkipReason.TIMED_OUT.value: sources}
                 return BatchReport(
                     uuid.uuid4(), (), skipped, committed=False, trigger=self._trigger, level=level

@@ -275,10 +275,10 @@ class ConsolidationEngine:
                 found, left, read = await self._candidates(
                     trigger, (level,), began, ready=committer.add
                 )
+                made, failed = await committer.finish(planned_in_time=True)
             except BaseException:
                 await committer.abandon()
                 raise
-            made, failed = await committer.finish()
             planned += found
             skipped.update(left)
             considered += read
