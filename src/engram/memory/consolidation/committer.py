@@ -5,11 +5,11 @@ took most of its time (a backlog, or a slow outside summariser) committed nothin
 due for ever. A :class:`Committer` is handed each topic as it is planned, closes a batch as
 soon as the next topic would not fit in it (:func:`~.batching.chunks`' rule) and starts it at
 once, at most ``BATCHES_IN_FLIGHT`` at a time. A batch that gets its slot after the deadline
-(by the engine's clock, read once per batch until it has passed) is ``timed_out``, except a
-pass's last batch of a level, closed when planning stopped: every topic in it was planned in
-time (the planner stops at the deadline), and without it a level whose plan fits in one batch
-would commit nothing whenever its planning ran out of time. It overruns the deadline by at
-most one batch, as a batch already committing does.
+(by the engine's clock, read once per batch until it has passed) is ``timed_out``, except
+the last batch of a level whose planning the deadline cut short: every topic in it was
+planned in time, and without it a level whose plan fits in one batch would commit nothing
+whenever its planning ran out of time. It overruns the deadline by at most one batch, as a
+batch already committing does.
 """
 
 from __future__ import annotations
@@ -73,14 +73,13 @@ class Committer:
         self._sources += len(candidate.sources)
         self._given += 1
 
-    async def finish(
-        self, *, planned_in_time: bool = False
-    ) -> tuple[list[BatchReport], list[Exception]]:
+    async def finish(self, *, cut_short: bool = False) -> tuple[list[BatchReport], list[Exception]]:
         """Start the last batch and wait for all: their reports in order, and the errors of
-        those that failed (reported, not raised). With ``planned_in_time`` (a pass's own
-        plan, stopped at the deadline) the last batch starts whatever the clock says."""
+        those that failed (reported, not raised). With ``cut_short`` (the deadline stopped
+        the planning of the topics given, each planned before it) the last batch starts
+        whatever the clock says."""
         if self._current:
-            self._start(checked=not planned_in_time)
+            self._start(checked=not cut_short)
         return list(await asyncio.gather(*self._started)), self._errors
 
     async def abandon(self) -> None:

@@ -275,7 +275,8 @@ class ConsolidationEngine:
                 found, left, read = await self._candidates(
                     trigger, (level,), began, ready=committer.add
                 )
-                made, failed = await committer.finish(planned_in_time=True)
+                cut_short = bool(left.get(SkipReason.TIMED_OUT.value))
+                made, failed = await committer.finish(cut_short=cut_short)
             except BaseException:
                 await committer.abandon()
                 raise
