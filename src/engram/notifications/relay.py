@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from datetime import datetime
+from typing import Protocol
 
 import structlog
 
@@ -54,13 +55,22 @@ MAX_WAIT_SECONDS = 300.0
 BUSY_SECONDS = 1.0
 
 
+class ClosableSink(NotificationSink, Protocol):
+    """A sink holding a resource (a ``WebhookSink``'s HTTP client) until it is closed."""
+
+    async def aclose(self) -> None:
+        """Release what the sink holds."""
+        ...
+
+
 class WebhookRelay:
-    """Sends the escalations due for the webhook through ``sink`` (a ``WebhookSink``)."""
+    """Sends the escalations due for the webhook through ``sink`` (a ``WebhookSink``), which
+    it closes when it is closed."""
 
     def __init__(
         self,
         db: DatabaseAdapter,
-        sink: NotificationSink,
+        sink: ClosableSink,
         *,
         lease_seconds: float = 120.0,
         poll_seconds: float = 30.0,
@@ -101,6 +111,7 @@ class WebhookRelay:
         if held is not None:
             with contextlib.suppress(Exception):
                 await self._db.execute(SQL["webhook_release"], *held)
+        await self._sink.aclose()
 
     async def _run(self) -> None:
         failures = 0
