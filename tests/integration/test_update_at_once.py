@@ -20,9 +20,17 @@ import pytest
 
 from engram.kernel import Kernel
 from engram.memory.gate import at_once, write_path
+from engram.memory.gate.requests import GateResult
 from engram.memory.types import GateDecision, MemoryRecord, WriteOutcome
 from tests.conftest import ScratchDatabase
-from tests.integration.gate_helpers import WRITER, belief, create, holding_head, lock_waiters
+from tests.integration.gate_helpers import (
+    WRITER,
+    HeldHead,
+    belief,
+    create,
+    holding_head,
+    lock_waiters,
+)
 from tests.integration.gate_helpers import update as update_request
 
 UPDATED = "memory.updated"
@@ -211,17 +219,9 @@ async def test_an_update_whose_head_was_raised_meanwhile_writes_nothing_it_may_n
     record it does not know. The head stays as the admin left it."""
     record = await _created(kernel, "The staging cluster's certificates renew on Mondays.")
     async with holding_head(database.admin_url, record.record_id) as held:
-        running = asyncio.create_task(
-            kernel.gate.evaluate(
-                update_request(
-                    record.record_id,
-                    "The staging cluster's certificates renew on Tuesdays.",
-                    1,
-                    WRITER,
-                )
-            )
+        running, _ = await _waiting_update(
+            kernel, held, record.record_id, "The staging cluster's certificates renew on Tuesdays."
         )
-        await lock_waiters(held.watch, 1)
         await held.admin.execute(
             "UPDATE engram.memories SET access_level = 'sensitive' "
             "WHERE record_id = $1 AND superseded_by IS NULL",
@@ -242,6 +242,26 @@ async def test_an_update_whose_head_was_raised_meanwhile_writes_nothing_it_may_n
         (1, "active", "sensitive")
     ]
     assert (await kernel.audit.verify()).ok
+
+
+#: The backends of this database waiting for a lock.
+_LOCK_WAITERS = (
+    "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+    "AND datname = current_database()"
+)
+
+
+async def _waiting_update(
+    kernel: Kernel, held: HeldHead, record_id: UUID, content: str
+) -> tuple[asyncio.Task[GateResult], int]:
+    """The writer's update of ``record_id`` (from version 1) to ``content``, started and
+    waiting for ``held``'s lock: its task and the backend that waits."""
+    running = asyncio.create_task(
+        kernel.gate.evaluate(update_request(record_id, content, 1, WRITER))
+    )
+    await lock_waiters(held.watch, 1)
+    pid: int = await held.watch.fetchval(_LOCK_WAITERS)
+    return running, pid
 
 
 def _close_socket_of(kernel: Kernel, server_pid: int) -> None:
@@ -268,20 +288,11 @@ async def test_a_retry_whose_first_attempt_committed_after_its_connection_was_lo
     the writer's own version 2 and answered a conflict for a write that was stored."""
     record = await _created(kernel, "The build cache for the monorepo is kept for seven days.")
     async with holding_head(database.admin_url, record.record_id) as held:
-        running = asyncio.create_task(
-            kernel.gate.evaluate(
-                update_request(
-                    record.record_id,
-                    "The build cache for the monorepo is kept for fourteen days.",
-                    1,
-                    WRITER,
-                )
-            )
-        )
-        await lock_waiters(held.watch, 1)
-        first = await held.watch.fetchval(
-            "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-            "AND datname = current_database()"
+        running, first = await _waiting_update(
+            kernel,
+            held,
+            record.record_id,
+            "The build cache for the monorepo is kept for fourteen days.",
         )
         _close_socket_of(kernel, first)
         await lock_waiters(held.watch, 2)  # the retry, behind the first attempt
@@ -315,27 +326,12 @@ async def test_an_update_whose_backend_is_killed_while_it_waits_is_written_once(
     once, as version 2."""
     record = await _created(kernel, "The release train leaves every second Thursday.")
     async with holding_head(database.admin_url, record.record_id) as held:
-        running = asyncio.create_task(
-            kernel.gate.evaluate(
-                update_request(
-                    record.record_id,
-                    "The release train leaves every Thursday.",
-                    1,
-                    WRITER,
-                )
-            )
-        )
-        await lock_waiters(held.watch, 1)
-        victim = await held.watch.fetchval(
-            "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-            "AND datname = current_database()"
+        running, victim = await _waiting_update(
+            kernel, held, record.record_id, "The release train leaves every Thursday."
         )
         assert await held.watch.fetchval("SELECT pg_terminate_backend($1)", victim)
         for _ in range(1000):  # until the retry waits, on another connection
-            waiting = await held.watch.fetch(
-                "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                "AND datname = current_database()"
-            )
+            waiting = await held.watch.fetch(_LOCK_WAITERS)
             if any(row["pid"] != victim for row in waiting):
                 break
             await asyncio.sleep(0.01)
