@@ -1,9 +1,16 @@
 """A text generator behind an OpenAI-compatible chat-completions endpoint (the optional LLM
 summariser of consolidation). Any failure — transport, timeout, an error status, an answer
-without text — is an :class:`~engram.errors.InfrastructureError`; the caller falls back."""
+without text, an answer too deeply nested to parse — is an
+:class:`~engram.errors.InfrastructureError`; the caller falls back.
+
+Each call is bounded as a whole by ``timeout_seconds``: httpx's own timeout bounds each read,
+so an endpoint sending its answer a byte at a time would otherwise hold a consolidation pass
+(and the levels planned after it) past every deadline.
+"""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
@@ -45,11 +52,15 @@ class OpenAICompatibleGenerator:
             ],
         }
         try:
-            async with httpx.AsyncClient(timeout=self._timeout) as client:
+            async with (
+                asyncio.timeout(self._timeout),
+                httpx.AsyncClient(timeout=self._timeout) as client,
+            ):
                 response = await client.post(self._url, json=body, headers=self._headers)
                 response.raise_for_status()
                 data = response.json()
-        except (httpx.HTTPError, ValueError) as exc:
+        # RecursionError: a document nested deeper than the parser's stack
+        except (httpx.HTTPError, TimeoutError, ValueError, RecursionError) as exc:
             raise LLMUnavailable(f"summariser endpoint failed: {type(exc).__name__}") from exc
         try:
             answer = data["choices"][0]["message"]["content"]

@@ -1,0 +1,78 @@
+"""Hostile pass Y: the consolidation committer that starts batches while a level is still
+planned, with each access level's deadline, and the webhook sink's one HTTP client (the
+last session's code), attacked with real faults.
+
+Every test here failed on the code it was written against (each says what failed); what held
+is in ``test_hostile_pass_y_held.py``. Real embedded PostgreSQL, the real embedding model,
+real loopback servers (an outside summariser, webhook receivers); no mocks."""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+
+from engram import Kernel
+from engram.memory.types import MemoryStatus
+from tests.conftest import ScratchDatabase
+from tests.integration.consolidation_helpers import DEEP
+from tests.integration.pass_y_helpers import (
+    Summariser,
+    lane_held,
+    llm_engine,
+    statuses,
+    summariser,
+    topics,
+    waiting,
+)
+from tests.integration.race_helpers import broken_invariants
+
+
+async def test_a_mangled_summary_answer_mid_level_does_not_end_the_pass(
+    kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """Three topics, a batch each; the first batch waits inside its transaction for the
+    batches' lane while the outside model answers the third topic's request with a JSON
+    document nested 100,000 deep. Rule: whatever the outside summariser answers, the planner
+    keeps the extractive text (ADR-018) and the pass goes on: every topic is consolidated.
+    Failed before: the parser's RecursionError, not an HTTP or value error, escaped the
+    generator and the summariser, ended the planning, cancelled the batch in flight and
+    raised out of the pass (every pass, while the endpoint answered so; the levels after the
+    open one were never reached). Fixed in ``infra/llm.py``."""
+    written = await topics(kernel, 3)
+    admin = await asyncpg.connect(database.admin_url)
+    try:
+        with summariser(Summariser(special=3, behaviour="nested")) as model:
+            engine = llm_engine(kernel, model.url, batch_size=3)
+            async with lane_held(admin):
+                running = asyncio.create_task(engine.run(DEEP))
+                await model.reached()
+                await waiting(admin, 1)
+            report = await running
+    finally:
+        await admin.close()
+    flat = [record_id for topic in written for record_id in topic]
+    assert set(flat) == set(report.consumed)
+    assert {MemoryStatus.CONSOLIDATED} == set(await statuses(kernel, flat))
+    assert [] == await broken_invariants(kernel)
+
+
+async def test_an_outside_summariser_dripping_its_answer_does_not_hold_the_pass(
+    kernel: Kernel,
+) -> None:
+    """One topic; the outside model (timeout 1 s) sends its answer one byte every 0.3 s, 13 s
+    in all, and every read comes well within the timeout. Rule: each outside call is bounded
+    as a whole by its timeout (as the webhook sink's are), so a pass of ``max_seconds`` 2
+    ends within a few seconds, with the extractive text; a dripping endpoint held the pass,
+    and the consolidation lock and every more closed level behind it, for the whole drip."""
+    (written,) = await topics(kernel, 1)
+    with summariser(Summariser(special=1, behaviour="drip", drip_seconds=0.3)) as model:
+        engine = llm_engine(kernel, model.url, timeout=1.0, max_seconds=2.0)
+        began = asyncio.get_running_loop().time()
+        try:
+            report = await asyncio.wait_for(engine.run(DEEP), 6.0)
+        finally:
+            model.release.set()
+        took = asyncio.get_running_loop().time() - began
+    assert took < 4.0, took
+    assert set(written) == set(report.consumed)
