@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import struct
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -170,3 +172,114 @@ async def lock_waiting(admin: asyncpg.Connection) -> int:
         "WHERE wait_event_type = 'Lock' AND datname = current_database()"
     )
     return found
+
+
+@dataclass
+class Hook:
+    """A loopback webhook receiver speaking HTTP/1.1 (kept-alive connections). Each answer is
+    ``status`` (after the ``slow``-th request, held until ``release`` is set), carrying the
+    ``headers`` given (``{n}`` in a value is the request's number); what each request
+    carried is kept in ``requests`` (its headers) and ``ports`` (its client's port)."""
+
+    status: int = 204
+    headers: dict[str, str] = field(default_factory=dict)
+    slow: int = 0
+    release: threading.Event = field(default_factory=threading.Event)
+    arrived: threading.Event = field(default_factory=threading.Event)
+    requests: list[dict[str, str]] = field(default_factory=list)
+    ports: list[int] = field(default_factory=list)
+    url: str = ""
+
+
+def _hook_handler(state: Hook) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            state.requests.append({k.lower(): v for k, v in self.headers.items()})
+            state.ports.append(self.client_address[1])
+            number = len(state.requests)
+            if number == state.slow:
+                state.arrived.set()
+                state.release.wait(30)
+            self.send_response(state.status)
+            for name, value in state.headers.items():
+                self.send_header(name, value.replace("{n}", str(number)))
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            del args
+
+    return Handler
+
+
+@contextmanager
+def hook(state: Hook) -> Iterator[Hook]:
+    """``state`` served on a loopback port (its ``url`` set) until the block ends."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _hook_handler(state))
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    state.url = f"http://127.0.0.1:{server.server_port}/hook"
+    try:
+        yield state
+    finally:
+        state.release.set()
+        server.shutdown()
+        server.server_close()
+
+
+@dataclass(frozen=True)
+class Escalated:
+    """An escalation as a sink is handed one."""
+
+    key: str
+    kind: str = "conflict_unresolvable"
+    payload: dict[str, object] = field(default_factory=dict)
+
+
+@contextmanager
+def dropping_hook(reset: bool) -> Iterator[tuple[str, list[int]]]:
+    """A receiver that answers each request 204 over HTTP/1.1 without ``Connection: close``
+    (so the connection looks reusable) and then closes it at once: with a FIN, or with a
+    RST when ``reset``. Yields its URL and the requests it answered (one entry each)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    answered: list[int] = []
+
+    def one(conn: socket.socket) -> None:
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return
+                data += chunk
+            head, rest = data.split(b"\r\n\r\n", 1)
+            length = next(
+                int(line.split(b":", 1)[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length:")
+            )
+            while len(rest) < length:
+                rest += conn.recv(65536)
+            answered.append(1)
+            conn.sendall(b"HTTP/1.1 204 No Content\r\n\r\n")
+            if reset:
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=one, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/hook", answered
+    finally:
+        listener.close()

@@ -11,13 +11,19 @@ from __future__ import annotations
 import asyncio
 
 import asyncpg
+import pytest
 
 from engram import Kernel
+from engram.errors import WebhookUnavailable
+from engram.infra.webhook import WebhookSink
 from engram.memory.types import MemoryStatus
 from tests.conftest import ScratchDatabase
 from tests.integration.consolidation_helpers import DEEP
 from tests.integration.pass_y_helpers import (
+    Escalated,
+    Hook,
     Summariser,
+    hook,
     lane_held,
     llm_engine,
     statuses,
@@ -76,3 +82,39 @@ async def test_an_outside_summariser_dripping_its_answer_does_not_hold_the_pass(
         took = asyncio.get_running_loop().time() - began
     assert took < 4.0, took
     assert set(written) == set(report.consumed)
+
+
+async def test_a_receivers_cookies_do_not_follow_into_later_deliveries() -> None:
+    """The receiver sets a cookie of a new name in each answer. Rule: only an answer's
+    status is read (``infra/webhook.py``), and every delivery is the same request whatever
+    earlier answers said; nothing the receiver answers is kept by the kernel. Failed before:
+    the sink's one client kept a cookie jar, so the fifth request carried four cookies, and
+    a receiver (or anything on its path) could make the kernel's memory and every later
+    request grow without bound, until the receiver refused the oversized requests (a 4xx,
+    which gives each escalation up). Fixed in ``infra/webhook.py`` (a jar that keeps none)."""
+    with hook(Hook(headers={"Set-Cookie": "s{n}=v{n}; Path=/"})) as receiver:
+        sink = WebhookSink(receiver.url, pause_seconds=0.0)
+        try:
+            for n in range(5):
+                await sink.deliver(Escalated(key=f"k{n}"))
+        finally:
+            await sink.aclose()
+    assert [None] * 5 == [request.get("cookie") for request in receiver.requests]
+
+
+async def test_a_delivery_cut_by_the_sinks_close_is_deferred_not_refused() -> None:
+    """A delivery is in flight (the receiver holds its answer) when its sink is closed.
+    Rule: a delivery that did not get through for a reason of the kernel's own is an
+    infrastructure failure (``WebhookUnavailable``: the relay sends the row again later),
+    never the receiver's refusal, after which the relay gives the escalation up for good.
+    Failed before: httpx's ``RuntimeError`` (the client is closed) escaped the sink, and the
+    relay's catch-all took it for a refusal. Fixed in ``infra/webhook.py``."""
+    with hook(Hook(slow=1)) as receiver:
+        sink = WebhookSink(receiver.url, pause_seconds=0.0, initial_wait_seconds=0.05)
+        sending = asyncio.create_task(sink.deliver(Escalated(key="k")))
+        assert await asyncio.to_thread(receiver.arrived.wait, 10)
+        await sink.aclose()
+        receiver.release.set()
+        with pytest.raises(WebhookUnavailable):
+            await sending
+        await sink.aclose()

@@ -11,18 +11,27 @@ an outside summariser that has not answered yet."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import time
 from uuid import UUID
 
 import asyncpg
+import httpx
+import pytest
 
 from engram import Kernel
+from engram.infra.webhook import WebhookSink
 from engram.memory.gate.requests import GateRequest
 from engram.memory.types import AccessLevel, GateAction, GateDecision, MemoryStatus
 from tests.conftest import ScratchDatabase
 from tests.integration.consolidation_helpers import DEEP, engine_with, head_of
 from tests.integration.gate_helpers import BOSS, EXTERNAL
 from tests.integration.pass_y_helpers import (
+    Escalated,
+    Hook,
     Summariser,
+    dropping_hook,
+    hook,
     lane_held,
     llm_engine,
     lock_waiting,
@@ -136,3 +145,72 @@ async def test_two_passes_at_once_consume_each_source_once(kernel: Kernel) -> No
     )
     assert {MemoryStatus.CONSOLIDATED} == set(await statuses(kernel, flat))
     assert [] == await broken_invariants(kernel)
+
+
+def _clients() -> int:
+    gc.collect()
+    return sum(isinstance(o, httpx.AsyncClient) for o in gc.get_objects())
+
+
+async def test_concurrent_first_deliveries_make_one_client_and_a_closed_sink_makes_another() -> (
+    None
+):
+    """Eight deliveries reach a new sink at the same moment, then the sink is closed and one
+    more is sent. Rule: a sink makes one HTTP client for its deliveries however they arrive
+    (its lock), and a delivery after the close makes a fresh one rather than failing."""
+    with hook(Hook()) as receiver:
+        sink = WebhookSink(receiver.url, pause_seconds=0.0)
+        before = _clients()
+        await asyncio.gather(*(sink.deliver(Escalated(key=f"k{n}")) for n in range(8)))
+        assert before + 1 == _clients()
+        first = sink._client
+        await sink.aclose()
+        assert first is not None
+        assert first.is_closed
+        await sink.deliver(Escalated(key="after"))
+        assert sink._client is not None
+        assert sink._client is not first
+        await sink.aclose()
+    assert 9 == len(receiver.requests)
+
+
+@pytest.mark.parametrize("reset", [False, True], ids=["fin", "rst"])
+async def test_a_receiver_dropping_kept_alive_connections_gets_each_delivery_once(
+    reset: bool,
+) -> None:
+    """The receiver answers over HTTP/1.1 without ``Connection: close`` and then drops the
+    connection (FIN, or RST), so the sink's pooled connection is dead by the next delivery.
+    Rule: each delivery still reaches it exactly once, on a new connection, without a failed
+    attempt (no retry wait: the five deliveries take well under the sink's 1 s first wait)."""
+    with dropping_hook(reset) as (url, answered):
+        sink = WebhookSink(url, pause_seconds=0.0)
+        began = time.monotonic()
+        try:
+            for n in range(5):
+                await sink.deliver(Escalated(key=f"k{n}"))
+                await asyncio.sleep(0.05)
+        finally:
+            await sink.aclose()
+        took = time.monotonic() - began
+    assert 5 == len(answered)
+    assert took < 1.0, took
+
+
+async def test_a_redirect_is_not_followed_and_carries_nothing_elsewhere() -> None:
+    """The webhook URL carries credentials (``user:secret@``); the receiver answers each
+    delivery with a 307 to another server. Rule: a redirect is a refusal (not followed, not
+    retried), so the other server never sees a request, a body or the credentials, and the
+    receiver sees one request per delivery, each with its own credentials only."""
+    with hook(Hook()) as elsewhere, hook(Hook(status=307)) as receiver:
+        receiver.headers["Location"] = elsewhere.url
+        url = receiver.url.replace("http://", "http://user:secret@")
+        sink = WebhookSink(url, pause_seconds=0.0, initial_wait_seconds=0.01)
+        try:
+            for n in range(2):
+                with pytest.raises(httpx.HTTPStatusError):
+                    await sink.deliver(Escalated(key=f"k{n}"))
+        finally:
+            await sink.aclose()
+    assert [] == elsewhere.requests
+    assert 2 == len(receiver.requests)
+    assert {"Basic dXNlcjpzZWNyZXQ="} == {r["authorization"] for r in receiver.requests}

@@ -17,12 +17,16 @@ kernel's memory.
 A sink keeps one HTTP client for all its deliveries, made on a worker thread at the first
 one and closed by :meth:`WebhookSink.aclose`: making a client builds its TLS context, about
 45 ms of CPU here, which a client per delivery spent on the event loop for every escalation.
+The client keeps no cookies (a receiver's ``Set-Cookie`` would otherwise ride along on every
+later delivery and grow without bound), and a delivery that the sink's close cut short is
+an infrastructure failure like any other, sent again later, never taken for a refusal.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any, Protocol
 
 import httpx
@@ -78,7 +82,9 @@ class WebhookSink:
         """The sink's client, made on first use off the event loop."""
         async with self._making:
             if self._client is None:
-                self._client = await asyncio.to_thread(httpx.AsyncClient, timeout=self._timeout)
+                self._client = await asyncio.to_thread(
+                    httpx.AsyncClient, timeout=self._timeout, cookies=_no_cookies()
+                )
             return self._client
 
     async def aclose(self) -> None:
@@ -102,6 +108,11 @@ class WebhookSink:
             ):
                 with attempt:
                     await self._post(client, body)
+        except RuntimeError as exc:
+            if not client.is_closed:
+                raise
+            # closed by aclose() mid-delivery: not the receiver's answer
+            raise WebhookUnavailable("webhook unavailable: the sink was closed") from exc
         except (httpx.HTTPError, TimeoutError) as exc:
             if not _retryable(exc):
                 raise  # a 4xx: the receiver refused this body, and would again
@@ -117,6 +128,11 @@ class WebhookSink:
             client.stream("POST", self._url, json=body) as response,
         ):
             response.raise_for_status()
+
+
+def _no_cookies() -> CookieJar:
+    """A cookie jar that accepts no cookie from any domain."""
+    return CookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))
 
 
 def answered_status(exc: BaseException) -> int | None:
