@@ -126,15 +126,16 @@ def llm_engine(
 
 
 async def topics(
-    kernel: Kernel, count: int, level: AccessLevel = AccessLevel.AGENT
+    kernel: Kernel, count: int, level: AccessLevel = AccessLevel.AGENT, first: int = 0
 ) -> list[list[UUID]]:
-    """``count`` unrelated topics of three episodes each at ``level`` (pass O's flood)."""
+    """``count`` unrelated topics of three episodes each at ``level``: pass O's flood, from
+    its ``first`` topic."""
     written = [
         [
             await write(kernel, episode(text, 10 * t + n, access_level=level))
             for n, text in enumerate(FLOOD[t])
         ]
-        for t in range(count)
+        for t in range(first, first + count)
     ]
     await kernel.events.settled()
     return written
@@ -146,18 +147,21 @@ async def statuses(kernel: Kernel, ids: Sequence[UUID]) -> list[MemoryStatus]:
 
 
 @asynccontextmanager
-async def lane_held(admin: asyncpg.Connection) -> AsyncIterator[None]:
-    """The batches' audit lane locked by ``admin`` for the block (a batch that reaches it
-    waits, its transaction open); released by rolling back."""
-    held = admin.transaction()
-    await held.start()
+async def lane_held(admin_url: str) -> AsyncIterator[None]:
+    """The batches' audit lane locked by a session of its own for the block (a batch that
+    reaches it waits, its transaction open). Watch the waiters from another session: one
+    inside a transaction reads ``pg_stat_activity`` once and never sees them arrive."""
+    holder = await asyncpg.connect(admin_url)
     try:
-        await admin.execute(
+        held = holder.transaction()
+        await held.start()
+        await holder.execute(
             "SELECT 1 FROM engram.audit_chain_heads WHERE lane = $1 FOR UPDATE", BATCH_LANE
         )
         yield
-    finally:
         await held.rollback()
+    finally:
+        await holder.close()
 
 
 async def waiting(admin: asyncpg.Connection, count: int) -> None:

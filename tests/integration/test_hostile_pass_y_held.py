@@ -41,6 +41,8 @@ from tests.integration.pass_y_helpers import (
     waiting,
 )
 from tests.integration.race_helpers import broken_invariants
+from tests.integration.test_hostile_pass_o import FLOOD
+from tests.integration.test_triggers import episode, write
 
 
 def _batch_tasks() -> list[asyncio.Task[object]]:
@@ -62,7 +64,7 @@ async def test_a_pass_cancelled_mid_level_leaves_no_batch_half_done(
     try:
         with summariser(Summariser(special=3)) as model:
             engine = llm_engine(kernel, model.url, batch_size=3)
-            async with lane_held(admin):
+            async with lane_held(database.admin_url):
                 running = asyncio.create_task(engine.run(DEEP))
                 await model.reached()
                 await waiting(admin, 1)  # the first batch, in its transaction
@@ -214,3 +216,65 @@ async def test_a_redirect_is_not_followed_and_carries_nothing_elsewhere() -> Non
     assert [] == elsewhere.requests
     assert 2 == len(receiver.requests)
     assert {"Basic dXNlcjpzZWNyZXQ="} == {r["authorization"] for r in receiver.requests}
+
+
+async def test_a_batch_whose_backend_is_killed_beside_another_lands_once(
+    kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """Two topics, a batch each, both started; one waits inside its transaction for the
+    batches' lane, the other behind it; the waiting one's backend is terminated
+    (``pg_terminate_backend``). Rule:
+    the killed batch's transaction is gone whole and run again by the adapter, the other is
+    untouched; both land exactly once and the report counts each source once."""
+    written = await topics(kernel, 2)
+    admin = await asyncpg.connect(database.admin_url)
+    try:
+        async with lane_held(database.admin_url):
+            running = asyncio.create_task(engine_with(kernel, batch_size=3).run(DEEP))
+            await waiting(admin, 1)  # the other waits for the lane in the kernel meanwhile
+            assert 2 == len(_batch_tasks())
+            pid = await admin.fetchval(
+                "SELECT min(pid) FROM pg_stat_activity "
+                "WHERE wait_event_type = 'Lock' AND datname = current_database()"
+            )
+            assert await admin.fetchval("SELECT pg_terminate_backend($1)", pid)
+            await waiting(admin, 1)  # a batch's attempt waits again
+        report = await running
+    finally:
+        await admin.close()
+    flat = [record_id for topic in written for record_id in topic]
+    assert sorted(map(str, flat)) == sorted(map(str, report.consumed))
+    assert (2, 0) == (len(report.created), report.failed_batches)
+    assert 2 == await kernel.db.fetchval("SELECT count(*) FROM consolidation_batches")
+    assert [] == await broken_invariants(kernel)
+    assert (await kernel.audit.verify()).ok
+
+
+async def test_progress_and_dry_run_agree_with_the_pass(kernel: Kernel) -> None:
+    """Two topics at the agent level and one at the sensitive level, batches of one topic.
+    Rule: a dry run writes nothing and plans what the pass then commits; the progress the
+    pass reports (batches finishing in any order, the total growing as topics are planned)
+    never goes back, never shows more done than known, and ends at every topic done."""
+    agent = await topics(kernel, 2)
+    (sensitive,) = [
+        [
+            await write(kernel, episode(text, 50 + n, access_level=AccessLevel.SENSITIVE))
+            for n, text in enumerate(FLOOD[5])
+        ]
+    ]
+    await kernel.events.settled()
+    engine = engine_with(kernel, batch_size=3)
+    dry = await engine.run(DEEP, dry_run=True)
+    flat = [record_id for topic in [*agent, sensitive] for record_id in topic]
+    assert {MemoryStatus.ACTIVE} == set(await statuses(kernel, flat))
+    seen: list[tuple[int, int]] = []
+    report = await engine.run(DEEP, progress=lambda done, total: seen.append((done, total)))
+    planned = {frozenset(s.record_id for s in c.sources) for c in dry.planned}
+    assert planned == {frozenset(s.record_id for s in c.sources) for c in report.planned}
+    assert 3 == len(planned)
+    assert (dry.candidates, dry.skipped) == (report.candidates, report.skipped)
+    assert sorted(map(str, flat)) == sorted(map(str, report.consumed))
+    assert all(done <= total for done, total in seen), seen
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen), seen
+    assert [t for _, t in seen] == sorted(t for _, t in seen), seen
+    assert (3, 3) == seen[-1]
