@@ -5,7 +5,10 @@ without text, an answer too deeply nested to parse — is an
 
 Each call is bounded as a whole by ``timeout_seconds``: httpx's own timeout bounds each read,
 so an endpoint sending its answer a byte at a time would otherwise hold a consolidation pass
-(and the levels planned after it) past every deadline.
+(and the levels planned after it) past every deadline. A pass also cuts a call short at its
+level's deadline (``consolidation.candidates``). Each call's HTTP client is made on a worker
+thread: making one builds a TLS context, tens of milliseconds of CPU that would otherwise
+hold the kernel's event loop once per summarised piece.
 """
 
 from __future__ import annotations
@@ -52,13 +55,14 @@ class OpenAICompatibleGenerator:
             ],
         }
         try:
-            async with (
-                asyncio.timeout(self._timeout),
-                httpx.AsyncClient(timeout=self._timeout) as client,
-            ):
-                response = await client.post(self._url, json=body, headers=self._headers)
-                response.raise_for_status()
-                data = response.json()
+            async with asyncio.timeout(self._timeout):
+                # made off the event loop: a client builds its TLS context (tens of ms of
+                # CPU), during which no agent's request would move
+                client = await asyncio.to_thread(httpx.AsyncClient, timeout=self._timeout)
+                async with client:
+                    response = await client.post(self._url, json=body, headers=self._headers)
+                    response.raise_for_status()
+                    data = response.json()
         # RecursionError: a document nested deeper than the parser's stack
         except (httpx.HTTPError, TimeoutError, ValueError, RecursionError) as exc:
             raise LLMUnavailable(f"summariser endpoint failed: {type(exc).__name__}") from exc

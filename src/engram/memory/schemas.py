@@ -256,6 +256,22 @@ def validate_record(record: MemoryRecord, *, internal: bool = False) -> list[str
     return problems
 
 
+def content_problems(memory_type: MemoryType, content: str) -> list[str]:
+    """What :func:`validate_record` would find wrong with ``content`` as the text of a
+    ``memory_type`` record (storage, length, the type's rules for its text), whatever the
+    rest of the record holds: for text the kernel writes from someone else's answer."""
+    problem = text_problem(content)
+    if problem is not None:
+        return [f"content: {problem}"]
+    try:
+        SCHEMAS[memory_type].model_validate(
+            {"content": content, "metadata": {}, "event_time": None, "evidence_links": ()}
+        )
+    except ValidationError as exc:
+        return [found for found in problems_of(exc) if found.startswith("content")]
+    return []
+
+
 class Invalid(Protocol):
     """A pydantic validation error (FastAPI's ``RequestValidationError`` included)."""
 

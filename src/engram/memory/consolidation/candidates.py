@@ -18,6 +18,7 @@ from datetime import datetime
 from uuid import UUID
 
 import numpy as np
+import structlog
 from numpy.typing import NDArray
 
 from engram.infra.db import DatabaseAdapter
@@ -32,12 +33,19 @@ from engram.memory.consolidation.model import (
     ConsolidationCandidate,
     SkipReason,
 )
-from engram.memory.consolidation.summarize import ExtractiveSummarizer, Summarizer
+from engram.memory.consolidation.summarize import (
+    ExtractiveSummarizer,
+    SourceText,
+    Style,
+    Summarizer,
+    Summary,
+)
 from engram.memory.consolidation.topics import TopicItem, TopicParams, cluster
-from engram.memory.schemas import looks_imperative
+from engram.memory.schemas import content_problems, looks_imperative
 from engram.memory.types import AccessLevel, MemoryRecord, MemoryType
 
 SQL = load_queries("engram.memory.consolidation", "candidates.sql", shared=store.FRAGMENTS)
+log = structlog.get_logger("engram.memory.consolidation")
 TOPIC_TYPES = frozenset(
     {MemoryType.EPISODE, MemoryType.BELIEF, MemoryType.REFLECTION, MemoryType.SKILL}
 )
@@ -143,9 +151,10 @@ class Planner:
     ) -> tuple[list[ConsolidationCandidate], Counter[str], int]:
         """Candidates of the records (of ``level``; every level when None) ingested since
         ``since`` (all: None), topics of at least ``min_topic`` records only; with the
-        skipped counts and the records considered. Topics not reached by ``deadline`` (by
-        ``clock``) are counted ``timed_out``. ``ready`` is handed each candidate as soon as it
-        is planned (the engine starts its batch meanwhile)."""
+        skipped counts and the records considered. Topics, and pieces of a large topic, not
+        reached by ``deadline`` (by ``clock``) are counted ``timed_out``, and an outside
+        summariser's call is cut off there. ``ready`` is handed each candidate as soon as
+        it is planned (the engine starts its batch meanwhile)."""
         loaded, unembedded = await self.load(since=since, limit=limit, level=level)
         skipped: Counter[str] = Counter()
         if unembedded:
@@ -164,8 +173,13 @@ class Planner:
             if len(topic) < min_topic:
                 skipped[SkipReason.TOO_FEW.value] += len(topic)
                 continue
-            for piece in self._pieces([loaded[i] for i in topic]):
-                made = await self.candidate(piece)
+            for n, piece in enumerate(self._pieces([loaded[i] for i in topic])):
+                # each piece of a large topic is an outside call: the clock is read again
+                late = late or (n > 0 and deadline is not None and clock() > deadline)
+                if late:
+                    skipped[SkipReason.TIMED_OUT.value] += len(piece)
+                    continue
+                made = await self.candidate(piece, deadline=deadline, clock=clock)
                 if isinstance(made, SkipReason):
                     skipped[made.value] += len(piece)
                 else:
@@ -193,8 +207,16 @@ class Planner:
                 return True
         return False
 
-    async def candidate(self, topic: Sequence[Loaded]) -> ConsolidationCandidate | SkipReason:
-        """What one topic (in event-time order) becomes, or why it stays as it is."""
+    async def candidate(
+        self,
+        topic: Sequence[Loaded],
+        *,
+        deadline: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> ConsolidationCandidate | SkipReason:
+        """What one topic (in event-time order) becomes, or why it stays as it is. An outside
+        summariser gets until ``deadline`` (by ``clock``, in seconds) at most: past it, the
+        extractive text is used (:meth:`_summary`)."""
         sources = [item.record for item in topic]
         vectors = np.stack([item.embedding for item in topic])
         params = self._settings.actions
@@ -211,17 +233,20 @@ class Planner:
             else:
                 metadata["steps"] = steps
                 content, summarizer = actions.skill_text(sources, steps), "extractive@1"
+        kind = actions.output_type(action, sources)
         if action is not ConsolidationAction.SKILL:
             # quarantined text never leaves the kernel for an outside summariser
             private = actions.level_of(sources) is AccessLevel.SENSITIVE
             summarizer_of = self._extractive if private else self._summarizer
-            summary = await summarizer_of.summarize(
-                actions.source_texts(sources), actions.style_of(action)
+            summary = await self._summary(
+                summarizer_of,
+                actions.source_texts(sources),
+                actions.style_of(action),
+                kind,
+                None if deadline is None else lambda: deadline - clock(),
             )
             content, summarizer = summary.text, summary.summarizer
-        kind = actions.output_type(action, sources)
-        if kind is MemoryType.BELIEF and looks_imperative(content):
-            content = f"Observed: {content}"  # a belief states what is so (its schema)
+        content = _stated(kind, content)
         if action is ConsolidationAction.COMPRESS:
             before = len(sources[0].content.split())
             if len(content.split()) > before * (1 - params.compress_min_saving):
@@ -250,11 +275,56 @@ class Planner:
             summarizer=summarizer,
         )
 
+    async def _summary(
+        self,
+        summarizer: Summarizer,
+        sources: Sequence[SourceText],
+        style: Style,
+        kind: MemoryType,
+        remaining: Callable[[], float] | None,
+    ) -> Summary:
+        """``summarizer``'s text, or the extractive one when an outside summariser has not
+        answered within ``remaining()`` seconds (None: no limit but its own timeout; the
+        clock is read for an outside summariser only) or answered text a record of ``kind``
+        cannot hold (a NUL, a lone surrogate, over 16,000 characters, against its type's
+        rules): the Gate would refuse it in every pass, and the topic would never be
+        consolidated. The timeout bounds one call, and a large topic is many calls: without
+        the deadline a pass (and every more closed level after it) could run past its
+        limit by pieces times timeout."""
+        if isinstance(summarizer, ExtractiveSummarizer):
+            return await summarizer.summarize(sources, style)
+        left = None if remaining is None else remaining()
+        summary = None
+        if left is None:
+            summary = await summarizer.summarize(sources, style)
+        elif left > 0:
+            try:
+                async with asyncio.timeout(left):
+                    summary = await summarizer.summarize(sources, style)
+            except TimeoutError:
+                log.warning("consolidation.summarizer_out_of_time", sources=len(sources))
+        if summary is not None:
+            if summary.summarizer == self._extractive.name:
+                return summary  # the outside one's own fallback
+            problems = content_problems(kind, _stated(kind, summary.text))
+            if not problems:
+                return summary
+            log.info("consolidation.summary_unstorable", problems=problems)
+        return await self._extractive.summarize(sources, style)
+
 
 #: Actions whose output states one claim for all its sources (a promoted belief, one skill):
 #: sources that disagree must not be joined. A merged narrative keeps every source's account
 #: in time order, so a later account that changes an earlier one is told, not hidden.
 _JOINED_CLAIMS = frozenset({ConsolidationAction.PROMOTE, ConsolidationAction.SKILL})
+
+
+def _stated(kind: MemoryType, content: str) -> str:
+    """``content`` as a record of ``kind`` states it: a belief states what is so (its schema),
+    so one that reads as an instruction is said to be observed."""
+    if kind is MemoryType.BELIEF and looks_imperative(content):
+        return f"Observed: {content}"
+    return content
 
 
 def _when(record: MemoryRecord) -> datetime:

@@ -1,0 +1,177 @@
+"""Hostile pass Z: a consolidation pass's deadline against an outside summariser that answers
+slowly, and what records of a closed access level can change about when an open level is
+consolidated.
+
+Every test here failed on the code it was written against (each says what failed); what held
+is in ``test_hostile_pass_z_held.py``. Real embedded PostgreSQL, the real embedding model, a
+real loopback HTTP server as the outside summariser; no mocks."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+import pytest
+
+from engram import Kernel
+from engram.infra.llm import OpenAICompatibleGenerator
+from engram.memory.consolidation.candidates import PlannerSettings
+from engram.memory.consolidation.watch import ConsolidationWatch
+from engram.memory.types import AccessLevel, MemoryStatus
+from tests.integration.consolidation_helpers import DEEP, engine_with
+from tests.integration.pass_y_helpers import llm_engine, statuses, topics
+from tests.integration.pass_z_helpers import recurring, slow_model
+from tests.integration.test_hostile_pass_o import FLOOD
+from tests.integration.test_triggers import TOPIC, episode, seed, write
+
+#: The summariser's answer time and its caller's timeout: each request answered just inside.
+ANSWER_SECONDS = 0.85
+TIMEOUT_SECONDS = 1.0
+#: A topic of ten cut into pieces of two: five requests, 4.5 s of answers.
+PIECES = PlannerSettings(max_topic=2)
+
+
+async def test_a_topic_cut_into_many_pieces_does_not_run_the_pass_past_its_limit(
+    kernel: Kernel,
+) -> None:
+    """One public topic of ten episodes, cut into five pieces; the outside model answers each
+    piece's request after 0.9 s, inside its 1 s timeout, so no request fails. Rule: a pass
+    starts no work after ``ENGRAM_CONSOLIDATION_MAX_SECONDS`` (the specification's hard
+    limit; what was committed stays), overrunning it by at most one batch. Failed before:
+    the planner read the clock once per topic, so every piece of a topic begun in time was
+    summarised, each call bounded only by the summariser's own timeout: a pass of 1.5 s took
+    4.5 s here (in production a topic of up to a thousand records, 63 pieces of 30 s each,
+    could hold a pass and the consolidation lock half an hour past its limit)."""
+    written = await recurring(kernel, AccessLevel.PUBLIC)
+    await engine_with(kernel).evaluate_candidates(DEEP)  # the clustering's imports paid
+    with slow_model(ANSWER_SECONDS) as model:
+        engine = llm_engine(
+            kernel, model.url, timeout=TIMEOUT_SECONDS, max_seconds=1.5, planner=PIECES
+        )
+        began = time.monotonic()
+        report = await asyncio.wait_for(engine.run(DEEP), 15.0)
+        took = time.monotonic() - began
+    assert took < 2.5, (took, model.asked)
+    assert report.consumed, "nothing committed"  # what was planned in time is kept
+    assert set(report.consumed) < set(written)  # and the rest left to the next pass
+
+
+async def test_one_open_topic_does_not_take_a_closed_levels_share_of_the_pass(
+    kernel: Kernel,
+) -> None:
+    """The same topic at the public level, and a topic of two episodes at the sensitive
+    level (summarised in the kernel, never sent out), in one pass of 4 s. Rule (ADR-019):
+    each level has its own deadline, and ``LEVEL_RESERVE`` of the pass is kept for every
+    more closed level, so the most open level's work ends by 80 % of the pass and the
+    sensitive level gets its turn whatever the public level holds. Failed before: the
+    public topic's five slow pieces ran to 4.5 s, past the sensitive level's deadline (the
+    end of the pass), and the sensitive topic was ``timed_out`` in every such pass. The
+    sensitive level keeps 20 % of the pass, 0.8 s here, less the public level's last batch."""
+    await recurring(kernel, AccessLevel.PUBLIC)
+    closed = [  # a topic of two: one piece
+        await write(kernel, episode(text, 200 + n, access_level=AccessLevel.SENSITIVE))
+        for n, text in enumerate(FLOOD[1][:2])
+    ]
+    await kernel.events.settled()
+    await engine_with(kernel).evaluate_candidates(DEEP)  # the clustering's imports paid
+    with slow_model(ANSWER_SECONDS) as model:
+        engine = llm_engine(
+            kernel,
+            model.url,
+            timeout=TIMEOUT_SECONDS,
+            max_seconds=4.0,
+            planner=PIECES,
+            batch_size=2,  # each piece committed while the next is asked for
+        )
+        report = await asyncio.wait_for(engine.run(DEEP), 15.0)
+    assert AccessLevel.SENSITIVE not in report.timed_out_levels, report.skipped
+    assert {MemoryStatus.CONSOLIDATED} == set(await statuses(kernel, closed))
+
+
+async def test_a_closed_levels_grown_topic_does_not_hide_an_open_levels_routed_record(
+    kernel: Kernel,
+) -> None:
+    """At the agent level, five related episodes, the fifth routed to consolidation by Layer
+    2 (four related records before it), below the watch's topic threshold of six. Then six
+    related episodes at the sensitive level: a grown topic. Rule: whether and when a
+    caller's records are consolidated depends on records it may read alone (ADR-019's
+    amendment), so the event check names the agent level due whatever the sensitive level
+    holds. Failed before: the watch looked for routed records only when no level had a grown
+    topic, so the sensitive topic made the check name the sensitive level alone; the pass it
+    started left the agent level out, and while sensitive topics kept growing at every check
+    (30 s apart) the agent level's routed record never got its pass."""
+    watch = ConsolidationWatch(
+        kernel.db, event_threshold=6, fast_path_limit=100_000, decay_threshold=0.5
+    )
+    await seed(kernel, TOPIC, access_level=AccessLevel.AGENT)
+    await kernel.events.settled()
+    alone = await watch.event_due(None)
+    assert alone is not None
+    assert alone.levels == (AccessLevel.AGENT,), alone
+    await recurring(kernel, AccessLevel.SENSITIVE, 6)
+    due = await watch.event_due(None)
+    assert due is not None
+    assert (AccessLevel.AGENT, AccessLevel.SENSITIVE) == due.levels, due
+
+
+async def test_an_outside_summary_call_does_not_stall_the_event_loop() -> None:
+    """Five calls to the outside summariser (a loopback model answering at once) while a
+    task ticks every 2 ms. Rule: the kernel's event loop serves every agent's request, so
+    no part of a background pass may hold it for long (the webhook sink's client is made on
+    a worker thread for this reason). Failed before: each call made a new HTTP client on the
+    loop, and making one builds its TLS context (about 45 ms of CPU, over 100 ms on a busy
+    machine), during which no write, read or search of any agent moved: a pass of a
+    thousand pieces stalled the kernel a thousand times."""
+    loop = asyncio.get_running_loop()
+    costs = []
+    for _ in range(3):  # what one client costs on this machine now (the first pays imports)
+        began = time.perf_counter()
+        await httpx.AsyncClient().aclose()
+        costs.append(time.perf_counter() - began)
+    making = min(costs)
+    gaps: list[float] = []
+    done = asyncio.Event()
+
+    async def tick() -> None:
+        last = loop.time()
+        while not done.is_set():
+            await asyncio.sleep(0.002)
+            now = loop.time()
+            gaps.append(now - last)
+            last = now
+
+    with slow_model(0.0) as model:
+        generator = OpenAICompatibleGenerator(model.url, model="m", timeout_seconds=5.0)
+        await generator.complete("Summarise.", "warm-up")
+        ticker = asyncio.create_task(tick())
+        for n in range(5):
+            assert "" == await generator.complete("Summarise.", f"record {n}")
+        done.set()
+        await ticker
+    # each call held the loop at least as long as making a client; one such gap is allowed
+    # for the machine's own jitter
+    held = [round(gap, 3) for gap in gaps if gap >= 0.75 * making]
+    assert len(held) <= 1, (held, making)
+
+
+@pytest.mark.parametrize(
+    ("echo", "tail"),
+    [(80, ""), (1, " \x00"), (1, " \ud800")],
+    ids=["too-long", "nul", "lone-surrogate"],
+)
+async def test_an_outside_summary_storage_cannot_hold_falls_back_to_the_extractive_text(
+    kernel: Kernel, echo: int, tail: str
+) -> None:
+    """A topic of three episodes; the outside model answers with the sources' text (every
+    fact kept, none added) said eighty times over (about 18,000 characters, over the 16,000
+    a record holds), or once with a NUL or a lone surrogate after it (valid JSON escapes).
+    Rule: whatever the outside summariser answers, the topic is consolidated (ADR-018: a
+    bad answer falls back to the extractive text), so an answer the record cannot hold is
+    not kept."""
+    (written,) = await topics(kernel, 1)
+    with slow_model(0.0, echo=echo, tail=tail) as model:
+        engine = llm_engine(kernel, model.url)
+        report = await engine.run(DEEP)
+    assert model.asked == 1
+    assert set(written) == set(report.consumed), report.skipped
