@@ -146,11 +146,16 @@ class ConsolidationWatch:
             level: largest_group(found, {a for a, _ in found}) for level, found in pairs.items()
         }
         grown = ordered(level for level, size in groups.items() if size >= self.event_threshold)
-        if grown:
-            size = max(groups[level] for level in grown)
-            return Due(f"a topic of {size} related records grew since the last pass", grown)
+        # read whatever grew: a level's routed records are due even when another level's
+        # topic grew (a closed level's growth would otherwise keep an open level waiting)
         routed_rows = await self._db.fetch(SQL["routed_since"], names, marks)
         routed = {AccessLevel(row["access_level"]): int(row["n"]) for row in routed_rows}
+        if grown:
+            size = max(groups[level] for level in grown)
+            return Due(
+                f"a topic of {size} related records grew since the last pass",
+                ordered([*grown, *routed]),
+            )
         if routed:
             total = sum(routed.values())
             return Due(
