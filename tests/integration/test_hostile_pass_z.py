@@ -1,6 +1,7 @@
 """Hostile pass Z: a consolidation pass's deadline against an outside summariser that answers
-slowly, and what records of a closed access level can change about when an open level is
-consolidated.
+slowly, what else the summariser's calls and answers do to the kernel (its event loop, the
+records it writes), and what records of a closed access level can change about when an
+open level is consolidated.
 
 Every test here failed on the code it was written against (each says what failed); what held
 is in ``test_hostile_pass_z_held.py``. Real embedded PostgreSQL, the real embedding model, a
@@ -28,7 +29,7 @@ from tests.integration.test_triggers import TOPIC, episode, seed, write
 #: The summariser's answer time and its caller's timeout: each request answered just inside.
 ANSWER_SECONDS = 0.85
 TIMEOUT_SECONDS = 1.0
-#: A topic of ten cut into pieces of two: five requests, 4.5 s of answers.
+#: A topic of ten cut into pieces of two: five requests, over 4 s of answers.
 PIECES = PlannerSettings(max_topic=2)
 
 
@@ -36,13 +37,15 @@ async def test_a_topic_cut_into_many_pieces_does_not_run_the_pass_past_its_limit
     kernel: Kernel,
 ) -> None:
     """One public topic of ten episodes, cut into five pieces; the outside model answers each
-    piece's request after 0.9 s, inside its 1 s timeout, so no request fails. Rule: a pass
-    starts no work after ``ENGRAM_CONSOLIDATION_MAX_SECONDS`` (the specification's hard
-    limit; what was committed stays), overrunning it by at most one batch. Failed before:
-    the planner read the clock once per topic, so every piece of a topic begun in time was
-    summarised, each call bounded only by the summariser's own timeout: a pass of 1.5 s took
-    4.5 s here (in production a topic of up to a thousand records, 63 pieces of 30 s each,
-    could hold a pass and the consolidation lock half an hour past its limit)."""
+    piece's request after 0.85 s, inside its 1 s timeout. Rule: a pass starts no work after
+    ``ENGRAM_CONSOLIDATION_MAX_SECONDS`` (the specification's hard limit), overrunning it
+    by at most one batch, and what it planned in time is committed. Failed before: the
+    planner read the clock once per topic, so every piece of a topic begun in time was
+    summarised, each call bounded only by the summariser's own timeout: a pass of 1.5 s
+    took 4.9 s here and committed nothing (its one batch started after the deadline, and
+    the level was not marked cut short), the same in every pass, so the topic was never
+    consolidated. At the defaults a topic of up to a thousand records is 63 pieces of up to
+    30 s each: half an hour past the limit, holding the consolidation lock."""
     written = await recurring(kernel, AccessLevel.PUBLIC)
     await engine_with(kernel).evaluate_candidates(DEEP)  # the clustering's imports paid
     with slow_model(ANSWER_SECONDS) as model:
@@ -64,10 +67,10 @@ async def test_one_open_topic_does_not_take_a_closed_levels_share_of_the_pass(
     level (summarised in the kernel, never sent out), in one pass of 4 s. Rule (ADR-019):
     each level has its own deadline, and ``LEVEL_RESERVE`` of the pass is kept for every
     more closed level, so the most open level's work ends by 80 % of the pass and the
-    sensitive level gets its turn whatever the public level holds. Failed before: the
-    public topic's five slow pieces ran to 4.5 s, past the sensitive level's deadline (the
-    end of the pass), and the sensitive topic was ``timed_out`` in every such pass. The
-    sensitive level keeps 20 % of the pass, 0.8 s here, less the public level's last batch."""
+    sensitive level gets its turn whatever the public level holds (20 % of the pass, 0.8 s
+    here, less the public level's last batch). Failed before: the public topic's five slow
+    pieces ran the pass to 5.2 s, past the sensitive level's deadline (the end of the
+    pass), and the sensitive topic was ``timed_out`` in every such pass."""
     await recurring(kernel, AccessLevel.PUBLIC)
     closed = [  # a topic of two: one piece
         await write(kernel, episode(text, 200 + n, access_level=AccessLevel.SENSITIVE))
@@ -120,9 +123,10 @@ async def test_an_outside_summary_call_does_not_stall_the_event_loop() -> None:
     task ticks every 2 ms. Rule: the kernel's event loop serves every agent's request, so
     no part of a background pass may hold it for long (the webhook sink's client is made on
     a worker thread for this reason). Failed before: each call made a new HTTP client on the
-    loop, and making one builds its TLS context (about 45 ms of CPU, over 100 ms on a busy
-    machine), during which no write, read or search of any agent moved: a pass of a
-    thousand pieces stalled the kernel a thousand times."""
+    loop, and making one builds its TLS context (30-100 ms here, by the machine's load),
+    during which no write, read or search of any agent moved: the longest tick was 55-78
+    ms (5-12 ms now), and a pass of a thousand pieces stalled the kernel a thousand times.
+    Fixed in ``infra/llm.py`` (the client is made on a worker thread)."""
     loop = asyncio.get_running_loop()
     costs = []
     for _ in range(3):  # what one client costs on this machine now (the first pays imports)
@@ -168,7 +172,10 @@ async def test_an_outside_summary_storage_cannot_hold_falls_back_to_the_extracti
     a record holds), or once with a NUL or a lone surrogate after it (valid JSON escapes).
     Rule: whatever the outside summariser answers, the topic is consolidated (ADR-018: a
     bad answer falls back to the extractive text), so an answer the record cannot hold is
-    not kept."""
+    not kept. Failed before: the facts check passed the answer, the Gate's schema check
+    refused the summary (``rejected``: 3), and so in every pass while the model answered
+    so: the topic was never consolidated, and each pass added an audited refusal. Fixed in
+    ``consolidation/candidates.py`` (``schemas.content_problems``)."""
     (written,) = await topics(kernel, 1)
     with slow_model(0.0, echo=echo, tail=tail) as model:
         engine = llm_engine(kernel, model.url)
