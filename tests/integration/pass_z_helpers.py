@@ -46,6 +46,10 @@ class SlowModel:
     delay: float
     echo: int = 0
     tail: str = ""
+    #: When set, every answer is a text of this many bytes, sent in pieces of 64 KiB while
+    #: the caller reads; ``sent`` counts the bytes that went out.
+    huge: int = 0
+    sent: int = 0
     asked: int = 0
     times: list[float] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
@@ -63,6 +67,9 @@ def _handler(state: SlowModel) -> type[BaseHTTPRequestHandler]:
             said = " ".join(line.split("] ", 1)[-1] for line in lines)  # without their dates
             text = "\n".join([said] * state.echo) + state.tail
             body = json.dumps({"choices": [{"message": {"content": text}}]}).encode()
+            if state.huge:
+                self._send_huge(state.huge)
+                return
             try:
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
@@ -72,6 +79,25 @@ def _handler(state: SlowModel) -> type[BaseHTTPRequestHandler]:
             except OSError:  # the caller gave up and closed the connection
                 return
 
+        def _send_huge(self, size: int) -> None:
+            head, end = b'{"choices": [{"message": {"content": "', b'"}}]}'
+            piece = b"a" * 65536
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(head) + size + len(end)))
+                self.end_headers()
+                self.wfile.write(head)
+                left = size
+                while left > 0:
+                    chunk = piece[: min(left, len(piece))]
+                    self.wfile.write(chunk)
+                    state.sent += len(chunk)
+                    left -= len(chunk)
+                self.wfile.write(end)
+            except OSError:  # the caller stopped reading and closed the connection
+                return
+
         def log_message(self, *args: object) -> None:
             del args
 
@@ -79,9 +105,9 @@ def _handler(state: SlowModel) -> type[BaseHTTPRequestHandler]:
 
 
 @contextmanager
-def slow_model(delay: float, echo: int = 0, tail: str = "") -> Iterator[SlowModel]:
+def slow_model(delay: float, echo: int = 0, tail: str = "", huge: int = 0) -> Iterator[SlowModel]:
     """A :class:`SlowModel` on a loopback port (its ``url`` set) until the block ends."""
-    state = SlowModel(delay, echo, tail)
+    state = SlowModel(delay, echo, tail, huge)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -161,15 +161,16 @@ async def test_an_outside_summary_call_does_not_stall_the_event_loop() -> None:
 
 @pytest.mark.parametrize(
     ("echo", "tail"),
-    [(80, ""), (1, " \x00"), (1, " \ud800")],
-    ids=["too-long", "nul", "lone-surrogate"],
+    [(80, ""), (1, " \x00"), (1, " \ud800"), (1, " Why does it keep failing?")],
+    ids=["too-long", "nul", "lone-surrogate", "a-question"],
 )
 async def test_an_outside_summary_storage_cannot_hold_falls_back_to_the_extractive_text(
     kernel: Kernel, echo: int, tail: str
 ) -> None:
     """A topic of three episodes; the outside model answers with the sources' text (every
     fact kept, none added) said eighty times over (about 18,000 characters, over the 16,000
-    a record holds), or once with a NUL or a lone surrogate after it (valid JSON escapes).
+    a record holds), or once with a NUL or a lone surrogate after it (valid JSON escapes),
+    or with a question after it (the topic is promoted to a belief, which states what is so).
     Rule: whatever the outside summariser answers, the topic is consolidated (ADR-018: a
     bad answer falls back to the extractive text), so an answer the record cannot hold is
     not kept. Failed before: the facts check passed the answer, the Gate's schema check
@@ -181,4 +182,23 @@ async def test_an_outside_summary_storage_cannot_hold_falls_back_to_the_extracti
         engine = llm_engine(kernel, model.url)
         report = await engine.run(DEEP)
     assert model.asked == 1
+    assert set(written) == set(report.consumed), report.skipped
+
+
+async def test_a_huge_outside_answer_is_not_read_whole(kernel: Kernel) -> None:
+    """A topic of three episodes; the outside model answers with a well-formed document
+    whose text is 64 MiB, sent as fast as the kernel reads it (well within the timeout).
+    Rule: nothing an outside endpoint sends can grow the kernel's memory without bound (the
+    webhook sink leaves its answers unread for this reason); a summary is at most 16,000
+    characters, so an answer far larger is not read past a limit, and the topic takes the
+    extractive text. Failed before: the generator read all 64 MiB, and the summary's facts
+    check then ran over the text on the event loop, beyond the reach of any timeout: the
+    pass, and every request of every agent, was held for minutes (pytest's 180 s limit
+    ended it). Fixed in ``infra/llm.py`` (``MAX_ANSWER_BYTES``) and ``summarize.py`` (an
+    answer longer than a record holds is not checked, the extractive text is used)."""
+    (written,) = await topics(kernel, 1)
+    with slow_model(0.0, huge=64 * 2**20) as model:
+        engine = llm_engine(kernel, model.url)
+        report = await engine.run(DEEP)
+    assert model.sent < 16 * 2**20, model.sent
     assert set(written) == set(report.consumed), report.skipped

@@ -14,15 +14,36 @@ hold the kernel's event loop once per summarised piece.
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import httpx
 
 from engram.errors import InfrastructureError
 
+#: The most of an answer that is read. A summary is at most 16,000 characters (the record's
+#: limit), which JSON may spell in up to six bytes each; an endpoint sending more is cut off
+#: there. Read whole, a huge answer grew the kernel's memory and then held its event loop
+#: for minutes in the summary's checks.
+MAX_ANSWER_BYTES = 256 * 1024
+
 
 class LLMUnavailable(InfrastructureError):
     """The LLM endpoint did not give a usable answer."""
+
+
+async def _limited(response: httpx.Response) -> bytes:
+    """The body of ``response``, unless it is longer than ``MAX_ANSWER_BYTES``."""
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_ANSWER_BYTES:
+        raise LLMUnavailable("summariser answer too large")
+    chunks, size = [], 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > MAX_ANSWER_BYTES:
+            raise LLMUnavailable("summariser answer too large")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 class OpenAICompatibleGenerator:
@@ -59,10 +80,12 @@ class OpenAICompatibleGenerator:
                 # made off the event loop: a client builds its TLS context (tens of ms of
                 # CPU), during which no agent's request would move
                 client = await asyncio.to_thread(httpx.AsyncClient, timeout=self._timeout)
-                async with client:
-                    response = await client.post(self._url, json=body, headers=self._headers)
-                    response.raise_for_status()
-                    data = response.json()
+                async with (
+                    client,
+                    client.stream("POST", self._url, json=body, headers=self._headers) as answer,
+                ):
+                    answer.raise_for_status()
+                    data = json.loads(await _limited(answer))
         # RecursionError: a document nested deeper than the parser's stack
         except (httpx.HTTPError, TimeoutError, ValueError, RecursionError) as exc:
             raise LLMUnavailable(f"summariser endpoint failed: {type(exc).__name__}") from exc

@@ -10,8 +10,9 @@ that bring no new fact and mostly repeat what is kept (:func:`compressed_clauses
 
 :class:`CheckedSummarizer` asks a :class:`TextGenerator` (an LLM behind an OpenAI-compatible
 endpoint, configured by the operator) for abstractive text, then checks it: when the answer
-fails, is empty, loses any fact of the sources (:func:`~.facts.lost_facts`) or states a fact
-none of them holds, the extractive text is used instead. The name recorded with the record
+fails, is empty, is longer than a record holds, loses any fact of the sources
+(:func:`~.facts.lost_facts`) or states a fact none of them holds, the extractive text is
+used instead. The name recorded with the record
 says which one wrote it. Sensitive sources are never sent (the planner summarises them
 extractively).
 """
@@ -36,6 +37,7 @@ from engram.memory.consolidation.facts import (
     lost_facts,
     normalise,
 )
+from engram.memory.schemas import MAX_CONTENT_CHARS
 
 log = structlog.get_logger("engram.memory.consolidation.summarize")
 
@@ -210,6 +212,9 @@ class CheckedSummarizer:
             answer = (await self._generator.complete(_INSTRUCTIONS[style], joined)).strip()
         except EngramError as exc:
             log.warning("consolidation.summarizer_failed", error=type(exc).__name__)
+            answer = ""
+        if len(answer) > MAX_CONTENT_CHARS:  # no record holds it: not worth checking
+            log.info("consolidation.summary_refused", chars=len(answer))
             answer = ""
         if answer:
             lost = lost_facts(texts, answer)
