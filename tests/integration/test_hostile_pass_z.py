@@ -161,22 +161,31 @@ async def test_an_outside_summary_call_does_not_stall_the_event_loop() -> None:
 
 @pytest.mark.parametrize(
     ("echo", "tail"),
-    [(80, ""), (1, " \x00"), (1, " \ud800"), (1, " Why does it keep failing?")],
-    ids=["too-long", "nul", "lone-surrogate", "a-question"],
+    [
+        (80, ""),
+        (1, " \x00"),
+        (1, " \ud800"),
+        (1, " Why does it keep failing?"),
+        (1, " Ask bob.smith@example.com about it."),
+    ],
+    ids=["too-long", "nul", "lone-surrogate", "a-question", "an-address-added"],
 )
-async def test_an_outside_summary_storage_cannot_hold_falls_back_to_the_extractive_text(
+async def test_an_outside_summary_the_gate_would_refuse_falls_back_to_the_extractive_text(
     kernel: Kernel, echo: int, tail: str
 ) -> None:
     """A topic of three episodes; the outside model answers with the sources' text (every
     fact kept, none added) said eighty times over (about 18,000 characters, over the 16,000
     a record holds), or once with a NUL or a lone surrogate after it (valid JSON escapes),
-    or with a question after it (the topic is promoted to a belief, which states what is so).
+    or with a question after it (the topic is promoted to a belief, which states what is so),
+    or with an e-mail address none of the sources holds (the facts check reads no address).
     Rule: whatever the outside summariser answers, the topic is consolidated (ADR-018: a
     bad answer falls back to the extractive text), so an answer the record cannot hold is
-    not kept. Failed before: the facts check passed the answer, the Gate's schema check
-    refused the summary (``rejected``: 3), and so in every pass while the model answered
-    so: the topic was never consolidated, and each pass added an audited refusal. Fixed in
-    ``consolidation/candidates.py`` (``schemas.content_problems``)."""
+    not kept, nor one the Gate would quarantine above its sources' level. Failed before:
+    the facts check passed each answer, the Gate's schema check refused the summary
+    (``rejected``: 3) or its PII screen quarantined it (``quarantined``: 3), and so in every
+    pass while the model answered so: the topic was never consolidated. Fixed in
+    ``consolidation/candidates.py`` (``schemas.content_problems``, and the PII screen of
+    an outside answer against its sources)."""
     (written,) = await topics(kernel, 1)
     with slow_model(0.0, echo=echo, tail=tail) as model:
         engine = llm_engine(kernel, model.url)

@@ -41,6 +41,7 @@ from engram.memory.consolidation.summarize import (
     Summary,
 )
 from engram.memory.consolidation.topics import TopicItem, TopicParams, cluster
+from engram.memory.gate import pii
 from engram.memory.schemas import content_problems, looks_imperative
 from engram.memory.types import AccessLevel, MemoryRecord, MemoryType
 
@@ -287,7 +288,8 @@ class Planner:
         answered within ``remaining()`` seconds (None: no limit but its own timeout; the
         clock is read for an outside summariser only) or answered text a record of ``kind``
         cannot hold (a NUL, a lone surrogate, over 16,000 characters, against its type's
-        rules): the Gate would refuse it in every pass, and the topic would never be
+        rules) or personal data none of the sources holds (an address it added): the Gate
+        would refuse or quarantine it in every pass, and the topic would never be
         consolidated. The timeout bounds one call, and a large topic is many calls: without
         the deadline a pass (and every more closed level after it) could run past its
         limit by pieces times timeout."""
@@ -307,9 +309,9 @@ class Planner:
             if summary.summarizer == self._extractive.name:
                 return summary  # the outside one's own fallback
             problems = content_problems(kind, _stated(kind, summary.text))
-            if not problems:
+            if not problems and not await asyncio.to_thread(_adds_pii, sources, summary.text):
                 return summary
-            log.info("consolidation.summary_unstorable", problems=problems)
+            log.info("consolidation.summary_unstorable", problems=problems or ["pii added"])
         return await self._extractive.summarize(sources, style)
 
 
@@ -317,6 +319,17 @@ class Planner:
 #: sources that disagree must not be joined. A merged narrative keeps every source's account
 #: in time order, so a later account that changes an earlier one is told, not hidden.
 _JOINED_CLAIMS = frozenset({ConsolidationAction.PROMOTE, ConsolidationAction.SKILL})
+
+
+def _adds_pii(sources: Sequence[SourceText], text: str) -> bool:
+    """Whether ``text`` holds a PII or secret span whose value no source holds (the facts
+    check does not read addresses, and the Gate would quarantine such a summary above its
+    sources' level)."""
+    found = pii.scan(text)
+    if not found:
+        return False
+    held = "\n".join(source.text for source in sources)
+    return any(text[f.start : f.end] not in held for f in found)
 
 
 def _stated(kind: MemoryType, content: str) -> str:
