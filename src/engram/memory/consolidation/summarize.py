@@ -12,9 +12,8 @@ that bring no new fact and mostly repeat what is kept (:func:`compressed_clauses
 endpoint, configured by the operator) for abstractive text, then checks it: when the answer
 fails, is empty, is longer than a record holds, loses any fact of the sources
 (:func:`~.facts.lost_facts`) or states a fact none of them holds, the extractive text is
-used instead. The name recorded with the record
-says which one wrote it. Sensitive sources are never sent (the planner summarises them
-extractively).
+used instead. The name recorded with the record says which one wrote it. Sensitive sources
+are never sent (the planner summarises them extractively).
 """
 
 from __future__ import annotations
