@@ -119,7 +119,7 @@ async def test_a_closed_levels_grown_topic_does_not_hide_an_open_levels_routed_r
 
 
 async def test_an_outside_summary_call_does_not_stall_the_event_loop() -> None:
-    """Five calls to the outside summariser (a loopback model answering at once) while a
+    """Eight calls to the outside summariser (a loopback model answering at once) while a
     task ticks every 2 ms. Rule: the kernel's event loop serves every agent's request, so
     no part of a background pass may hold it for long (the webhook sink's client is made on
     a worker thread for this reason). Failed before: each call made a new HTTP client on the
@@ -149,14 +149,14 @@ async def test_an_outside_summary_call_does_not_stall_the_event_loop() -> None:
         generator = OpenAICompatibleGenerator(model.url, model="m", timeout_seconds=5.0)
         await generator.complete("Summarise.", "warm-up")
         ticker = asyncio.create_task(tick())
-        for n in range(5):
+        for n in range(8):
             assert "" == await generator.complete("Summarise.", f"record {n}")
         done.set()
         await ticker
-    # each call held the loop at least as long as making a client; one such gap is allowed
+    # each call held the loop about as long as making a client; two such gaps are allowed
     # for the machine's own jitter
     held = [round(gap, 3) for gap in gaps if gap >= 0.75 * making]
-    assert len(held) <= 1, (held, making)
+    assert len(held) <= 2, (held, making)
 
 
 @pytest.mark.parametrize(
