@@ -55,7 +55,8 @@ async def test_a_topic_cut_into_many_pieces_does_not_run_the_pass_past_its_limit
         began = time.monotonic()
         report = await asyncio.wait_for(engine.run(DEEP), 15.0)
         took = time.monotonic() - began
-    assert took < 2.5, (took, model.asked)
+    # about 1.5-2 s on a quiet machine: the limit, and one batch; 4.9 s before the fix
+    assert took < 3.5, (took, model.asked)
     assert report.consumed, "nothing committed"  # what was planned in time is kept
     assert set(report.consumed) < set(written)  # and the rest left to the next pass
 
