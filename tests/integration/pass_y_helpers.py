@@ -90,18 +90,28 @@ def _handler(state: Summariser) -> type[BaseHTTPRequestHandler]:
 
 
 @contextmanager
-def summariser(state: Summariser) -> Iterator[Summariser]:
-    """``state`` served on a loopback port (its ``url`` set) until the block ends."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+def loopback(
+    handler: type[BaseHTTPRequestHandler], path: str, stop: threading.Event
+) -> Iterator[str]:
+    """``handler`` served on a loopback port until the block ends, yielding the URL of
+    ``path`` there; ``stop`` is set first on the way out, so a handler waiting on it lets go
+    before the server shuts down."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    state.url = f"http://127.0.0.1:{server.server_port}/v1"
     try:
-        yield state
+        yield f"http://127.0.0.1:{server.server_port}{path}"
     finally:
-        state.release.set()
+        stop.set()
         server.shutdown()
         server.server_close()
+
+
+@contextmanager
+def summariser(state: Summariser) -> Iterator[Summariser]:
+    """``state`` served on a loopback port (its ``url`` set) until the block ends."""
+    with loopback(_handler(state), "/v1", state.release) as state.url:
+        yield state
 
 
 def llm_engine(
@@ -222,16 +232,8 @@ def _hook_handler(state: Hook) -> type[BaseHTTPRequestHandler]:
 @contextmanager
 def hook(state: Hook) -> Iterator[Hook]:
     """``state`` served on a loopback port (its ``url`` set) until the block ends."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _hook_handler(state))
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    state.url = f"http://127.0.0.1:{server.server_port}/hook"
-    try:
+    with loopback(_hook_handler(state), "/hook", state.release) as state.url:
         yield state
-    finally:
-        state.release.set()
-        server.shutdown()
-        server.server_close()
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from uuid import UUID
 
 from engram import Kernel
 from engram.memory.types import AccessLevel
+from tests.integration.pass_y_helpers import loopback
 from tests.integration.test_triggers import episode, write
 
 #: One recurring incident told ten ways: one topic of ten episodes. Each is written 13 hours
@@ -108,16 +109,8 @@ def _handler(state: SlowModel) -> type[BaseHTTPRequestHandler]:
 def slow_model(delay: float, echo: int = 0, tail: str = "", huge: int = 0) -> Iterator[SlowModel]:
     """A :class:`SlowModel` on a loopback port (its ``url`` set) until the block ends."""
     state = SlowModel(delay, echo, tail, huge)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    state.url = f"http://127.0.0.1:{server.server_port}/v1"
-    try:
+    with loopback(_handler(state), "/v1", state.stop) as state.url:
         yield state
-    finally:
-        state.stop.set()
-        server.shutdown()
-        server.server_close()
 
 
 async def recurring(kernel: Kernel, level: AccessLevel, count: int = len(RECURRING)) -> list[UUID]:
