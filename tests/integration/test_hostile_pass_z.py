@@ -61,6 +61,31 @@ async def test_a_topic_cut_into_many_pieces_does_not_run_the_pass_past_its_limit
     assert set(report.consumed) < set(written)  # and the rest left to the next pass
 
 
+async def test_a_last_piece_cut_at_the_deadline_still_commits_its_batch(kernel: Kernel) -> None:
+    """One public topic of ten episodes in two pieces of five, all in one batch; the outside
+    model answers each request after 0.85 s, and the level's deadline (0.8 of a 1.5 s pass)
+    falls during the second call, which is cut there and takes the extractive text. Rule:
+    what a level planned in time is committed, so a level is never left due for ever
+    (ADR-019, amendments of 2026-11-29). Found by the review of pass Z: no piece came after
+    the cut one to be counted ``timed_out``, so the level was not taken as cut short, its
+    one batch met the clock past the deadline and was ``timed_out``, in every pass: the
+    topic was never consolidated."""
+    written = await recurring(kernel, AccessLevel.PUBLIC)
+    await engine_with(kernel).evaluate_candidates(DEEP)  # the clustering's imports paid
+    with slow_model(ANSWER_SECONDS) as model:
+        engine = llm_engine(
+            kernel,
+            model.url,
+            timeout=TIMEOUT_SECONDS,
+            max_seconds=1.5,
+            planner=PlannerSettings(max_topic=5),
+            batch_size=20,
+        )
+        report = await asyncio.wait_for(engine.run(DEEP), 15.0)
+    assert model.asked == 2
+    assert set(written) == set(report.consumed), report.skipped
+
+
 async def test_one_open_topic_does_not_take_a_closed_levels_share_of_the_pass(
     kernel: Kernel,
 ) -> None:

@@ -149,13 +149,17 @@ class Planner:
         deadline: float | None = None,
         clock: Callable[[], float] = time.monotonic,
         ready: Callable[[ConsolidationCandidate], None] | None = None,
+        crossed: Callable[[], None] | None = None,
     ) -> tuple[list[ConsolidationCandidate], Counter[str], int]:
         """Candidates of the records (of ``level``; every level when None) ingested since
         ``since`` (all: None), topics of at least ``min_topic`` records only; with the
         skipped counts and the records considered. Topics, and pieces of a large topic, not
         reached by ``deadline`` (by ``clock``) are counted ``timed_out``, and an outside
         summariser's call is cut off there. ``ready`` is handed each candidate as soon as
-        it is planned (the engine starts its batch meanwhile)."""
+        it is planned (the engine starts its batch meanwhile); ``crossed`` is called when
+        an outside call ended at the deadline (the piece planned with the extractive text,
+        nothing begun after it), which no ``timed_out`` count shows when it was the last."""
+        outside = not isinstance(self._summarizer, ExtractiveSummarizer)
         loaded, unembedded = await self.load(since=since, limit=limit, level=level)
         skipped: Counter[str] = Counter()
         if unembedded:
@@ -181,6 +185,10 @@ class Planner:
                     skipped[SkipReason.TIMED_OUT.value] += len(piece)
                     continue
                 made = await self.candidate(piece, deadline=deadline, clock=clock)
+                if outside and deadline is not None and clock() > deadline:
+                    late = True  # its call was cut there: nothing more is begun
+                    if crossed is not None:
+                        crossed()
                 if isinstance(made, SkipReason):
                     skipped[made.value] += len(piece)
                 else:
@@ -288,7 +296,7 @@ class Planner:
         answered within ``remaining()`` seconds (None: no limit but its own timeout; the
         clock is read for an outside summariser only) or answered text a record of ``kind``
         cannot hold (a NUL, a lone surrogate, over 16,000 characters, against its type's
-        rules) or personal data none of the sources holds (an address it added): the Gate
+        rules) or anything the PII screen finds (an address it added): the Gate
         would refuse or quarantine it in every pass, and the topic would never be
         consolidated. The timeout bounds one call, and a large topic is many calls: without
         the deadline a pass (and every more closed level after it) could run past its
@@ -308,10 +316,11 @@ class Planner:
         if summary is not None:
             if summary.summarizer == self._extractive.name:
                 return summary  # the outside one's own fallback
-            problems = content_problems(kind, _stated(kind, summary.text))
-            if not problems and not await asyncio.to_thread(_adds_pii, sources, summary.text):
+            stated = _stated(kind, summary.text)
+            problems = content_problems(kind, stated)
+            if not problems and not await asyncio.to_thread(_holds_pii, stated):
                 return summary
-            log.info("consolidation.summary_unstorable", problems=problems or ["pii added"])
+            log.info("consolidation.summary_unstorable", problems=problems or ["pii"])
         return await self._extractive.summarize(sources, style)
 
 
@@ -321,15 +330,18 @@ class Planner:
 _JOINED_CLAIMS = frozenset({ConsolidationAction.PROMOTE, ConsolidationAction.SKILL})
 
 
-def _adds_pii(sources: Sequence[SourceText], text: str) -> bool:
-    """Whether ``text`` holds a PII or secret span whose value no source holds (the facts
-    check does not read addresses, and the Gate would quarantine such a summary above its
-    sources' level)."""
-    found = pii.scan(text)
-    if not found:
-        return False
-    held = "\n".join(source.text for source in sources)
-    return any(text[f.start : f.end] not in held for f in found)
+def _holds_pii(text: str) -> bool:
+    """Whether the PII screen finds anything in ``text``, as the Gate would in the record
+    (an error of the screen counts as a finding, as it does there). The Gate would
+    quarantine such a summary above its sources' level, and the topic would be left out of
+    every pass; the span may be one the outside summariser made (an address, or a number its
+    wording turned into an identifier), which the extractive text, saying only what the
+    sources said, does not hold."""
+    try:
+        return bool(pii.scan(text))
+    except Exception:  # noqa: BLE001 - the screen's failure is a reason to keep the extract
+        log.warning("consolidation.summary_pii_scan_failed")
+        return True
 
 
 def _stated(kind: MemoryType, content: str) -> str:

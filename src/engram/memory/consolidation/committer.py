@@ -61,6 +61,7 @@ class Committer:
         self._given = 0
         self._done = 0
         self._late = False  # once out of time, the clock is not read again
+        self._crossed = False
 
     def add(self, candidate: ConsolidationCandidate) -> None:
         """Take one planned topic; the batch before it starts if the topic does not fit."""
@@ -73,13 +74,18 @@ class Committer:
         self._sources += len(candidate.sources)
         self._given += 1
 
+    def crossed(self) -> None:
+        """The planning of the topics given ran into the deadline (an outside summary cut
+        there), each of them begun before it: :meth:`finish` treats it as cut short."""
+        self._crossed = True
+
     async def finish(self, *, cut_short: bool = False) -> tuple[list[BatchReport], list[Exception]]:
         """Start the last batch and wait for all: their reports in order, and the errors of
         those that failed (reported, not raised). With ``cut_short`` (the deadline stopped
-        the planning of the topics given, each planned before it) the last batch starts
-        whatever the clock says."""
+        the planning of the topics given, each planned before it), or after
+        :meth:`crossed`, the last batch starts whatever the clock says."""
         if self._current:
-            self._start(checked=not cut_short)
+            self._start(checked=not (cut_short or self._crossed))
         return list(await asyncio.gather(*self._started)), self._errors
 
     async def abandon(self) -> None:

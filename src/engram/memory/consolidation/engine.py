@@ -140,6 +140,7 @@ class ConsolidationEngine:
         levels: Sequence[AccessLevel],
         started: float | None = None,
         ready: Callable[[ConsolidationCandidate], None] | None = None,
+        crossed: Callable[[], None] | None = None,
     ) -> tuple[list[ConsolidationCandidate], Counter[str], int]:
         """Each level planned on its own budget, most open first, until its
         :func:`level_deadline` for a pass that began at ``started`` (None: no limit)."""
@@ -160,6 +161,7 @@ class ConsolidationEngine:
                 deadline=None if started is None else self._deadline(started, level),
                 clock=self._clock,
                 ready=ready,
+                crossed=crossed,
             )
             planned += found
             skipped.update(left)
@@ -273,7 +275,7 @@ class ConsolidationEngine:
             )
             try:  # each topic's batch starts as soon as it is planned
                 found, left, read = await self._candidates(
-                    trigger, (level,), began, ready=committer.add
+                    trigger, (level,), began, ready=committer.add, crossed=committer.crossed
                 )
                 cut_short = bool(left.get(SkipReason.TIMED_OUT.value))
                 made, failed = await committer.finish(cut_short=cut_short)
