@@ -17,6 +17,7 @@ import pytest
 
 from engram import Kernel
 from engram.infra.llm import OpenAICompatibleGenerator
+from engram.memory.consolidation import ConsolidationReport
 from engram.memory.consolidation.candidates import PlannerSettings
 from engram.memory.consolidation.watch import ConsolidationWatch
 from engram.memory.types import AccessLevel, MemoryStatus
@@ -31,6 +32,15 @@ ANSWER_SECONDS = 0.85
 TIMEOUT_SECONDS = 1.0
 #: A topic of ten cut into pieces of two: five requests, over 4 s of answers.
 PIECES = PlannerSettings(max_topic=2)
+
+
+async def _slow_pass(
+    kernel: Kernel, url: str, max_seconds: float, **settings: object
+) -> ConsolidationReport:
+    """A deep pass of ``max_seconds`` whose summariser asks the slow model at ``url`` (each
+    call's timeout ``TIMEOUT_SECONDS``); at most 15 s."""
+    engine = llm_engine(kernel, url, timeout=TIMEOUT_SECONDS, max_seconds=max_seconds, **settings)
+    return await asyncio.wait_for(engine.run(DEEP), 15.0)
 
 
 async def test_a_topic_cut_into_many_pieces_does_not_run_the_pass_past_its_limit(
@@ -49,11 +59,8 @@ async def test_a_topic_cut_into_many_pieces_does_not_run_the_pass_past_its_limit
     written = await recurring(kernel, AccessLevel.PUBLIC)
     await engine_with(kernel).evaluate_candidates(DEEP)  # the clustering's imports paid
     with slow_model(ANSWER_SECONDS) as model:
-        engine = llm_engine(
-            kernel, model.url, timeout=TIMEOUT_SECONDS, max_seconds=1.5, planner=PIECES
-        )
         began = time.monotonic()
-        report = await asyncio.wait_for(engine.run(DEEP), 15.0)
+        report = await _slow_pass(kernel, model.url, 1.5, planner=PIECES)
         took = time.monotonic() - began
     # about 1.5-2 s on a quiet machine: the limit, and one batch; 4.9 s before the fix
     assert took < 3.5, (took, model.asked)
@@ -73,15 +80,9 @@ async def test_a_last_piece_cut_at_the_deadline_still_commits_its_batch(kernel: 
     written = await recurring(kernel, AccessLevel.PUBLIC)
     await engine_with(kernel).evaluate_candidates(DEEP)  # the clustering's imports paid
     with slow_model(ANSWER_SECONDS) as model:
-        engine = llm_engine(
-            kernel,
-            model.url,
-            timeout=TIMEOUT_SECONDS,
-            max_seconds=1.5,
-            planner=PlannerSettings(max_topic=5),
-            batch_size=20,
+        report = await _slow_pass(
+            kernel, model.url, 1.5, planner=PlannerSettings(max_topic=5), batch_size=20
         )
-        report = await asyncio.wait_for(engine.run(DEEP), 15.0)
     assert model.asked == 2
     assert set(written) == set(report.consumed), report.skipped
 
@@ -105,15 +106,8 @@ async def test_one_open_topic_does_not_take_a_closed_levels_share_of_the_pass(
     await kernel.events.settled()
     await engine_with(kernel).evaluate_candidates(DEEP)  # the clustering's imports paid
     with slow_model(ANSWER_SECONDS) as model:
-        engine = llm_engine(
-            kernel,
-            model.url,
-            timeout=TIMEOUT_SECONDS,
-            max_seconds=4.0,
-            planner=PIECES,
-            batch_size=2,  # each piece committed while the next is asked for
-        )
-        report = await asyncio.wait_for(engine.run(DEEP), 15.0)
+        # batches of two: each piece committed while the next is asked for
+        report = await _slow_pass(kernel, model.url, 4.0, planner=PIECES, batch_size=2)
     assert AccessLevel.SENSITIVE not in report.timed_out_levels, report.skipped
     assert {MemoryStatus.CONSOLIDATED} == set(await statuses(kernel, closed))
 

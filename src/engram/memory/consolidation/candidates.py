@@ -156,9 +156,10 @@ class Planner:
         skipped counts and the records considered. Topics, and pieces of a large topic, not
         reached by ``deadline`` (by ``clock``) are counted ``timed_out``, and an outside
         summariser's call is cut off there. ``ready`` is handed each candidate as soon as
-        it is planned (the engine starts its batch meanwhile); ``crossed`` is called when
-        an outside call ended at the deadline (the piece planned with the extractive text,
-        nothing begun after it), which no ``timed_out`` count shows when it was the last."""
+        it is planned (the engine starts its batch meanwhile); ``crossed`` is called at the
+        end when the deadline stopped the planning: topics or pieces were left ``timed_out``,
+        or an outside call ended there (that piece planned with the extractive text, which
+        no ``timed_out`` count shows when it was the last)."""
         outside = not isinstance(self._summarizer, ExtractiveSummarizer)
         loaded, unembedded = await self.load(since=since, limit=limit, level=level)
         skipped: Counter[str] = Counter()
@@ -187,14 +188,14 @@ class Planner:
                 made = await self.candidate(piece, deadline=deadline, clock=clock)
                 if outside and deadline is not None and clock() > deadline:
                     late = True  # its call was cut there: nothing more is begun
-                    if crossed is not None:
-                        crossed()
                 if isinstance(made, SkipReason):
                     skipped[made.value] += len(piece)
                 else:
                     planned.append(made)
                     if ready is not None:
                         ready(made)
+        if late and crossed is not None:
+            crossed()
         return planned, skipped, len(loaded) + unembedded
 
     def _pieces(self, topic: list[Loaded]) -> list[list[Loaded]]:

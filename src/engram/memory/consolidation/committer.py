@@ -75,17 +75,16 @@ class Committer:
         self._given += 1
 
     def crossed(self) -> None:
-        """The planning of the topics given ran into the deadline (an outside summary cut
-        there), each of them begun before it: :meth:`finish` treats it as cut short."""
+        """The deadline stopped the planning of the topics given, each of them begun before
+        it (the planner calls this): :meth:`finish` starts their last batch."""
         self._crossed = True
 
-    async def finish(self, *, cut_short: bool = False) -> tuple[list[BatchReport], list[Exception]]:
+    async def finish(self) -> tuple[list[BatchReport], list[Exception]]:
         """Start the last batch and wait for all: their reports in order, and the errors of
-        those that failed (reported, not raised). With ``cut_short`` (the deadline stopped
-        the planning of the topics given, each planned before it), or after
-        :meth:`crossed`, the last batch starts whatever the clock says."""
+        those that failed (reported, not raised). After :meth:`crossed` the last batch
+        starts whatever the clock says."""
         if self._current:
-            self._start(checked=not (cut_short or self._crossed))
+            self._start(checked=not self._crossed)
         return list(await asyncio.gather(*self._started)), self._errors
 
     async def abandon(self) -> None:

@@ -277,8 +277,7 @@ class ConsolidationEngine:
                 found, left, read = await self._candidates(
                     trigger, (level,), began, ready=committer.add, crossed=committer.crossed
                 )
-                cut_short = bool(left.get(SkipReason.TIMED_OUT.value))
-                made, failed = await committer.finish(cut_short=cut_short)
+                made, failed = await committer.finish()
             except BaseException:
                 await committer.abandon()
                 raise
