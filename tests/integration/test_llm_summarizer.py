@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import threading
+import tracemalloc
+import zlib
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -32,6 +35,9 @@ class _Endpoint:
         self.status = 200
         self.answer: Any = "ok"
         self.requests: list[dict[str, Any]] = []
+        #: sent as the body instead of the answer's JSON when set, with this Content-Encoding
+        self.body: bytes | None = None
+        self.encoding: str | None = None
 
 
 @pytest.fixture
@@ -44,13 +50,19 @@ def endpoint() -> Iterator[tuple[_Endpoint, str]]:
             length = int(self.headers["Content-Length"])
             state.requests.append(
                 {"path": self.path, "auth": self.headers.get("Authorization"),
+                 "accept_encoding": self.headers.get("Accept-Encoding"),
                  "body": json.loads(self.rfile.read(length))}
             )  # fmt: skip
-            body = json.dumps(
-                {"choices": [{"message": {"role": "assistant", "content": state.answer}}]}
-            ).encode()
+            body = (
+                state.body
+                or json.dumps(
+                    {"choices": [{"message": {"role": "assistant", "content": state.answer}}]}
+                ).encode()
+            )
             self.send_response(state.status)
             self.send_header("Content-Type", "application/json")
+            if state.encoding:
+                self.send_header("Content-Encoding", state.encoding)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
@@ -112,4 +124,63 @@ async def test_an_unreachable_endpoint_is_an_infrastructure_error() -> None:
     """A closed port raises LLMUnavailable (the summariser then falls back)."""
     generator = OpenAICompatibleGenerator("http://127.0.0.1:9/v1", model="m", timeout_seconds=2)
     with pytest.raises(LLMUnavailable):
+        await generator.complete("say", "text")
+
+
+def _answer(content: str) -> bytes:
+    return json.dumps({"choices": [{"message": {"content": content}}]}).encode()
+
+
+def _raw_deflate(data: bytes) -> bytes:
+    packer = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+    return packer.compress(data) + packer.flush()
+
+
+@pytest.mark.parametrize(
+    ("encoding", "pack"),
+    [("gzip", gzip.compress), ("deflate", zlib.compress), ("deflate", _raw_deflate)],
+)
+async def test_a_compressed_answer_is_decoded(
+    endpoint: tuple[_Endpoint, str], encoding: str, pack: Any
+) -> None:
+    """The request asks for no compression; an endpoint that compresses anyway (gzip,
+    deflate with or without zlib's header) is still understood."""
+    state, url = endpoint
+    state.body, state.encoding = pack(_answer("a summary")), encoding
+    generator = OpenAICompatibleGenerator(url, model="m", timeout_seconds=5)
+    assert await generator.complete("say", "text") == "a summary"
+    assert state.requests[0]["accept_encoding"] == "identity"
+
+
+async def test_a_compressed_answer_is_not_inflated_past_the_limit(
+    endpoint: tuple[_Endpoint, str],
+) -> None:
+    """64 MiB of answer gzipped into about 64 KiB, which arrives in one or two reads.
+    Rule: no answer takes more memory than the answer limit allows, however it is encoded.
+    Failed before: httpx inflated each read whole before the limit saw it, so one read
+    became tens of MiB at once (a traced peak of 149 MB). Fixed in ``infra/llm.py``: the
+    answer is inflated here, never more than the limit at a time (a peak of 1.8 MB)."""
+    state, url = endpoint
+    state.body = gzip.compress(_answer(" " * (64 * 2**20)), compresslevel=9)
+    state.encoding = "gzip"
+    generator = OpenAICompatibleGenerator(url, model="m", timeout_seconds=10)
+    tracemalloc.start()
+    try:
+        with pytest.raises(LLMUnavailable, match="too large"):
+            await generator.complete("say", "text")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * 2**20, peak
+
+
+async def test_an_answer_in_an_encoding_it_cannot_read_is_refused(
+    endpoint: tuple[_Endpoint, str],
+) -> None:
+    """An encoding other than gzip or deflate (brotli here) is an infrastructure error, so
+    the summariser falls back, rather than text read as if it were not encoded."""
+    state, url = endpoint
+    state.body, state.encoding = b"\x8b\x02\x80not brotli", "br"
+    generator = OpenAICompatibleGenerator(url, model="m", timeout_seconds=5)
+    with pytest.raises(LLMUnavailable, match="encoding"):
         await generator.complete("say", "text")

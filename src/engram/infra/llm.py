@@ -9,13 +9,20 @@ so an endpoint sending its answer a byte at a time would otherwise hold a consol
 level's deadline (``consolidation.candidates``). Each call's HTTP client is made on a worker
 thread: making one builds a TLS context, tens of milliseconds of CPU that would otherwise
 hold the kernel's event loop once per summarised piece.
+
+The answer is read as it arrives on the wire and decoded here, never by httpx: the request
+asks for no compression, and an endpoint that compresses anyway (gzip or deflate) is
+inflated piece by piece with the output bounded, so a small compressed answer cannot
+expand into a large one in memory before the size limit sees it. Other encodings are
+refused.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+import zlib
+from typing import Any, Protocol
 
 import httpx
 
@@ -32,17 +39,72 @@ class LLMUnavailable(InfrastructureError):
     """The LLM endpoint did not give a usable answer."""
 
 
+class _Inflater(Protocol):
+    """What :func:`_limited` needs of a decompressor (zlib's, or :class:`_Deflate`)."""
+
+    @property
+    def unconsumed_tail(self) -> bytes: ...
+
+    def decompress(self, data: bytes, max_length: int = ..., /) -> bytes: ...
+
+
+def _inflater(encoding: str) -> _Inflater | None:
+    """A decompressor for the answer's ``Content-Encoding``, or None for none."""
+    codings = [c.strip() for c in encoding.lower().split(",") if c.strip() not in ("", "identity")]
+    if not codings:
+        return None
+    if codings in (["gzip"], ["x-gzip"]):
+        return zlib.decompressobj(zlib.MAX_WBITS | 16)
+    if codings == ["deflate"]:
+        # zlib-wrapped, as the standard says, or raw deflate, as some servers send it
+        return _Deflate()
+    raise LLMUnavailable("summariser answer has an unsupported encoding")
+
+
+class _Deflate:
+    """Inflates ``deflate`` whether the server wrapped it in zlib's header or not."""
+
+    def __init__(self) -> None:
+        self._inner: _Inflater | None = None
+        self.unconsumed_tail = b""
+
+    def decompress(self, data: bytes, max_length: int = 0, /) -> bytes:
+        if self._inner is None:
+            wrapped = len(data) >= 2 and data[0] & 0x0F == 8 and (data[0] * 256 + data[1]) % 31 == 0
+            self._inner = zlib.decompressobj(zlib.MAX_WBITS if wrapped else -zlib.MAX_WBITS)
+        out = self._inner.decompress(data, max_length)
+        self.unconsumed_tail = self._inner.unconsumed_tail
+        return out
+
+
+def _too_large() -> LLMUnavailable:
+    return LLMUnavailable("summariser answer too large")
+
+
 async def _limited(response: httpx.Response) -> bytes:
-    """The body of ``response``, unless it is longer than ``MAX_ANSWER_BYTES``."""
+    """The decoded body of ``response``, unless it is longer than ``MAX_ANSWER_BYTES``
+    (compressed or not): a compressed answer is never inflated past the limit."""
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > MAX_ANSWER_BYTES:
-        raise LLMUnavailable("summariser answer too large")
-    chunks, size = [], 0
-    async for chunk in response.aiter_bytes():
-        size += len(chunk)
-        if size > MAX_ANSWER_BYTES:
-            raise LLMUnavailable("summariser answer too large")
-        chunks.append(chunk)
+        raise _too_large()
+    inflater = _inflater(response.headers.get("content-encoding", ""))
+    chunks: list[bytes] = []
+    size = 0
+    async for raw in response.aiter_raw():
+        pending = raw
+        while pending:
+            if inflater is None:
+                chunk, pending = pending, b""
+            else:
+                # at most one byte past the limit comes out of the inflater at once
+                chunk = inflater.decompress(pending, MAX_ANSWER_BYTES - size + 1)
+                pending = inflater.unconsumed_tail
+            size += len(chunk)
+            if size > MAX_ANSWER_BYTES:
+                raise _too_large()
+            chunks.append(chunk)
+            if inflater is not None and not chunk and pending:
+                raise LLMUnavailable("summariser answer could not be decoded")
     return b"".join(chunks)
 
 
@@ -59,7 +121,9 @@ class OpenAICompatibleGenerator:
     ) -> None:
         self._url = base_url.rstrip("/") + "/chat/completions"
         self._model = model
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._headers = {"Accept-Encoding": "identity"}
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
         self._timeout = timeout_seconds
 
     @property
@@ -87,7 +151,7 @@ class OpenAICompatibleGenerator:
                     answer.raise_for_status()
                     data = json.loads(await _limited(answer))
         # RecursionError: a document nested deeper than the parser's stack
-        except (httpx.HTTPError, TimeoutError, ValueError, RecursionError) as exc:
+        except (httpx.HTTPError, TimeoutError, ValueError, RecursionError, zlib.error) as exc:
             raise LLMUnavailable(f"summariser endpoint failed: {type(exc).__name__}") from exc
         try:
             answer = data["choices"][0]["message"]["content"]
