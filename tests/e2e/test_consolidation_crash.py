@@ -21,6 +21,7 @@ from engram.memory.consolidation import ConsolidationTrigger
 from engram.memory.types import MemoryRecord, MemoryStatus, MemoryType
 from tests.e2e.test_serve import ENGRAM, _env
 from tests.integration.gate_helpers import BOSS, create
+from tests.integration.pass_y_helpers import Summariser, summariser
 
 RECORDS = 400
 
@@ -55,34 +56,10 @@ async def _batches_committed(pgdata: Path) -> int:
         await conn.close()
 
 
-async def test_a_pass_killed_midway_leaves_whole_batches_only(
-    tmp_path: Path, model_dir: Path, embedder: FastembedEmbedder
-) -> None:
-    """SIGKILL of the consolidating process after its first batches committed: each batch
-    row's sources are consolidated versions and its records exist; no source is consolidated
-    without a batch; audit state and chain verify; the next pass consumes the rest."""
-    await _seed(tmp_path, embedder)
-    env = _env(tmp_path, model_dir, ENGRAM_CONSOLIDATION_BATCH_SIZE="10")
-    child = await asyncio.create_subprocess_exec(
-        *ENGRAM,
-        "consolidate",
-        "--json",
-        env=env,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while await _batches_committed(tmp_path / "pg") < 2:
-            assert child.returncode is None, "the pass ended before it could be killed"
-            assert time.monotonic() < deadline, "no batch committed in time"
-            await asyncio.sleep(0.05)
-        os.kill(child.pid, signal.SIGKILL)
-        assert await asyncio.wait_for(child.wait(), 30) == -signal.SIGKILL
-    finally:
-        if child.returncode is None:
-            child.kill()
-    settings = EngramSettings(database_url=None, data_dir=tmp_path)
+async def _check_whole_and_finish(data_dir: Path, embedder: FastembedEmbedder) -> None:
+    """Every batch whole, no consolidated source outside a batch, audit state and chain
+    verified; then the next pass consumes what is left."""
+    settings = EngramSettings(database_url=None, data_dir=data_dir)
     async with open_kernel(settings=settings, embeddings=embedder) as kernel:
         batches = await kernel.consolidation.batches(limit=1000)
         assert batches
@@ -110,3 +87,74 @@ async def test_a_pass_killed_midway_leaves_whole_batches_only(
             "AND consolidation_path = 'fast'"
         )
         assert left < RECORDS // 10  # singletons at most
+
+
+async def test_a_pass_killed_midway_leaves_whole_batches_only(
+    tmp_path: Path, model_dir: Path, embedder: FastembedEmbedder
+) -> None:
+    """SIGKILL of the consolidating process after its first batches committed: each batch
+    row's sources are consolidated versions and its records exist; no source is consolidated
+    without a batch; audit state and chain verify; the next pass consumes the rest."""
+    await _seed(tmp_path, embedder)
+    env = _env(tmp_path, model_dir, ENGRAM_CONSOLIDATION_BATCH_SIZE="10")
+    child = await asyncio.create_subprocess_exec(
+        *ENGRAM,
+        "consolidate",
+        "--json",
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while await _batches_committed(tmp_path / "pg") < 2:
+            assert child.returncode is None, "the pass ended before it could be killed"
+            assert time.monotonic() < deadline, "no batch committed in time"
+            await asyncio.sleep(0.05)
+        os.kill(child.pid, signal.SIGKILL)
+        assert await asyncio.wait_for(child.wait(), 30) == -signal.SIGKILL
+    finally:
+        if child.returncode is None:
+            child.kill()
+    await _check_whole_and_finish(tmp_path, embedder)
+
+
+async def test_a_pass_killed_while_it_waits_for_the_outside_summariser_leaves_whole_batches(
+    tmp_path: Path, model_dir: Path, embedder: FastembedEmbedder
+) -> None:
+    """`engram consolidate` with an outside summariser: SIGKILL while the model holds one
+    call, after the pass has committed batches planned before it. Rule: nothing acknowledged
+    is lost and nothing half done remains. Each batch is whole (its records active, its
+    sources consolidated, no consolidated source outside a batch), audit state and chain
+    verify, and the next pass consumes the rest."""
+    await _seed(tmp_path, embedder)
+    with summariser(Summariser(special=25)) as model:
+        env = _env(
+            tmp_path,
+            model_dir,
+            ENGRAM_CONSOLIDATION_BATCH_SIZE="10",
+            ENGRAM_SUMMARIZER_URL=model.url,
+            ENGRAM_SUMMARIZER_TIMEOUT_SECONDS="60",
+        )
+        child = await asyncio.create_subprocess_exec(
+            *ENGRAM,
+            "consolidate",
+            "--json",
+            env=env,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        try:
+            await model.reached(120)
+            deadline = time.monotonic() + 20
+            while await _batches_committed(tmp_path / "pg") < 1:
+                assert child.returncode is None, "the pass ended before it could be killed"
+                assert time.monotonic() < deadline, "no batch committed while the call was held"
+                await asyncio.sleep(0.05)
+            assert model.asked == 25, "the held call was not the one in flight"
+            os.kill(child.pid, signal.SIGKILL)
+            assert await asyncio.wait_for(child.wait(), 30) == -signal.SIGKILL
+        finally:
+            if child.returncode is None:
+                child.kill()
+    await _check_whole_and_finish(tmp_path, embedder)
