@@ -178,7 +178,7 @@ class ConsolidationEngine:
     ) -> ConsolidationReport:
         """One pass of ``trigger`` over ``levels`` (None: every level; a pressure-driven pass
         reads only those over the limit); see the module docstring. ``dry_run`` writes
-        nothing."""
+        nothing. Each batch is counted by level in ``engram_consolidation_batches_total``."""
         run_id = uuid.uuid4()
         started = time.perf_counter()
         chosen = _levels(levels)
@@ -212,6 +212,7 @@ class ConsolidationEngine:
             batches=len(report.batches),
             items_consolidated=len(report.consumed),
             created=len(report.created),
+            failed_levels=[level.value for level in report.failed_levels],
             skipped=dict(report.skipped),
             duration_ms=round(report.duration_seconds * 1000),
         )
@@ -281,6 +282,7 @@ class ConsolidationEngine:
             except BaseException:
                 await committer.abandon()
                 raise
+            self._count(trigger, made)
             planned += found
             skipped.update(left)
             considered += read
@@ -332,9 +334,23 @@ class ConsolidationEngine:
         for candidate in planned:
             committer.add(candidate)
         batches, errors = await committer.finish()
+        self._count(trigger, batches)
         if errors and len(errors) == len(batches):
             raise errors[0]
         return batches
+
+    def _count(self, trigger: ConsolidationTrigger, batches: Sequence[BatchReport]) -> None:
+        """Each batch that committed or failed, by level (``engram_consolidation_batches_total``:
+        the operator's signal of a failing level, ADR-019)."""
+        for batch in batches:
+            failed = not batch.committed and bool(batch.skipped.get(SkipReason.FAILED.value))
+            if batch.level is None or not (batch.committed or failed):
+                continue
+            self._metrics.consolidation_batches.labels(
+                trigger=trigger.value,
+                access_level=batch.level.value,
+                outcome="committed" if batch.committed else "failed",
+            ).inc()
 
     def _committer(
         self,
