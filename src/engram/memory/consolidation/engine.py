@@ -175,10 +175,15 @@ class ConsolidationEngine:
         dry_run: bool = False,
         progress: Progress | None = None,
         levels: Iterable[AccessLevel] | None = None,
+        raise_failed: bool = True,
     ) -> ConsolidationReport:
         """One pass of ``trigger`` over ``levels`` (None: every level; a pressure-driven pass
         reads only those over the limit); see the module docstring. ``dry_run`` writes
-        nothing. Each batch is counted by level in ``engram_consolidation_batches_total``."""
+        nothing. When every batch of the pass failed, the first error is raised if
+        ``raise_failed`` (an operator's run, whose reader sees every level); a job's pass
+        only reports them (``failed_levels``): whether it fails must not depend on a more
+        closed level's batches (ADR-019). Either way each batch is counted by level in
+        ``engram_consolidation_batches_total``."""
         run_id = uuid.uuid4()
         started = time.perf_counter()
         chosen = _levels(levels)
@@ -189,7 +194,14 @@ class ConsolidationEngine:
             levels=[level.value for level in chosen],
         )
         try:
-            report = await self._run(run_id, trigger, chosen, dry_run=dry_run, progress=progress)
+            report = await self._run(
+                run_id,
+                trigger,
+                chosen,
+                dry_run=dry_run,
+                progress=progress,
+                raise_failed=raise_failed,
+            )
         except Exception as exc:
             log.error(
                 "consolidation.error",
@@ -228,6 +240,7 @@ class ConsolidationEngine:
         *,
         dry_run: bool,
         progress: Progress | None,
+        raise_failed: bool,
     ) -> ConsolidationReport:
         started = time.perf_counter()
         began = self._clock()  # planning counts too
@@ -292,7 +305,7 @@ class ConsolidationEngine:
                 b.skipped.get(SkipReason.TIMED_OUT.value) for b in made
             ):
                 timed_out.append(level)
-        if errors and len(errors) == len(batches):  # every batch failed
+        if raise_failed and errors and len(errors) == len(batches):  # every batch failed
             raise errors[0]
         for batch in batches:
             for reason, n in batch.skipped.items():
