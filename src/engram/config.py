@@ -217,10 +217,15 @@ class EngramSettings(BaseSettings):
         description="Delivered outbox events, closed escalations and job runs kept this long.",
     )
     job_backoff_seconds: float = Field(
-        default=60.0, gt=0, description="First wait before a failed job is retried (doubles)."
+        default=60.0,
+        gt=0,
+        description="First wait before a failed job is retried (doubles); also the event and "
+        "pressure consolidation jobs' wait before a level whose batches failed is read again.",
     )
     job_backoff_max_seconds: float = Field(
-        default=3600.0, gt=0, description="Longest wait between retries of a failing job."
+        default=3600.0,
+        gt=0,
+        description="Longest wait between retries of a failing job (or consolidation level).",
     )
 
     # --- the Gate's advisor (ADR-020) ---

@@ -1,5 +1,5 @@
-"""What the consolidation tests share: the topics they write, an engine with other settings
-and a read of a record's current version."""
+"""What the consolidation tests share: the topics they write, an engine with other settings,
+a read of a record's current version, and batches of one access level made to fail."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
+import asyncpg
+
 from engram import Kernel
 from engram.memory.consolidation import (
     ConsolidationEngine,
@@ -16,7 +18,7 @@ from engram.memory.consolidation import (
     ConsolidationTrigger,
     ExtractiveSummarizer,
 )
-from engram.memory.types import MemoryRecord
+from engram.memory.types import AccessLevel, MemoryRecord
 
 DEEP = ConsolidationTrigger.SCHEDULED_DEEP
 DAY = datetime(2026, 4, 2, 9, 0, tzinfo=UTC)
@@ -58,3 +60,26 @@ async def head_of(kernel: Kernel, record_id: UUID) -> MemoryRecord:
     )
     assert len(records) == 1
     return records[0]
+
+
+async def fail_summaries(admin_url: str, level: AccessLevel, *, fail: bool = True) -> None:
+    """Make every consolidated record of ``level`` fail to insert (``fail``), or stop doing
+    so: a trigger raising in the batch's transaction, a real error the adapter does not
+    retry, so each batch of that level fails whole and nothing of it is written."""
+    name = f"no_{level.value}_summary"
+    admin = await asyncpg.connect(admin_url)
+    try:
+        if not fail:
+            await admin.execute(f"DROP TRIGGER {name} ON engram.memories")
+            return
+        await admin.execute(
+            f"CREATE OR REPLACE FUNCTION engram.{name}() RETURNS trigger LANGUAGE plpgsql AS "
+            f"$$ BEGIN RAISE EXCEPTION 'no {level.value} summary'; END $$"
+        )
+        await admin.execute(
+            f"CREATE TRIGGER {name} BEFORE INSERT ON engram.memories FOR EACH ROW "
+            f"WHEN (NEW.consolidation_path = 'slow' AND NEW.access_level = '{level.value}') "
+            f"EXECUTE FUNCTION engram.{name}()"
+        )
+    finally:
+        await admin.close()

@@ -9,16 +9,17 @@ real loopback servers (an outside summariser, webhook receivers); no mocks."""
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 
 import asyncpg
 import pytest
 
 from engram import Kernel
-from engram.errors import WebhookUnavailable
+from engram.errors import DatabaseError, WebhookUnavailable
 from engram.infra.webhook import WebhookSink
 from engram.memory.types import AccessLevel, MemoryStatus
 from tests.conftest import ScratchDatabase
-from tests.integration.consolidation_helpers import DEEP, engine_with
+from tests.integration.consolidation_helpers import DEEP, fail_summaries
 from tests.integration.pass_y_helpers import (
     Escalated,
     Hook,
@@ -32,6 +33,8 @@ from tests.integration.pass_y_helpers import (
     waiting,
 )
 from tests.integration.race_helpers import broken_invariants
+from tests.integration.scheduler_helpers import Clock, scheduler
+from tests.integration.test_triggers import kernel_jobs
 
 
 async def test_a_mangled_summary_answer_mid_level_does_not_end_the_pass(
@@ -120,50 +123,46 @@ async def test_a_delivery_cut_by_the_sinks_close_is_deferred_not_refused() -> No
         await sink.aclose()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a pass raises only when every batch of every level failed, so whether an open "
-    "level's failed batch fails the job (and backs it off) depends on a closed level",
-)
+@pytest.mark.usefixtures("schedulers")
 async def test_whether_a_pass_fails_does_not_depend_on_a_closed_level(
     kernel: Kernel, database: ScratchDatabase
 ) -> None:
     """Every summary at the agent level fails to insert (a trigger raising in the batch's
-    transaction, a real error the adapter does not retry). The same pass over the agent and
-    sensitive levels runs twice: first with nothing at the sensitive level, then with a
-    sensitive topic that commits. Rule: what a pass does about an open level's failure may
-    not depend on records its readers may not read (ADR-019's amendments). It does: the
-    engine raises when every batch of the pass failed (``engine._run``), so the first pass
-    raises (the job is ``failed`` and backed off, exponentially, which delays the agent
-    level's next pass) and the second returns a report (the job succeeds, the agent level
-    stays due and is run again at the next check). Not fixed: the jobs' back-off is one per
-    job, shared by every level; deciding it per level is a design change (the failed levels
-    are already reported in ``unfinished_levels``)."""
+    transaction, a real error the adapter does not retry). The nightly job runs twice, from
+    the scheduler, over the same agent topic: first with nothing at the sensitive level,
+    then with a sensitive topic that commits. Rule: what a job does about an open level's
+    failure may not depend on records its readers may not read (ADR-019's amendments).
+    Failed before: the engine raised when every batch of the pass failed (``engine._run``),
+    so the first run was ``failed`` and the job backed off, exponentially, which delays every
+    level's next pass, and the second succeeded. Fixed (ADR-019, second amendment of
+    2026-11-29): a job's pass reports its failed batches (``failed_levels``, counted in
+    ``engram_consolidation_batches_total``) and never raises for them, and the event and
+    pressure jobs back a failing level off on its own (``test_consolidation_backoff.py``).
+    An operator's run still fails when every batch failed (its reader sees every level):
+    the engine called as ``engram consolidate`` calls it raises in the first case only."""
     await topics(kernel, 1)
-    admin = await asyncpg.connect(database.admin_url)
-    try:
-        await admin.execute(
-            "CREATE FUNCTION engram.no_agent_summary() RETURNS trigger LANGUAGE plpgsql AS "
-            "$$ BEGIN RAISE EXCEPTION 'no agent summary'; END $$"
-        )
-        await admin.execute(
-            "CREATE TRIGGER no_agent_summary BEFORE INSERT ON engram.memories FOR EACH ROW "
-            "WHEN (NEW.consolidation_path = 'slow' AND NEW.access_level = 'agent') "
-            "EXECUTE FUNCTION engram.no_agent_summary()"
-        )
-    finally:
-        await admin.close()
-    engine = engine_with(kernel, batch_size=3)
-    levels = (AccessLevel.AGENT, AccessLevel.SENSITIVE)
-    outcomes = []
+    await fail_summaries(database.admin_url, AccessLevel.AGENT)
+    clock = Clock(datetime.now(UTC))
+    runner = scheduler(kernel, kernel_jobs(kernel, "consolidation_deep"), clock)
+    assert [] == await runner.tick()  # first sighting: marked, not run
+    outcomes, consumed = [], []
     for closed in (0, 1):
         if closed:
             await topics(kernel, 1, AccessLevel.SENSITIVE, first=1)
-        try:
-            report = await engine.run(DEEP, levels=levels)
-        except Exception as exc:  # noqa: BLE001 - the outcome is compared
-            outcomes.append(type(exc).__name__)
-        else:
-            assert AccessLevel.AGENT in report.unfinished_levels
-            outcomes.append("report")
+        clock.advance(days=1)
+        assert ["consolidation_deep"] == await runner.tick()
+        [run] = await runner.wait_idle()
+        state = await runner.book.get("consolidation_deep")
+        assert state is not None
+        outcomes.append(
+            (run.outcome, run.detail.get("failed_batches"), state.failures, state.retry_at)
+        )
+        consumed.append(run.detail.get("consumed"))
     assert outcomes[0] == outcomes[1], outcomes
+    assert ("succeeded", 1, 0, None) == outcomes[0]
+    assert [0, 3] == consumed  # the sensitive topic, committed in the second run
+
+    # the operator's path (``engram consolidate``, ``engram jobs run``): the agent topic is
+    # all that is left, and a pass whose every batch failed still raises
+    with pytest.raises(DatabaseError):
+        await kernel.consolidation.run(DEEP)

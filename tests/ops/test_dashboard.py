@@ -1,6 +1,7 @@
 """The shipped dashboard and alert rules against a real `engram serve` and a real Prometheus:
-promtool accepts the configuration and the rules, and after a small workload every panel query
-and every alert condition returns at least one series."""
+promtool accepts the configuration and the rules, the consolidation alerts fire on the series
+``alert_rules.test.yml`` gives them, and after a small workload every panel query and every
+alert condition returns at least one series."""
 
 from __future__ import annotations
 
@@ -54,6 +55,15 @@ def test_the_shipped_alert_rules_pass_promtool(prometheus_binaries: None) -> Non
     """`promtool check rules deploy/alerts.yml` passes."""
     del prometheus_binaries
     _promtool("check", "rules", "deploy/alerts.yml")
+
+
+def test_the_consolidation_alerts_fire_on_failed_batches(prometheus_binaries: None) -> None:
+    """`promtool test rules tests/ops/alert_rules.test.yml`: a level whose consolidation batches
+    fail with none committing fires EngramConsolidationFailing, and EngramJobStale when they
+    are the nightly pass's, although no job failed (a job's pass does not fail for failed
+    batches, ADR-019); a level whose batches also commit fires neither."""
+    del prometheus_binaries
+    assert "SUCCESS" in _promtool("test", "rules", "tests/ops/alert_rules.test.yml")
 
 
 def test_the_scrape_needs_the_token_prometheus_presents(stack: Stack) -> None:

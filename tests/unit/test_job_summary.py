@@ -1,10 +1,13 @@
-"""What ``engram jobs list`` shows of a run, and how a pass counts its failed batches."""
+"""What ``engram jobs list`` shows of a run, how a pass counts its failed batches, and how the
+consolidation jobs back a failing level off."""
 
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime, timedelta
 
 from engram.autonomy.jobs import summary
+from engram.autonomy.levels import LevelBackoff
 from engram.memory.consolidation.model import BatchReport, ConsolidationReport, SkipReason
 from engram.memory.types import AccessLevel, ConsolidationTrigger
 
@@ -73,3 +76,36 @@ def test_a_level_failed_when_one_of_its_batches_failed() -> None:
     )
     report = _report(batches, (AccessLevel.PUBLIC, AccessLevel.AGENT, AccessLevel.USER))
     assert report.failed_levels == (AccessLevel.AGENT,)
+
+
+def test_a_failing_level_is_backed_off_alone_longer_each_time_until_it_commits() -> None:
+    """The event and pressure jobs' back-off per level (ADR-019): the base after a pass whose
+    batches of a level failed, doubling up to the ceiling; a pass with no batch of the level
+    that committed or failed (out of time, nothing to do) keeps it; one that committed a
+    batch of it ends it, and the next failure starts from the base again. Another level of
+    the same passes is never held back."""
+    agent, sensitive = AccessLevel.AGENT, AccessLevel.SENSITIVE
+    levels = (agent, sensitive)
+    failed = SkipReason.FAILED.value
+    failing = _report(
+        (
+            _batch(committed=True, skipped={}, level=agent),
+            _batch(committed=False, skipped={failed: 3}, level=sensitive),
+        ),
+        levels,
+    )
+    held = LevelBackoff(base=timedelta(minutes=1), ceiling=timedelta(minutes=3))
+    now = datetime(2026, 11, 29, 3, tzinfo=UTC)
+    waits = []
+    for _ in range(4):
+        held.note(failing, now)
+        waits.append(held.until[sensitive] - now)
+        assert (agent,) == held.awake(levels, now)
+        assert levels == held.awake(levels, held.until[sensitive])
+    assert [timedelta(minutes=n) for n in (1, 2, 3, 3)] == waits
+    held.note(_report((), levels), now)
+    assert (agent,) == held.awake(levels, now)
+    held.note(_report((_batch(committed=True, skipped={}, level=sensitive),), levels), now)
+    assert (levels, {}) == (held.awake(levels, now), held.failures)
+    held.note(failing, now)
+    assert timedelta(minutes=1) == held.until[sensitive] - now

@@ -39,6 +39,8 @@ JOBS = {
     "engram_consolidation_backlog": ("gauge", set()),
     "engram_fast_path_limit": ("gauge", set()),
     "engram_fast_path_records": ("gauge", {"access_level"}),
+    # batches per level: the operator's signal of a failing level (ADR-019)
+    "engram_consolidation_batches_total": ("counter", {"trigger", "access_level", "outcome"}),
     # the learned advisor (ADR-020)
     "engram_advisor_fallbacks_total": ("counter", {"reason"}),
     "engram_advisor_shadow_errors_total": ("counter", {"reason"}),

@@ -18,7 +18,10 @@ job                          what it does                                  when 
 ===========================  ============================================  ==================
 
 The consolidation jobs share one lock (``consolidation``): two passes never run at once, on
-one kernel or across kernels. Every record a job changes is a write through the Gate
+one kernel or across kernels. A scheduled pass whose batches fail does not fail its job (an
+operator's run still does when every batch failed): the event and pressure jobs back the
+failing level off on its own (:mod:`.levels`), and ``engram_consolidation_batches_total``
+tells the operator (ADR-019). Every record a job changes is a write through the Gate
 (``consolidation`` or ``self_healing``); the decay refresh and retention change bookkeeping
 only (decay scores, delivered events, closed escalations, job runs).
 """
@@ -28,11 +31,12 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from engram.autonomy.healing import PiiRescan, reembed_missing
 from engram.autonomy.jobs import Job, JobBody, JobContext
+from engram.autonomy.levels import LevelBackoff
 from engram.autonomy.schedule import Daily, Every
 from engram.autonomy.state import JobBook
 from engram.config import EngramSettings
@@ -92,35 +96,61 @@ class _Bodies:
     #: (fast-path records before, records consumed): a level's pass that could take nothing
     #: is not repeated until that level's fast path has grown by a topic's worth of records.
     pressure_seen: dict[AccessLevel, tuple[int, int]] = field(default_factory=dict)
+    #: The levels whose batches failed, left out of the event and pressure checks a while.
+    held_back: LevelBackoff = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.held_back = LevelBackoff(
+            base=timedelta(seconds=self.settings.job_backoff_seconds),
+            ceiling=timedelta(seconds=self.settings.job_backoff_max_seconds),
+        )
+
+    async def _pass(
+        self,
+        context: JobContext,
+        trigger: ConsolidationTrigger,
+        levels: tuple[AccessLevel, ...] | None = None,
+    ) -> ConsolidationReport:
+        """A pass for a job: its failed batches are reported, not raised, unless an operator
+        asked for it (whether a job fails, and backs off every level, must not depend on a
+        more closed level); the levels they failed at are backed off (ADR-019)."""
+        began = time.monotonic()
+        report = await self.consolidation.run(trigger, levels=levels, raise_failed=context.manual)
+        self.held_back.note(report, _ended(context, began))
+        return report
 
     def consolidate(self, trigger: ConsolidationTrigger) -> JobBody:
         async def run(context: JobContext) -> Mapping[str, Any]:
-            del context
-            return _summary(await self.consolidation.run(trigger))
+            return _summary(await self._pass(context, trigger))
 
         return run
 
     async def event_ready(self, context: JobContext) -> str | None:
+        awake = self.held_back.awake(AccessLevel, context.now)
+        if not awake:
+            return None
         watch = self.consolidation.watch
-        due = await watch.event_due(await watch.event_marks(context.cursor))
+        due = await watch.event_due(await watch.event_marks(context.cursor), awake)
         return None if due is None else due.reason
 
     async def event_pass(self, context: JobContext) -> Mapping[str, Any]:
         """The levels whose topics grew since their last event-driven pass (an operator's
         run: every level); their marks then move to this run's due time, or to the watch's
-        horizon taken before the pass if that is earlier (a write still open then)."""
+        horizon taken before the pass if that is earlier (a write still open then). A level
+        backed off (its batches failed) is left out until its back-off ends; its mark stays."""
         trigger = ConsolidationTrigger.EVENT_DRIVEN
         if context.manual:
-            return _summary(await self.consolidation.run(trigger))
+            return _summary(await self._pass(context, trigger))
         watch = self.consolidation.watch
         marks = await watch.event_marks(context.cursor)
-        due = await watch.event_due(marks)
+        awake = self.held_back.awake(AccessLevel, context.now)
+        due = await watch.event_due(marks, awake) if awake else None
         report = None
         if due is not None:
             # taken before the pass reads: a write still open now may commit after that read
             # with an earlier ingestion time; the marks stop short of it (and of the future)
             horizon = await watch.horizon()
-            report = await self.consolidation.run(trigger, levels=due.levels)
+            report = await self._pass(context, trigger, due.levels)
             # a level whose batch failed, or that ran out of time, stays due: its next check
             # runs it again
             done = [level for level in due.levels if level not in report.unfinished_levels]
@@ -128,32 +158,34 @@ class _Bodies:
         await watch.set_event_marks(marks)
         return _summary(report)
 
-    async def _pressing(self) -> tuple[dict[AccessLevel, int], tuple[AccessLevel, ...]]:
-        """Fast-path counts per level, and the levels over the limit that a pass may relieve."""
+    async def _pressing(
+        self, now: datetime
+    ) -> tuple[dict[AccessLevel, int], tuple[AccessLevel, ...]]:
+        """Fast-path counts per level, and the levels over the limit that a pass may relieve
+        (none backed off at ``now``)."""
         watch = self.consolidation.watch
         fast = await watch.fast_path()  # counted once per check
         due = watch.pressure_of(fast)
         if due is None:
             return fast, ()
         pressing = []
-        for level in due.levels:
+        for level in self.held_back.awake(due.levels, now):
             before, consumed = self.pressure_seen.get(level, (0, -1))
             if consumed != 0 or fast[level] - before >= watch.event_threshold:
                 pressing.append(level)
         return fast, tuple(pressing)
 
     async def pressure_ready(self, context: JobContext) -> str | None:
-        del context
-        fast, pressing = await self._pressing()
+        fast, pressing = await self._pressing(context.now)
         due = self.consolidation.watch.pressure_of({level: fast[level] for level in pressing})
         return None if due is None else due.reason
 
     async def relieve(self, context: JobContext) -> Mapping[str, Any]:
         trigger = ConsolidationTrigger.PRESSURE_DRIVEN
-        fast, pressing = await self._pressing()
+        fast, pressing = await self._pressing(context.now)
         # an operator's run: every level over the limit (the engine's choice)
         chosen = None if context.manual else pressing
-        report = await self.consolidation.run(trigger, levels=chosen)
+        report = await self._pass(context, trigger, chosen)
         for level in report.levels:
             if level in report.unfinished_levels:  # tried again on the next check
                 self.pressure_seen.pop(level, None)
@@ -226,6 +258,12 @@ class _Bodies:
         status = await self.db.execute(SQL["prune_escalations"], before)
         runs = await JobBook(self.db).prune(before)
         return {"events": events, "escalations": int(status.split()[-1]), "job_runs": runs}
+
+
+def _ended(context: JobContext, began: float) -> datetime:
+    """When a run that began at ``began`` (monotonic) ends, on the scheduler's clock (which a
+    test moves): a back-off counts from the end of the pass, as the scheduler's does."""
+    return context.now + timedelta(seconds=time.monotonic() - began)
 
 
 def standard_jobs(

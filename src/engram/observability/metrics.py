@@ -3,9 +3,9 @@
 Metrics live on a registry passed in (never the global one), so each kernel, and each test,
 has its own. Label values that are known in advance are pre-set to zero, so dashboards and
 alerts see a series from the first scrape. Beside the specification's ten: background jobs,
-the advisor, HTTP requests, search, the embedding queue, the connection pool and circuit
-breakers (:mod:`engram.observability.runtime`), and the process itself (CPU, memory, file
-descriptors).
+consolidation batches by access level, the advisor, HTTP requests, search, the embedding
+queue, the connection pool and circuit breakers (:mod:`engram.observability.runtime`), and
+the process itself (CPU, memory, file descriptors).
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ MEMORY_TYPES = (
 CONSOLIDATION_PATHS = ("fast", "slow")
 ACCESS_LEVELS = ("public", "agent", "user", "system", "sensitive")
 CONSOLIDATION_TRIGGERS = ("scheduled_deep", "scheduled_light", "event_driven", "pressure_driven")
+#: How a consolidation batch that started ended (one skipped whole, or out of time, is neither).
+CONSOLIDATION_BATCH_OUTCOMES = ("committed", "failed")
 CONFLICT_CLASSES = ("contradiction", "supersession", "refinement", "unresolvable")
 LAYER1_CHECKS = ("schema", "access", "pii", "rate_limit", "classification")
 PII_DETECTORS = ("regex", "ner")
@@ -185,6 +187,15 @@ class EngramMetrics:
             ["access_level"],
             registry=r,
         )
+        # Consolidation batches by level: the operator's signal of a level whose batches fail
+        # (a job's pass no longer fails for them, ADR-019). Level names are no content, and
+        # /metrics answers only callers who may read every level (ADR-022).
+        self.consolidation_batches = Counter(
+            "engram_consolidation_batches_total",
+            "Consolidation batches that committed or failed, by trigger and access level.",
+            ["trigger", "access_level", "outcome"],
+            registry=r,
+        )
         # Serving: requests by route template (never the raw path, whose ids would make a
         # series per record), searches, and the batches the embedding queue sends.
         self.http_requests = Counter(
@@ -250,6 +261,10 @@ class EngramMetrics:
             self.pii_flags.labels(detector=detector)
         for trigger in CONSOLIDATION_TRIGGERS:
             self.consolidation_duration_seconds.labels(trigger=trigger)
+        for trigger, level, outcome in product(
+            CONSOLIDATION_TRIGGERS, ACCESS_LEVELS, CONSOLIDATION_BATCH_OUTCOMES
+        ):
+            self.consolidation_batches.labels(trigger=trigger, access_level=level, outcome=outcome)
         for classification in CONFLICT_CLASSES:
             self.conflicts_detected.labels(classification=classification)
         for check in LAYER1_CHECKS:

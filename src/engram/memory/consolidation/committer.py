@@ -118,6 +118,7 @@ class Committer:
                 log.error(
                     "consolidation.error",
                     run_id=str(self._run_id),
+                    access_level=level.value,
                     sources=sources,
                     error=type(exc).__name__,
                 )

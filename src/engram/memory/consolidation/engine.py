@@ -175,10 +175,15 @@ class ConsolidationEngine:
         dry_run: bool = False,
         progress: Progress | None = None,
         levels: Iterable[AccessLevel] | None = None,
+        raise_failed: bool = True,
     ) -> ConsolidationReport:
         """One pass of ``trigger`` over ``levels`` (None: every level; a pressure-driven pass
         reads only those over the limit); see the module docstring. ``dry_run`` writes
-        nothing."""
+        nothing. When every batch of the pass failed, the first error is raised if
+        ``raise_failed`` (an operator's run, whose reader sees every level); a job's pass
+        only reports them (``failed_levels``): whether it fails must not depend on a more
+        closed level's batches (ADR-019). Either way each batch is counted by level in
+        ``engram_consolidation_batches_total``."""
         run_id = uuid.uuid4()
         started = time.perf_counter()
         chosen = _levels(levels)
@@ -189,7 +194,14 @@ class ConsolidationEngine:
             levels=[level.value for level in chosen],
         )
         try:
-            report = await self._run(run_id, trigger, chosen, dry_run=dry_run, progress=progress)
+            report = await self._run(
+                run_id,
+                trigger,
+                chosen,
+                dry_run=dry_run,
+                progress=progress,
+                raise_failed=raise_failed,
+            )
         except Exception as exc:
             log.error(
                 "consolidation.error",
@@ -212,6 +224,7 @@ class ConsolidationEngine:
             batches=len(report.batches),
             items_consolidated=len(report.consumed),
             created=len(report.created),
+            failed_levels=[level.value for level in report.failed_levels],
             skipped=dict(report.skipped),
             duration_ms=round(report.duration_seconds * 1000),
         )
@@ -227,6 +240,7 @@ class ConsolidationEngine:
         *,
         dry_run: bool,
         progress: Progress | None,
+        raise_failed: bool,
     ) -> ConsolidationReport:
         started = time.perf_counter()
         began = self._clock()  # planning counts too
@@ -281,6 +295,7 @@ class ConsolidationEngine:
             except BaseException:
                 await committer.abandon()
                 raise
+            self._count(trigger, made)
             planned += found
             skipped.update(left)
             considered += read
@@ -290,7 +305,7 @@ class ConsolidationEngine:
                 b.skipped.get(SkipReason.TIMED_OUT.value) for b in made
             ):
                 timed_out.append(level)
-        if errors and len(errors) == len(batches):  # every batch failed
+        if raise_failed and errors and len(errors) == len(batches):  # every batch failed
             raise errors[0]
         for batch in batches:
             for reason, n in batch.skipped.items():
@@ -332,9 +347,23 @@ class ConsolidationEngine:
         for candidate in planned:
             committer.add(candidate)
         batches, errors = await committer.finish()
+        self._count(trigger, batches)
         if errors and len(errors) == len(batches):
             raise errors[0]
         return batches
+
+    def _count(self, trigger: ConsolidationTrigger, batches: Sequence[BatchReport]) -> None:
+        """Each batch that committed or failed, by level (``engram_consolidation_batches_total``:
+        the operator's signal of a failing level, ADR-019)."""
+        for batch in batches:
+            failed = not batch.committed and bool(batch.skipped.get(SkipReason.FAILED.value))
+            if batch.level is None or not (batch.committed or failed):
+                continue
+            self._metrics.consolidation_batches.labels(
+                trigger=trigger.value,
+                access_level=batch.level.value,
+                outcome="committed" if batch.committed else "failed",
+            ).inc()
 
     def _committer(
         self,

@@ -129,15 +129,18 @@ class ConsolidationWatch:
         due = await self.event_due(since)
         return None if due is None else due.reason
 
-    async def event_due(self, since: Since) -> Due | None:
-        """The levels where a topic grew, or Layer 2 routed a record to consolidation, since
-        ``since`` (see :data:`Since`); None when there is none."""
-        levels = list(AccessLevel)
-        marks = [_since_for(since, level) for level in levels]
+    async def event_due(
+        self, since: Since, levels: Iterable[AccessLevel] | None = None
+    ) -> Due | None:
+        """The levels among ``levels`` (None: every level) where a topic grew, or Layer 2
+        routed a record to consolidation, since ``since`` (see :data:`Since`); None when
+        there is none."""
+        chosen = list(AccessLevel) if levels is None else list(ordered(levels))
+        marks = [_since_for(since, level) for level in chosen]
         if self.event_horizon is not None:
             earliest = datetime.now(UTC) - self.event_horizon
             marks = [max(mark, earliest) for mark in marks]
-        names = [level.value for level in levels]
+        names = [level.value for level in chosen]
         rows = await self._db.fetch(SQL["fresh_relations"], names, marks, FRESH_LIMIT)
         pairs: dict[AccessLevel, list[tuple[UUID, UUID]]] = defaultdict(list)
         for row in rows:
