@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 
+from engram.memory.conflict.anchors import named_days, share_a_day
 from engram.memory.conflict.detection import ConflictDetector
 from engram.memory.conflict.features import _tense
 from engram.memory.conflict.scope import REPORTED_SIMILARITY, later_occurrence, says_again
@@ -146,3 +147,32 @@ def test_odd_and_huge_text_is_judged_quickly_and_without_error() -> None:
     found = ConflictDetector().judge(old, new, float("nan"))
     assert found is None or found.classification is not ConflictClassification.SUPERSESSION
     assert time.perf_counter() - started < 2.0
+
+
+async def test_two_accounts_naming_one_day_are_one_occurrence_whenever_written() -> None:
+    """Two accounts of "the 12 March team lunch", written two days apart (their event times
+    are when they were recorded), disagree on its cost: one occurrence, so the pair is
+    judged. Without a day named in both, episodes that far apart are two occurrences and
+    nothing is reported (the scope rule settles them before the classifier)."""
+    old = record(
+        MemoryType.EPISODE, "Team lunch expense on 12 March came to €284 with tip.", 12, 15
+    )
+    new = record(MemoryType.EPISODE, "The March 12 team lunch cost €248, tip included.", 14)
+    assert await classes(old, new, 0.85)
+    unnamed_old = record(MemoryType.EPISODE, "Team lunch expense came to €284 with tip.", 12, 15)
+    unnamed_new = record(MemoryType.EPISODE, "The team lunch cost €248, tip included.", 14)
+    assert [] == await classes(unnamed_old, unnamed_new, 0.85)
+    other_day = record(MemoryType.EPISODE, "The 13 March team lunch cost €248, tip included.", 14)
+    assert [] == await classes(old, other_day, 0.85)
+
+
+def test_named_days_read_a_day_of_a_month_either_way_round_and_full_dates() -> None:
+    """Only days a text fixes on the calendar count; words whose day depends on when they
+    were said do not, nor does a month alone or a day that no month has."""
+    assert named_days("on 12 March") == named_days("March 12th") == named_days("12th of Mar.")
+    assert named_days("on 12 March") == {(0, 3, 12)}
+    assert share_a_day("hearing on 2026-06-09", "heard on 9 June")
+    assert not share_a_day("hearing on 2026-06-09", "heard on 2025-06-09")
+    assert not share_a_day("on 12 March", "on 13 March")
+    for text in ("today", "on Monday", "this morning", "in May 2026", "on 45 March"):
+        assert named_days(text) == frozenset(), text

@@ -57,6 +57,50 @@ def anchors(text: str) -> frozenset[str]:
     return frozenset(found)
 
 
+#: A day of a month, either way round ("12 March", "12th of March", "March 12", "Mar. 12th").
+_DAY_OF_MONTH = re.compile(
+    rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH_NAMES})\b"
+    rf"|\b({_MONTH_NAMES})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b"
+)
+#: A date written the ISO way ("2026-06-09").
+_ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+_MONTHS = {
+    month: n
+    for n, month in enumerate(
+        ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), 1
+    )
+}
+
+
+@per_text(8192)
+def named_days(text: str) -> frozenset[tuple[int, int, int]]:
+    """The calendar days ``text`` names, as (year, month, day) with year 0 when it is not
+    written: days of a month either way round, and ISO dates. Words of time whose day depends
+    on when they were said ("today", "Monday", "this morning") are not among them. Two regular
+    expressions: linear in the text."""
+    found: set[tuple[int, int, int]] = set()
+    for match in _DAY_OF_MONTH.finditer(text):
+        day, month = match.group(1, 2) if match.group(1) else match.group(4, 3)
+        if 1 <= int(day) <= 31:
+            found.add((0, _MONTHS[month[:3].casefold()], int(day)))
+    for match in _ISO_DATE.finditer(text):
+        year, month, day = (int(part) for part in match.groups())
+        if 1 <= month <= 12 and 1 <= day <= 31:
+            found.add((year, month, day))
+    return frozenset(found)
+
+
+def share_a_day(left: str, right: str) -> bool:
+    """Whether the two texts name one calendar day (a day without its year matches that day
+    of any year)."""
+    theirs = named_days(right)
+    return any(
+        day[1:] == other[1:] and (day[0] == other[0] or 0 in (day[0], other[0]))
+        for day in named_days(left)
+        for other in theirs
+    )
+
+
 @per_text(8192)
 def observation(text: str) -> bool:
     """Whether ``text`` reports a reading or a result at a moment it names."""

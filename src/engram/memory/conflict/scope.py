@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
+from engram.memory.conflict.anchors import share_a_day
 from engram.memory.conflict.cues import (
     compare,
     first_swap,
@@ -81,9 +82,14 @@ def out_of_scope(old: MemoryRecord, new: MemoryRecord, similarity: float) -> boo
 
 
 def _other_occurrence(new: MemoryRecord, old: MemoryRecord) -> bool:
+    """Episodes more than ``EPISODE_WINDOW`` apart, unless both name a calendar day they share:
+    an event time is when an account was recorded, and two accounts of "the 12 March team
+    lunch" written a day apart tell of one lunch."""
     if new.type is not MemoryType.EPISODE or new.event_time is None or old.event_time is None:
         return False
-    return abs(new.event_time - old.event_time) > EPISODE_WINDOW
+    if abs(new.event_time - old.event_time) <= EPISODE_WINDOW:
+        return False
+    return not share_a_day(new.content, old.content)
 
 
 def says_again(text: str) -> bool:
