@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 from fastapi.testclient import TestClient
 
 from engram.observability.metrics import EngramMetrics
@@ -55,6 +55,28 @@ def test_requests_are_labelled_by_route_template_not_path() -> None:
         "engram_http_request_seconds_count", {"route": template, "method": "GET"}
     )
     assert 2 == seconds
+
+
+def test_a_body_refused_before_routing_counts_under_its_included_routers_template() -> None:
+    """A 413 answered on its Content-Length, before routing, is labelled with the template of
+    a route added by ``include_router`` (as every /v1 route is), not ``unmatched``."""
+    metrics = EngramMetrics()
+    router = APIRouter(prefix="/v1")
+
+    @router.post("/memories/{record_id}")
+    async def write(record_id: str) -> dict[str, str]:
+        return {"id": record_id}
+
+    app = FastAPI()
+    app.include_router(router)
+    app.add_middleware(BodyLimit, max_bytes=10)
+    app.add_middleware(RequestMetrics)
+    app.state.kernel = SimpleNamespace(metrics=metrics)
+    with TestClient(app) as client:
+        assert 413 == client.post("/v1/memories/a", content=b"x" * 100).status_code
+        assert 413 == client.post("/v1/nothing", content=b"x" * 100).status_code
+    assert 1 == _count(metrics, "/v1/memories/{record_id}", "POST", "413")
+    assert 1 == _count(metrics, "unmatched", "POST", "413")
 
 
 def test_requests_before_the_kernel_is_there_are_not_recorded() -> None:

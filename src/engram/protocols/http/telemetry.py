@@ -62,13 +62,26 @@ def route_template(scope: Scope) -> str:
     route: Any = scope.get("route")
     if route is None:
         app: Any = scope.get("app")
-        for candidate in getattr(getattr(app, "router", None), "routes", ()):
-            match, _ = candidate.matches(scope)
-            if match is not Match.NONE:
-                route = candidate
-                break
+        route = _first_match(getattr(getattr(app, "router", None), "routes", ()), scope)
     path = getattr(route, "path", None)
     return path if isinstance(path, str) and path else UNMATCHED
+
+
+def _first_match(routes: Any, scope: Scope) -> Any:
+    """The first route of ``routes`` that matches ``scope``, looking into included routers
+    (recent FastAPI keeps ``include_router``'s routes behind one entry without a path)."""
+    for candidate in routes:
+        match, _ = candidate.matches(scope)
+        if match is Match.NONE:
+            continue
+        included = getattr(getattr(candidate, "original_router", None), "routes", None)
+        if getattr(candidate, "path", None) is None and included is not None:
+            inner = _first_match(included, scope)
+            if inner is not None:
+                return inner
+            continue
+        return candidate
+    return None
 
 
 def _method(scope: Scope) -> str:
