@@ -63,7 +63,17 @@ async def test_an_admin_lists_and_closes_escalations(
     [line] = listed.stdout.splitlines()
     item = json.loads(line)
     assert (record_id, "memory.conflict_detected") == (item["record_id"], item["kind"])
-    closed = await asyncio.to_thread(_cli, data_dir, model_dir, "ack", str(item["id"]))
+    for by in ("", "x" * 129, "dana\tlee"):  # as every other --by: 1-128 printable characters
+        refused = await asyncio.to_thread(
+            _cli, data_dir, model_dir, "ack", str(item["id"]), "--by", by
+        )
+        assert 2 == refused.returncode, refused.stderr
+        assert "--by" in refused.stderr
+    still = await asyncio.to_thread(_cli, data_dir, model_dir, "list", "--json")
+    assert [item["id"]] == [json.loads(line)["id"] for line in still.stdout.splitlines()]
+    closed = await asyncio.to_thread(
+        _cli, data_dir, model_dir, "ack", str(item["id"]), "--by", "dana"
+    )
     assert 0 == closed.returncode, closed.stderr
     again = await asyncio.to_thread(_cli, data_dir, model_dir, "list")
     assert "no open escalations" in again.stdout

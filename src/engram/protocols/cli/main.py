@@ -33,6 +33,7 @@ from engram.protocols.cli.output import (
     request_init,
     with_admin,
 )
+from engram.protocols.cli.quarantine import MAX_BY
 from engram.provision import prepare_model, run_migrations
 
 #: Escalation ids are a 64-bit sequence: a larger number names none.
@@ -210,6 +211,10 @@ def conflicts_ack(
     if not 1 <= escalation_id <= MAX_ESCALATION_ID:
         raise typer.BadParameter(
             f"{escalation_id} is not an escalation id", param_hint="ESCALATION_ID"
+        )
+    if not by or len(by) > MAX_BY or not by.isprintable():  # as every other --by
+        raise typer.BadParameter(
+            f"1-{MAX_BY} printable characters, not {len(by)}", param_hint="--by"
         )
 
     async def acknowledge(kernel: AdminKernel) -> bool:
