@@ -56,6 +56,18 @@ async def _batches_committed(pgdata: Path) -> int:
         await conn.close()
 
 
+async def _consolidate(env: dict[str, str]) -> asyncio.subprocess.Process:
+    """`engram consolidate --json` started with ``env``, its output discarded."""
+    return await asyncio.create_subprocess_exec(
+        *ENGRAM,
+        "consolidate",
+        "--json",
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+
+
 async def _check_whole_and_finish(data_dir: Path, embedder: FastembedEmbedder) -> None:
     """Every batch whole, no consolidated source outside a batch, audit state and chain
     verified; then the next pass consumes what is left."""
@@ -97,14 +109,7 @@ async def test_a_pass_killed_midway_leaves_whole_batches_only(
     without a batch; audit state and chain verify; the next pass consumes the rest."""
     await _seed(tmp_path, embedder)
     env = _env(tmp_path, model_dir, ENGRAM_CONSOLIDATION_BATCH_SIZE="10")
-    child = await asyncio.create_subprocess_exec(
-        *ENGRAM,
-        "consolidate",
-        "--json",
-        env=env,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
+    child = await _consolidate(env)
     try:
         deadline = time.monotonic() + 120
         while await _batches_committed(tmp_path / "pg") < 2:
@@ -136,14 +141,7 @@ async def test_a_pass_killed_while_it_waits_for_the_outside_summariser_leaves_wh
             ENGRAM_SUMMARIZER_URL=model.url,
             ENGRAM_SUMMARIZER_TIMEOUT_SECONDS="60",
         )
-        child = await asyncio.create_subprocess_exec(
-            *ENGRAM,
-            "consolidate",
-            "--json",
-            env=env,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
-        )
+        child = await _consolidate(env)
         try:
             await model.reached(120)
             deadline = time.monotonic() + 20
