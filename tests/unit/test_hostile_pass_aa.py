@@ -4,13 +4,23 @@ docstring)."""
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
+import uuid
+from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 
+from engram.autonomy.levels import LevelBackoff
+from engram.autonomy.schedule import backoff
 from engram.memory.conflict.anchors import named_days, share_a_day
 from engram.memory.conflict.detection import ConflictDetector
 from engram.memory.conflict.scope import later_occurrence
-from engram.memory.types import ConflictClassification, MemoryRecord, MemoryType
+from engram.memory.consolidation.model import BatchReport, ConsolidationReport, SkipReason
+from engram.memory.types import (
+    AccessLevel,
+    ConflictClassification,
+    ConsolidationTrigger,
+    MemoryRecord,
+    MemoryType,
+)
 
 
 def _episode(text: str, when: datetime) -> MemoryRecord:
@@ -103,3 +113,48 @@ def test_two_texts_full_of_dates_are_compared_in_linear_time() -> None:
     for left, right in pairwise(texts):
         assert not share_a_day(left, right)
     assert time.perf_counter() - started < 0.6
+
+
+def test_a_level_failing_for_ever_with_a_day_long_back_off_is_backed_off_not_raised() -> None:
+    """``ENGRAM_JOB_BACKOFF_SECONDS`` of one day (a valid setting: one second to 1000
+    years), and a level whose batches failed in 40 passes in a row.
+    Rule: a more closed level's failures never change what happens to a more open one (a
+    job's pass must not fail for them, ADR-019), and a valid setting never breaks the
+    kernel.
+    Failed before: ``schedule.backoff`` doubled the base 30 times before capping it at the
+    ceiling: past the 31st failure a day became more than ``timedelta.max`` and raised
+    ``OverflowError`` in ``LevelBackoff.note``, so every consolidation job's pass failed
+    whole (every level backed off by the scheduler) until a batch of that level committed;
+    the scheduler's own back-off of a job failing 31 times raised the same way. Fixed in
+    ``autonomy/schedule.py``: the ceiling is returned once the doubled base would pass it."""
+    sensitive, public = AccessLevel.SENSITIVE, AccessLevel.PUBLIC
+    failing = ConsolidationReport(
+        run_id=uuid.uuid4(),
+        trigger=ConsolidationTrigger.SCHEDULED_LIGHT,
+        dry_run=False,
+        candidates=3,
+        batches=(
+            BatchReport(
+                uuid.uuid4(),
+                (),
+                {SkipReason.FAILED.value: 3},
+                committed=False,
+                trigger=ConsolidationTrigger.SCHEDULED_LIGHT,
+                level=sensitive,
+            ),
+        ),
+        skipped={SkipReason.FAILED.value: 3},
+        duration_seconds=0.1,
+        levels=(public, sensitive),
+    )
+    held = LevelBackoff(base=timedelta(days=1), ceiling=timedelta(days=2))
+    now = datetime(2026, 11, 29, 3, tzinfo=UTC)
+    for _ in range(40):
+        held.note(failing, now)
+    assert held.until[sensitive] - now == timedelta(days=2)
+    assert held.awake((public, sensitive), now) == (public,)
+    longest = timedelta(days=365_000)  # the settings' 1000 years
+    assert backoff(10**6, base=longest, ceiling=longest) == longest
+    assert backoff(3, base=timedelta(seconds=60), ceiling=timedelta(hours=1)) == timedelta(
+        minutes=4
+    )
