@@ -84,5 +84,8 @@ def backoff(failures: int, *, base: timedelta, ceiling: timedelta) -> timedelta:
     ``base``, doubling with each further failure, never more than ``ceiling``."""
     if failures < 1:
         return timedelta(0)
-    wait: timedelta = base * (2 ** min(failures - 1, 30))
-    return min(ceiling, wait)
+    doublings = 2 ** min(failures - 1, 30)
+    if base >= ceiling / doublings:  # a base of a day doubled 30 times is past timedelta.max
+        return ceiling
+    wait: timedelta = base * doublings
+    return wait

@@ -13,8 +13,8 @@ hold the kernel's event loop once per summarised piece.
 The answer is read as it arrives on the wire and decoded here, never by httpx: the request
 asks for no compression, and an endpoint that compresses anyway (gzip or deflate) is
 inflated piece by piece with the output bounded, so a small compressed answer cannot
-expand into a large one in memory before the size limit sees it. Other encodings are
-refused.
+expand into a large one in memory before the size limit sees it; a stream cut short, or
+followed by more bytes, is refused. Other encodings are refused.
 """
 
 from __future__ import annotations
@@ -45,6 +45,12 @@ class _Inflater(Protocol):
     @property
     def unconsumed_tail(self) -> bytes: ...
 
+    @property
+    def unused_data(self) -> bytes: ...
+
+    @property
+    def eof(self) -> bool: ...
+
     def decompress(self, data: bytes, max_length: int = ..., /) -> bytes: ...
 
 
@@ -66,10 +72,23 @@ class _Deflate:
 
     def __init__(self) -> None:
         self._inner: _Inflater | None = None
+        self._head = b""  # a first read of one byte: too short to tell the header
         self.unconsumed_tail = b""
+
+    @property
+    def unused_data(self) -> bytes:
+        return b"" if self._inner is None else self._inner.unused_data
+
+    @property
+    def eof(self) -> bool:
+        return self._inner is not None and self._inner.eof
 
     def decompress(self, data: bytes, max_length: int = 0, /) -> bytes:
         if self._inner is None:
+            data, self._head = self._head + data, b""
+            if len(data) < 2:
+                self._head = data
+                return b""
             wrapped = len(data) >= 2 and data[0] & 0x0F == 8 and (data[0] * 256 + data[1]) % 31 == 0
             self._inner = zlib.decompressobj(zlib.MAX_WBITS if wrapped else -zlib.MAX_WBITS)
         out = self._inner.decompress(data, max_length)
@@ -83,7 +102,8 @@ def _too_large() -> LLMUnavailable:
 
 async def _limited(response: httpx.Response) -> bytes:
     """The decoded body of ``response``, unless it is longer than ``MAX_ANSWER_BYTES``
-    (compressed or not): a compressed answer is never inflated past the limit."""
+    (compressed or not): a compressed answer is never inflated past the limit, and is
+    refused unless its stream ends where the body does."""
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > MAX_ANSWER_BYTES:
         raise _too_large()
@@ -99,12 +119,16 @@ async def _limited(response: httpx.Response) -> bytes:
                 # at most one byte past the limit comes out of the inflater at once
                 chunk = inflater.decompress(pending, MAX_ANSWER_BYTES - size + 1)
                 pending = inflater.unconsumed_tail
+                if inflater.unused_data:  # zlib would keep all that follows, unbounded
+                    raise LLMUnavailable("summariser answer goes on after its end")
             size += len(chunk)
             if size > MAX_ANSWER_BYTES:
                 raise _too_large()
             chunks.append(chunk)
             if inflater is not None and not chunk and pending:
                 raise LLMUnavailable("summariser answer could not be decoded")
+    if inflater is not None and not inflater.eof:
+        raise LLMUnavailable("summariser answer was cut short")
     return b"".join(chunks)
 
 

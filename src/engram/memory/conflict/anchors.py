@@ -13,6 +13,7 @@ is read once (cached), in time linear in its length.
 from __future__ import annotations
 
 import re
+from datetime import date
 
 from engram.memory.conflict.memo import per_text
 from engram.memory.conflict.quantities import readings
@@ -85,19 +86,46 @@ def named_days(text: str) -> frozenset[tuple[int, int, int]]:
             found.add((0, _MONTHS[month[:3].casefold()], int(day)))
     for match in _ISO_DATE.finditer(text):
         year, month, day = (int(part) for part in match.groups())
-        if 1 <= month <= 12 and 1 <= day <= 31:
+        if year and 1 <= month <= 12 and 1 <= day <= 31:  # year 0 stands for none
             found.add((year, month, day))
     return frozenset(found)
 
 
-def share_a_day(left: str, right: str) -> bool:
-    """Whether the two texts name one calendar day (a day without its year matches that day
-    of any year)."""
-    theirs = named_days(right)
-    return any(
-        day[1:] == other[1:] and (day[0] == other[0] or 0 in (day[0], other[0]))
-        for day in named_days(left)
-        for other in theirs
+def _dated(days: frozenset[tuple[int, int, int]], on: date | None) -> set[tuple[int, int, int]]:
+    """``days`` with each day written without its year given the year that puts it nearest
+    ``on`` (a day no such year has, "31 February", is dropped); as they are without ``on``."""
+    if on is None:
+        return set(days)
+    dated = set()
+    for year, month, day in days:
+        if year:
+            dated.add((year, month, day))
+            continue
+        nearest = None
+        for candidate in range(on.year - 4, on.year + 5):  # 29 February: a leap year
+            try:
+                when = date(candidate, month, day)
+            except ValueError:
+                continue
+            if nearest is None or abs(when - on) < abs(nearest - on):
+                nearest = when
+        if nearest is not None:
+            dated.add((nearest.year, month, day))
+    return dated
+
+
+def share_a_day(
+    left: str, right: str, *, left_on: date | None = None, right_on: date | None = None
+) -> bool:
+    """Whether the two texts name one calendar day. A day without its year is that day
+    nearest ``left_on`` (``right_on``), the day its text was recorded, when given; else it
+    matches that day of any year. Linear in the days named (sets, not every pair of days:
+    two texts of 16,000 characters of dates took 1.5 s)."""
+    ours, theirs = _dated(named_days(left), left_on), _dated(named_days(right), right_on)
+    return bool(
+        ours & theirs
+        or {day[1:] for day in ours if not day[0]} & {day[1:] for day in theirs}
+        or {day[1:] for day in theirs if not day[0]} & {day[1:] for day in ours}
     )
 
 

@@ -81,15 +81,25 @@ def out_of_scope(old: MemoryRecord, new: MemoryRecord, similarity: float) -> boo
     )
 
 
-def _other_occurrence(new: MemoryRecord, old: MemoryRecord) -> bool:
-    """Episodes more than ``EPISODE_WINDOW`` apart, unless both name a calendar day they share:
-    an event time is when an account was recorded, and two accounts of "the 12 March team
-    lunch" written a day apart tell of one lunch."""
+def _other_occurrence(new: MemoryRecord, old: MemoryRecord, *, by_day: bool = True) -> bool:
+    """Episodes more than ``EPISODE_WINDOW`` apart, unless both name a calendar day they share
+    (``by_day``): an event time is when an account was recorded, and two accounts of "the
+    12 March team lunch" written a day apart tell of one lunch. A day named without its year
+    is the one nearest when its account was recorded: "12 March" written in 2025 and in 2026
+    names two days."""
     if new.type is not MemoryType.EPISODE or new.event_time is None or old.event_time is None:
         return False
     if abs(new.event_time - old.event_time) <= EPISODE_WINDOW:
         return False
-    return not share_a_day(new.content, old.content)
+    return not (
+        by_day
+        and share_a_day(
+            new.content,
+            old.content,
+            left_on=new.event_time.date(),
+            right_on=old.event_time.date(),
+        )
+    )
 
 
 def says_again(text: str) -> bool:
@@ -103,9 +113,13 @@ def later_occurrence(new: MemoryRecord, old: MemoryRecord) -> bool:
     ("again", "once more", "another", "the third time"), and not that the first was moved:
     by its own words a second occurrence, which never ends or challenges the first. When it
     also reports a change ("FreshCart replaced the eggs once more"), the pair is judged, but
-    what it finds is escalated."""
+    what it finds is escalated. A day both name does not make it one occurrence here: by its
+    own words it is another, and a record is never ended on an account that may be of
+    another occurrence."""
     return (
-        _other_occurrence(new, old) and says_again(new.content) and not _MOVED.search(new.content)
+        _other_occurrence(new, old, by_day=False)
+        and says_again(new.content)
+        and not _MOVED.search(new.content)
     )
 
 
