@@ -12,7 +12,11 @@ from contextlib import asynccontextmanager
 
 import pytest
 
+from engram import Kernel
 from engram.infra.llm import LLMUnavailable, OpenAICompatibleGenerator
+from engram.memory.types import AccessLevel
+from tests.integration.consolidation_helpers import DEEP
+from tests.integration.pass_y_helpers import Summariser, llm_engine, summariser, topics
 
 #: What the fake endpoint writes after reading a request: the whole response, as bytes.
 Answer = Callable[[asyncio.StreamWriter], Awaitable[None]]
@@ -118,3 +122,32 @@ async def test_a_zlib_deflate_answer_whose_first_read_is_one_byte_is_decoded() -
     ``infra/llm.py``: the header is judged once two bytes have arrived."""
     packed = zlib.compress(_answer("a summary"))
     assert await _complete(_chunked("deflate", [packed[:1], packed[1:]])) == "a summary"
+
+
+async def test_batches_committed_before_a_pass_is_cancelled_are_counted(kernel: Kernel) -> None:
+    """Three topics of the agent level, a batch each; the outside model holds the third
+    topic's summary, by when the first topic's batch has committed. The pass is cancelled
+    there. Rule: ``engram_consolidation_batches_total`` counts every batch that committed,
+    whatever ends the pass after it (the operator's alerts read it). Failed before: a level
+    whose planning ended in an error or a cancellation counted none of its batches, though
+    they stayed committed. Fixed in ``engine.py`` (``Committer.abandon`` returns the batches
+    that had ended, and the engine counts them)."""
+    await topics(kernel, 3)
+    with summariser(Summariser(special=3)) as model:
+        engine = llm_engine(kernel, model.url, batch_size=3)
+        running = asyncio.create_task(engine.run(DEEP))
+        await model.reached()
+        for _ in range(500):
+            if await kernel.db.fetchval("SELECT count(*) FROM consolidation_batches"):
+                break
+            await asyncio.sleep(0.02)
+        running.cancel()
+        done = await asyncio.gather(running, return_exceptions=True)
+        assert isinstance(done[0], asyncio.CancelledError)
+    committed = await kernel.db.fetchval("SELECT count(*) FROM consolidation_batches")
+    assert committed >= 1
+    counted = kernel.metrics.registry.get_sample_value(
+        "engram_consolidation_batches_total",
+        {"trigger": DEEP.value, "access_level": AccessLevel.AGENT.value, "outcome": "committed"},
+    )
+    assert counted == committed

@@ -87,14 +87,16 @@ class Committer:
             self._start(checked=not self._crossed)
         return list(await asyncio.gather(*self._started)), self._errors
 
-    async def abandon(self) -> None:
+    async def abandon(self) -> list[BatchReport]:
         """Planning failed or the pass was cancelled: the batches started are cancelled (one
         in its transaction rolls back, as a cancelled commit always did) and nothing more
-        is written; the next pass finds the topics again."""
+        is written; the next pass finds the topics again. The reports of the batches that
+        had already ended, committed or failed, are returned (the engine still counts them)."""
         self._current = []
         for task in self._started:
             task.cancel()
-        await asyncio.gather(*self._started, return_exceptions=True)
+        ended = await asyncio.gather(*self._started, return_exceptions=True)
+        return [report for report in ended if isinstance(report, BatchReport)]
 
     def _start(self, *, checked: bool = True) -> None:
         chunk, self._current, self._sources = self._current, [], 0

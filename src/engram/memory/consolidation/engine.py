@@ -293,7 +293,8 @@ class ConsolidationEngine:
                 )
                 made, failed = await committer.finish()
             except BaseException:
-                await committer.abandon()
+                # batches of this level that committed before the error still count
+                self._count(trigger, await committer.abandon())
                 raise
             self._count(trigger, made)
             planned += found
