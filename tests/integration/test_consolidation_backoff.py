@@ -56,6 +56,19 @@ async def _check(runner: Scheduler, clock: Clock, seconds: float) -> RunOutcome 
     return outcome
 
 
+async def _first_failure(runner: Scheduler, clock: Clock, every: float) -> None:
+    """The job's first sighting (marked, not run), then its first run: it reads the
+    sensitive level only, whose one batch fails, and succeeds all the same."""
+    assert [] == await runner.tick()
+    first = await _check(runner, clock, every)
+    assert first is not None
+    assert (first.outcome, first.detail["levels"], first.detail["failed_batches"]) == (
+        "succeeded",
+        ["sensitive"],
+        1,
+    )
+
+
 def _batches(kernel: Kernel, trigger: str, level: AccessLevel, outcome: str) -> float:
     value = kernel.metrics.registry.get_sample_value(
         "engram_consolidation_batches_total",
@@ -91,14 +104,7 @@ async def test_the_event_job_backs_a_failing_level_off_alone(
         runner = scheduler(small, kernel_jobs(small, "consolidation_event"), clock)
         every = settings.consolidation_watch_seconds
         try:
-            assert [] == await runner.tick()  # first sighting: marked, not run
-            first = await _check(runner, clock, every)
-            assert first is not None
-            assert (first.outcome, first.detail["levels"], first.detail["failed_batches"]) == (
-                "succeeded",
-                ["sensitive"],
-                1,
-            )
+            await _first_failure(runner, clock, every)
             mine.append(await write(small, episode(THIRD, 5, caller=WRITER), WRITER))
             await small.events.settled()
             second = await _check(runner, clock, every)  # the sensitive level is backed off
@@ -147,14 +153,7 @@ async def test_the_pressure_job_backs_a_failing_level_off_alone(
         runner = scheduler(small, kernel_jobs(small, "consolidation_pressure"), clock)
         every = settings.consolidation_watch_seconds
         try:
-            assert [] == await runner.tick()  # first sighting: marked, not run
-            first = await _check(runner, clock, every)
-            assert first is not None
-            assert (first.outcome, first.detail["levels"], first.detail["failed_batches"]) == (
-                "succeeded",
-                ["sensitive"],
-                1,
-            )
+            await _first_failure(runner, clock, every)
             for n, text in enumerate(TOPIC[:3]):
                 await write(small, episode(text, n, caller=WRITER), WRITER)
             await small.events.settled()

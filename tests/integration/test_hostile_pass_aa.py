@@ -7,8 +7,7 @@ import gzip
 import json
 import tracemalloc
 import zlib
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -17,6 +16,7 @@ from engram.infra.llm import LLMUnavailable, OpenAICompatibleGenerator
 from engram.memory.types import AccessLevel
 from tests.integration.consolidation_helpers import DEEP
 from tests.integration.pass_y_helpers import Summariser, llm_engine, summariser, topics
+from tests.integration.test_hostile_pass_s import Receiver
 
 #: What the fake endpoint writes after reading a request: the whole response, as bytes.
 Answer = Callable[[asyncio.StreamWriter], Awaitable[None]]
@@ -24,35 +24,6 @@ Answer = Callable[[asyncio.StreamWriter], Awaitable[None]]
 
 def _answer(content: str) -> bytes:
     return json.dumps({"choices": [{"message": {"content": content}}]}).encode()
-
-
-async def _read_request(reader: asyncio.StreamReader) -> None:
-    head = await reader.readuntil(b"\r\n\r\n")
-    length = next(
-        int(line.split(b":", 1)[1])
-        for line in head.split(b"\r\n")
-        if line.lower().startswith(b"content-length:")
-    )
-    await reader.readexactly(length)
-
-
-@asynccontextmanager
-async def _serving(answer: Answer) -> AsyncIterator[str]:
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            await _read_request(reader)
-            await answer(writer)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass  # the client stopped reading: what a refusal looks like from here
-        finally:
-            writer.close()
-
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        server.close()
 
 
 def _chunked(encoding: str, pieces: list[bytes], tail: bytes = b"", repeat: int = 0) -> Answer:
@@ -74,7 +45,7 @@ def _chunked(encoding: str, pieces: list[bytes], tail: bytes = b"", repeat: int 
 
 
 async def _complete(answer: Answer) -> str:
-    async with _serving(answer) as url:
+    async with Receiver(answer) as url:
         generator = OpenAICompatibleGenerator(url, model="m", timeout_seconds=10)
         return await generator.complete("say", "text")
 

@@ -357,8 +357,7 @@ class ConsolidationEngine:
         """Each batch that committed or failed, by level (``engram_consolidation_batches_total``:
         the operator's signal of a failing level, ADR-019)."""
         for batch in batches:
-            failed = not batch.committed and bool(batch.skipped.get(SkipReason.FAILED.value))
-            if batch.level is None or not (batch.committed or failed):
+            if batch.level is None or not (batch.committed or batch.failed):
                 continue
             self._metrics.consolidation_batches.labels(
                 trigger=trigger.value,

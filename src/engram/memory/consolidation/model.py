@@ -110,6 +110,12 @@ class BatchReport:
     level: AccessLevel | None = None
 
     @property
+    def failed(self) -> bool:
+        """Whether its transaction failed (its sources wait for the next pass); a batch
+        skipped whole or out of time did not fail."""
+        return not self.committed and bool(self.skipped.get(SkipReason.FAILED.value))
+
+    @property
     def created(self) -> list[UUID]:
         """The consolidated records the batch created."""
         return [item.record_id for item in self.items]
@@ -156,9 +162,7 @@ class ConsolidationReport:
     @property
     def failed_batches(self) -> int:
         """Batches whose transaction failed (their sources stay for the next pass)."""
-        return sum(
-            1 for b in self.batches if not b.committed and b.skipped.get(SkipReason.FAILED.value)
-        )
+        return sum(1 for b in self.batches if b.failed)
 
     @property
     def created(self) -> list[UUID]:
@@ -176,10 +180,7 @@ class ConsolidationReport:
         return tuple(
             level
             for level in self.levels
-            if any(
-                b.level is level and not b.committed and b.skipped.get(SkipReason.FAILED.value)
-                for b in self.batches
-            )
+            if any(b.level is level and b.failed for b in self.batches)
         )
 
     @property
