@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import asyncpg
 import pytest
 
 from engram import Kernel, open_kernel
@@ -194,3 +195,87 @@ async def test_batches_are_counted_by_level_whoever_runs_the_pass(
     assert {(AGENT, "failed"): 2, (SENSITIVE, "committed"): 1} == {
         key: value for key, value in counted.items() if value
     }
+
+
+async def _edges_readable(admin_url: str, *, after_a_batch: bool) -> None:
+    """Once a consolidation batch has been recorded, take the runtime role's right to read
+    ``memory_edges`` (``after_a_batch``), or give it back: a real error the adapter does not
+    retry, raised by the next level's planning, which reads the edges between its records."""
+    admin = await asyncpg.connect(admin_url)
+    try:
+        if not after_a_batch:
+            await admin.execute(
+                "DROP TRIGGER IF EXISTS edges_denied ON engram.consolidation_batches"
+            )
+            await admin.execute("GRANT SELECT ON engram.memory_edges TO engram_runtime")
+            return
+        await admin.execute(
+            "CREATE OR REPLACE FUNCTION engram.deny_edges() RETURNS trigger LANGUAGE plpgsql "
+            "SECURITY DEFINER AS $$ BEGIN "
+            "REVOKE SELECT ON engram.memory_edges FROM engram_runtime; RETURN NULL; END $$"
+        )
+        await admin.execute(
+            "CREATE TRIGGER edges_denied AFTER INSERT ON engram.consolidation_batches "
+            "FOR EACH ROW EXECUTE FUNCTION engram.deny_edges()"
+        )
+    finally:
+        await admin.close()
+
+
+async def test_a_level_whose_planning_fails_is_backed_off_alone(
+    kernel: Kernel, database: ScratchDatabase, embedder: FastembedEmbedder
+) -> None:
+    """Threshold three; an agent topic and a sensitive one are due. The agent level is
+    planned and committed first; its batch takes the kernel's right to read the records'
+    edges, so planning the sensitive level raises. The run succeeds all the same (it failed,
+    and the scheduler backed the job and every level off, before ADR-019's amendment of
+    2026-11-29, third): the sensitive level is reported failed, counted ``unplanned`` and left
+    out of the checks for 45 s; once the edges are readable again, the check 60 s after
+    the failure consolidates it."""
+    settings = _settings(database, consolidation_event_threshold=3)
+    async with open_kernel(settings=settings, embeddings=embedder) as small:
+        mine = [
+            await write(small, episode(t, n, caller=WRITER), WRITER)
+            for n, t in enumerate([*TOPIC[:2], THIRD])
+        ]
+        hidden = [
+            await write(small, episode(t, n + 3, access_level=SENSITIVE))
+            for n, t in enumerate(TOPIC[2:])
+        ]
+        await small.events.settled()
+        await _edges_readable(database.admin_url, after_a_batch=True)
+        clock = Clock(datetime.now(UTC))
+        runner = scheduler(small, kernel_jobs(small, "consolidation_event"), clock)
+        every = settings.consolidation_watch_seconds
+        try:
+            assert [] == await runner.tick()  # first sighting: marked, not run
+            first = await _check(runner, clock, every)
+            assert first is not None
+            assert (
+                first.outcome,
+                first.detail["levels"],
+                first.detail["failed_levels"],
+                first.detail["consumed"],
+            ) == ("succeeded", ["agent", "sensitive"], ["sensitive"], 3)
+            await _edges_readable(database.admin_url, after_a_batch=False)
+            assert None is await _check(runner, clock, every)  # backed off for 45 s
+            last = await _check(runner, clock, every)
+            assert last is not None
+            assert (last.detail["levels"], last.detail["consumed"]) == (["sensitive"], 3)
+            state = await runner.book.get("consolidation_event")
+            assert state is not None
+            assert (state.failures, state.retry_at) == (0, None)
+        finally:
+            await runner.stop()
+            await _edges_readable(database.admin_url, after_a_batch=False)
+        for record_id in mine + hidden:
+            assert (await head_of(small, record_id)).status is MemoryStatus.CONSOLIDATED
+        assert [1, 1, 1, 0] == [
+            _batches(small, "event_driven", level, outcome)
+            for level, outcome in (
+                (AGENT, "committed"),
+                (SENSITIVE, "unplanned"),
+                (SENSITIVE, "committed"),
+                (SENSITIVE, "failed"),
+            )
+        ]

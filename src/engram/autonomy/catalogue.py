@@ -67,6 +67,7 @@ def _summary(report: ConsolidationReport | None) -> dict[str, Any]:
             "candidates": 0,
             "batches": 0,
             "failed_batches": 0,
+            "failed_levels": [],
             "consumed": 0,
             "skipped": {},
         }
@@ -75,6 +76,7 @@ def _summary(report: ConsolidationReport | None) -> dict[str, Any]:
         "candidates": report.candidates,
         "batches": len(report.batches),
         "failed_batches": report.failed_batches,
+        "failed_levels": [level.value for level in report.failed_levels],
         "consumed": len(report.consumed),
         "skipped": dict(report.skipped),
     }

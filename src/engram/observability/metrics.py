@@ -38,8 +38,9 @@ MEMORY_TYPES = (
 CONSOLIDATION_PATHS = ("fast", "slow")
 ACCESS_LEVELS = ("public", "agent", "user", "system", "sensitive")
 CONSOLIDATION_TRIGGERS = ("scheduled_deep", "scheduled_light", "event_driven", "pressure_driven")
-#: How a consolidation batch that started ended (one skipped whole, or out of time, is neither).
-CONSOLIDATION_BATCH_OUTCOMES = ("committed", "failed")
+#: How a consolidation batch that started ended (one skipped whole, or out of time, is neither);
+#: ``unplanned`` counts a level whose planning failed in a job's pass.
+CONSOLIDATION_BATCH_OUTCOMES = ("committed", "failed", "unplanned")
 CONFLICT_CLASSES = ("contradiction", "supersession", "refinement", "unresolvable")
 LAYER1_CHECKS = ("schema", "access", "pii", "rate_limit", "classification")
 PII_DETECTORS = ("regex", "ner")
@@ -192,7 +193,8 @@ class EngramMetrics:
         # /metrics answers only callers who may read every level (ADR-022).
         self.consolidation_batches = Counter(
             "engram_consolidation_batches_total",
-            "Consolidation batches that committed or failed, by trigger and access level.",
+            "Consolidation batches that committed or failed, and levels whose planning failed "
+            "(unplanned), by trigger and access level.",
             ["trigger", "access_level", "outcome"],
             registry=r,
         )

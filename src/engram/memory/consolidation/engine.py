@@ -179,11 +179,12 @@ class ConsolidationEngine:
     ) -> ConsolidationReport:
         """One pass of ``trigger`` over ``levels`` (None: every level; a pressure-driven pass
         reads only those over the limit); see the module docstring. ``dry_run`` writes
-        nothing. When every batch of the pass failed, the first error is raised if
-        ``raise_failed`` (an operator's run, whose reader sees every level); a job's pass
-        only reports them (``failed_levels``): whether it fails must not depend on a more
-        closed level's batches (ADR-019). Either way each batch is counted by level in
-        ``engram_consolidation_batches_total``."""
+        nothing. When every batch of the pass failed, or a level's planning raised, the
+        first error is raised if ``raise_failed`` (an operator's run, whose reader sees
+        every level); a job's pass only reports them (``failed_levels``, ``unplanned_levels``)
+        and goes on with the next level: whether it fails must not depend on a more closed
+        level (ADR-019). Either way each batch, and each level whose planning failed, is
+        counted by level in ``engram_consolidation_batches_total``."""
         run_id = uuid.uuid4()
         started = time.perf_counter()
         chosen = _levels(levels)
@@ -280,6 +281,7 @@ class ConsolidationEngine:
         batches: list[BatchReport] = []
         errors: list[Exception] = []
         timed_out: list[AccessLevel] = []
+        unplanned: list[AccessLevel] = []
         for level in levels:
             committer = self._committer(
                 trigger,
@@ -292,8 +294,20 @@ class ConsolidationEngine:
                     trigger, (level,), began, ready=committer.add, crossed=committer.crossed
                 )
                 made, failed = await committer.finish()
-            except BaseException:
+            except Exception as exc:
                 # batches of this level that committed before the error still count
+                ended = await committer.abandon()
+                self._count(trigger, ended)
+                if raise_failed:
+                    raise
+                # a job's pass: the level failed, not the pass; the next level is read as
+                # if nothing had happened here (whether a job fails must not depend on a
+                # more closed level, ADR-019)
+                self._unplanned(run_id, trigger, level, exc)
+                batches += ended
+                unplanned.append(level)
+                continue
+            except BaseException:  # cancelled: the whole pass stops
                 self._count(trigger, await committer.abandon())
                 raise
             self._count(trigger, made)
@@ -322,6 +336,7 @@ class ConsolidationEngine:
             planned=tuple(planned),
             levels=levels,
             timed_out_levels=tuple(timed_out),
+            unplanned_levels=tuple(unplanned),
         )
 
     async def commit(
@@ -364,6 +379,22 @@ class ConsolidationEngine:
                 access_level=batch.level.value,
                 outcome="committed" if batch.committed else "failed",
             ).inc()
+
+    def _unplanned(
+        self, run_id: UUID, trigger: ConsolidationTrigger, level: AccessLevel, exc: Exception
+    ) -> None:
+        """A level whose planning (or its committer) raised in a job's pass: logged by type
+        only (a foreign message may quote a record) and counted (``outcome="unplanned"``)."""
+        log.error(
+            "consolidation.level_failed",
+            trigger=trigger.value,
+            run_id=str(run_id),
+            access_level=level.value,
+            error=type(exc).__name__,
+        )
+        self._metrics.consolidation_batches.labels(
+            trigger=trigger.value, access_level=level.value, outcome="unplanned"
+        ).inc()
 
     def _committer(
         self,

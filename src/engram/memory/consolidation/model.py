@@ -158,6 +158,8 @@ class ConsolidationReport:
     levels: tuple[AccessLevel, ...] = field(default=())
     #: Levels of which a topic or a batch was left when the pass ran out of time.
     timed_out_levels: tuple[AccessLevel, ...] = field(default=())
+    #: Levels whose planning raised in a job's pass (an operator's pass raises instead).
+    unplanned_levels: tuple[AccessLevel, ...] = field(default=())
 
     @property
     def failed_batches(self) -> int:
@@ -176,11 +178,13 @@ class ConsolidationReport:
 
     @property
     def failed_levels(self) -> tuple[AccessLevel, ...]:
-        """Levels of which a batch failed (their sources wait for the next pass)."""
+        """Levels of which a batch failed, or whose planning did (their sources wait for the
+        next pass)."""
         return tuple(
             level
             for level in self.levels
-            if any(b.level is level and b.failed for b in self.batches)
+            if level in self.unplanned_levels
+            or any(b.level is level and b.failed for b in self.batches)
         )
 
     @property
