@@ -386,10 +386,11 @@ class ConsolidationEngine:
         """A level whose planning (or its committer) raised in a job's pass: logged by type
         only (a foreign message may quote a record) and counted (``outcome="unplanned"``)."""
         log.error(
-            "consolidation.level_failed",
+            "consolidation.error",
             trigger=trigger.value,
             run_id=str(run_id),
             access_level=level.value,
+            stage="planning",
             error=type(exc).__name__,
         )
         self._metrics.consolidation_batches.labels(
