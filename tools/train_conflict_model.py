@@ -12,7 +12,7 @@ text by a writer it never saw (choices are made by this figure). The test half i
 (``benchmarks/conflict_eval.py --half test`` reports it).
 
     pip install -e '.[train]'   # scikit-learn: a training-time tool, not a kernel dependency
-    python tools/train_conflict_model.py [--cv | --by-writer]
+    python tools/train_conflict_model.py [--cv | --by-writer [--seeds 20261125,1,2]]
 """
 
 from __future__ import annotations
