@@ -12,7 +12,7 @@ text by a writer it never saw (choices are made by this figure). The test half i
 (``benchmarks/conflict_eval.py --half test`` reports it).
 
     pip install -e '.[train]'   # scikit-learn: a training-time tool, not a kernel dependency
-    python tools/train_conflict_model.py [--cv | --by-writer]
+    python tools/train_conflict_model.py [--cv | --by-writer [--seeds 20261125,1,2]]
 """
 
 from __future__ import annotations
@@ -76,11 +76,13 @@ PARAMS: dict[str, Any] = {
 }
 
 
-def _fit(rows: list[list[float]], labels: list[str]) -> Any:
+def _fit(rows: list[list[float]], labels: list[str], seed: int | None = None) -> Any:
+    """The trees, fitted with :data:`PARAMS` (``seed``: another ``random_state``)."""
     from sklearn.ensemble import GradientBoostingClassifier  # noqa: PLC0415
 
     weights = [CONFLICT_WEIGHT if label == "conflict" else 1.0 for label in labels]
-    return GradientBoostingClassifier(**PARAMS).fit(rows, labels, sample_weight=weights)
+    params = PARAMS if seed is None else {**PARAMS, "random_state": seed}
+    return GradientBoostingClassifier(**params).fit(rows, labels, sample_weight=weights)
 
 
 def export(model: Any, rows: list[list[float]], hashes: dict[str, str], n: int) -> dict[str, Any]:
@@ -141,12 +143,13 @@ def _held_out(
     sims: list[float],
     rows: list[list[float]],
     folds: list[tuple[list[int], list[int]]],
+    seed: int | None = None,
 ) -> list[str]:
     """The whole detector's answer for every held-out pair, each fold trained without it."""
     labels = [p.label for p in pairs]
     predicted = ["none"] * len(pairs)
     for train, held in folds:
-        fitted = _fit([rows[i] for i in train], [GROUPS[labels[i]] for i in train])
+        fitted = _fit([rows[i] for i in train], [GROUPS[labels[i]] for i in train], seed)
         detector = ConflictDetector(PairModel.from_dict(export(fitted, rows, {}, len(train))))
         for i in held:
             found = detector.judge(pairs[i].old, pairs[i].new, sims[i])
@@ -168,16 +171,18 @@ def cross_validate(pairs: list[Pair], sims: list[float], rows: list[list[float]]
     }
 
 
-def by_writer(pairs: list[Pair], sims: list[float], rows: list[list[float]]) -> dict[str, Any]:
+def by_writer(
+    pairs: list[Pair], sims: list[float], rows: list[list[float]], seed: int | None = None
+) -> dict[str, Any]:
     """Each later writer held out in turn, the model trained on all the rest of dev: how the
-    detector does on text by someone it never saw."""
+    detector does on text by someone it never saw (``seed``: the trees' ``random_state``)."""
     labels = [p.label for p in pairs]
     folds = []
     for writer in WRITERS:
         held = [i for i, p in enumerate(pairs) if p.id.startswith(f"{writer}-")]
         kept = set(held)
         folds.append(([i for i in range(len(pairs)) if i not in kept], held))
-    predicted = _held_out(pairs, sims, rows, folds)
+    predicted = _held_out(pairs, sims, rows, folds, seed)
     result: dict[str, Any] = {}
     for writer, (_, held) in zip(WRITERS, folds, strict=True):
         scored = score([labels[i] for i in held], [predicted[i] for i in held])
@@ -187,7 +192,20 @@ def by_writer(pairs: list[Pair], sims: list[float], rows: list[list[float]]) -> 
     return result
 
 
-async def _main(mode: str | None) -> dict[str, Any]:
+def _summary(result: dict[str, Any]) -> dict[str, Any]:
+    """The figures choices are made on, from one :func:`by_writer` result."""
+    everyone = result["all_writers"]
+    recall = {label: everyone["per_class"][label]["recall"] for label in GROUPS}
+    return {
+        "accuracy": everyone["accuracy"],
+        "silent_retirements": everyone["silent_retirements"],
+        "unresolvable_acted_on": everyone["unresolvable_acted_on"],
+        "recall": recall,
+        "writers": {w: result[w] for w in WRITERS},
+    }
+
+
+async def _main(mode: str | None, seeds: list[int] | None = None) -> dict[str, Any]:
     pairs = [pair for path in DEV if path.exists() for pair in load_pairs(path)]
     embedder = await embedder_for_evaluation()
     try:
@@ -197,6 +215,8 @@ async def _main(mode: str | None) -> dict[str, Any]:
     rows = [pair_features(p.old, p.new, s) for p, s in zip(pairs, sims, strict=True)]
     if mode == "cv":
         return cross_validate(pairs, sims, rows)
+    if mode == "by-writer" and seeds:
+        return {str(seed): _summary(by_writer(pairs, sims, rows, seed)) for seed in seeds}
     if mode == "by-writer":
         return by_writer(pairs, sims, rows)
     labels = [GROUPS[p.label] for p in pairs]
@@ -232,8 +252,14 @@ def main() -> None:
         const="by-writer",
         help="hold out each later writer of dev in turn; write nothing",
     )
+    parser.add_argument(
+        "--seeds",
+        type=lambda text: [int(part) for part in text.split(",")],
+        help="with --by-writer: the trees' random_state for each run, e.g. 20261125,1,2 "
+        "(the three seeds ADR-010's amendments compare over); prints a summary per seed",
+    )
     args = parser.parse_args()
-    print(json.dumps(asyncio.run(_main(args.mode)), indent=1))
+    print(json.dumps(asyncio.run(_main(args.mode, args.seeds)), indent=1))
 
 
 if __name__ == "__main__":
