@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.engram-installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install model run test test-ops lint format fmt-check ruff typecheck arch bench bench-smoke bench-peers clean
+.PHONY: help install model run test coverage test-ops lint format fmt-check ruff typecheck arch bench bench-smoke bench-peers clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -34,6 +34,12 @@ TEST_WORKERS ?= 2
 
 test: model  ## run the whole test suite against the embedded Postgres (TEST_WORKERS processes)
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
+
+# Line and branch coverage of src/engram over the whole suite, child processes (the CLI, the
+# served app, migrations) included; timing tests may fail under the tracer's slowdown.
+coverage: model  ## the test suite with coverage (report in the terminal and .coverage.json)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --cov=engram \
+		--cov-report=term:skip-covered --cov-report=json:.coverage.json
 
 # Debian's prometheus package brings prometheus and promtool; installed only when missing.
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)

@@ -658,7 +658,7 @@ def _json_headers(headers: dict[str, str]) -> dict[str, str]:
 async def test_odd_input_to_create_is_a_422_audited_once_and_changes_nothing(
     api: Api, kernel: Kernel, odd: OddInput, trust: TrustLevel
 ) -> None:
-    """A proposal with a NUL, a lone surrogate, NaN, an instant beyond UTC or 900-deep
+    """A proposal with a NUL, a lone surrogate, NaN, an instant beyond UTC or 500-deep
     metadata is a 422 Gate rejection naming the field, with exactly one audit row."""
     headers = await api.agent("odd-writer", trust)
     audit, versions = await _counts(kernel)
