@@ -70,6 +70,17 @@ async def _first_failure(runner: Scheduler, clock: Clock, every: float) -> None:
     )
 
 
+async def _recovered(runner: Scheduler, clock: Clock, seconds: float) -> None:
+    """The event job's check ``seconds`` on consolidates the sensitive topic, and the job
+    itself never failed (no scheduler back-off of every level)."""
+    last = await _check(runner, clock, seconds)
+    assert last is not None
+    assert (last.detail["levels"], last.detail["consumed"]) == (["sensitive"], 3)
+    state = await runner.book.get("consolidation_event")
+    assert state is not None
+    assert (state.failures, state.retry_at) == (0, None)
+
+
 def _batches(kernel: Kernel, trigger: str, level: AccessLevel, outcome: str) -> float:
     value = kernel.metrics.registry.get_sample_value(
         "engram_consolidation_batches_total",
@@ -117,12 +128,7 @@ async def test_the_event_job_backs_a_failing_level_off_alone(
             assert None is await _check(runner, clock, every)
             assert None is await _check(runner, clock, every)
             await fail_summaries(database.admin_url, SENSITIVE, fail=False)
-            last = await _check(runner, clock, 2 * every)  # past the second back-off
-            assert last is not None
-            assert (last.detail["levels"], last.detail["consumed"]) == (["sensitive"], 3)
-            state = await runner.book.get("consolidation_event")
-            assert state is not None
-            assert (state.failures, state.retry_at) == (0, None)
+            await _recovered(runner, clock, 2 * every)  # past the second back-off
         finally:
             await runner.stop()
         runs = await runner.book.runs("consolidation_event")
@@ -259,12 +265,7 @@ async def test_a_level_whose_planning_fails_is_backed_off_alone(
             ) == ("succeeded", ["agent", "sensitive"], ["sensitive"], 3)
             await _edges_readable(database.admin_url, after_a_batch=False)
             assert None is await _check(runner, clock, every)  # backed off for 45 s
-            last = await _check(runner, clock, every)
-            assert last is not None
-            assert (last.detail["levels"], last.detail["consumed"]) == (["sensitive"], 3)
-            state = await runner.book.get("consolidation_event")
-            assert state is not None
-            assert (state.failures, state.retry_at) == (0, None)
+            await _recovered(runner, clock, every)
         finally:
             await runner.stop()
             await _edges_readable(database.admin_url, after_a_batch=False)
