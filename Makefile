@@ -36,7 +36,7 @@ test: model  ## run the whole test suite against the embedded Postgres (TEST_WOR
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 # Line and branch coverage of src/engram over the whole suite, child processes (the CLI, the
-# served app, migrations) included; timing tests may fail under the tracer's slowdown.
+# served app) included; timing tests may fail under the tracer's slowdown.
 coverage: model  ## the test suite with coverage (report in the terminal and .coverage.json)
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --cov=engram \
 		--cov-report=term:skip-covered --cov-report=json:.coverage.json
