@@ -1,0 +1,74 @@
+"""``engram advisor`` as an operator runs it before any model exists: what the commands say
+about the heuristic, and how they refuse what cannot be done (a training with too few
+decisions, a model that does not exist, a rollback with nothing active). Each refusal is a
+message on stderr and the documented exit code, never a traceback, and changes nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engram import open_kernel
+from engram.config import EngramSettings
+from engram.infra.fastembed_embedder import FastembedEmbedder
+from engram.memory.gate.access import caller_for_tier
+from engram.memory.types import TrustLevel
+from tests.e2e.test_cli_admin import _cli, _json
+from tests.integration.gate_helpers import belief, create
+
+WRITER = caller_for_tier("advisor-cli-writer", TrustLevel.STANDARD, writes_per_minute=1000)
+#: ``EXIT_CODES``: NotFound.
+NOT_FOUND = 3
+
+
+async def _two_decisions(data_dir: Path, embedder: FastembedEmbedder) -> None:
+    settings = EngramSettings(database_url=None, data_dir=data_dir)
+    async with open_kernel(settings=settings, embeddings=embedder) as kernel:
+        for text in ("The on-call rota changes on Mondays.", "Invoices are paid within 30 days."):
+            result = await kernel.gate.evaluate(create(belief(text), WRITER))
+            assert result.record_id is not None, result.reason
+
+
+def _refused(done: object, code: int, words: str) -> None:
+    assert getattr(done, "returncode", None) == code, done
+    stderr = str(getattr(done, "stderr", ""))
+    assert words in stderr, stderr
+    assert "Traceback" not in stderr, stderr
+
+
+async def test_advisor_commands_before_any_model(
+    tmp_path: Path, model_dir: Path, embedder: FastembedEmbedder
+) -> None:
+    """Status names the heuristic and the decisions logged; a training below its minimum
+    stores nothing and says why; promoting, evaluating or rolling back a model that is not
+    there exits 3 with the reason; the status afterwards is what it was."""
+    data_dir = tmp_path / "data"
+    await _two_decisions(data_dir, embedder)
+
+    before = _json(_cli(data_dir, model_dir, "advisor", "status", "--json"))
+    assert (before["configured"], before["active"], before["models"]) == ("heuristic", None, [])
+    assert before["decisions_logged"] >= 2
+    assert before["ready"] is False
+    text = _cli(data_dir, model_dir, "advisor", "status")
+    assert 0 == text.returncode, text.stderr
+    assert "active model: none (heuristic)" in text.stdout
+
+    trained = _json(
+        _cli(data_dir, model_dir, "advisor", "train", "--min-decisions", "100000", "--json")
+    )
+    assert trained["model"] is None
+    assert trained["reason"]
+    said = _cli(data_dir, model_dir, "advisor", "train", "--min-decisions", "100000")
+    assert 0 == said.returncode, said.stderr
+    assert said.stdout.startswith("nothing trained: ")
+
+    _refused(_cli(data_dir, model_dir, "advisor", "promote", "rl@99"), NOT_FOUND, "rl@99")
+    _refused(_cli(data_dir, model_dir, "advisor", "promote", "x" * 5000), NOT_FOUND, "no advisor")
+    _refused(_cli(data_dir, model_dir, "advisor", "rollback"), NOT_FOUND, "no active advisor model")
+    _refused(
+        _cli(data_dir, model_dir, "advisor", "evaluate", "rl@99", "--lives", "1"),
+        NOT_FOUND,
+        "rl@99",
+    )
+
+    after = _json(_cli(data_dir, model_dir, "advisor", "status", "--json"))
+    assert after == before
