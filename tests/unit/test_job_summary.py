@@ -3,6 +3,7 @@ consolidation jobs back a failing level off."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -109,3 +110,18 @@ def test_a_failing_level_is_backed_off_alone_longer_each_time_until_it_commits()
     assert (levels, {}) == (held.awake(levels, now), held.failures)
     held.note(failing, now)
     assert timedelta(minutes=1) == held.until[sensitive] - now
+
+
+def test_a_level_whose_planning_failed_is_a_failed_level_unless_a_batch_of_it_committed() -> None:
+    """ADR-019, amendment of 2026-11-29, third: a level in ``unplanned_levels`` is failed (its
+    mark stays, it is backed off) with no batch at all; one that committed a batch before its
+    planning failed resumes, as a level whose batches partly failed does."""
+    agent, user = AccessLevel.AGENT, AccessLevel.USER
+    base = _report((_batch(committed=True, skipped={}, level=user),), (agent, user))
+    report = dataclasses.replace(base, unplanned_levels=(agent, user))
+    assert (agent, user) == report.failed_levels
+    assert (agent, user) == report.unfinished_levels
+    held = LevelBackoff(base=timedelta(minutes=1), ceiling=timedelta(minutes=3))
+    now = datetime(2026, 11, 29, 3, tzinfo=UTC)
+    held.note(report, now)
+    assert ((user,), {agent: 1}) == (held.awake((agent, user), now), held.failures)
