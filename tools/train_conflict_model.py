@@ -259,6 +259,8 @@ def main() -> None:
         "(the three seeds ADR-010's amendments compare over); prints a summary per seed",
     )
     args = parser.parse_args()
+    if args.seeds and args.mode != "by-writer":  # without it the packaged model is rewritten
+        parser.error("--seeds needs --by-writer")
     print(json.dumps(asyncio.run(_main(args.mode, args.seeds)), indent=1))
 
 

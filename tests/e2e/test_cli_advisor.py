@@ -5,6 +5,7 @@ message on stderr and the documented exit code, never a traceback, and changes n
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 from engram import open_kernel
@@ -28,11 +29,10 @@ async def _two_decisions(data_dir: Path, embedder: FastembedEmbedder) -> None:
             assert result.record_id is not None, result.reason
 
 
-def _refused(done: object, code: int, words: str) -> None:
-    assert getattr(done, "returncode", None) == code, done
-    stderr = str(getattr(done, "stderr", ""))
-    assert words in stderr, stderr
-    assert "Traceback" not in stderr, stderr
+def _refused(done: subprocess.CompletedProcess[str], code: int, words: str) -> None:
+    assert done.returncode == code, done
+    assert words in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
 
 
 async def test_advisor_commands_before_any_model(

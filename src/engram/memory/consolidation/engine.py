@@ -294,11 +294,11 @@ class ConsolidationEngine:
                     trigger, (level,), began, ready=committer.add, crossed=committer.crossed
                 )
                 made, failed = await committer.finish()
-            except Exception as exc:
+            except BaseException as exc:
                 # batches of this level that committed before the error still count
                 ended = await committer.abandon()
                 self._count(trigger, ended)
-                if raise_failed:
+                if raise_failed or not isinstance(exc, Exception):  # a cancellation stops all
                     raise
                 # a job's pass: the level failed, not the pass; the next level is read as
                 # if nothing had happened here (whether a job fails must not depend on a
@@ -307,9 +307,6 @@ class ConsolidationEngine:
                 batches += ended
                 unplanned.append(level)
                 continue
-            except BaseException:  # cancelled: the whole pass stops
-                self._count(trigger, await committer.abandon())
-                raise
             self._count(trigger, made)
             planned += found
             skipped.update(left)
