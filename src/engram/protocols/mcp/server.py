@@ -17,6 +17,7 @@ from mcp.types import CallToolRequestParams, CallToolResult, ListToolsResult, Pa
 
 from engram import __version__
 from engram.agents.registry import Principal
+from engram.protocols.mcp.envelope import ParamsReasons, message_reason, shape_reason
 from engram.protocols.mcp.results import failure
 from engram.protocols.mcp.tools import EngramTools
 
@@ -30,27 +31,31 @@ INVALID_PARAMS = -32602
 
 
 def message_problem(parsed: object) -> tuple[int, str] | None:
-    """The JSON-RPC error of a parsed message (or batch) the SDK would drop unanswered or
-    refuse without a reason, or None. It reads a request whose ``id`` is missing, or neither
-    a string nor an integer (1.5, true, an object), as a notification and does nothing (only
-    ``notifications/…`` methods may come without an id); and it answers a ``tools/call`` that
-    names no tool or whose arguments are not an object with an empty -32602."""
-    messages = parsed if isinstance(parsed, list) else [parsed]
-    for message in messages:
-        if not isinstance(message, dict):
-            continue
-        method = message.get("method")
-        if "id" not in message:
-            if isinstance(method, str) and not method.startswith(NOTIFICATION_PREFIX):
-                return INVALID_REQUEST, (
-                    "id: a request needs one (a string or an integer); notifications go without"
-                )
-            continue
-        value = message["id"]
+    """The JSON-RPC error of a parsed body the SDK would drop unanswered or refuse without a
+    clear reason, or None. A batch, a value that is no JSON-RPC 2.0 message, or a request
+    whose ``id`` is missing or neither a string nor an integer (1.5, true, an object: the SDK
+    reads it as a notification and does nothing; only ``notifications/…`` methods may come
+    without an id) is an invalid request (-32600); a ``tools/call`` that names no tool or
+    whose arguments are not an object, or params that are not an object, invalid params."""
+    if (reason := shape_reason(parsed)) is not None or not isinstance(parsed, dict):
+        return INVALID_REQUEST, reason or "a JSON-RPC message is a JSON object"
+    method = parsed.get("method")
+    if "id" not in parsed:
+        if isinstance(method, str) and not method.startswith(NOTIFICATION_PREFIX):
+            return INVALID_REQUEST, (
+                "id: a request needs one (a string or an integer); notifications go without"
+            )
+    else:
+        value = parsed["id"]
         if isinstance(value, bool) or not isinstance(value, (str, int)):
             return INVALID_REQUEST, "id: a JSON-RPC request id is a string or an integer"
-        if method == "tools/call" and (problem := _call_problem(message.get("params"))):
-            return INVALID_PARAMS, problem
+    if method == "tools/call" and (problem := _call_problem(parsed.get("params"))):
+        return INVALID_PARAMS, problem
+    params = parsed.get("params")
+    if method is not None and params is not None and not isinstance(params, dict):
+        return INVALID_PARAMS, "params: an object when present"
+    if (reason := message_reason(parsed)) is not None:
+        return INVALID_REQUEST, reason
     return None
 
 
@@ -93,7 +98,7 @@ def build_server(tools: EngramTools, principal_of: PrincipalOf) -> Server[Any]:
             return failure("unauthenticated", "a valid agent token is required")
         return await tools.call(params.name, params.arguments, principal)
 
-    return Server(
+    server: Server[Any] = Server(
         "engram",
         version=__version__,
         title="engram memory",
@@ -103,3 +108,6 @@ def build_server(tools: EngramTools, principal_of: PrincipalOf) -> Server[Any]:
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+    # A request the SDK refuses with an empty -32602 gets its reason (mcp.envelope).
+    server.middleware.append(ParamsReasons())
+    return server

@@ -1,0 +1,172 @@
+"""Hostile pass AC: the MCP server as a protocol endpoint.
+
+Found here (each test failed before its fix):
+
+- over streamable HTTP, a message that is no JSON-RPC 2.0 message (``jsonrpc`` missing or
+  ``"1.0"``, a batch array, ``params`` that are not an object) was answered by the SDK with
+  ``-32602`` and pydantic's whole report: documentation links, the message's own text
+  (``input_value``, a record's content included) and six errors for the union it tried;
+  stdio answered the same lines ``-32600`` with one sentence;
+- on both transports, a known method whose params the SDK refused (``initialize`` without
+  ``protocolVersion``, a ``_meta.progressToken`` that is a list) got ``-32602 Invalid request
+  parameters`` with an empty ``data``: nothing said which parameter;
+- over stdio, any request but ``initialize`` and ``ping`` sent before ``initialize`` got the
+  same empty ``-32602``, so a client could not tell that it had to initialise first.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import pytest
+from mcp.shared.message import SessionMessage
+from mcp_types import jsonrpc_message_adapter
+
+from engram import Kernel
+from engram.memory.types import TrustLevel
+from engram.protocols.mcp.server import build_server
+from engram.protocols.mcp.stdio import line_problem
+from engram.protocols.mcp.tools import EngramTools
+from tests.conftest import ScratchDatabase
+from tests.integration import test_http_api as http_api
+from tests.integration.test_http_api import Api
+from tests.integration.test_http_fuzz import _count
+
+api = http_api.api
+
+MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+SECRET = "the vault passphrase is orchid-lantern-4471"
+REMEMBER = {"name": "remember", "arguments": {"type": "belief", "content": SECRET}}
+INITIALIZE = {
+    "protocolVersion": "2025-06-18",
+    "capabilities": {},
+    "clientInfo": {"name": "probe", "version": "1"},
+}
+
+#: Messages that are not JSON-RPC 2.0 messages, and what the answer's message must name.
+NOT_MESSAGES: list[tuple[Any, str]] = [
+    ({"jsonrpc": "1.0", "id": 1, "method": "tools/call", "params": REMEMBER}, "jsonrpc"),
+    ({"id": 2, "method": "tools/call", "params": REMEMBER}, "jsonrpc"),
+    ([{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": REMEMBER}], "batch"),
+    ([], "batch"),
+    ({"jsonrpc": "2.0", "id": 4, "method": 17}, "method"),
+    ({"jsonrpc": "2.0", "id": 5}, "method"),
+    ("tools/list", "object"),
+]
+
+
+def _leaks(message: str) -> bool:
+    """Whether an error message carries the SDK's validation report or the client's text."""
+    return any(
+        mark in message for mark in ("pydantic", "input_value", "validation error", "lantern")
+    )
+
+
+@pytest.mark.parametrize(("message", "named"), NOT_MESSAGES)
+async def test_an_mcp_body_that_is_no_json_rpc_message_is_an_invalid_request_in_one_sentence(
+    api: Api, database: ScratchDatabase, message: Any, named: str
+) -> None:
+    """Over HTTP such a body was a -32602 holding pydantic's report and the body's own text
+    (the content of a record to remember among it); it is a -32600 naming what is wrong,
+    as over stdio, and nothing is written."""
+    before = await _count(database)
+    response = await api.client.post(
+        "/mcp", content=json.dumps(message), headers={**api.admin, **MCP_HEADERS}
+    )
+    assert 400 == response.status_code, response.text
+    error = response.json()["error"]
+    assert (-32600, False, True) == (
+        error["code"],
+        _leaks(error["message"]),
+        named in error["message"],
+    )
+    assert before == await _count(database)
+
+
+@pytest.mark.parametrize(("message", "named"), NOT_MESSAGES)
+def test_stdio_answers_the_same_lines_with_the_same_reasons(message: Any, named: str) -> None:
+    """The stdio reader gives each such line the same -32600 and reason as HTTP."""
+    problem = line_problem(json.dumps(message))
+    assert problem is not None
+    assert (-32600, False, True) == (problem[0], _leaks(problem[1]), named in problem[1])
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "named"),
+    [
+        ("initialize", {}, "protocolVersion"),
+        ("initialize", {**INITIALIZE, "capabilities": []}, "capabilities"),
+        ("tools/call", {**REMEMBER, "_meta": {"progressToken": [1]}}, "progressToken"),
+        ("tools/list", {"cursor": 5}, "cursor"),
+    ],
+)
+async def test_refused_params_of_a_known_method_name_the_parameter(
+    api: Api, database: ScratchDatabase, method: str, params: dict[str, Any], named: str
+) -> None:
+    """The SDK answered these -32602 "Invalid request parameters" with an empty ``data``;
+    the answer now names the parameter (never its value), and nothing is written."""
+    before = await _count(database)
+    body = {"jsonrpc": "2.0", "id": 9, "method": method, "params": params}
+    response = await api.client.post("/mcp", json=body, headers={**api.admin, **MCP_HEADERS})
+    error = response.json()["error"]
+    assert (-32602, 9) == (error["code"], response.json()["id"])
+    assert (True, False) == (named in error["message"], _leaks(error["message"])), error
+    assert before == await _count(database)
+
+
+async def _stdio_session(kernel: Kernel, lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Serve ``lines`` to the stdio server's loop (the SDK's own, on memory streams) and
+    return its answers, one per request."""
+    _, token = await kernel.agents.add("stdio-probe", TrustLevel.STANDARD)
+    principal = await kernel.agents.authenticate(token)
+    server = build_server(EngramTools(kernel), lambda _ctx: principal)
+    to_server, server_in = anyio.create_memory_object_stream[SessionMessage | Exception](16)
+    server_out, from_server = anyio.create_memory_object_stream[SessionMessage](16)
+    answers: list[dict[str, Any]] = []
+    with anyio.fail_after(60):
+        async with (
+            to_server,
+            server_in,
+            server_out,
+            from_server,
+            anyio.create_task_group() as group,
+        ):
+            group.start_soon(
+                server.run, server_in, server_out, server.create_initialization_options()
+            )
+            for line in lines:
+                message = jsonrpc_message_adapter.validate_python(line, by_name=False)
+                await to_server.send(SessionMessage(message))
+                if "id" in line:
+                    answer = await from_server.receive()
+                    answers.append(answer.message.model_dump(by_alias=True, exclude_none=True))
+            await to_server.aclose()
+    return answers
+
+
+async def test_a_stdio_request_before_initialize_is_told_to_initialize(
+    kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """A ``tools/call`` or ``tools/list`` sent over stdio before ``initialize`` got an empty
+    -32602 "Invalid request parameters"; it now says to initialise first, writes nothing, and
+    the same call after the handshake is served."""
+    before = await _count(database)
+    call = {"name": "health", "arguments": {}}
+    answers = await _stdio_session(
+        kernel,
+        [
+            {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+            {"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": INITIALIZE},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": call},
+        ],
+    )
+    early = [(answer["id"], answer["error"]["code"]) for answer in answers[:2]]
+    assert [(1, -32602), (2, -32602)] == early
+    assert all("initialize" in answer["error"]["message"] for answer in answers[:2]), answers
+    assert "result" in answers[2]
+    assert (4, False) == (answers[3]["id"], answers[3]["result"].get("isError", False))
+    assert before == await _count(database)
