@@ -16,6 +16,7 @@ Found here (each test failed before its fix):
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -31,6 +32,7 @@ from engram.protocols.mcp.stdio import line_problem
 from engram.protocols.mcp.tools import EngramTools
 from tests.conftest import ScratchDatabase
 from tests.integration import test_http_api as http_api
+from tests.integration.audit_helpers import entry
 from tests.integration.test_http_api import Api
 from tests.integration.test_http_fuzz import _count
 
@@ -170,3 +172,46 @@ async def test_a_stdio_request_before_initialize_is_told_to_initialize(
     assert "result" in answers[2]
     assert (4, False) == (answers[3]["id"], answers[3]["result"].get("isError", False))
     assert before == await _count(database)
+
+
+# --- the audit chain verified while agents write -------------------------------------------
+
+
+async def test_the_audit_log_verifies_while_appends_commit_beside_the_walk(kernel: Kernel) -> None:
+    """``engram audit verify`` run while agents wrote reported the log TAMPERED ("lane 5 ends
+    before its recorded head (rows cut off its end)", exit 6; seen once in three runs against
+    a served kernel under three writers): it read the checkpoints, each page of rows and the
+    lane heads in snapshots of their own, so a row committed after the last page but before
+    the heads, or one of a lower seq committed after a page holding a higher one, looked cut
+    off. Four writers append across lanes, each committing a little after its append as a
+    Gate transaction does, while the log is verified again and again in pages of five; every
+    verification must pass."""
+    writing = True
+    reports: list[str] = []
+
+    async def writer(w: int) -> None:
+        n = 0
+        while writing:
+            async with kernel.db.transaction() as conn:
+                await kernel.audit.append(conn, entry(w * 10_000 + n, lane=(w * 3 + n) % 16))
+                await asyncio.sleep(0.003)  # the commit comes a moment after the append
+            n += 1
+
+    async def verifier() -> None:
+        for _ in range(40):
+            report = await kernel.audit.verify(batch=5)
+            if not report.ok:
+                reports.append(f"{report.problem} (seq {report.first_bad_seq})")
+
+    with anyio.fail_after(150):
+        for n in range(30):  # a log a few pages long before the race starts
+            async with kernel.db.transaction() as conn:
+                await kernel.audit.append(conn, entry(n, lane=n % 16))
+        writers = [asyncio.ensure_future(writer(w)) for w in range(1, 5)]
+        try:
+            await verifier()
+        finally:
+            writing = False
+            await asyncio.gather(*writers)
+    assert [] == reports
+    assert (await kernel.audit.verify()).ok

@@ -49,6 +49,12 @@ SELECT {{audit_columns}} FROM librarian_audit WHERE decision_id = $1
 -- name: page_after
 SELECT {{audit_columns}} FROM librarian_audit WHERE seq > $1 ORDER BY seq LIMIT $2
 
+-- name: one_snapshot
+-- Verification: the first statement of its transaction, so the checkpoints, every page of
+-- rows and the lane heads are read as of one instant (appends committing meanwhile are not
+-- seen at all, rather than seen in part).
+SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY
+
 -- name: lane_heads
 SELECT lane, last_seq, last_hash FROM audit_chain_heads ORDER BY lane
 

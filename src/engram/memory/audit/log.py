@@ -307,14 +307,8 @@ class AuditLog:
 
     async def rows(self, *, batch: int = 2000) -> AsyncIterator[Row]:
         """Every stored row in ``seq`` order, fetched in pages."""
-        last = 0
-        while True:
-            page = await self._db.fetch(SQL["page_after"], last, batch)
-            if not page:
-                return
-            for row in page:
-                yield row
-            last = int(page[-1]["seq"])
+        async for row in _pages(self._db, batch):
+            yield row
 
     async def search(
         self,
@@ -345,18 +339,23 @@ class AuditLog:
         """Recompute every hash and link, check every row against the checkpoints that seal
         it and every checkpoint against ``anchors``; name the first thing that fails.
         ``progress`` is told how many rows have been checked so far, once per ``batch``."""
-        checkpoints = await self.checkpoints()
-        walk = _Walk(Coverage(checkpoints), anchors)
-        finding = check_chain(checkpoints)
-        if finding is None:
-            async for row in self.rows(batch=batch):
-                finding = walk.row(row)
-                if finding is not None:
-                    break
-                if progress is not None and walk.checked % batch == 0:
-                    progress(walk.checked)
-            else:
-                finding = walk.finish(await self._db.fetch(SQL["lane_heads"]), checkpoints)
+        # One snapshot for the whole walk: read in snapshots of their own, a row committed
+        # after the last page but before the heads, or one of a lower seq committed after a
+        # page holding a higher one, looked cut off (a log being written reported TAMPERED).
+        async with self._db.transaction() as conn:
+            await conn.execute(SQL["one_snapshot"])
+            checkpoints = [checkpoint_from_row(row) for row in await conn.fetch(SQL["checkpoints"])]
+            walk = _Walk(Coverage(checkpoints), anchors)
+            finding = check_chain(checkpoints)
+            if finding is None:
+                async for row in _pages(conn, batch):
+                    finding = walk.row(row)
+                    if finding is not None:
+                        break
+                    if progress is not None and walk.checked % batch == 0:
+                        progress(walk.checked)
+                else:
+                    finding = walk.finish(await conn.fetch(SQL["lane_heads"]), checkpoints)
         report = VerifyReport(
             ok=finding is None,
             rows_checked=walk.checked,
@@ -374,6 +373,18 @@ class AuditLog:
             problem=finding.problem,
             checkpoint=finding.checkpoint,
         )
+
+
+async def _pages(conn: Connection, batch: int) -> AsyncIterator[Row]:
+    """Every row ``conn`` sees, in ``seq`` order, fetched ``batch`` at a time."""
+    last = 0
+    while True:
+        page = await conn.fetch(SQL["page_after"], last, batch)
+        if not page:
+            return
+        for row in page:
+            yield row
+        last = int(page[-1]["seq"])
 
 
 class _Walk:
