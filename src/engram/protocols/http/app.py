@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 
 from fastapi import FastAPI
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engram import __version__
 from engram.config import EngramSettings
@@ -67,6 +68,32 @@ def create_app(
     install_api(app)  # the REST API under /v1 (engram.protocols.http.api)
     app.include_router(operations.router)  # /healthz, /readyz, /metrics
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)  # every route, /mcp included
+    app.add_middleware(HeadAsGet)  # HEAD on every route that answers GET
     app.add_middleware(RequestMetrics)  # outermost: counts what BodyLimit refuses too
 
     return app
+
+
+class HeadAsGet:
+    """ASGI middleware: a HEAD request is answered as its GET would be, without the body.
+
+    RFC 9110 (section 9.1) has every general-purpose server support GET and HEAD; FastAPI's
+    routes answered HEAD ``405``, so a load balancer or an uptime check probing ``/healthz``
+    with HEAD saw the server down. The status and headers (``Content-Length``, ``ETag``) are
+    those of the GET; a route without GET still answers ``405`` with its ``Allow``.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+
+        async def bodiless(message: Message) -> None:
+            if message["type"] == "http.response.body":
+                message = {**message, "body": b""}
+            await send(message)
+
+        await self.app({**scope, "method": "GET"}, receive, bodiless)
