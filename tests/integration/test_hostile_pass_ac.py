@@ -215,3 +215,53 @@ async def test_the_audit_log_verifies_while_appends_commit_beside_the_walk(kerne
             await asyncio.gather(*writers)
     assert [] == reports
     assert (await kernel.audit.verify()).ok
+
+
+async def _lock_waiters(kernel: Kernel) -> int:
+    """Sessions of this database waiting for a lock (a reader held behind an append)."""
+    return int(
+        await kernel.db.fetchval(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+    )
+
+
+async def test_an_audit_page_never_passes_a_row_still_being_committed(api: Api) -> None:
+    """``GET /v1/audit`` pages by ``seq``: a row whose seq was drawn by a transaction still
+    committing (a Gate write whose commit is slow) was not on the page that listed the row
+    after it, and the next page, asked from that later row's cursor, never showed it: an admin
+    (or ``audit export``, or replay, which page the same way) following ``next_cursor`` lost
+    it for good. A page now ends at the last row no append can still fill in below."""
+    kernel = api.kernel
+    held = asyncio.Event()
+    release = asyncio.Event()
+    seqs: dict[str, int] = {}
+
+    async def slow_commit() -> None:
+        async with kernel.db.transaction() as conn:
+            seqs["slow"] = await kernel.audit.append(conn, entry(1, lane=3))
+            held.set()
+            await release.wait()  # the transaction commits only now
+
+    with anyio.fail_after(60):
+        committing = asyncio.ensure_future(slow_commit())
+        await held.wait()
+        async with kernel.db.transaction() as conn:
+            seqs["quick"] = await kernel.audit.append(conn, entry(2, lane=4))
+        assert seqs["slow"] < seqs["quick"]
+        first = asyncio.ensure_future(
+            api.client.get("/v1/audit", params={"limit": 1000}, headers=api.admin)
+        )
+        while not first.done() and await _lock_waiters(kernel) == 0:
+            await asyncio.wait({first}, timeout=0.02)  # until the page waits, or is answered
+        release.set()
+        await committing
+        page = (await first).json()
+        listed = [row["seq"] for row in page["entries"]]
+        cursor = page["next_cursor"] or max(listed)
+        rest = await api.client.get(
+            "/v1/audit", params={"limit": 1000, "cursor": cursor}, headers=api.admin
+        )
+        listed += [row["seq"] for row in rest.json()["entries"]]
+    assert (True, True) == (seqs["slow"] in listed, seqs["quick"] in listed), (seqs, listed)

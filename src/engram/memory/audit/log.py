@@ -305,11 +305,6 @@ class AuditLog:
             return int(await self._db.fetchval(SQL["count_entries"]))
         return int(await self._db.fetchval(SQL["count_window"], since, until))
 
-    async def rows(self, *, batch: int = 2000) -> AsyncIterator[Row]:
-        """Every stored row in ``seq`` order, fetched in pages."""
-        async for row in _pages(self._db, batch):
-            yield row
-
     async def search(
         self,
         *,
@@ -324,10 +319,19 @@ class AuditLog:
         """Entries matching the filters (as :func:`row_json`), in ``seq`` order after
         ``after_seq`` (a cursor). ``since`` is inclusive and ``until`` exclusive, on
         ``occurred_at``."""
+        settled = await self.settled_seq()
         rows = await self._db.fetch(
-            SQL["search"], after_seq, since, until, agent_id, decision, action, limit
+            SQL["search"], after_seq, since, until, agent_id, decision, action, limit, settled
         )
         return [row_json(row) for row in rows]
+
+    async def settled_seq(self) -> int:
+        """The largest seq no row below can still appear under, read as :meth:`seal` reads the
+        heads (an append draws its seq once it holds its lane, and holds it until it commits):
+        a page by ``seq`` ends there, so a row committing after a later one is not skipped."""
+        async with self._db.transaction() as conn:
+            held = await conn.fetch(SQL["hold_lane_heads"], BATCH_LANE)
+        return max((int(head["last_seq"] or 0) for head in held), default=0)
 
     async def verify(
         self,
@@ -339,9 +343,8 @@ class AuditLog:
         """Recompute every hash and link, check every row against the checkpoints that seal
         it and every checkpoint against ``anchors``; name the first thing that fails.
         ``progress`` is told how many rows have been checked so far, once per ``batch``."""
-        # One snapshot for the whole walk: read in snapshots of their own, a row committed
-        # after the last page but before the heads, or one of a lower seq committed after a
-        # page holding a higher one, looked cut off (a log being written reported TAMPERED).
+        # One snapshot for the walk: in snapshots of their own, a row committed after the last
+        # page, or a lower seq committed after a higher one's page, looked cut off (TAMPERED).
         async with self._db.transaction() as conn:
             await conn.execute(SQL["one_snapshot"])
             checkpoints = [checkpoint_from_row(row) for row in await conn.fetch(SQL["checkpoints"])]
