@@ -26,6 +26,8 @@ from engram.memory.types import (
 )
 
 ADVISORS = ("heuristic", "rl")
+#: The largest policy file read (a policy holds a few dozen lines).
+MAX_POLICY_BYTES = 1 << 20
 
 _ADVISOR_FLOATS = (
     "near_duplicate",
@@ -149,9 +151,14 @@ def policy_from_mapping(data: Mapping[str, Any]) -> ReplayPolicy:
 
 
 def load_policy(path: Path) -> ReplayPolicy:
-    """Read a policy file: TOML, or JSON when the name ends in ``.json``."""
+    """Read a policy file: TOML, or JSON when the name ends in ``.json``; one larger than
+    :data:`MAX_POLICY_BYTES` is refused after reading no more than that."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as file:
+            raw = file.read(MAX_POLICY_BYTES + 1)
+        if len(raw) > MAX_POLICY_BYTES:
+            raise ValidationFailed(errors=[f"policy file {path}: larger than 1 MiB"])
+        text = raw.decode("utf-8")
         data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
     except (OSError, ValueError) as exc:
         raise ValidationFailed(errors=[f"policy file {path}: {exc}"]) from exc

@@ -52,6 +52,9 @@ SinceOption = Annotated[
 ]
 UntilOption = Annotated[str | None, typer.Option(help="Up to this time, exclusive (ISO 8601).")]
 PAGE = 1000
+#: An anchor file larger than this is read from its end only: an export's heads are its
+#: last line, and the export of a large log runs to gigabytes.
+ANCHOR_TAIL = 1 << 20
 
 
 AnchorOption = Annotated[
@@ -67,11 +70,23 @@ AnchorOption = Annotated[
 ]
 
 
+def _anchor_text(path: Path) -> str:
+    """An anchor file's text: whole when small, else its last whole lines (at most
+    :data:`ANCHOR_TAIL` bytes), which end with an export's heads."""
+    with path.open("rb") as file:
+        size = file.seek(0, os.SEEK_END)
+        file.seek(max(0, size - ANCHOR_TAIL))
+        data = file.read(ANCHOR_TAIL)
+    if size > ANCHOR_TAIL:  # begin at a line: the first one read is cut
+        data = data[data.find(b"\n") + 1 :] if b"\n" in data else b""
+    return data.decode("utf-8")
+
+
 def _anchors(paths: list[Path] | None) -> list[Anchor]:
     anchors = []
     for path in paths or []:
         try:
-            anchors.append(parse_anchor(path.read_text(encoding="utf-8"), str(path)))
+            anchors.append(parse_anchor(_anchor_text(path), str(path)))
         except (OSError, UnicodeDecodeError, ValueError) as exc:
             raise typer.BadParameter(str(exc), param_hint="--anchor") from exc
     return anchors
