@@ -57,6 +57,7 @@ from engram.memory.types import (
 from engram.protocols.simulator.evaluation import replay_logged, simulate, totals, verdict
 from engram.protocols.simulator.life import live
 from engram.protocols.simulator.world import agent_life, seeds
+from engram.retrieval.budget import FeedbackBudget
 
 SEED = 20261125
 _F = {name: i for i, name in enumerate(FEATURE_NAMES)}
@@ -169,6 +170,9 @@ async def pipeline(
         scratch_server("engram-advisor-rl-") as server,
         open_kernel(settings=runtime_settings(server, scheduler=False)) as kernel,
     ):
+        kernel.retrieval.use_feedback_budget(
+            FeedbackBudget.unlimited()
+        )  # its only agent is simulated
         started = time.perf_counter()
         logged = [
             await live(kernel, agent_life(seed, split="train", writes=writes, questions=questions))

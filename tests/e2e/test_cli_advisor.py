@@ -5,6 +5,7 @@ message on stderr and the documented exit code, never a traceback, and changes n
 
 from __future__ import annotations
 
+import resource
 import subprocess
 from pathlib import Path
 
@@ -12,13 +13,19 @@ from engram import open_kernel
 from engram.config import EngramSettings
 from engram.infra.fastembed_embedder import FastembedEmbedder
 from engram.memory.gate.access import caller_for_tier
+from engram.memory.rl.grpo import TrainResult
+from engram.memory.rl.models import ModelStore
+from engram.memory.rl.policy import AdvisorPolicy
 from engram.memory.types import TrustLevel
 from tests.e2e.test_cli_admin import _cli, _json
+from tests.e2e.test_serve import ENGRAM, _env
 from tests.integration.gate_helpers import belief, create
 
 WRITER = caller_for_tier("advisor-cli-writer", TrustLevel.STANDARD, writes_per_minute=1000)
 #: ``EXIT_CODES``: NotFound.
 NOT_FOUND = 3
+#: ``EXIT_USAGE``: an option out of its range.
+USAGE = 2
 
 
 async def _two_decisions(data_dir: Path, embedder: FastembedEmbedder) -> None:
@@ -72,3 +79,70 @@ async def test_advisor_commands_before_any_model(
 
     after = _json(_cli(data_dir, model_dir, "advisor", "status", "--json"))
     assert after == before
+
+
+async def _a_candidate(data_dir: Path, embedder: FastembedEmbedder) -> str:
+    """A stored candidate (untrained weights): what ``evaluate`` judges."""
+    settings = EngramSettings(database_url=None, data_dir=data_dir)
+    untrained = TrainResult(
+        policy=AdvisorPolicy.zeros("untrained"),
+        states=0,
+        epochs=0,
+        seconds=0.0,
+        reward_curve=(0.0,),
+        reference_reward=0.0,
+        kl_to_reference=0.0,
+        agreement_with_reference=1.0,
+        entropy=0.0,
+    )
+    async with open_kernel(settings=settings, embeddings=embedder) as kernel:
+        row = await ModelStore(kernel.db).save(untrained, data_from=None, data_until=None)
+    return row.version
+
+
+def _bounded_cli(data_dir: Path, model_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI with at most 6 GiB of address space: a command that tries to hold tens of
+    gigabytes raises MemoryError instead of taking the machine's memory."""
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))
+
+    return subprocess.run(  # noqa: S603 - our own CLI
+        [*ENGRAM, *args],
+        env=_env(data_dir, model_dir),
+        capture_output=True,
+        text=True,
+        timeout=170,
+        check=False,
+        preexec_fn=limit,
+    )
+
+
+async def test_evaluate_takes_a_far_seed_and_refuses_sizes_it_cannot_hold(
+    tmp_path: Path, model_dir: Path, embedder: FastembedEmbedder
+) -> None:
+    """``--first-seed 1000000000`` built the list of every evaluation seed up to it (36 GB:
+    a MemoryError traceback under this limit, the machine's memory without it) and then
+    judged one life; it now makes only the seeds it plays. Writes, questions and lives past
+    what a life can hold are usage errors (exit 2) before anything is opened, and a seed
+    further on than a life's namespace can name is refused likewise."""
+    data_dir = tmp_path / "data"
+    version = await _a_candidate(data_dir, embedder)
+    far = _bounded_cli(
+        data_dir,
+        model_dir,
+        *("advisor", "evaluate", version, "--lives", "1", "--writes", "10", "--questions", "1"),
+        *("--first-seed", "1000000000", "--json"),
+    )
+    report = _json(far)
+    lives = report["simulation"]["lives"]
+    assert (1_000_000_000, [1_000_009_000], [1_000_009_000]) == (
+        report["simulation"]["first_seed"],
+        [life["seed"] for life in lives["heuristic"]],
+        [life["seed"] for life in lives["candidate"]],
+    )
+    for option in ("--writes", "--questions", "--lives", "--first-seed"):
+        huge = _bounded_cli(
+            data_dir, model_dir, "advisor", "evaluate", version, option, "100000000000"
+        )
+        _refused(huge, USAGE, option)

@@ -83,6 +83,18 @@ def test_seeds_come_from_disjoint_ranges() -> None:
         seeds("test", 1)
 
 
+def test_seeds_from_far_on_are_made_alone() -> None:
+    """Seeds from the ``first``-th on are the same as those of a longer list, and only they
+    are made (hostile pass AB: the evaluation built every seed before the first it played)."""
+    assert seeds("eval", 3, 5) == seeds("eval", 8)[5:]
+    assert seeds("train", 2, 7998) == [8998, 8999]
+    assert [10**12 + 9000] == seeds("eval", 1, 10**12)
+    with pytest.raises(ValueError, match="train seeds"):
+        seeds("train", 2, 7999)
+    with pytest.raises(ValueError, match="negative"):
+        seeds("eval", 1, -1)
+
+
 def test_unknown_split_is_refused() -> None:
     """Only the train and eval splits exist."""
     with pytest.raises(ValueError, match="split"):

@@ -24,16 +24,27 @@ _REFILL = FEEDBACK_BURST / FEEDBACK_PER_MINUTE * 60
 
 
 class FeedbackBudget:
-    """A token bucket of ratings per agent, in this process (:data:`FEEDBACK_PER_MINUTE`)."""
+    """A token bucket of ratings per agent, in this process (:data:`FEEDBACK_PER_MINUTE`);
+    :meth:`unlimited` for a kernel of its own whose only agent is simulated."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
+        self._limited = True
         self._buckets: dict[str, tuple[float, float]] = {}
         self._limit = MAX_TRACKED
         self._pruned = clock()
 
+    @classmethod
+    def unlimited(cls) -> FeedbackBudget:
+        """A budget that never runs out, for a kernel whose only agent is simulated."""
+        budget = cls()
+        budget._limited = False
+        return budget
+
     def take(self, agent_id: str) -> None:
         """Spend one rating of ``agent_id``'s budget, or raise :class:`RateLimited`."""
+        if not self._limited:
+            return
         now = self._clock()
         tokens, then = self._buckets.get(agent_id, (FEEDBACK_BURST, now))
         tokens = min(FEEDBACK_BURST, tokens + max(0.0, now - then) * FEEDBACK_PER_MINUTE / 60)

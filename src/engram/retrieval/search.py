@@ -191,6 +191,13 @@ class Retrieval:
         self._typed = self._tuning.type_prior and type_prior.learned_for(embeddings.model_name)
         self._feedback_budget = FeedbackBudget()
 
+    def use_feedback_budget(self, budget: FeedbackBudget) -> FeedbackBudget:
+        """Budget ratings with ``budget`` from the next one on; returns the one it replaces
+        (a kernel of its own whose only agent is simulated, such as the advisor
+        evaluation's, rates without the outside agents' limit)."""
+        previous, self._feedback_budget = self._feedback_budget, budget
+        return previous
+
     async def search(
         self,
         caller: CallerIdentity,

@@ -34,6 +34,12 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 #: The longest window or horizon ``train`` takes, in days (a century: older decisions do not
 #: exist, and ``now`` minus both must stay a date).
 MAX_DAYS = 36_500.0
+#: The most lives, writes or questions per life, and evaluation seeds skipped, ``evaluate``
+#: takes: a life is generated whole before it is played (a million writes is gigabytes), and
+#: a seed of more digits would not fit in its life's namespace.
+MAX_LIVES = 1_000
+MAX_LIFE_STEPS = 10_000
+MAX_FIRST_SEED = 1_000_000_000
 
 
 def _summary(model: ModelRow) -> list[str]:
@@ -189,11 +195,20 @@ async def evaluate_model(
 @app.command("evaluate")
 def advisor_evaluate(  # noqa: PLR0917 - typer passes every option by keyword
     version: Annotated[str, typer.Argument(help="A trained model, e.g. rl@3.")],
-    lives: Annotated[int, typer.Option(help="Held-out simulated agent lives.", min=1)] = 3,
-    writes: Annotated[int, typer.Option(help="Writes per life.", min=10)] = 240,
-    questions: Annotated[int, typer.Option(help="Questions per life.", min=1)] = 80,
+    lives: Annotated[
+        int, typer.Option(help="Held-out simulated agent lives.", min=1, max=MAX_LIVES)
+    ] = 3,
+    writes: Annotated[int, typer.Option(help="Writes per life.", min=10, max=MAX_LIFE_STEPS)] = 240,
+    questions: Annotated[
+        int, typer.Option(help="Questions per life.", min=1, max=MAX_LIFE_STEPS)
+    ] = 80,
     first_seed: Annotated[
-        int, typer.Option(help="Skip this many evaluation seeds (lives not judged before).", min=0)
+        int,
+        typer.Option(
+            help="Skip this many evaluation seeds (lives not judged before).",
+            min=0,
+            max=MAX_FIRST_SEED,
+        ),
     ] = 0,
     as_json: JsonOption = False,
 ) -> None:

@@ -4,8 +4,9 @@
 way an agent would: each write is a CREATE through ``gate.evaluate`` (an outside write, as
 the in-process adapter makes it), each question a top-5 search, and every hit is rated: useful
 when it states the current answer, not useful when it states a value the world has moved on
-from, unrated otherwise (an agent reads what it gets back). Each life has a namespace of its
-own, so lives on one database never see each other.
+from, unrated otherwise (an agent reads what it gets back); when the agent's ratings budget
+is spent, the life waits as the refusal says. Each life has a namespace of its own, so lives
+on one database never see each other.
 
 The report is what the advisor is judged on: **usefulness** (share of questions whose
 current answer is in the top 5), **store size** (active records at the end), **duplicates
@@ -19,11 +20,13 @@ actually reads.
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from engram.errors import RateLimited
 from engram.kernel import Kernel
 from engram.memory.gate.access import caller_for_tier
 from engram.memory.gate.requests import GateRequest
@@ -46,7 +49,7 @@ WHERE namespace = $1 AND superseded_by IS NULL AND status = 'active'
 
 
 def simulated_agent(name: str = "sim-agent") -> CallerIdentity:
-    """A standard agent without a rate limit (the limit is not what a life measures)."""
+    """A standard agent without a write limit (the limit is not what a life measures)."""
     return replace(caller_for_tier(name, TrustLevel.STANDARD), writes_per_minute=1_000_000)
 
 
@@ -178,9 +181,24 @@ async def _ask(
         if answer in text:
             answered = True
             report.answered_first += rank == 0
-            await kernel.retrieval.feedback(agent, hit.record.record_id, useful=True)
+            await _rate(kernel, agent, hit.record.record_id, useful=True)
         elif any(s in text for s in stale):
             stale_first = stale_first or not answered
-            await kernel.retrieval.feedback(agent, hit.record.record_id, useful=False)
+            await _rate(kernel, agent, hit.record.record_id, useful=False)
     report.answered += int(answered)
     report.stale_shown += int(stale_first)
+
+
+async def _rate(
+    kernel: Kernel, agent: CallerIdentity, record_id: uuid.UUID, *, useful: bool
+) -> None:
+    """One rating, waiting as long as the ratings budget says whenever it is spent: a life
+    rates every hit it reads (about 150 ratings in a default life of a few seconds), more
+    than one agent may give at once, and a rating refused for it is stored by nothing."""
+    while True:
+        try:
+            await kernel.retrieval.feedback(agent, record_id, useful=useful)
+        except RateLimited as exc:
+            await asyncio.sleep(exc.retry_after_seconds)
+        else:
+            return

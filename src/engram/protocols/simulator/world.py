@@ -107,16 +107,18 @@ HELD_OUT_TEMPLATES: frozenset[str] = _held_out()
 (query), ``slot:u2`` (update), ``chatter:17``."""
 
 
-def seeds(split: str, count: int) -> list[int]:
-    """The first ``count`` seeds of a split: train from 1000 (below 9000), eval from 9000."""
+def seeds(split: str, count: int, first: int = 0) -> list[int]:
+    """``count`` seeds of a split from its ``first``-th on: train from 1000 (below 9000),
+    eval from 9000. Only the seeds asked for are made, however far on they start."""
     _check_split(split)
-    if count < 0:
-        raise ValueError("count must not be negative")
+    if count < 0 or first < 0:
+        raise ValueError("count and first must not be negative")
     if split == "train":
-        if count > len(TRAIN_SEEDS):
+        if first + count > len(TRAIN_SEEDS):
             raise ValueError(f"at most {len(TRAIN_SEEDS)} train seeds")
-        return list(TRAIN_SEEDS[:count])
-    return list(range(EVAL_SEED_START, EVAL_SEED_START + count))
+        return list(TRAIN_SEEDS[first : first + count])
+    start = EVAL_SEED_START + first
+    return list(range(start, start + count))
 
 
 def agent_life(seed: int, *, split: str = "train", writes: int = 240, questions: int = 80) -> World:

@@ -1,0 +1,78 @@
+"""Hostile pass AB: findings, each a test that failed before its fix (see each docstring)."""
+
+from __future__ import annotations
+
+import time
+from uuid import UUID
+
+import pytest
+
+from engram import Kernel
+from engram.errors import RateLimited
+from engram.memory.rl.policy import AdvisorPolicy
+from engram.protocols.simulator.evaluation import simulate
+from engram.protocols.simulator.life import live, simulated_agent
+from engram.protocols.simulator.world import agent_life
+from tests.integration.gate_helpers import belief, create
+
+
+async def _ratings_taken(kernel: Kernel, record_id: UUID) -> int:
+    """Ratings of ``record_id`` by the simulated agent until its budget refuses one (at most
+    200; an unlimited budget fails the test)."""
+    for taken in range(200):
+        try:
+            await kernel.retrieval.feedback(simulated_agent(), record_id, useful=True)
+        except RateLimited:
+            return taken
+    pytest.fail("200 ratings at once were taken")
+
+
+async def test_a_simulated_life_waits_out_the_ratings_budget(kernel: Kernel) -> None:
+    """The simulated agent rates every hit it reads (146 ratings in a default life of six
+    seconds), and ratings are budgeted at 60 at once and 2 a second per agent: a life raised
+    ``RateLimited`` as soon as the budget ran out, so ``engram advisor evaluate`` at its
+    defaults failed after its first life with "too many ratings; try again shortly" and no
+    candidate could be promoted. With the budget already spent, a life now waits for it as
+    the error says and rates every hit."""
+    agent = simulated_agent()
+    seen = await kernel.gate.evaluate(
+        create(belief("The spare keys hang by the door.", source_agent=agent.agent_id), agent)
+    )
+    assert seen.record_id is not None
+    assert await _ratings_taken(kernel, seen.record_id) >= 59  # the whole budget spent
+
+    world = agent_life(1002, writes=20, questions=6)
+    report = await live(kernel, world, agent=agent)
+
+    assert 6 == report.questions
+    rated = await kernel.db.fetchval(
+        "SELECT count(*) FROM engram.memory_feedback f JOIN engram.memories m "
+        "ON m.record_id = f.record_id AND m.superseded_by IS NULL WHERE m.namespace = $1",
+        report.namespace,
+    )
+    assert rated >= report.answered >= 1
+
+
+async def test_an_evaluation_rates_without_the_outside_agents_budget(kernel: Kernel) -> None:
+    """Waiting for the budget made a default ``engram advisor evaluate`` take 6 min 46 s, of
+    which 39 s of work: the lives of an evaluation run on a kernel of their own, whose only
+    agent is simulated, and now rate unbudgeted there. With the simulated agent's budget
+    spent, the lives rate every hit without waiting (a wait would take half a second a
+    rating), and the kernel's budget is its own again afterwards."""
+    agent = simulated_agent()
+    seen = await kernel.gate.evaluate(
+        create(belief("The boiler is serviced in May.", source_agent=agent.agent_id), agent)
+    )
+    assert seen.record_id is not None
+    await _ratings_taken(kernel, seen.record_id)
+    before = await kernel.db.fetchval("SELECT count(*) FROM engram.memory_feedback")
+
+    started = time.perf_counter()
+    side = await simulate(kernel, AdvisorPolicy.zeros("rl@0"), count=1, writes=40, questions=30)
+    took = time.perf_counter() - started
+
+    rated = await kernel.db.fetchval("SELECT count(*) FROM engram.memory_feedback") - before
+    assert (1, 1) == (len(side.heuristic), len(side.candidate))
+    assert rated >= 40
+    assert took < rated * 0.25, (took, rated)
+    assert await _ratings_taken(kernel, seen.record_id) <= 60  # budgeted again
