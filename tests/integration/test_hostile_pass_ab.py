@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import math
 import time
 from uuid import UUID
 
 import pytest
 
 from engram import Kernel
-from engram.errors import RateLimited
+from engram.errors import RateLimited, ValidationFailed
 from engram.memory.rl.policy import AdvisorPolicy
+from engram.memory.types import TrustLevel
 from engram.protocols.simulator.evaluation import simulate
 from engram.protocols.simulator.life import live, simulated_agent
 from engram.protocols.simulator.world import agent_life
+from tests.integration import test_http_api as http_api
 from tests.integration.gate_helpers import belief, create
+from tests.integration.test_http_api import Api, assert_problem
+
+#: The REST app on the test's kernel and the first admin's headers (test_http_api's fixture).
+api = http_api.api
 
 
 async def _ratings_taken(kernel: Kernel, record_id: UUID) -> int:
@@ -76,3 +83,35 @@ async def test_an_evaluation_rates_without_the_outside_agents_budget(kernel: Ker
     assert rated >= 40
     assert took < rated * 0.25, (took, rated)
     assert await _ratings_taken(kernel, seen.record_id) <= 60  # budgeted again
+
+
+@pytest.mark.parametrize("rate", [1e-308, 5e-324])
+async def test_a_rate_too_small_to_compute_is_refused_and_a_stored_one_limits(
+    api: Api, rate: float
+) -> None:
+    """``engram agents add --writes-per-minute 1e-308`` was accepted (the check was only
+    ``0 < rate``). Such an agent's second write was a 500 and left no audit row: its retry
+    after overflowed to infinity, which the audit row's JSON cannot hold (1e-308), or
+    PostgreSQL's bucket arithmetic underflowed (5e-324). A rate below 0.001 a minute is now
+    refused when an agent is added; one stored before is taken as 0.001, so the second
+    write is a 429 with a finite Retry-After, audited like any rate-limit refusal."""
+    with pytest.raises(ValidationFailed, match="writes per minute"):
+        await api.kernel.agents.add("tiny-new", TrustLevel.STANDARD, writes_per_minute=rate)
+
+    headers = await api.agent("tiny", TrustLevel.STANDARD, writes_per_minute=1)
+    await api.kernel.db.execute(  # as an agent added before the check was made
+        "UPDATE engram.agents SET permissions = jsonb_set(permissions, "
+        "'{writes_per_minute}', to_jsonb($1::float8)) WHERE name = 'tiny'",
+        rate,
+    )
+    first = await api.write({"type": "belief", "content": "The ferry leaves at nine."}, headers)
+    assert 201 == first.status_code, first.text
+    second = await api.write({"type": "belief", "content": "The tram leaves at ten."}, headers)
+    body = assert_problem(second, 429)
+    assert 0 < body["retry_after_seconds"] <= 60_000
+    assert int(second.headers["retry-after"]) == math.ceil(body["retry_after_seconds"])
+    audited = await api.kernel.db.fetchval(
+        "SELECT count(*) FROM engram.librarian_audit WHERE agent_id = 'tiny' "
+        "AND decision = 'rejected'"
+    )
+    assert 1 == audited

@@ -33,6 +33,7 @@ from engram.errors import (
 from engram.infra.db import DatabaseAdapter, Row
 from engram.infra.sql import load_queries
 from engram.memory.gate.access import TIER_READ_LEVEL, TIER_TYPES, TIER_WRITE_LEVEL, caller_for_tier
+from engram.memory.gate.rate_limit import MAX_WRITES_PER_MINUTE, MIN_WRITES_PER_MINUTE
 from engram.memory.types import AccessLevel, CallerIdentity, MemoryType, TrustLevel
 
 log = structlog.get_logger("engram.agents")
@@ -161,8 +162,12 @@ def _permissions(
         problems.append(f"a {trust.value} agent may not write at {max_write_level.value}")
     if max_read_level is not None and not TIER_READ_LEVEL[trust].allows(max_read_level):
         problems.append(f"a {trust.value} agent may not read {max_read_level.value} records")
-    if writes_per_minute is not None and not 0 < writes_per_minute <= 100_000:
-        problems.append("writes per minute must be in (0, 100000]")
+    if writes_per_minute is not None and not (
+        MIN_WRITES_PER_MINUTE <= writes_per_minute <= MAX_WRITES_PER_MINUTE
+    ):
+        problems.append(
+            f"writes per minute must be from {MIN_WRITES_PER_MINUTE:g} to {MAX_WRITES_PER_MINUTE:g}"
+        )
     if problems:
         raise ValidationFailed(errors=problems)
     perms: dict[str, Any] = {"admin": admin}

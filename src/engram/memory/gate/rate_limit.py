@@ -33,6 +33,10 @@ DEFAULT_RATES: dict[TrustLevel, tuple[float, float]] = {
     TrustLevel.RESTRICTED: (60.0, 10.0),
     TrustLevel.READ_ONLY: (0.0, 0.0),
 }
+#: The smallest rate an agent may be given (a write every 1,000 minutes, under a day).
+MIN_WRITES_PER_MINUTE = 0.001
+#: The largest.
+MAX_WRITES_PER_MINUTE = 100_000.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,10 +49,15 @@ class RateDecision:
 
 
 def bucket_shape(trust: TrustLevel, per_minute: float | None) -> tuple[float, float]:
-    """The rate per minute and the burst of an agent's bucket."""
+    """The rate per minute and the burst of an agent's bucket. A positive rate below
+    :data:`MIN_WRITES_PER_MINUTE` is taken as that (one stored before agents were refused
+    such a rate, or built in process): the wait before the next write would overflow to
+    infinity, which no audit row holds, and PostgreSQL's refill would underflow."""
     default_rate, default_burst = DEFAULT_RATES[trust]
     if per_minute is None:
         return default_rate, default_burst
+    if per_minute > 0:
+        per_minute = max(per_minute, MIN_WRITES_PER_MINUTE)
     return per_minute, max(1.0, per_minute / 5)
 
 
