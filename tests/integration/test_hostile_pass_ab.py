@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any
 from uuid import UUID
 
 import pytest
@@ -12,12 +13,13 @@ from engram import Kernel
 from engram.errors import RateLimited, ValidationFailed
 from engram.memory.rl.policy import AdvisorPolicy
 from engram.memory.types import TrustLevel
+from engram.protocols.mcp.tools import EngramTools
 from engram.protocols.simulator.evaluation import simulate
 from engram.protocols.simulator.life import live, simulated_agent
 from engram.protocols.simulator.world import agent_life
 from tests.integration import test_http_api as http_api
 from tests.integration.gate_helpers import belief, create
-from tests.integration.test_http_api import Api, assert_problem
+from tests.integration.test_http_api import Api, assert_problem, bearer
 
 #: The REST app on the test's kernel and the first admin's headers (test_http_api's fixture).
 api = http_api.api
@@ -115,3 +117,68 @@ async def test_a_rate_too_small_to_compute_is_refused_and_a_stored_one_limits(
         "AND decision = 'rejected'"
     )
     assert 1 == audited
+
+
+async def test_true_and_false_are_not_numbers_nor_numbers_booleans(api: Api) -> None:
+    """Every adapter read JSON's ``true`` as the number 1 and a number as a boolean:
+    ``forget`` over MCP with ``expected_version: true`` forgot a record at version 1, a REST
+    write with ``source_confidence: true`` was stored as fully confident, ``useful: 0`` was
+    a rating, ``limit: true`` a search of one. Each is now refused with the field named, and
+    nothing changes (a refused write is audited as every refused write is)."""
+    kernel = api.kernel
+    _, token = await kernel.agents.add("typed", TrustLevel.STANDARD, writes_per_minute=1000)
+    principal = await kernel.agents.authenticate(token)
+    headers = bearer(token)
+    tools = EngramTools(kernel)
+    made = await api.write(
+        {"type": "belief", "content": "The atrium lights dim at 22:00."}, headers
+    )
+    record_id = made.json()["record_id"]
+
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("forget", {"record_id": record_id, "expected_version": True}),
+        (
+            "update",
+            {"record_id": record_id, "content": "They dim at 23:00.", "expected_version": True},
+        ),
+        ("get", {"record_id": record_id, "include_forgotten": 1}),
+        ("list", {"limit": True}),
+        ("recall", {"query": "atrium lights", "limit": True}),
+        ("recall", {"query": "atrium lights", "min_score": False}),
+        ("feedback", {"record_id": record_id, "useful": 1}),
+        (
+            "remember",
+            {"type": "belief", "content": "The atrium is open.", "source_confidence": True},
+        ),
+    ]
+    for name, arguments in calls:
+        result = await tools.call(name, arguments, principal)
+        assert result.is_error, (name, result)
+        assert isinstance(result.structured_content, dict)
+        body = result.structured_content  # an error, or a write the Gate refused
+        kind = body["error"]["kind"] if "error" in body else body["decision"]
+        assert kind in {"invalid_input", "rejected"}, (name, body)
+
+    search = [{"limit": True}, {"min_score": False}, {"include_superseded": 1}]
+    for extra in search:
+        response = await api.client.post(
+            "/v1/search", json={"query": "atrium lights", **extra}, headers=headers
+        )
+        assert_problem(response, 422)
+    rated = await api.client.post(
+        "/v1/feedback", json={"record_id": record_id, "useful": 0}, headers=headers
+    )
+    assert_problem(rated, 422)
+    sure = await api.write(
+        {"type": "belief", "content": "The atrium is open.", "source_confidence": True}, headers
+    )
+    assert "source_confidence" in assert_problem(sure, 422)["detail"]
+
+    head = await kernel.temporal.current(UUID(record_id))
+    assert head is not None
+    assert (1, "active") == (head.version, head.status.value)
+    assert 0 == await kernel.db.fetchval("SELECT count(*) FROM engram.memory_feedback")
+    stored = await kernel.db.fetchval(
+        "SELECT count(*) FROM engram.memories WHERE content = 'The atrium is open.'"
+    )
+    assert 0 == stored

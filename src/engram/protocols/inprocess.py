@@ -24,8 +24,10 @@ from pydantic import (
     AfterValidator,
     AwareDatetime,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
+    Strict,
     ValidationError,
     field_validator,
     model_validator,
@@ -77,6 +79,19 @@ def _storable_text(value: str) -> str:
 StorableText = Annotated[str, AfterValidator(_storable_text)]
 
 
+def _not_a_boolean(value: object) -> object:
+    if isinstance(value, bool):
+        raise ValueError("a number, not true or false")
+    return value
+
+
+#: A number that JSON's ``true`` and ``false`` are not (pydantic reads them as 1 and 0: a
+#: version, a limit or a confidence sent as ``true`` would be taken as 1; hostile pass AB).
+NotABoolean = BeforeValidator(_not_a_boolean)
+#: A boolean that no number or text is (pydantic reads 1, 0, "yes" and "off" as booleans).
+JsonBool = Annotated[bool, Strict()]
+
+
 class WriteInput(BaseModel):
     """What an external client may send to create or update a record."""
 
@@ -87,7 +102,9 @@ class WriteInput(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     event_time: datetime | None = None
     access_level: AccessLevel = AccessLevel.AGENT
-    source_confidence: float | None = Field(default=None, ge=0.0, le=1.0, allow_inf_nan=False)
+    source_confidence: Annotated[float | None, NotABoolean] = Field(
+        default=None, ge=0.0, le=1.0, allow_inf_nan=False
+    )
     evidence_links: list[UUID] = Field(default_factory=list, max_length=100)
     namespace: StorableText = "default"
     classification: StorableText | None = None
@@ -174,14 +191,14 @@ class SearchInput(BaseModel):
         max_length=len(MemoryType),
         description="Only these kinds of memory (default: all).",
     )
-    limit: int = Field(
+    limit: Annotated[int, NotABoolean] = Field(
         default=10, ge=1, le=MAX_LIMIT, description=f"Most hits to return (1-{MAX_LIMIT})."
     )
     namespace: StorableText = Field(
         default="default", min_length=1, max_length=64, description="Namespace to search."
     )
     tags: list[Tag] | None = Field(default=None, max_length=MAX_TAG_FILTERS, description=TAGS)
-    min_score: float = Field(
+    min_score: Annotated[float, NotABoolean] = Field(
         default=DEFAULT_MIN_SCORE,
         ge=0.0,
         le=1.0,
@@ -193,11 +210,11 @@ class SearchInput(BaseModel):
     )
     as_of_event: Instant | None = Field(default=None, description=AS_OF_EVENT)
     as_of_ingestion: Instant | None = Field(default=None, description=AS_OF_INGESTION)
-    include_superseded: bool = Field(
+    include_superseded: JsonBool = Field(
         default=False,
         description="Search old versions too (each hit is then one version, not a record).",
     )
-    include_consolidated: bool = Field(
+    include_consolidated: JsonBool = Field(
         default=False,
         description="Also return raw records that were already distilled into durable knowledge.",
     )

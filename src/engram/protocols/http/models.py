@@ -17,7 +17,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field
 
 from engram.memory.types import AccessLevel, MemoryRecord
-from engram.protocols.inprocess import SearchInput, WriteInput
+from engram.protocols.inprocess import JsonBool, SearchInput, WriteInput
 
 #: PostgreSQL text cannot hold NUL; such input is refused before it reaches a query.
 NO_NUL = r"^[^\x00]*$"
@@ -34,7 +34,7 @@ class FeedbackBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     record_id: UUID
-    useful: bool
+    useful: JsonBool
     signal: str = Field(default="explicit", min_length=1, max_length=32, pattern=NO_NUL)
 
 

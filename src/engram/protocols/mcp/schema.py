@@ -21,6 +21,8 @@ from engram.protocols.inprocess import (
     AS_OF_INGESTION,
     TAGS,
     Instant,
+    JsonBool,
+    NotABoolean,
     SearchInput,
     StorableText,
     Tag,
@@ -106,7 +108,7 @@ class _RecordFields(_Strict):
             "with personal data are stored as sensitive whatever you ask."
         ),
     )
-    source_confidence: float | None = Field(
+    source_confidence: Annotated[float | None, NotABoolean] = Field(
         default=None,
         ge=0.0,
         le=1.0,
@@ -152,7 +154,7 @@ class UpdateArgs(_RecordFields):
         description="The new text of the memory; leave it out to keep the current text.",
     )
     record_id: RecordIdField
-    expected_version: int = Field(
+    expected_version: Annotated[int, NotABoolean] = Field(
         ge=1,
         description=(
             "The `version` of the record as you last read it (from get, history, recall or "
@@ -165,7 +167,7 @@ class UpdateArgs(_RecordFields):
 
 class UpdateControl(_Strict):
     record_id: UUID
-    expected_version: int = Field(ge=1)
+    expected_version: Annotated[int, NotABoolean] = Field(ge=1)
     request_id: RequestIdField
 
 
@@ -183,7 +185,7 @@ class GetArgs(_Strict):
     record_id: RecordIdField
     as_of_event: Instant | None = Field(default=None, description=AS_OF_EVENT)
     as_of_ingestion: Instant | None = Field(default=None, description=AS_OF_INGESTION)
-    include_forgotten: bool = Field(
+    include_forgotten: JsonBool = Field(
         default=False, description="Return the record even if it was forgotten."
     )
 
@@ -198,7 +200,7 @@ class ForgetArgs(_Strict):
     """Arguments of ``forget``."""
 
     record_id: RecordIdField
-    expected_version: int | None = Field(
+    expected_version: Annotated[int | None, NotABoolean] = Field(
         default=None,
         ge=1,
         description="Optional: the version you read; if the record changed since, nothing happens.",
@@ -242,7 +244,7 @@ class ListArgs(_Strict):
     namespace: StorableText = Field(
         default="default", min_length=1, max_length=64, description="Namespace to list."
     )
-    limit: int = Field(
+    limit: Annotated[int, NotABoolean] = Field(
         default=20, ge=1, le=MAX_LIMIT, description=f"Most records to return (1-{MAX_LIMIT})."
     )
     cursor: Annotated[str, AfterValidator(_cursor)] | None = Field(
@@ -265,7 +267,7 @@ class FeedbackArgs(_Strict):
     """Arguments of ``feedback``."""
 
     record_id: RecordIdField
-    useful: bool = Field(description="True if the record helped with your task, false if not.")
+    useful: JsonBool = Field(description="True if the record helped with your task, false if not.")
     signal: str = Field(
         default="explicit",
         min_length=1,
