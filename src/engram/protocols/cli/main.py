@@ -30,6 +30,7 @@ from engram.protocols.cli.output import (
     fail,
     json_text,
     load_settings,
+    printable,
     request_init,
     with_admin,
 )
@@ -196,7 +197,7 @@ def conflicts_list(
             typer.echo(
                 f"{row['id']:>6}  {row['created_at']:%Y-%m-%d %H:%M}  {row['kind']}  "
                 f"record {row['record_id']} vs {payload.get('existing_record_id')}: "
-                f"{payload.get('reason', '')}"
+                f"{printable(str(payload.get('reason', '')))}"
             )
     if not rows and not as_json:
         typer.echo("no open escalations")

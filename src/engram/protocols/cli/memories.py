@@ -16,6 +16,7 @@ from engram.protocols.cli.output import (
     parse_uuid,
     print_json,
     print_table,
+    printable,
     short,
     when,
     with_admin,
@@ -109,7 +110,7 @@ def get(  # noqa: PLR0917 - typer passes every option by keyword
         print_json(view if visible else redact_record(view))
         return
     print_table(f"record {record.record_id}", COLUMNS, _rows([record], hidden=not visible))
-    typer.echo(record.content if visible else HIDDEN)
+    typer.echo(printable(record.content) if visible else HIDDEN)
 
 
 @app.command("history")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -20,6 +21,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from engram.admin_kernel import AdminKernel, open_admin_kernel
 from engram.config import EngramSettings
@@ -197,13 +199,27 @@ def print_json(value: Any) -> None:
     sys.stdout.write(json_text(value) + "\n")
 
 
+#: What a terminal acts on instead of showing: C0 and C1 control characters but tab and
+#: newline (escape sequences, a carriage return writing over the line), and the
+#: bidirectional embeddings, overrides and isolates, which reorder the text after them.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` as a terminal must show it: each control character as its escape
+    (``\\x1b``, ``\\r``, ``\\u202e``). Stored text comes from agents; printed raw, it
+    would clear the operator's screen, retitle the window or hide what follows."""
+    return _CONTROLS.sub(lambda found: found.group().encode("unicode_escape").decode(), text)
+
+
 def print_table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    """A table on stdout."""
-    table = Table(title=title, show_lines=False)
+    """A table on stdout. Each cell is text as it is, never Rich's markup (a stored ``[/b]``
+    ended the command, a ``[red]`` was taken as a colour), with :func:`printable`'s escapes."""
+    table = Table(title=None if title is None else Text(printable(title)), show_lines=False)
     for column in columns:
         table.add_column(column, overflow="fold")
     for row in rows:
-        table.add_row(*("" if cell is None else str(cell) for cell in row))
+        table.add_row(*(Text("" if cell is None else printable(str(cell))) for cell in row))
     stdout.print(table)
 
 

@@ -1,0 +1,59 @@
+"""Hostile pass AB: what the admin CLI prints of stored text, as an operator runs it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engram import open_kernel
+from engram.config import EngramSettings
+from engram.infra.fastembed_embedder import FastembedEmbedder
+from engram.memory.gate.access import caller_for_tier
+from engram.memory.types import TrustLevel
+from tests.e2e.test_cli_admin import _cli
+from tests.integration.gate_helpers import belief, create
+
+WRITER = caller_for_tier("markup-writer", TrustLevel.RESTRICTED, writes_per_minute=1000)
+#: An agent's record: a stray closing tag of Rich's markup, a terminal's clear-screen and
+#: set-title sequences, a carriage return that writes over the line, a right-to-left override.
+CONTENT = (
+    "Config lint rejects a stray [/bold] tag and [red]colour[/red] names; "
+    "\x1b[2J\x1b]0;owned\x07 cleared\rX and \u202eevil."
+)
+
+
+async def test_stored_text_is_printed_as_text_never_as_markup_or_terminal_codes(
+    tmp_path: Path, model_dir: Path, embedder: FastembedEmbedder
+) -> None:
+    """A record whose content held ``[/bold]`` made ``engram memories get`` and ``history``
+    end with a MarkupError traceback (Rich read the content as its markup), ``[red]`` was
+    taken as a colour and left out of what the operator saw, and the escape sequences an
+    agent wrote reached the operator's terminal: a clear screen, a new window title, a line
+    written over. Both commands now print the text as stored, every control character shown
+    as its escape."""
+    data_dir = tmp_path / "data"
+    settings = EngramSettings(database_url=None, data_dir=data_dir)
+    async with open_kernel(settings=settings, embeddings=embedder) as kernel:
+        made = await kernel.gate.evaluate(
+            create(belief(CONTENT, source_agent=WRITER.agent_id), WRITER)
+        )
+    assert made.record_id is not None, made.reason
+
+    for command in ("get", "history"):
+        done = _cli(data_dir, model_dir, "memories", command, str(made.record_id))
+        assert 0 == done.returncode, done.stderr
+        assert "Traceback" not in done.stderr
+        shown = " ".join(done.stdout.split())
+        assert "[/bold]" in shown, shown
+        for code in ("\x1b", "\x07", "\r", "\u202e"):
+            assert code not in done.stdout, (command, code)
+    # ``get`` prints the whole content after its table (``history`` cuts it to 60 characters)
+    assert "[red]colour[/red]" in done_get(data_dir, model_dir, made.record_id)
+
+
+def done_get(data_dir: Path, model_dir: Path, record_id: object) -> str:
+    """The whole content ``memories get`` prints after its table, on one line."""
+    done = _cli(data_dir, model_dir, "memories", "get", str(record_id))
+    assert 0 == done.returncode, done.stderr
+    last = done.stdout.splitlines()[-1]
+    assert "\\x1b[2J\\x1b]0;owned\\x07 cleared\\rX and \\u202eevil." in last, last
+    return last
