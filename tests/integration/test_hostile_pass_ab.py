@@ -12,7 +12,7 @@ import pytest
 from engram import Kernel
 from engram.errors import RateLimited, ValidationFailed
 from engram.memory.rl.policy import AdvisorPolicy
-from engram.memory.types import TrustLevel
+from engram.memory.types import CallerIdentity, TrustLevel
 from engram.protocols.mcp.tools import EngramTools
 from engram.protocols.simulator.evaluation import simulate
 from engram.protocols.simulator.life import live, simulated_agent
@@ -182,3 +182,30 @@ async def test_true_and_false_are_not_numbers_nor_numbers_booleans(api: Api) -> 
         "SELECT count(*) FROM engram.memories WHERE content = 'The atrium is open.'"
     )
     assert 0 == stored
+
+
+async def test_the_shared_bucket_keeps_a_fractional_burst_and_any_finite_rate(
+    kernel: Kernel,
+) -> None:
+    """The shared bucket's statement read the burst as an integer: an agent given 7 writes a
+    minute (a burst of 1.4) had a burst of 1, so the write after its first was told to wait
+    8.6 s, not 5.1 s as the in-process limiter says; and an in-process caller given a rate
+    past about 10^10 a minute (a burst beyond PostgreSQL's integer) failed every write with
+    a database error. The burst is now a double, and a rate above 100,000 a minute is taken
+    as 100,000."""
+    seven = CallerIdentity("seven-a-minute", TrustLevel.STANDARD, writes_per_minute=7)
+    first = await kernel.gate.evaluate(
+        create(belief("Bay 3 is free.", source_agent=seven.agent_id), seven)
+    )
+    assert "approved" == first.decision.value, first.reason
+    second = await kernel.gate.evaluate(
+        create(belief("Bay 4 is free.", source_agent=seven.agent_id), seven)
+    )
+    assert "rejected" == second.decision.value
+    assert second.retry_after_seconds is not None
+    assert 4.5 < second.retry_after_seconds < 5.5, second.retry_after_seconds
+
+    vast = CallerIdentity("vast-rate", TrustLevel.STANDARD, writes_per_minute=1e308)
+    for text in ("Bay 5 is free.", "Bay 6 is free."):
+        done = await kernel.gate.evaluate(create(belief(text, source_agent=vast.agent_id), vast))
+        assert "approved" == done.decision.value, done.reason

@@ -49,15 +49,16 @@ class RateDecision:
 
 
 def bucket_shape(trust: TrustLevel, per_minute: float | None) -> tuple[float, float]:
-    """The rate per minute and the burst of an agent's bucket. A positive rate below
-    :data:`MIN_WRITES_PER_MINUTE` is taken as that (one stored before agents were refused
-    such a rate, or built in process): the wait before the next write would overflow to
-    infinity, which no audit row holds, and PostgreSQL's refill would underflow."""
+    """The rate per minute and the burst of an agent's bucket. A positive rate outside
+    :data:`MIN_WRITES_PER_MINUTE` to :data:`MAX_WRITES_PER_MINUTE` is taken as the nearer
+    end (one stored before agents were refused such a rate, or built in process): below,
+    the wait before the next write would overflow to infinity, which no audit row holds,
+    and PostgreSQL's refill would underflow; far above, it would overflow."""
     default_rate, default_burst = DEFAULT_RATES[trust]
     if per_minute is None:
         return default_rate, default_burst
     if per_minute > 0:
-        per_minute = max(per_minute, MIN_WRITES_PER_MINUTE)
+        per_minute = min(max(per_minute, MIN_WRITES_PER_MINUTE), MAX_WRITES_PER_MINUTE)
     return per_minute, max(1.0, per_minute / 5)
 
 
