@@ -209,3 +209,38 @@ async def test_the_shared_bucket_keeps_a_fractional_burst_and_any_finite_rate(
     for text in ("Bay 5 is free.", "Bay 6 is free."):
         done = await kernel.gate.evaluate(create(belief(text, source_agent=vast.agent_id), vast))
         assert "approved" == done.decision.value, done.reason
+
+
+async def test_a_number_is_not_a_time(api: Api) -> None:
+    """Times are ISO 8601 with a zone, yet every adapter read a number (or a text of digits)
+    as a Unix time, guessing its unit from its size: ``event_time: 253402300799``, the last
+    second of 9999 in seconds, was stored as 1978-01-11 (read as milliseconds), the first
+    second of year 1 as 1968. As-of instants and the audit's window took numbers the same
+    way. A number is now refused naming the field, and the refused write is audited."""
+    kernel = api.kernel
+    headers = await api.agent("clocks", TrustLevel.STANDARD, writes_per_minute=1000)
+    made = await api.write({"type": "belief", "content": "The clock tower chimes."}, headers)
+    record_id = made.json()["record_id"]
+    before = await kernel.db.fetchval("SELECT count(*) FROM engram.librarian_audit")
+
+    for when in (253402300799, -62135596800, 0, 1.5, "1700000000", "-1.5e3"):
+        text = f"The fire drill on level two happened ({when!s})."
+        refused = await api.write({"type": "episode", "content": text, "event_time": when}, headers)
+        assert "event_time" in assert_problem(refused, 422)["detail"], when
+        search = await api.client.post(
+            "/v1/search", json={"query": "clock tower", "as_of_event": when}, headers=headers
+        )
+        assert_problem(search, 422)
+        read = await api.client.get(
+            f"/v1/memories/{record_id}", params={"as_of_ingestion": str(when)}, headers=headers
+        )
+        assert_problem(read, 422)
+        window = await api.client.get("/v1/audit", params={"since": str(when)}, headers=api.admin)
+        assert_problem(window, 422)
+
+    stored = await kernel.db.fetchval(
+        "SELECT count(*) FROM engram.memories WHERE content LIKE 'The fire drill%'"
+    )
+    assert 0 == stored
+    audited = await kernel.db.fetchval("SELECT count(*) FROM engram.librarian_audit") - before
+    assert 6 == audited

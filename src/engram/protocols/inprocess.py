@@ -15,6 +15,7 @@ rejection naming the field, never a failure further down.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any
@@ -91,6 +92,20 @@ NotABoolean = BeforeValidator(_not_a_boolean)
 #: A boolean that no number or text is (pydantic reads 1, 0, "yes" and "off" as booleans).
 JsonBool = Annotated[bool, Strict()]
 
+_A_NUMBER = re.compile(r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*")
+
+
+def _not_a_number(value: object) -> object:
+    if isinstance(value, int | float) or (isinstance(value, str) and _A_NUMBER.fullmatch(value)):
+        raise ValueError("an ISO 8601 time with a timezone, not a number")
+    return value
+
+
+#: A time that no number is: pydantic reads a number, or a text of digits, as a Unix time
+#: whose unit it guesses from its size (the last second of 9999 in seconds was taken as
+#: milliseconds, 1978; hostile pass AB).
+NotANumber = BeforeValidator(_not_a_number)
+
 
 class WriteInput(BaseModel):
     """What an external client may send to create or update a record."""
@@ -100,7 +115,7 @@ class WriteInput(BaseModel):
     type: MemoryType
     content: StorableText
     metadata: dict[str, Any] = Field(default_factory=dict)
-    event_time: datetime | None = None
+    event_time: Annotated[datetime | None, NotANumber] = None
     access_level: AccessLevel = AccessLevel.AGENT
     source_confidence: Annotated[float | None, NotABoolean] = Field(
         default=None, ge=0.0, le=1.0, allow_inf_nan=False
@@ -157,7 +172,7 @@ def _utc(value: datetime) -> datetime:
 
 
 #: An instant with a UTC offset (naive times are ambiguous and refused), kept in UTC.
-Instant = Annotated[AwareDatetime, AfterValidator(_utc)]
+Instant = Annotated[AwareDatetime, NotANumber, AfterValidator(_utc)]
 
 #: One tag of a filter: what ``metadata.tags`` of a record may hold.
 Tag = Annotated[StorableText, Field(min_length=1, max_length=MAX_TAG_CHARS)]
