@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
+import resource
+import signal
+import stat
+import subprocess
 from pathlib import Path
 
 from engram import open_kernel
@@ -10,6 +17,7 @@ from engram.infra.fastembed_embedder import FastembedEmbedder
 from engram.memory.gate.access import caller_for_tier
 from engram.memory.types import TrustLevel
 from tests.e2e.test_cli_admin import _cli
+from tests.e2e.test_serve import ENGRAM, _env
 from tests.integration.gate_helpers import belief, create
 
 WRITER = caller_for_tier("markup-writer", TrustLevel.RESTRICTED, writes_per_minute=1000)
@@ -57,3 +65,60 @@ def done_get(data_dir: Path, model_dir: Path, record_id: object) -> str:
     last = done.stdout.splitlines()[-1]
     assert "\\x1b[2J\\x1b]0;owned\\x07 cleared\\rX and \\u202eevil." in last, last
     return last
+
+
+def _limited_cli(
+    data_dir: Path, model_dir: Path, file_bytes: int, *args: str
+) -> subprocess.CompletedProcess[str]:
+    """The CLI, unable to write a file past ``file_bytes`` (a full disk, as far as it can
+    tell: a write past the limit fails with EFBIG; the server it attaches to is unbounded)."""
+
+    def limit() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
+
+    return subprocess.run(  # noqa: S603 - our own CLI
+        [*ENGRAM, *args],
+        env=_env(data_dir, model_dir),
+        capture_output=True,
+        text=True,
+        timeout=170,
+        check=False,
+        preexec_fn=limit,
+    )
+
+
+async def test_an_export_leaves_a_device_or_pipe_as_it_was_and_says_when_it_cannot_write(
+    tmp_path: Path, model_dir: Path, embedder: FastembedEmbedder
+) -> None:
+    """``audit export --output`` made any file it opened mode 0600, a device or a pipe too:
+    run as root with ``--output /dev/null``, it took /dev/null from every other user of the
+    machine. Only a regular file is narrowed now. An export whose file could not be
+    written (a full disk) ended with an OSError traceback; it now exits 5 naming the file
+    and the reason, and says the file is incomplete."""
+    data_dir = tmp_path / "data"
+    settings = EngramSettings(database_url=None, data_dir=data_dir)
+    async with open_kernel(settings=settings, embeddings=embedder) as kernel:
+        for n in range(40):
+            text = f"Locker {n} on the second floor holds the spare projector cables."
+            await kernel.gate.evaluate(create(belief(text, source_agent=WRITER.agent_id), WRITER))
+
+        pipe = tmp_path / "export.pipe"
+        os.mkfifo(pipe, 0o644)
+        received, done = await asyncio.gather(
+            asyncio.to_thread(pipe.read_bytes),  # until the export closes its end
+            asyncio.to_thread(_cli, data_dir, model_dir, "audit", "export", "-o", str(pipe)),
+        )
+        assert 0 == done.returncode, done.stderr
+        assert 0o644 == stat.S_IMODE(pipe.stat().st_mode)
+        lines = received.splitlines()
+        assert len(lines) - 1 == json.loads(lines[-1])["rows"] >= 40  # the rows, the heads
+
+        target = tmp_path / "export.jsonl"
+        full = await asyncio.to_thread(
+            _limited_cli, data_dir, model_dir, 4096, "audit", "export", "-o", str(target)
+        )
+    assert 5 == full.returncode, full
+    assert "Traceback" not in full.stderr, full.stderr
+    assert f"engram: cannot write {target}" in full.stderr, full.stderr
+    assert "incomplete" in full.stderr, full.stderr

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Annotated, Any
@@ -11,10 +13,12 @@ from uuid import UUID
 import typer
 
 from engram.admin_kernel import AdminKernel
+from engram.errors import InfrastructureError
 from engram.memory.admin.redaction import redact_audit_row
 from engram.memory.audit.checkpoint import Anchor, parse_anchor
 from engram.protocols.cli.output import (
     EXIT_CHECK_FAILED,
+    EXIT_CODES,
     EXIT_USAGE,
     fail,
     json_text,
@@ -203,10 +207,21 @@ def export(  # noqa: PLR0917 - typer passes every option by keyword
                     record_ids=sorted(flagged),
                 )
             hide = None if why is not None else flagged
-            return await _export(kernel, sink, start, end, total, heads=heads, flagged=hide)
-        finally:
+            written = await _export(kernel, sink, start, end, total, heads=heads, flagged=hide)
             if sink is not None:
-                sink.close()
+                sink.close()  # its last write: a full disk may show only here
+        except OSError as exc:
+            if sink is None:  # stdout: as any command's
+                raise
+            raise fail(
+                f"cannot write {output}: {exc.strerror}; the file is incomplete",
+                EXIT_CODES[InfrastructureError],
+            ) from exc
+        finally:
+            if sink is not None and not sink.closed:
+                with contextlib.suppress(OSError):
+                    sink.close()
+        return written
 
     written = with_admin(work)
     if output is not None:
@@ -218,7 +233,10 @@ def _private_file(path: Path) -> IO[str]:
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
     try:
         fd = os.open(path, flags, 0o600)
-        os.fchmod(fd, 0o600)  # an existing file keeps its mode otherwise
+        # An existing file keeps its mode otherwise; a device or a pipe is not ours to
+        # narrow (as root, ``--output /dev/null`` took /dev/null from every other user).
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            os.fchmod(fd, 0o600)
     except OSError as exc:
         raise fail(f"cannot write {path}: {exc.strerror}", EXIT_USAGE) from exc
     return os.fdopen(fd, "w", encoding="utf-8")
