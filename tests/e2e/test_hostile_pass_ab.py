@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import resource
@@ -68,24 +69,28 @@ def done_get(data_dir: Path, model_dir: Path, record_id: object) -> str:
 
 
 def _limited_cli(
-    data_dir: Path, model_dir: Path, file_bytes: int, *args: str
+    data_dir: Path, model_dir: Path, file_bytes: int, *args: str, stdout: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
     """The CLI, unable to write a file past ``file_bytes`` (a full disk, as far as it can
-    tell: a write past the limit fails with EFBIG; the server it attaches to is unbounded)."""
+    tell: a write past the limit fails with EFBIG; the server it attaches to is unbounded),
+    its standard output going to ``stdout`` when given."""
 
     def limit() -> None:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
 
-    return subprocess.run(  # noqa: S603 - our own CLI
-        [*ENGRAM, *args],
-        env=_env(data_dir, model_dir),
-        capture_output=True,
-        text=True,
-        timeout=170,
-        check=False,
-        preexec_fn=limit,
-    )
+    with contextlib.ExitStack() as stack:
+        sink = None if stdout is None else stack.enter_context(stdout.open("w"))
+        return subprocess.run(  # noqa: S603 - our own CLI
+            [*ENGRAM, *args],
+            env=_env(data_dir, model_dir),
+            stdout=sink if sink is not None else subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=170,
+            check=False,
+            preexec_fn=limit,
+        )
 
 
 async def test_an_export_leaves_a_device_or_pipe_as_it_was_and_says_when_it_cannot_write(
@@ -95,7 +100,8 @@ async def test_an_export_leaves_a_device_or_pipe_as_it_was_and_says_when_it_cann
     run as root with ``--output /dev/null``, it took /dev/null from every other user of the
     machine. Only a regular file is narrowed now. An export whose file could not be
     written (a full disk) ended with an OSError traceback; it now exits 5 naming the file
-    and the reason, and says the file is incomplete."""
+    and the reason, and says the file is incomplete. So did any command whose standard
+    output could not be written; it now exits 5 saying so."""
     data_dir = tmp_path / "data"
     settings = EngramSettings(database_url=None, data_dir=data_dir)
     async with open_kernel(settings=settings, embeddings=embedder) as kernel:
@@ -118,6 +124,13 @@ async def test_an_export_leaves_a_device_or_pipe_as_it_was_and_says_when_it_cann
         full = await asyncio.to_thread(
             _limited_cli, data_dir, model_dir, 4096, "audit", "export", "-o", str(target)
         )
+        redirected = await asyncio.to_thread(
+            _limited_cli, data_dir, model_dir, 4096, "audit", "export", stdout=tmp_path / "out"
+        )
+    # ``engram audit export > file`` on a full disk: any command's output, not only export's
+    assert 5 == redirected.returncode, redirected
+    assert "Traceback" not in redirected.stderr, redirected.stderr
+    assert "engram: cannot write its output: File too large" in redirected.stderr
     assert 5 == full.returncode, full
     assert "Traceback" not in full.stderr, full.stderr
     assert f"engram: cannot write {target}" in full.stderr, full.stderr

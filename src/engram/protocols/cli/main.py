@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import os
 import sys
 from typing import Annotated, Any
@@ -11,7 +13,7 @@ import typer
 
 from engram import __version__
 from engram.admin_kernel import AdminKernel
-from engram.errors import EngramError
+from engram.errors import EngramError, InfrastructureError
 from engram.observability.logging import configure_logging
 from engram.protocols.cli import (
     advisor,
@@ -23,6 +25,7 @@ from engram.protocols.cli import (
     quarantine,
 )
 from engram.protocols.cli.output import (
+    EXIT_CODES,
     EXIT_NOT_FOUND,
     EXIT_USAGE,
     error_exit,
@@ -247,3 +250,21 @@ def main() -> None:
         app()
     except KeyboardInterrupt:  # pragma: no cover - interactive only
         sys.exit(130)
+    except OSError as exc:
+        if exc.errno not in _UNWRITABLE:
+            raise
+        _unwritable(exc)
+
+
+#: Why a write to a file that exists fails: a full disk or quota, a file size limit, I/O.
+_UNWRITABLE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+
+
+def _unwritable(exc: OSError) -> None:
+    """The command's output could not be written (standard output on a full disk): said on
+    stderr, exit 5, never a traceback; what Python would flush at exit goes nowhere."""
+    with contextlib.suppress(OSError):
+        typer.echo(f"engram: cannot write its output: {exc.strerror}", err=True)
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    sys.exit(EXIT_CODES[InfrastructureError])
