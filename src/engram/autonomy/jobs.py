@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from engram.autonomy.schedule import Schedule
+from engram.autonomy.schedule import Schedule, backoff
 from engram.autonomy.state import JobState
 from engram.errors import EngramError
 
@@ -89,6 +89,12 @@ class JobStatus:
     next_due: datetime
     state: JobState | None
 
+    @classmethod
+    def of(cls, job: Job, now: datetime, state: JobState | None) -> JobStatus:
+        """``job`` as it stands at ``now`` with its stored ``state``."""
+        schedule = job.schedule
+        return cls(job.name, job.description, schedule.describe(), schedule.next_due(now), state)
+
 
 def default_holder() -> str:
     """This process, as other kernels see it in ``engram jobs list``."""
@@ -106,6 +112,10 @@ class SchedulerSettings:
     #: How long stopping waits for running jobs before it cancels them.
     stop_grace_seconds: float = 5.0
     holder: str = field(default_factory=default_holder)
+
+    def retry_wait(self, failures: int) -> timedelta:
+        """The back-off after ``failures`` consecutive failures (or abandoned runs)."""
+        return backoff(failures, base=self.backoff_base, ceiling=self.backoff_ceiling)
 
 
 def being_cancelled() -> bool:

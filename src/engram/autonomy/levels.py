@@ -39,8 +39,12 @@ class LevelBackoff:
     until: dict[AccessLevel, datetime] = field(default_factory=dict)
 
     def awake(self, levels: Iterable[AccessLevel], now: datetime) -> tuple[AccessLevel, ...]:
-        """``levels`` without those backed off at ``now`` (in the order given)."""
-        return tuple(level for level in levels if not self.until.get(level, now) > now)
+        """``levels`` without those backed off at ``now`` (in the order given). A back-off
+        ending further away than ``ceiling`` was set on a clock stepped back since (a clock
+        a year ahead would hold the level back a year): it no longer holds."""
+        return tuple(
+            level for level in levels if not now < self.until.get(level, now) <= now + self.ceiling
+        )
 
     def note(self, report: ConsolidationReport, now: datetime) -> None:
         """What a pass that ended at ``now`` did to each level it read: a level of which a

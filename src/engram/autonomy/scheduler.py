@@ -43,7 +43,6 @@ from engram.autonomy.jobs import (
     error_text,
     summary,
 )
-from engram.autonomy.schedule import backoff
 from engram.autonomy.state import JobBook
 from engram.errors import DatabaseError, EngramError, JobBusy, NotFound
 from engram.infra.db import Connection, DatabaseAdapter
@@ -141,10 +140,11 @@ class Scheduler:
                 continue
             due = job.schedule.latest_due(now)
             seen = self._seen.get(job.name)
-            if seen is not None and seen >= due:
+            # (past these bounds: a clock stepped back; the claim asks the database)
+            if seen is not None and due <= seen <= job.schedule.next_due(now):
                 continue
             wait = self._not_before.get(job.name)
-            if wait is not None and wait > now:
+            if wait is not None and now < wait <= now + self._settings.backoff_ceiling:
                 continue
             try:
                 claim = await self._claim(job, due, now=now, manual=False)
@@ -256,16 +256,7 @@ class Scheduler:
         await self._ensure()
         states = {state.name: state for state in await self._book.all()}
         now = self._clock()
-        return [
-            JobStatus(
-                job.name,
-                job.description,
-                job.schedule.describe(),
-                job.schedule.next_due(now),
-                states.get(job.name),
-            )
-            for job in self._jobs.values()
-        ]
+        return [JobStatus.of(job, now, states.get(job.name)) for job in self._jobs.values()]
 
     @property
     def book(self) -> JobBook:
@@ -344,10 +335,8 @@ class Scheduler:
             await self._unlock(job.lock_key)
         return claim
 
-    async def _claim_locked(
-        self, job: Job, due: datetime, *, now: datetime, manual: bool
-    ) -> Claim | None:
-        # The lock was free, so a kernel that marked a job of this lock running is gone.
+    async def _abandon_dead(self, job: Job, now: datetime) -> None:
+        """The lock was free, so a kernel that marked a job of this lock running is gone."""
         for other in self._jobs.values():
             if other.lock_key == job.lock_key:
                 found = await self._book.get(other.name)
@@ -356,12 +345,13 @@ class Scheduler:
                     self._metrics.job_runs.labels(name=other.name, outcome="abandoned").inc()
                     # The first takeover runs at once; a job that keeps killing its kernel
                     # (it runs out of memory, say) backs off like one that fails.
-                    wait = backoff(
-                        found.failures,
-                        base=self._settings.backoff_base,
-                        ceiling=self._settings.backoff_ceiling,
-                    )
+                    wait = self._settings.retry_wait(found.failures)
                     await self._book.abandon(other.name, now, retry_at=now + wait)
+
+    async def _claim_locked(
+        self, job: Job, due: datetime, *, now: datetime, manual: bool
+    ) -> Claim | None:
+        await self._abandon_dead(job, now)
         state = await self._book.get(job.name)
         if state is None:  # pragma: no cover - _ensure inserted it
             raise LookupError(f"no row for job {job.name!r}")
@@ -372,16 +362,25 @@ class Scheduler:
                 await self._book.mark_checked(job.name, due)
                 self._seen[job.name] = due
                 return None
-            if state.failures and state.retry_at is not None and state.retry_at > now:
-                self._not_before[job.name] = state.retry_at
+            ceiling, later = self._settings.backoff_ceiling, job.schedule.next_due
+            retry = state.retry_at if state.failures else None
+            if (
+                retry is not None
+                and retry > now
+                and not await self._book.ahead(job.name, retry, lambda at: at + ceiling, now)
+            ):
+                self._not_before[job.name] = retry
                 return None
             unfinished = state.outcome in ("failed", "abandoned")
             if state.last_due >= due:
-                if not (unfinished and state.last_due == due):
+                if unfinished and state.last_due == due:
+                    due = state.last_due  # the same due time again: a retry or a takeover
+                elif not await self._book.ahead(job.name, state.last_due, later, now):
                     self._seen[job.name] = state.last_due
                     return None
-                due = state.last_due  # the same due time again: a retry or a takeover
-        context = JobContext(due=due, manual=manual, cursor=state.cursor, now=now)
+        # a cursor past the due time claimed was set on a clock stepped back since
+        cursor = state.cursor if state.cursor is None or state.cursor <= due else None
+        context = JobContext(due=due, manual=manual, cursor=cursor, now=now)
         reason = None
         if job.ready is not None and not manual:
             reason = await job.ready(context)
@@ -396,7 +395,7 @@ class Scheduler:
         run_id = await self._book.start(
             job.name, due=due, attempt=attempt, manual=manual, holder=self.holder, now=self._clock()
         )
-        return Claim(job, due, attempt, manual, run_id, state.cursor, reason)
+        return Claim(job, due, attempt, manual, run_id, cursor, reason)
 
     # --- running ----------------------------------------------------------------------------
 
@@ -447,9 +446,7 @@ class Scheduler:
         if outcome == "failed" and not claim.manual:
             state = await self._book.get_or_none(job.name)
             failures = (state.failures if state is not None else 0) + 1
-            retry_at = now + backoff(
-                failures, base=self._settings.backoff_base, ceiling=self._settings.backoff_ceiling
-            )
+            retry_at = now + self._settings.retry_wait(failures)
         line = summary(outcome, detail)
         recorded: int | None = 0
         try:

@@ -10,15 +10,19 @@ abandoned and runs that due time again.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+import structlog
 
 from engram.errors import EngramError, UniqueViolation
 from engram.infra.db import Connection, DatabaseAdapter, Row
 from engram.infra.sql import load_queries
 
 SQL = load_queries("engram.autonomy.sql", "jobs.sql")
+log = structlog.get_logger("engram.autonomy.state")
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +101,20 @@ class JobBook:
 
     async def all(self) -> list[JobState]:
         return [JobState.from_row(row) for row in await self._db.fetch(SQL["all_jobs"])]
+
+    async def ahead(
+        self, job: str, recorded: datetime, bound: Callable[[datetime], datetime], now: datetime
+    ) -> bool:
+        """Whether ``recorded`` (a due or retry time a kernel wrote) lies past ``bound`` of
+        the clock ``now`` and of the database's: written on a clock stepped back since, it
+        would hold the job back until then (a clock a year ahead: a year), so it is not
+        obeyed. A kernel whose own clock lags is told apart by the database's clock."""
+        if recorded <= bound(now):
+            return False
+        if recorded <= bound(max(now, await self._db.fetchval(SQL["now"]))):
+            return False
+        log.warning("job.clock_stepped", job=job, recorded=recorded.isoformat())
+        return True
 
     async def last_attempt(self, name: str, due: datetime) -> int:
         return int(await self._db.fetchval(SQL["last_attempt"], name, due))

@@ -20,6 +20,9 @@ SELECT name, last_due, running, holder, started_at, finished_at, outcome, detail
        failures, retry_at, runs, cursor
 FROM jobs ORDER BY name
 
+-- name: now
+SELECT clock_timestamp()
+
 -- name: last_attempt
 SELECT coalesce(max(attempt), 0) FROM job_runs WHERE job = $1 AND due_at = $2
 
