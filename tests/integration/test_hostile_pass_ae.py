@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from uuid import UUID
 
 import pytest
 
@@ -14,6 +15,10 @@ from engram import Kernel
 from engram.autonomy.schedule import Every
 from engram.autonomy.scheduler import Job, JobContext
 from engram.errors import DatabaseError
+from engram.memory.gate.requests import GateRequest
+from engram.memory.types import GateAction, GateDecisionType, MemoryRecord, MemoryStatus, MemoryType
+from tests.integration.consolidation_helpers import DAY, DEEP, LATE_ETL, head_of
+from tests.integration.gate_helpers import BOSS
 from tests.integration.scheduler_helpers import Clock, scheduler
 
 pytestmark = pytest.mark.usefixtures("schedulers")
@@ -132,3 +137,68 @@ async def test_a_kernel_whose_clock_lags_does_not_run_a_due_time_again(kernel: K
         late_clock.advance(minutes=1)
         await asyncio.sleep(0)
     assert 1 == len(body.dues)
+
+
+# --- consolidation: a rollback after a release ---------------------------------------------
+
+EXTERNAL = GateDecisionType.EXTERNAL
+
+
+async def _seed(kernel: Kernel, texts: list[str]) -> list[UUID]:
+    ids = []
+    for n, text in enumerate(texts):
+        record = MemoryRecord.draft(
+            MemoryType.EPISODE,
+            text,
+            source_agent=BOSS.agent_id,
+            event_time=DAY + timedelta(days=n),
+        )
+        result = await kernel.gate.evaluate(GateRequest(GateAction.CREATE, record, BOSS, EXTERNAL))
+        assert result.record_id is not None, result.reason
+        ids.append(result.record_id)
+    await kernel.events.settled()
+    return ids
+
+
+async def _live_summaries(kernel: Kernel, source: UUID) -> set[UUID]:
+    """Records not forgotten of which some version cites (derived_from) ``source``."""
+    rows = await kernel.db.fetch(
+        "SELECT DISTINCT s.record_id FROM memory_edges e "
+        "JOIN memories s ON s.id = e.source_id JOIN memories t ON t.id = e.target_id "
+        "WHERE e.kind = 'derived_from' AND t.record_id = $1",
+        source,
+    )
+    heads = [await head_of(kernel, row["record_id"]) for row in rows]
+    return {head.record_id for head in heads if head.status is not MemoryStatus.FORGOTTEN}
+
+
+async def test_rolling_back_a_released_batch_leaves_what_a_later_batch_consumed(
+    kernel: Kernel,
+) -> None:
+    """Batch 1 promoted four records; an agent forgot one, and the release forgot the belief
+    and gave the other three back; batch 2 promoted those three again. Rolling back batch 1
+    (an operator's command, still allowed: a release does not mark the batch) restored the
+    three, which batch 2's belief still consumed: each fact then stood twice, in the fast
+    path and in the live belief, and the next pass would summarise it a second time. A
+    rollback (or a release) now leaves a source whose last consolidation is another batch's."""
+    ids = await _seed(kernel, LATE_ETL)
+    first = await kernel.consolidation.run(DEEP)
+    (batch,) = first.batches
+    assert set(batch.consumed) == set(ids)
+    head = await head_of(kernel, ids[0])
+    forgot = await kernel.gate.evaluate(
+        GateRequest.forget(head, BOSS, EXTERNAL, expected_version=head.version)
+    )
+    assert forgot.record_id == ids[0], forgot.reason
+    await kernel.events.settled()  # the release: the belief forgotten, three sources back
+    for source in ids[1:]:
+        assert (await head_of(kernel, source)).status is MemoryStatus.ACTIVE
+    second = await kernel.consolidation.run(DEEP)
+    assert set(second.consumed) == set(ids[1:])
+
+    undone = await kernel.consolidation.rollback(batch.batch_id)
+
+    assert () == undone.restored
+    for source in ids[1:]:
+        assert (await head_of(kernel, source)).status is MemoryStatus.CONSOLIDATED
+        assert set(second.created) == await _live_summaries(kernel, source)

@@ -37,3 +37,13 @@ WHERE rolled_back_at IS NULL AND items @> $1::jsonb
 -- The newest version of record $1 written by one of the decisions in $2 (a batch's own): the
 -- version the batch made when it consumed the record.
 SELECT max(version) FROM memories WHERE record_id = $1 AND gate_decision_id = ANY($2::uuid[])
+
+-- name: last_consolidation_decision
+-- The decision of the newest version of record $1 that consolidation wrote. For a record
+-- consolidated now, the batch that consumed it last (a release's or a rollback's restore
+-- to active comes before any later consumption; internal restatements since, such as a PII
+-- rescan's raise, are self-healing).
+SELECT gate_decision_id FROM memories
+WHERE record_id = $1 AND gate_decision_type = 'consolidation'
+ORDER BY version DESC
+LIMIT 1

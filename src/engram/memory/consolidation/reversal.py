@@ -102,6 +102,7 @@ class BatchDesk:
                     heads = {s: await store.head(self._db, s) for s in item.sources}
                     summary = await self._closed_as_its_sources(summary, heads)
                     key = "consolidation-release"
+                    heads = await self._not_consumed_since(heads, own)
                     group, _ = _item_requests(item, summary, heads, own, key)
                     groups.append(group)
                     retired.append(item.record_id)
@@ -158,6 +159,24 @@ class BatchDesk:
                 reason=result.reason,
             )
         return await store.head(self._db, summary.record_id) or summary
+
+    async def _not_consumed_since(
+        self, heads: dict[UUID, MemoryRecord | None], own: set[UUID]
+    ) -> dict[UUID, MemoryRecord | None]:
+        """``heads`` without the sources another batch consumed since this one (a release or
+        a rollback gave them back, and a later pass took them again): they belong to that
+        batch's live summary, and restoring them would state each fact twice."""
+        kept = dict(heads)
+        for source, head in heads.items():
+            if (
+                head is not None
+                and head.status is MemoryStatus.CONSOLIDATED
+                and head.gate_decision_id not in own
+            ):
+                last = await self._db.fetchval(SQL["last_consolidation_decision"], source)
+                if last is not None and last not in own:
+                    kept[source] = None
+        return kept
 
     async def on_source_changed(self, event: Event) -> None:
         """Outbox subscriber: release what consumed a record an agent forgot or changed
@@ -230,6 +249,7 @@ class BatchDesk:
                     f"(version {summary.version}); roll back with force to forget it anyway"
                 )
             heads = {source: await store.head(self._db, source) for source in item.sources}
+            heads = await self._not_consumed_since(heads, own)
             group, back = _item_requests(item, summary, heads, own, key)
             retired += [item.record_id] if standing else []
             restored += back
