@@ -17,8 +17,10 @@ from engram.autonomy.scheduler import Job, JobContext
 from engram.errors import DatabaseError
 from engram.memory.gate.requests import GateRequest
 from engram.memory.types import GateAction, GateDecisionType, MemoryRecord, MemoryStatus, MemoryType
+from tests.conftest import ScratchDatabase
 from tests.integration.consolidation_helpers import DAY, DEEP, LATE_ETL, head_of
 from tests.integration.gate_helpers import BOSS
+from tests.integration.lost_ack import with_lost_ack
 from tests.integration.scheduler_helpers import Clock, scheduler
 
 pytestmark = pytest.mark.usefixtures("schedulers")
@@ -202,3 +204,29 @@ async def test_rolling_back_a_released_batch_leaves_what_a_later_batch_consumed(
     for source in ids[1:]:
         assert (await head_of(kernel, source)).status is MemoryStatus.CONSOLIDATED
         assert set(second.created) == await _live_summaries(kernel, source)
+
+
+async def test_a_rollback_with_nothing_left_to_undo_recognises_its_own_lost_commit(
+    kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """A batch whose every summary a release had undone already: its rollback writes no
+    record, only the batch's mark. When the acknowledgement of that COMMIT was lost (the
+    connection terminated after the commit), the adapter ran the transaction again, found
+    the batch rolled back, and the operator was told "was rolled back already" (exit 4)
+    for a rollback that had just succeeded. The mark now carries the instant the rollback
+    chose, so its retry recognises its own commit (as `engram conflicts ack` does)."""
+    ids = await _seed(kernel, LATE_ETL)
+    (batch,) = (await kernel.consolidation.run(DEEP)).batches
+    head = await head_of(kernel, ids[0])
+    forgot = await kernel.gate.evaluate(
+        GateRequest.forget(head, BOSS, EXTERNAL, expected_version=head.version)
+    )
+    assert forgot.record_id == ids[0], forgot.reason
+    await kernel.events.settled()  # the release undid the batch's only item
+
+    undone = await with_lost_ack(
+        database.admin_url, kernel.consolidation.rollback(batch.batch_id), "COMMIT"
+    )
+
+    assert ((), ()) == (undone.retired, undone.restored)
+    assert (await kernel.consolidation.batch(batch.batch_id)).rolled_back_at is not None

@@ -20,9 +20,13 @@ ORDER BY created_at DESC, id
 LIMIT $1
 
 -- name: mark_rolled_back
+-- $3: the instant the rollback chose, once. A retry after a COMMIT whose acknowledgement was
+-- lost finds the batch marked at that instant with the same decisions $2: its own mark.
 UPDATE consolidation_batches
-SET rolled_back_at = now(), rollback_decision_ids = $2
-WHERE id = $1 AND rolled_back_at IS NULL
+SET rolled_back_at = $3, rollback_decision_ids = $2
+WHERE id = $1
+  AND (rolled_back_at IS NULL
+       OR (rolled_back_at = $3 AND rollback_decision_ids = $2::uuid[]))
 RETURNING rolled_back_at
 
 -- name: batches_with_source

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from uuid import UUID
 
 import structlog
@@ -257,6 +258,9 @@ class BatchDesk:
             if group:
                 groups.append(group)
 
+        # chosen once: the mark's retry after a lost COMMIT acknowledgement knows it by it
+        at = datetime.now(UTC)
+
         async def finish(conn: Connection, outcomes: Sequence[GroupOutcome]) -> None:
             refused = [
                 (group, o)
@@ -275,7 +279,7 @@ class BatchDesk:
             if not all(outcome.written for outcome in outcomes):
                 raise _MovedOn(f"batch {batch_id}: a record moved on during the rollback")
             decisions = [r.decision_id for o in outcomes for r in o.results]
-            if await conn.fetchval(SQL["mark_rolled_back"], batch_id, decisions) is None:
+            if await conn.fetchval(SQL["mark_rolled_back"], batch_id, decisions, at) is None:
                 raise ConsolidationConflict(f"batch {batch_id} was rolled back already")
 
         await self._gate.evaluate_groups(groups, finish=finish)
