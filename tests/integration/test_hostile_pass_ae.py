@@ -230,3 +230,21 @@ async def test_a_rollback_with_nothing_left_to_undo_recognises_its_own_lost_comm
 
     assert ((), ()) == (undone.retired, undone.restored)
     assert (await kernel.consolidation.batch(batch.batch_id)).rolled_back_at is not None
+
+
+async def test_a_run_whose_finish_lost_its_acknowledgement_is_still_its_own(
+    kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """A run's end is recorded by one statement; when the acknowledgement of its commit was
+    lost, the adapter ran it again, found the run closed already and took it for a run
+    another kernel had taken over: `engram jobs run` said the job was abandoned (exit 1) and
+    the scheduler logged `job.taken_over` for a run that had succeeded. The retry now
+    recognises its own record (the outcome and the instant it chose)."""
+    body = Recorder()
+    runner = scheduler(kernel, [Job("manual", MINUTE, body, "test")], Clock(_now()))
+    outcome = await with_lost_ack(
+        database.admin_url, runner.run_now("manual"), "$2 run id, $3 outcome"
+    )
+    assert "succeeded" == outcome.outcome
+    (run,) = await runner.book.runs("manual")
+    assert "succeeded" == run.outcome

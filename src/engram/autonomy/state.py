@@ -174,6 +174,10 @@ class JobBook:
             holder,
             manual,
         )
+        if failures is None:
+            # A retry after a commit whose acknowledgement was lost finds the run it closed
+            # (this outcome, this instant): that record is this one's.
+            failures = await self._db.fetchval(SQL["own_finish"], name, run_id, outcome, now)
         return None if failures is None else int(failures)
 
     async def runs(self, job: str | None = None, *, limit: int = 100) -> list[JobRun]:

@@ -87,6 +87,13 @@ UPDATE jobs SET running = false, finished_at = $4, detail = $6, duration_ms = $7
 WHERE name = $1 AND running AND holder = $10 AND EXISTS (SELECT 1 FROM run)
 RETURNING failures
 
+-- name: own_finish
+-- The job's consecutive failures when run $2 of job $1 was closed with outcome $3 at $4, the
+-- job's row with it (a finish whose acknowledgement was lost, run again); no row otherwise.
+SELECT j.failures FROM job_runs AS r JOIN jobs AS j ON j.name = r.job
+WHERE r.job = $1 AND r.id = $2 AND r.outcome = $3 AND r.finished_at = $4
+  AND j.finished_at = $4 AND NOT j.running
+
 -- name: recent_runs
 SELECT id, job, due_at, attempt, manual, holder, started_at, finished_at, outcome, detail
 FROM job_runs WHERE ($1::text IS NULL OR job = $1) ORDER BY id DESC LIMIT $2
