@@ -13,7 +13,7 @@ import pytest
 
 from engram import Kernel
 from engram.autonomy.schedule import Every
-from engram.autonomy.scheduler import Job, JobContext
+from engram.autonomy.scheduler import Job, JobContext, Scheduler, SchedulerSettings
 from engram.errors import DatabaseError
 from engram.memory.gate.requests import GateRequest
 from engram.memory.types import GateAction, GateDecisionType, MemoryRecord, MemoryStatus, MemoryType
@@ -248,3 +248,60 @@ async def test_a_run_whose_finish_lost_its_acknowledgement_is_still_its_own(
     assert "succeeded" == outcome.outcome
     (run,) = await runner.book.runs("manual")
     assert "succeeded" == run.outcome
+
+
+async def test_a_takeover_whose_commit_lost_its_acknowledgement_counts_once(
+    kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """A kernel that finds a job marked running with its lock free closes the dead holder's
+    run as abandoned; a manual run (`engram jobs run`) abandoned so leaves the scheduled
+    state alone. When that statement's acknowledgement was lost, its retry found no open run,
+    took the takeover for a scheduled run's, and marked the due time that had succeeded
+    abandoned (a failure more): the next claim ran that due time again. The retry now changes
+    nothing when the first attempt closed the run."""
+    body = Recorder()
+    clock = Clock(_now())
+    job = Job("hourly", Every(timedelta(hours=1)), body, "test")
+    first = scheduler(kernel, [job], clock)
+    await first.tick()
+    clock.advance(hours=1)
+    assert ["hourly"] == await first.tick()
+    await first.wait_idle()
+    gate = asyncio.Event()
+
+    async def held(context: JobContext) -> Mapping[str, Any]:
+        await gate.wait()
+        return {}
+
+    # a kernel that looks at its lock session once an hour: it does not notice the loss
+    slow = Scheduler(
+        kernel.db,
+        [Job("hourly", Every(timedelta(hours=1)), held, "test")],
+        metrics=kernel.metrics,
+        clock=clock,
+        settings=SchedulerSettings(poll_seconds=3600.0),
+    )
+    manual = asyncio.create_task(slow.run_now("hourly"))
+    try:
+        for _ in range(200):
+            state = await slow.book.get("hourly")
+            if state is not None and state.running:
+                break
+            await asyncio.sleep(0.05)
+        holder = await kernel.db.fetchval(
+            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted LIMIT 1"
+        )
+        assert await kernel.db.fetchval("SELECT pg_terminate_backend($1)", holder)
+        other = scheduler(kernel, [job], clock)
+        started = await with_lost_ack(
+            database.admin_url, other.tick(), "The holder of a running job died"
+        )
+        assert [] == started
+        state = await other.book.get("hourly")
+        assert state is not None
+        assert ("succeeded", 0, False) == (state.outcome, state.failures, state.running)
+    finally:
+        gate.set()
+        await asyncio.gather(manual, return_exceptions=True)
+        await slow.stop()
+    assert 1 == len(body.dues)

@@ -33,7 +33,9 @@ UPDATE jobs SET last_due = $2 WHERE name = $1
 -- name: abandon_run
 -- The holder of a running job died (its lock is free): its open run is closed as abandoned.
 -- An abandoned scheduled run counts as a failure ($3: when it may be retried); an abandoned
--- manual run leaves the scheduled state as it was.
+-- manual run leaves the scheduled state as it was. The job's row changes only with a run
+-- closed here (or a row marked running without one): a retry after a commit whose
+-- acknowledgement was lost finds nothing open and changes nothing.
 WITH closed AS (
     UPDATE job_runs SET outcome = 'abandoned', finished_at = $2
     WHERE job = $1 AND outcome = 'running'
@@ -47,7 +49,7 @@ UPDATE jobs SET running = false, finished_at = $2,
        retry_at = CASE WHEN manual.only THEN jobs.retry_at ELSE $3 END,
        detail = 'its kernel stopped before it finished (' || coalesce(jobs.holder, '?') || ')'
 FROM manual
-WHERE name = $1
+WHERE name = $1 AND jobs.running
 
 -- name: start_run
 -- $2 due, $3 attempt, $4 manual, $5 holder, $6 started. Manual runs leave last_due alone.
