@@ -14,12 +14,20 @@ import pytest
 from engram import Kernel
 from engram.autonomy.schedule import Every
 from engram.autonomy.scheduler import Job, JobContext, Scheduler, SchedulerSettings
-from engram.errors import DatabaseError
+from engram.errors import DatabaseError, Quarantine
 from engram.memory.gate.requests import GateRequest
-from engram.memory.types import GateAction, GateDecisionType, MemoryRecord, MemoryStatus, MemoryType
+from engram.memory.types import (
+    AccessLevel,
+    CallerIdentity,
+    GateAction,
+    GateDecisionType,
+    MemoryRecord,
+    MemoryStatus,
+    MemoryType,
+)
 from tests.conftest import ScratchDatabase
 from tests.integration.consolidation_helpers import DAY, DEEP, LATE_ETL, head_of
-from tests.integration.gate_helpers import BOSS
+from tests.integration.gate_helpers import BOSS, holding_head, lock_waiters
 from tests.integration.lost_ack import with_lost_ack
 from tests.integration.scheduler_helpers import Clock, scheduler
 
@@ -305,3 +313,49 @@ async def test_a_takeover_whose_commit_lost_its_acknowledgement_counts_once(
         await asyncio.gather(manual, return_exceptions=True)
         await slow.stop()
     assert 1 == len(body.dues)
+
+
+# --- the admin desk: a release racing an agent's edit ------------------------------------
+
+
+async def test_a_release_that_waited_for_an_agents_edit_reads_the_edit(
+    kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """An admin releases a quarantined record while its writer edits it (the address taken
+    out). The release locks the record's head; it waited for the writer's transaction, and
+    once that committed the row it waited for was no longer the head, so the locking read
+    returned nothing and the admin was told "no record …" (404) for a record that exists.
+    A locking read of a head that a writer closed meanwhile now reads and locks the head
+    that writer made: the release finds the edited record, no longer quarantined (409)."""
+    text = "The on-call lead for checkout-api is reachable at jana.novak@example.com."
+    (record_id,) = await _seed(kernel, [text])
+    head = await head_of(kernel, record_id)
+    assert AccessLevel.SENSITIVE is head.access_level
+    clean = MemoryRecord.draft(
+        MemoryType.EPISODE,
+        "The on-call lead for checkout-api is Jana Novak.",
+        record_id=record_id,
+        source_agent=BOSS.agent_id,
+        event_time=head.event_time,
+        access_level=AccessLevel.AGENT,
+    )
+    admin = CallerIdentity.system("cli:test-admin")
+    async with holding_head(database.admin_url, record_id) as held:
+        edit = asyncio.create_task(
+            kernel.gate.evaluate(
+                GateRequest(GateAction.UPDATE, clean, BOSS, EXTERNAL, head.version)
+            )
+        )
+        await lock_waiters(held.watch, 1)
+        release = asyncio.create_task(
+            kernel.quarantine.release(
+                record_id, admin=admin, reason="a work address", expected_version=head.version
+            )
+        )
+        await lock_waiters(held.watch, 2)
+        await held.release()
+        edited = await edit
+        (answer,) = await asyncio.gather(release, return_exceptions=True)
+    assert 2 == edited.version, edited.reason
+    assert isinstance(answer, Quarantine), repr(answer)
+    assert "is not quarantined" in str(answer)

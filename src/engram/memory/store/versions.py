@@ -108,9 +108,25 @@ def _neighbour(row: Row) -> Neighbour:
     return Neighbour(record_from_row(row), float(row["similarity"]), int(row["repetitions"]))
 
 
+#: Times a locking read of a record's head is made again when the head it waited for was
+#: closed by the writer it waited for.
+HEAD_LOCK_ATTEMPTS = 3
+
+
 async def head(conn: Connection, record_id: UUID, *, lock: bool = False) -> MemoryRecord | None:
-    """The current version of a record (locked for the transaction when ``lock``)."""
+    """The current version of a record (locked for the transaction when ``lock``).
+
+    A locking read that waited for another writer of the record finds nothing when that
+    writer closed the head it waited for: the version the writer made began after the
+    read's snapshot. A new statement sees it, so the head is looked up and locked again (a
+    few times, as writers may follow one another); only a record with no head is None."""
     row = await conn.fetchrow(SQL["head_for_update" if lock else "head"], record_id)
+    for _ in range(HEAD_LOCK_ATTEMPTS if lock and row is None else 0):
+        if await conn.fetchval(SQL["has_head"], record_id) is None:
+            break
+        row = await conn.fetchrow(SQL["head_for_update"], record_id)
+        if row is not None:
+            break
     return None if row is None else record_from_row(row)
 
 

@@ -21,6 +21,10 @@ FROM memories
 WHERE record_id = $1 AND superseded_by IS NULL
 FOR NO KEY UPDATE
 
+-- name: has_head
+-- Whether record $1 has a head (a new statement: one committed since the last is seen).
+SELECT 1 FROM memories WHERE record_id = $1 AND superseded_by IS NULL
+
 -- name: exact_duplicate
 -- $4 the access levels the writer may read: what it may not read is absent for it.
 SELECT {{record_columns}}, 1.0::float8 AS similarity
