@@ -26,7 +26,7 @@ from engram.memory.types import (
     MemoryType,
 )
 from tests.conftest import ScratchDatabase
-from tests.integration.consolidation_helpers import DAY, DEEP, LATE_ETL, head_of
+from tests.integration.consolidation_helpers import DAY, DEEP, INCIDENT, LATE_ETL, head_of
 from tests.integration.gate_helpers import BOSS, holding_head, lock_waiters
 from tests.integration.lost_ack import with_lost_ack
 from tests.integration.scheduler_helpers import Clock, scheduler
@@ -359,3 +359,43 @@ async def test_a_release_that_waited_for_an_agents_edit_reads_the_edit(
     assert 2 == edited.version, edited.reason
     assert isinstance(answer, Quarantine), repr(answer)
     assert "is not quarantined" in str(answer)
+
+
+async def test_an_agents_correction_of_a_summary_outlives_the_release_of_a_source(
+    kernel: Kernel,
+) -> None:
+    """An agent corrected a consolidated record (a new version adding alert ALRT-77, which
+    no source holds); later another source of it was forgotten. The release that follows a
+    forget forgot the summary as it stood, the agent's correction with it: acknowledged as
+    stored, ALRT-77 was then in no live record. A release an agent's change starts now
+    leaves a consolidated record an agent has written since (its sources stay consolidated
+    under it), as a rollback does without --force."""
+    ids = await _seed(kernel, INCIDENT)
+    (made,) = (await kernel.consolidation.run(DEEP)).created
+    summary = await head_of(kernel, made)
+    corrected = MemoryRecord.draft(
+        summary.type,
+        summary.content + "\nCorrection: the pager fired at 02:08, alert ALRT-77.",
+        record_id=made,
+        source_agent=BOSS.agent_id,
+        event_time=summary.event_time,
+        access_level=summary.access_level,
+        namespace=summary.namespace,
+        metadata=dict(summary.metadata),
+    )
+    fixed = await kernel.gate.evaluate(
+        GateRequest(GateAction.UPDATE, corrected, BOSS, EXTERNAL, summary.version)
+    )
+    assert 2 == fixed.version, fixed.reason
+    head = await head_of(kernel, ids[0])
+    forgot = await kernel.gate.evaluate(
+        GateRequest.forget(head, BOSS, EXTERNAL, expected_version=head.version)
+    )
+    assert forgot.record_id == ids[0], forgot.reason
+    await kernel.events.settled()
+
+    live = await kernel.admin_temporal.query(limit=1000)
+    assert [made] == [record.record_id for record in live if "ALRT-77" in record.content]
+    for source in ids[1:]:
+        assert (await head_of(kernel, source)).status is MemoryStatus.CONSOLIDATED
+        assert {made} == await _live_summaries(kernel, source)

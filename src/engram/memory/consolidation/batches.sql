@@ -51,3 +51,7 @@ SELECT gate_decision_id FROM memories
 WHERE record_id = $1 AND gate_decision_type = 'consolidation'
 ORDER BY version DESC
 LIMIT 1
+
+-- name: written_by_an_agent
+-- Whether an agent wrote a version of record $1 (a consolidated record an agent corrected).
+SELECT EXISTS (SELECT 1 FROM memories WHERE record_id = $1 AND gate_decision_type = 'external')

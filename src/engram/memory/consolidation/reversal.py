@@ -72,7 +72,9 @@ class BatchDesk:
             raise NotFound(f"no consolidation batch {batch_id}")
         return row
 
-    async def release(self, record_id: UUID, *, changed_in: int | None = None) -> list[UUID]:
+    async def release(
+        self, record_id: UUID, *, changed_in: int | None = None, by_agent: bool = False
+    ) -> list[UUID]:
         """Undo the items that consumed ``record_id`` once it was forgotten or changed: their
         consolidated records are forgotten and their other sources restored to ``active``
         (the next pass consolidates them again, without what was taken back), so a fact an
@@ -82,7 +84,13 @@ class BatchDesk:
 
         ``changed_in``: the version the change made. A batch that consumed a later version
         (a pass after the change, already without what was taken back) is left alone: an
-        event delivered again after that pass must not undo it."""
+        event delivered again after that pass must not undo it.
+
+        ``by_agent``: an agent's forget or change asked for it. A consolidated record an
+        agent has written since (a correction) is then that agent's claim, and is left
+        standing with its sources, as a rollback leaves it without ``force``: forgetting
+        it would take back what the other agent was told was stored. (A PII finding still
+        undoes it: its other sources' facts must stay readable at their level.)"""
         refused: list[GroupOutcome] = []
         for attempt in range(1, RELEASE_ATTEMPTS + 1):
             rows = await self._db.fetch(SQL["batches_with_source"], [{"sources": [str(record_id)]}])
@@ -99,6 +107,15 @@ class BatchDesk:
                         continue
                     summary = await store.head(self._db, item.record_id)
                     if summary is None or summary.status is MemoryStatus.FORGOTTEN:
+                        continue
+                    if by_agent and await self._db.fetchval(
+                        SQL["written_by_an_agent"], item.record_id
+                    ):
+                        log.warning(
+                            "consolidation.release_left",
+                            source=str(record_id),
+                            record_id=str(item.record_id),
+                        )
                         continue
                     heads = {s: await store.head(self._db, s) for s in item.sources}
                     summary = await self._closed_as_its_sources(summary, heads)
@@ -190,6 +207,7 @@ class BatchDesk:
             await self.release(
                 UUID(event.payload["record_id"]),
                 changed_in=version if isinstance(version, int) else None,
+                by_agent=True,
             )
         except StillMoving as exc:  # contention passes: the outbox delivers the event again
             raise TransientDatabaseError(str(exc)) from exc
