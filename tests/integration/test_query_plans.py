@@ -132,7 +132,7 @@ async def test_duplicate_and_neighbour_lookup_use_hash_and_hnsw(
     hash index and the HNSW index; so does the look-up of a proposal's own levels apart."""
     vector = np.random.default_rng(1).normal(size=384).astype(np.float32).tolist()
     levels = ["public", "agent", "user"]
-    args = (vector, "default", "belief", content_hash("x"), 8, levels)
+    args = (vector, "default", "belief", content_hash("x"), 8, levels, levels[:2])
     rows = await seeded_vectors.fetch(f"EXPLAIN (FORMAT JSON) {SQL['candidates']}", *args)
     duplicate, nearest = json.loads(rows[0][0])[0]["Plan"]["Plans"]
     assert {"memories_head_hash_time_idx"} == _indexes(duplicate), duplicate
@@ -160,7 +160,7 @@ async def test_duplicate_lookup_uses_the_hash_index_on_a_store_without_statistic
             "WHERE oid = 'engram.memories'::regclass"
         )
         vector = np.random.default_rng(3).normal(size=384).astype(np.float32).tolist()
-        args = (vector, "default", "belief", content_hash("x"), 8, ["public", "agent"])
+        args = (vector, "default", "belief", content_hash("x"), 8, ["public", "agent"], ["public"])
         rows = await conn.fetch(f"EXPLAIN (FORMAT JSON) {SQL['candidates']}", *args)
         duplicate, _nearest = json.loads(rows[0][0])[0]["Plan"]["Plans"]
         assert _indexes(duplicate) == {"memories_head_hash_time_idx"}, duplicate

@@ -318,6 +318,7 @@ class AuditReplayer:
             at,
             decision_id,
             readable_levels(request.caller_identity),
+            weighed_levels(request.caller_identity, record.access_level),
         )
 
         def neighbour(found: Row) -> Neighbour:

@@ -46,9 +46,10 @@ ARRAY['public', 'agent', 'user', 'system', 'sensitive']
 -- name: replay_candidates_as_of
 -- What `candidates` returned just before instant $6: $1 embedding (NULL: use the exact row only),
 -- $2 namespace, $3 type, $4 content hash, $5 limit, $7 the decision, $8 the access levels the
--- writer could read. A version counts when it was known and not yet ended at $6, its status
--- then was active and its access level then was one of $8; its repetitions then are today's
--- minus the reinforcements recorded since.
+-- writer could read, $9 those of them the proposal's readers read (where the exact duplicate
+-- is looked for, as `candidates` looks for it). A version counts when it was known and not
+-- yet ended at $6, its status then was active and its access level then was one of $8; its
+-- repetitions then are today's minus the reinforcements recorded since.
 WITH known AS (
     SELECT {{record_columns}}, embedding, content_hash,
            coalesce(
@@ -90,7 +91,7 @@ WITH known AS (
 )
 (SELECT k.*, true AS exact, coalesce((1 - (k.embedding <=> $1))::float8, 1.0) AS similarity
  FROM known k
- WHERE k.content_hash = $4 AND k.status_at = 'active' AND k.access_level_at = ANY($8::text[])
+ WHERE k.content_hash = $4 AND k.status_at = 'active' AND k.access_level_at = ANY($9::text[])
  ORDER BY k.ingestion_time
  LIMIT 1)
 UNION ALL

@@ -163,24 +163,26 @@ async def candidates(
     readers may read; every one of ``levels`` when None), and up to ``limit`` more at the
     rest of ``levels``. Records of the rest never take the places of the first: when they
     left fewer than ``limit`` of the own levels among the nearest, those are looked up apart.
+    The exact duplicate is looked for at the own levels alone: one above them is no duplicate
+    of the proposal (ADR-008), and as the oldest of the content it would hide the one at them.
 
     Without an embedding (degraded mode) only the exact duplicate can be found.
     """
+    mine = set(levels if own_levels is None else own_levels)
+    exact_levels = [level for level in levels if level in mine]
     if embedding is None:
         exact = await exact_duplicate(
             conn,
             namespace=namespace,
             memory_type=memory_type,
             content_hash=content_hash,
-            levels=levels,
+            levels=exact_levels,
         )
         return exact, []
     vector = list(embedding)
-    rows = await conn.fetch(
-        SQL["candidates"], vector, namespace, memory_type.value, content_hash, limit, list(levels)
-    )
+    params = (vector, namespace, memory_type.value, content_hash, limit, list(levels))
+    rows = await conn.fetch(SQL["candidates"], *params, exact_levels)
     exact = next((_neighbour(row) for row in rows if row["exact"]), None)
-    mine = set(levels if own_levels is None else own_levels)
     nearest = [_neighbour(row) for row in rows if not row["exact"]]
     own = [n for n in nearest if n.record.access_level.value in mine][:limit]
     above = [n for n in nearest if n.record.access_level.value not in mine][:limit]

@@ -35,8 +35,10 @@ ORDER BY ingestion_time
 LIMIT 1
 
 -- name: candidates
--- The exact duplicate (same normalised content) and the nearest active heads, in one trip,
--- among the records the writer may read ($6, its access levels): the $5 + 8 nearest. The
+-- The exact duplicate (same normalised content) at the levels $7 (those of $6 the proposal's
+-- readers may read: one above them is no duplicate, and being older it would hide the one at
+-- them) and the nearest active heads, in one trip, among the records the writer may read
+-- ($6, its access levels): the $5 + 8 nearest. The
 -- index finds a few more than $5 nearest; equal similarities (records of one content) are
 -- then ordered by id, as audit replay orders them, so which of several equal records are the
 -- neighbours does not depend on the index's traversal unless more than $5 + 8 records tie.
@@ -44,7 +46,7 @@ LIMIT 1
         coalesce((1 - (embedding <=> $1))::float8, 1.0) AS similarity
  FROM memories
  WHERE namespace = $2 AND type = $3 AND content_hash = $4
-   AND superseded_by IS NULL AND status = 'active' AND access_level = ANY($6::text[])
+   AND superseded_by IS NULL AND status = 'active' AND access_level = ANY($7::text[])
  ORDER BY ingestion_time
  LIMIT 1)
 UNION ALL
