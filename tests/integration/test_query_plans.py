@@ -15,8 +15,10 @@ from pgvector.asyncpg import register_vector
 from benchmarks.seed_versions import seed_versions
 from engram.memory.fingerprint import content_hash
 from engram.memory.store import SQL
+from engram.memory.store.versions import EXACT as STORE_EXACT
 from engram.memory.temporal import readable_levels
 from engram.memory.temporal.engine import SQL as TEMPORAL_SQL
+from engram.retrieval.search import EXACT as SEARCH_EXACT
 from engram.retrieval.search import SQL as SEARCH_SQL
 from tests.conftest import ScratchDatabase
 
@@ -182,6 +184,34 @@ async def test_search_vector_legs_use_hnsw(seeded_vectors: asyncpg.Connection) -
         for name, extra in (("vector_heads", ()), ("vector_heads_words", ("pool size", own))):
             used = await _plan(seeded_vectors, SEARCH_SQL[name], *args, *extra)
             assert "memories_embedding_hnsw_idx" in used, (mode, name, used)
+
+
+async def test_the_exact_nearest_neighbour_statements_never_walk_the_hnsw_index(
+    seeded_vectors: asyncpg.Connection,
+) -> None:
+    """A vector leg or neighbour look-up that came back short is run again without the index
+    (hostile pass AD): its walk stops after hnsw.max_scan_tuples versions, those the filter
+    refuses included, so only a scan that measures every version the filter passes is
+    independent of what the caller may not read."""
+    vector = np.random.default_rng(4).normal(size=384).astype(np.float32).tolist()
+    levels = ["public", "agent"]
+    heads = (vector, "default", None, levels, ENDING, 40, None)
+    statements = [
+        (SEARCH_EXACT["vector_heads"], heads),
+        (SEARCH_EXACT["vector_heads_words"], (*heads, "pool size", vector)),
+        (SEARCH_EXACT["vector_versions"], (*heads, None, None)),
+        (
+            STORE_EXACT["candidates"],
+            (vector, "default", "belief", content_hash("x"), 8, levels, levels),
+        ),
+        (STORE_EXACT["own_candidates"], (vector, "default", "belief", 8, levels)),
+    ]
+    await seeded_vectors.execute("ANALYZE memories")
+    for mode in ("force_custom_plan", "force_generic_plan"):
+        await seeded_vectors.execute(f"SET plan_cache_mode = {mode}")
+        for sql, args in statements:
+            used = await _plan(seeded_vectors, sql, *args)
+            assert "memories_embedding_hnsw_idx" not in used, (mode, sql, used)
 
 
 async def test_a_standard_readers_listings_check_heads_through_the_one_head_index(

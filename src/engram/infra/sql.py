@@ -75,3 +75,20 @@ def load_queries(
 def load_fragments(package: str, filename: str) -> Mapping[str, str]:
     """The fragments of ``filename`` inside ``package``, for other files to include."""
     return MappingProxyType(_blocks(_read(package, filename))[1])
+
+
+#: The nearest-neighbour order a pgvector index serves (cosine distance to the statement's
+#: first parameter), as the statements that walk it write it.
+_INDEX_ORDER = re.compile(r"ORDER BY ((?:[a-z]+\.)?embedding <=> \$1(?:::vector)?)$", re.MULTILINE)
+
+
+def exact_scan(sql: str) -> str:
+    """``sql``, a statement whose one inner ``ORDER BY embedding <=> $1`` the HNSW
+    index serves, ordered instead by an expression no index serves (the same distance plus
+    zero): the planner then measures every version that passes the statement's filter and
+    keeps the nearest, exactly. The index scan counts the versions it visits that the filter
+    refuses towards its limit (``hnsw.max_scan_tuples``); this one does not stop early."""
+    exact, found = _INDEX_ORDER.subn(r"ORDER BY (\1) + 0", sql)
+    if found != 1:
+        raise ValueError("the statement has no single nearest-neighbour order to replace")
+    return exact

@@ -51,7 +51,7 @@ import structlog
 from engram.errors import EngramError, ValidationFailed
 from engram.infra.db import DatabaseAdapter, Row
 from engram.infra.embeddings import EmbeddingAdapter
-from engram.infra.sql import load_queries
+from engram.infra.sql import exact_scan, load_queries
 from engram.memory.temporal import TemporalEngine, readable_levels
 from engram.memory.types import CallerIdentity, MemoryRecord, MemoryStatus, MemoryType
 from engram.observability.metrics import EngramMetrics
@@ -72,6 +72,8 @@ from engram.retrieval.type_prior import TYPE_PRIOR_WEIGHT, log_prior
 
 log = structlog.get_logger("engram.retrieval")
 SQL = load_queries("engram.retrieval.sql", "search.sql")
+#: The vector legs measuring every version their filter passes (no index, no early stop).
+EXACT = {name: exact_scan(SQL[name]) for name in SQL if name.startswith("vector_")}
 
 #: The similarity floor adapters apply unless the client sends another ``min_score``: chosen on
 #: the dev half of ``tests/data/mcp_recall`` (the best balance of answering the queries that
@@ -368,12 +370,16 @@ class Retrieval:
             terms = " ".join(distinctive_terms(text, min_pieces=self._tuning.min_pieces))
         if terms:
             legs[TEXT] = self._db.fetch(SQL[f"text_{scope}"], terms, *args)
-        if vector is not None and words:
-            legs[VECTOR] = self._db.fetch(SQL["vector_heads_words"], vector, *args, text, raw)
-        elif vector is not None:
-            legs[VECTOR] = self._db.fetch(SQL[f"vector_{scope}"], vector, *args)
+        nearest = "vector_heads_words" if words else f"vector_{scope}"
+        near_args = [vector, *args, text, raw] if words else [vector, *args]
+        if vector is not None:
+            legs[VECTOR] = self._db.fetch(SQL[nearest], *near_args)
         names = list(legs)
         found = dict(zip(names, await asyncio.gather(*legs.values()), strict=True))
+        if vector is not None and len(found[VECTOR]) < args[DEPTH_ARG]:
+            # The index scan stops after hnsw.max_scan_tuples versions, those the caller may
+            # not read included: fewer rows than asked may mean hidden ones used it up.
+            found[VECTOR] = await self._db.fetch(EXACT[nearest], *near_args)
         rows = found.get(TEXT)
         if vector is not None and rows and rows[0]["matches"] > MAX_TEXT_MATCHES:
             del found[TEXT]  # the terms are common in what the caller may read: not rare

@@ -15,7 +15,7 @@ from uuid import UUID
 
 from engram.errors import AlreadyExists, EngramError, UniqueViolation, VersionConflict
 from engram.infra.db import Connection, Row
-from engram.infra.sql import load_fragments, load_queries
+from engram.infra.sql import exact_scan, load_fragments, load_queries
 from engram.memory.types import (
     AccessLevel,
     CallerIdentity,
@@ -35,6 +35,8 @@ from engram.memory.types import (
 _NEXT_VERSION_TAKEN = frozenset({"memories_record_version_key", "memories_one_head_idx"})
 
 SQL = load_queries("engram.memory.store", "versions.sql")
+#: The neighbour look-ups measuring every head their filter passes (no index, no early stop).
+EXACT = {name: exact_scan(SQL[name]) for name in ("candidates", "own_candidates")}
 #: The column list of a version row, for the other packages' statements that read versions.
 FRAGMENTS = load_fragments("engram.memory.store", "versions.sql")
 
@@ -182,14 +184,19 @@ async def candidates(
     vector = list(embedding)
     params = (vector, namespace, memory_type.value, content_hash, limit, list(levels))
     rows = await conn.fetch(SQL["candidates"], *params, exact_levels)
+    if sum(1 for row in rows if not row["exact"]) < limit + 8:
+        # the index scan stops after hnsw.max_scan_tuples versions, those the writer may not
+        # read included: fewer than asked may mean hidden ones used it up (search.py too)
+        rows = await conn.fetch(EXACT["candidates"], *params, exact_levels)
     exact = next((_neighbour(row) for row in rows if row["exact"]), None)
     nearest = [_neighbour(row) for row in rows if not row["exact"]]
     own = [n for n in nearest if n.record.access_level.value in mine][:limit]
     above = [n for n in nearest if n.record.access_level.value not in mine][:limit]
     if above and len(own) < limit:
-        rows = await conn.fetch(
-            SQL["own_candidates"], vector, namespace, memory_type.value, limit, sorted(mine)
-        )
+        own_params = (vector, namespace, memory_type.value, limit, sorted(mine))
+        rows = await conn.fetch(SQL["own_candidates"], *own_params)
+        if len(rows) < limit:
+            rows = await conn.fetch(EXACT["own_candidates"], *own_params)
         own = [_neighbour(row) for row in rows]
     return exact, sorted([*own, *above], key=lambda n: (-n.similarity, n.record.id))
 
