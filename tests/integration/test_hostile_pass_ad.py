@@ -21,7 +21,7 @@ from engram.config import EngramSettings
 from engram.infra.fastembed_embedder import FastembedEmbedder
 from engram.memory.types import AccessLevel, WriteOutcome
 from tests.conftest import ScratchDatabase
-from tests.integration.gate_helpers import BOSS, INTERN, OTHER, belief, create
+from tests.integration.gate_helpers import BOSS, INTERN, OTHER, belief, create, update
 
 MODEL = EngramSettings().embedding_model_name
 
@@ -253,3 +253,57 @@ async def test_hidden_versions_near_a_proposal_hide_no_duplicate_from_its_writer
     proposal = await kernel.embeddings.embed_one(restated)
     await _seed_hidden_near(database, proposal, HIDDEN_NEAR, spread=0.001)
     assert await repeat("default") is WriteOutcome.REINFORCED
+
+
+# --- decay and a record's hidden past ---------------------------------------------------------
+
+DRILL = "The zyqbar failover drill runs every Thursday at noon."
+
+
+async def test_a_records_decay_does_not_count_the_age_of_versions_its_readers_may_not_read(
+    kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """Medium. A record's stored ``decay_score`` ages from its first version, whatever that
+    version's level: a record the trusted agent kept at ``sensitive`` for a year and then
+    lowered to ``agent`` showed agent-level readers, for whom it is one version written
+    today, the score of a year-old record (about half), saying it had existed hidden and for
+    how long. It now ages from its first version every reader of its current level may
+    read (the version ADR-009's numbering calls 1 for them)."""
+    plain = await kernel.gate.evaluate(
+        create(belief(DRILL, namespace="plain", source_agent=BOSS.agent_id), BOSS)
+    )
+    assert plain.record_id is not None, plain.reason
+    kept = await kernel.gate.evaluate(
+        create(
+            belief(
+                DRILL + " Owner: platform.",
+                namespace="raised",
+                access_level=AccessLevel.SENSITIVE,
+                source_agent=BOSS.agent_id,
+            ),
+            BOSS,
+        )
+    )
+    assert kept.record_id is not None, kept.reason
+    conn = await asyncpg.connect(database.admin_url)
+    try:  # a year passes (the test cannot wait for it)
+        await conn.execute(
+            "UPDATE engram.memories SET ingestion_time = ingestion_time - interval '365 days',"
+            " event_time = event_time - interval '365 days' WHERE record_id = $1",
+            kept.record_id,
+        )
+    finally:
+        await conn.close()
+    lowered = await kernel.gate.evaluate(
+        update(kept.record_id, DRILL, 1, BOSS, namespace="raised", access_level=AccessLevel.AGENT)
+    )
+    assert lowered.outcome is WriteOutcome.UPDATED, lowered.reason
+    await kernel.temporal.refresh_decay()
+    scores = []
+    for record_id in (plain.record_id, kept.record_id):
+        seen = await kernel.temporal.current(record_id, caller=INTERN, count_read=False)
+        assert seen is not None
+        assert (seen.version, seen.content) == (1, DRILL)
+        scores.append(seen.decay_score)
+        assert await kernel.temporal.compute_decay(record_id) == pytest.approx(scores[-1], abs=0.01)
+    assert scores[1] == pytest.approx(scores[0], abs=0.01)

@@ -130,10 +130,19 @@ WHERE v.namespace = $1 AND v.superseded_by IS NULL AND v.type = $4
 ORDER BY v.ingestion_time DESC, v.id DESC
 LIMIT $5
 
+-- A record ages from its first version that every reader of its head may read (at or below
+-- the head's level): one kept above that level before (a record raised, or stored sensitive,
+-- and lowered since) is no part of the history those readers are shown (ADR-009), and its
+-- age would tell them it existed (hostile pass AD).
+-- fragment: first_ingested
+(SELECT min(f.ingestion_time) FROM memories f
+ WHERE f.record_id = h.record_id
+   AND array_position(ARRAY['public', 'agent', 'user', 'system', 'sensitive'], f.access_level::text)
+       <= array_position(ARRAY['public', 'agent', 'user', 'system', 'sensitive'], h.access_level::text))
+
 -- name: decay_inputs
 SELECT h.type, h.importance, h.ingestion_time AS head_ingested,
-       (SELECT min(f.ingestion_time) FROM memories f WHERE f.record_id = h.record_id)
-           AS first_ingested,
+       coalesce({{first_ingested}}, h.ingestion_time) AS first_ingested,
        a.last_accessed_at, a.reinforcements
 FROM memories h
 LEFT JOIN memory_access a ON a.record_id = h.record_id
@@ -153,10 +162,7 @@ WHERE v.id = ANY($1::uuid[]) AND v.access_level = ANY($2::text[])
 -- name: decay_page
 -- Live heads after record $1 in record-id order ($2 at most), with what decay reads.
 SELECT h.id, h.record_id, h.type, h.importance, h.decay_score, h.ingestion_time AS head_ingested,
-       coalesce(
-           (SELECT f.ingestion_time FROM memories f WHERE f.record_id = h.record_id AND f.version = 1),
-           h.ingestion_time
-       ) AS first_ingested,
+       coalesce({{first_ingested}}, h.ingestion_time) AS first_ingested,
        a.last_accessed_at, a.reinforcements
 FROM memories h
 LEFT JOIN memory_access a ON a.record_id = h.record_id
