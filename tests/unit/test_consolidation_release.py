@@ -20,9 +20,10 @@ class _Desk(BatchDesk):
         self.asked: list[uuid.UUID] = []
 
     async def release(
-        self, record_id: uuid.UUID, *, changed_in: int | None = None
+        self, record_id: uuid.UUID, *, changed_in: int | None = None, by_agent: bool = False
     ) -> list[uuid.UUID]:
         del changed_in
+        assert by_agent  # an agent's forget or change starts these releases
         self.asked.append(record_id)
         raise self.error
 
