@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -56,15 +58,27 @@ async def _history(data_dir: Path, embedder: FastembedEmbedder) -> dict[str, Any
     }
 
 
-def _cli(data_dir: Path, model_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(  # noqa: S603 - our own CLI
-        [*ENGRAM, *args],
-        env=_env(data_dir, model_dir),
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
+def _cli(
+    data_dir: Path,
+    model_dir: Path,
+    *args: str,
+    limit: Callable[[], None] | None = None,
+    stdout: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """The CLI as a subprocess; ``limit`` runs in the child before it starts (resource
+    limits), and its standard output goes to the file ``stdout`` when given."""
+    with contextlib.ExitStack() as stack:
+        sink = None if stdout is None else stack.enter_context(stdout.open("w"))
+        return subprocess.run(  # noqa: S603 - our own CLI
+            [*ENGRAM, *args],
+            env=_env(data_dir, model_dir),
+            stdout=sink if sink is not None else subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=180,
+            check=False,
+            preexec_fn=limit,
+        )
 
 
 def _json(done: subprocess.CompletedProcess[str]) -> Any:

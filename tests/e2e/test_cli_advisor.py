@@ -18,7 +18,6 @@ from engram.memory.rl.models import ModelStore
 from engram.memory.rl.policy import AdvisorPolicy
 from engram.memory.types import TrustLevel
 from tests.e2e.test_cli_admin import _cli, _json
-from tests.e2e.test_serve import ENGRAM, _env
 from tests.integration.gate_helpers import belief, create
 
 WRITER = caller_for_tier("advisor-cli-writer", TrustLevel.STANDARD, writes_per_minute=1000)
@@ -107,15 +106,7 @@ def _bounded_cli(data_dir: Path, model_dir: Path, *args: str) -> subprocess.Comp
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))
 
-    return subprocess.run(  # noqa: S603 - our own CLI
-        [*ENGRAM, *args],
-        env=_env(data_dir, model_dir),
-        capture_output=True,
-        text=True,
-        timeout=170,
-        check=False,
-        preexec_fn=limit,
-    )
+    return _cli(data_dir, model_dir, *args, limit=limit)
 
 
 async def test_evaluate_takes_a_far_seed_and_refuses_sizes_it_cannot_hold(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import resource
@@ -18,7 +17,6 @@ from engram.infra.fastembed_embedder import FastembedEmbedder
 from engram.memory.gate.access import caller_for_tier
 from engram.memory.types import TrustLevel
 from tests.e2e.test_cli_admin import _cli
-from tests.e2e.test_serve import ENGRAM, _env
 from tests.integration.gate_helpers import belief, create
 
 WRITER = caller_for_tier("markup-writer", TrustLevel.RESTRICTED, writes_per_minute=1000)
@@ -79,18 +77,7 @@ def _limited_cli(
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
 
-    with contextlib.ExitStack() as stack:
-        sink = None if stdout is None else stack.enter_context(stdout.open("w"))
-        return subprocess.run(  # noqa: S603 - our own CLI
-            [*ENGRAM, *args],
-            env=_env(data_dir, model_dir),
-            stdout=sink if sink is not None else subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=170,
-            check=False,
-            preexec_fn=limit,
-        )
+    return _cli(data_dir, model_dir, *args, limit=limit, stdout=stdout)
 
 
 async def test_an_export_leaves_a_device_or_pipe_as_it_was_and_says_when_it_cannot_write(
