@@ -119,6 +119,10 @@ class ValidationFailed(BusinessError):
         super().__init__("; ".join(errors) if errors else "validation failed")
 
 
+class StaleCursor(ValidationFailed):
+    """The cursor is of a format this listing no longer takes: list again from the start."""
+
+
 class VersionConflict(BusinessError):
     """The record changed since the caller read it (or another writer won the race)."""
 

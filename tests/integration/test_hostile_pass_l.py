@@ -392,7 +392,7 @@ async def test_a_by_name_too_long_for_the_audit_log_is_a_usage_error(
         assert 2 == done.returncode, (args[:2], done.stderr[-400:])
         assert "--by" in done.stderr, done.stderr[-400:]
     assert before == await _count(database)
-    assert [held.record_id] == [r.record_id for r in await kernel.quarantine.pending()]
+    assert [held.record_id] == [r.record_id for r in (await kernel.quarantine.pending()).records]
 
 
 @pytest.mark.parametrize(
@@ -418,7 +418,7 @@ async def test_a_release_or_reveal_reason_storage_cannot_hold_is_a_validation_er
     with pytest.raises(ValidationFailed, match="reason"):
         await kernel.quarantine.reveal(admin=admin, shown="a test", reason=reason)
     assert before == await _count(database)
-    assert [held.record_id] == [r.record_id for r in await kernel.quarantine.pending()]
+    assert [held.record_id] == [r.record_id for r in (await kernel.quarantine.pending()).records]
 
 
 #: Anchor files that are not what ``audit checkpoint --json`` or ``audit export`` write.

@@ -13,6 +13,7 @@ import pytest
 from pgvector.asyncpg import register_vector
 
 from benchmarks.seed_versions import seed_versions
+from engram.memory.admin.quarantine import SQL as QUARANTINE_SQL
 from engram.memory.fingerprint import content_hash
 from engram.memory.store import SQL
 from engram.memory.store.versions import EXACT as STORE_EXACT
@@ -291,3 +292,35 @@ async def test_an_ordinary_version_keeps_its_text_in_the_row(database: ScratchDa
         assert long["content_out"] or long["tsv_out"]
     finally:
         await conn.close()
+
+
+async def test_the_quarantine_list_reads_only_quarantined_heads_and_their_decisions(
+    seeded: asyncpg.Connection,
+) -> None:
+    """The quarantine list orders its heads by their decisions' audit seq: it reads the
+    quarantined heads through their partial index and each one's decision through the
+    audit log's unique decision id, never the whole store or the whole log."""
+    await seeded.execute(
+        "UPDATE memories SET access_level = 'sensitive', "
+        'metadata = metadata || \'{"pii": {"kinds": ["email"]}}\' '
+        "WHERE superseded_by IS NULL AND version = 3 AND record_id::text < '08'"
+    )
+    # Their decisions in the log, written as the table's owner with its triggers off.
+    await seeded.execute("SET session_replication_role = replica")
+    await seeded.execute(
+        "INSERT INTO librarian_audit (decision_id, request_id, occurred_at, action, decision,"
+        " outcome, decision_type, reason, agent_id, caller, record_id, version_id,"
+        " input_snapshot, layer1_checks, decision_source, duration_ms, lane, prev_hash,"
+        " row_hash)"
+        " SELECT gate_decision_id, gate_decision_id::text, ingestion_time, 'CREATE', 'approved',"
+        " 'created', 'external', 'seeded', 'seed', '{}', record_id, id, '{}', '[]', 'layer1', 1,"
+        " 0, sha256(id::text::bytea), sha256(id::text::bytea)"
+        " FROM memories WHERE superseded_by IS NULL AND version = 3 AND metadata ? 'pii'"
+        " ORDER BY ingestion_time DESC"
+    )
+    await seeded.execute("RESET session_replication_role")
+    await seeded.execute("ANALYZE memories; ANALYZE librarian_audit")
+    held = await seeded.fetchval("SELECT count(*) FROM memories WHERE metadata ? 'pii'")
+    assert held > 1000
+    used = await _plan(seeded, QUARANTINE_SQL["quarantined"], 0, 100, 2**62)
+    assert {"memories_quarantine_idx", "librarian_audit_decision_id_key"} == used, used

@@ -8,18 +8,25 @@ transaction. The content is unchanged, so nothing is re-screened; the record kee
 ``metadata.pii`` as a trace of the finding. An admin shown flagged content (``--reveal``)
 leaves a ``REVEAL`` row first (:meth:`QuarantineDesk.reveal`); otherwise the admin commands
 hide it (:mod:`engram.memory.admin.redaction`).
+
+The list pages by the audit ``seq`` of the decision that wrote each quarantined version (a
+cursor is that number), and a page ends at :meth:`~engram.memory.audit.log.AuditLog.settled_seq`:
+a write takes its ingestion time when its transaction starts but draws its seq only when it
+appends its audit row, holding its lane until it commits, so a quarantined write still
+committing while a page is read comes after that page's cursor, never before it.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from uuid import UUID
 
 import structlog
 
-from engram.errors import NotFound, Quarantine, ValidationFailed, VersionConflict
+from engram.errors import NotFound, Quarantine, StaleCursor, ValidationFailed, VersionConflict
 from engram.infra.db import Connection, DatabaseAdapter
 from engram.infra.sql import load_queries
 from engram.memory import store
@@ -30,12 +37,47 @@ from engram.memory.types import AccessLevel, CallerIdentity, MemoryRecord, Memor
 
 log = structlog.get_logger("engram.memory.admin.quarantine")
 SQL = load_queries("engram.memory.admin", "quarantine.sql", shared=store.FRAGMENTS)
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 RELEASE = "RELEASE"
 REVEAL = "REVEAL"
 MAX_REASON = 2000
 #: Most record ids a ``REVEAL`` row lists (an export may show thousands; the count is kept).
 MAX_LISTED = 1000
+#: The largest cursor: an audit seq is a PostgreSQL bigint.
+MAX_CURSOR = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class QuarantinePage:
+    """One page of the quarantine list and the cursor of the next (None: none follows)."""
+
+    records: list[MemoryRecord]
+    next_cursor: int | None
+
+
+def parse_cursor(text: str) -> int:
+    """The audit seq a cursor of the quarantine list names (its ``next_cursor``, as text).
+
+    :class:`StaleCursor` for an ingestion time, the cursor this list gave before it paged by
+    seq (following it would start at a seq no page gave); :class:`ValidationFailed` for any
+    other text that is not a seq."""
+    value = text.strip()
+    # The length first: int() refuses a text of more than 4,300 digits with a ValueError.
+    if value.isascii() and value.isdigit() and len(value) <= 19 and int(value) <= MAX_CURSOR:
+        return int(value)
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        problem = (
+            "cursor: not a cursor of the quarantine list (a whole number from 0 to "
+            f"{MAX_CURSOR}, as a page gave it)"
+        )
+        raise ValidationFailed(errors=[problem]) from None
+    stale = (
+        "cursor: an ingestion time was this list's cursor before it paged by the audit seq of "
+        "each record's quarantine decision, and names no place in that order: list again "
+        "without a cursor"
+    )
+    raise StaleCursor(errors=[stale])
 
 
 def is_quarantined(record: MemoryRecord) -> bool:
@@ -55,14 +97,17 @@ class QuarantineDesk:
         self._db = db
         self._audit = audit
 
-    async def pending(
-        self, *, after: datetime | None = None, limit: int = 100
-    ) -> list[MemoryRecord]:
-        """Quarantined heads ingested after ``after`` (a cursor), oldest first: ``limit`` of
-        them, and more when others share the last one's ingestion time (so the next page,
-        after that instant, skips none)."""
-        rows = await self._db.fetch(SQL["quarantined"], after or _EPOCH, limit)
-        return [store.record_from_row(row) for row in rows]
+    async def pending(self, *, after: int = 0, limit: int = 100) -> QuarantinePage:
+        """Quarantined heads whose decisions come after the cursor ``after`` (an audit seq),
+        in the order those decisions were appended: ``limit`` of them (more when several
+        share the last one's seq), none past the settled seq."""
+        settled = await self._audit.settled_seq()
+        rows = await self._db.fetch(SQL["quarantined"], after, limit, settled)
+        more = bool(rows) and bool(rows[-1]["more"])
+        return QuarantinePage(
+            [store.record_from_row(row) for row in rows],
+            int(rows[-1]["decided_seq"]) if more else None,
+        )
 
     async def release(
         self,

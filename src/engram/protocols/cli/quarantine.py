@@ -10,7 +10,8 @@ from uuid import UUID
 import typer
 
 from engram.admin_kernel import AdminKernel
-from engram.memory.admin.quarantine import MAX_REASON
+from engram.errors import ValidationFailed
+from engram.memory.admin.quarantine import MAX_REASON, QuarantinePage, parse_cursor
 from engram.memory.admin.redaction import redact_record
 from engram.memory.types import AccessLevel, CallerIdentity, MemoryRecord
 from engram.protocols.cli.output import (
@@ -82,29 +83,51 @@ def reveal_reason(reveal: bool, reason: str | None) -> str | None:
     return reason
 
 
+def list_cursor(value: str | None) -> int:
+    """The seq a ``--cursor`` names (0 without one); a usage error for any other text, an
+    ingestion time (the list's cursor before it paged by seq) included."""
+    if value is None:
+        return 0
+    try:
+        return parse_cursor(value)
+    except ValidationFailed as exc:
+        raise typer.BadParameter(
+            exc.message.removeprefix("cursor: "), param_hint="--cursor"
+        ) from exc
+
+
 @app.command("list")
-def list_quarantined(
+def list_quarantined(  # noqa: PLR0917 - typer passes every option by keyword
     limit: Annotated[int, typer.Option(min=1, max=10_000, help="Most records to show.")] = 100,
+    cursor: Annotated[
+        str | None,
+        typer.Option(help="Start after this cursor (the one a page before named on stderr)."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
     reveal: RevealOption = False,
     reason: ReasonOption = None,
     by: ByOption = None,
 ) -> None:
-    """List quarantined records, oldest first (their content hidden unless --reveal)."""
+    """List quarantined records in the order they were quarantined (content hidden unless
+    --reveal); when more follow, stderr names the --cursor of the next page."""
     why = reveal_reason(reveal, reason)
+    after = list_cursor(cursor)
 
-    async def work(kernel: AdminKernel) -> list[MemoryRecord]:
-        records = await kernel.quarantine.pending(limit=limit)
-        if why is not None and records:
+    async def work(kernel: AdminKernel) -> QuarantinePage:
+        page = await kernel.quarantine.pending(after=after, limit=limit)
+        if why is not None and page.records:
             await kernel.quarantine.reveal(
                 admin=admin_identity(by),
                 shown="quarantine list",
                 reason=why,
-                record_ids=[r.record_id for r in records],
+                record_ids=[r.record_id for r in page.records],
             )
-        return records
+        return page
 
-    records = with_admin(work)
+    page = with_admin(work)
+    records = page.records
+    if page.next_cursor is not None:
+        typer.echo(f"engram: more follow: --cursor {page.next_cursor}", err=True)
     if as_json:
         for record in records:
             view = record_view(record)

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
 from engram.errors import ValidationFailed
-from engram.memory.admin.quarantine import MAX_REASON
+from engram.memory.admin.quarantine import MAX_REASON, parse_cursor
 from engram.memory.admin.redaction import redact_audit_row, redact_record
 from engram.protocols.http.auth import Admin, KernelDep
 from engram.protocols.http.memories import IfMatch, expected_version
@@ -103,31 +103,36 @@ async def quarantine(
     kernel: KernelDep,
     principal: Admin,
     cursor: Annotated[
-        Instant | None, Query(description="Ingestion time of the last record seen.")
+        str | None,
+        Query(
+            max_length=64,
+            description=(
+                "The `next_cursor` of the page before (the audit seq of its last record's "
+                "quarantine decision). An ingestion time, this list's cursor before it paged "
+                "by seq, is a 422 `stale-cursor`: list again without one."
+            ),
+        ),
     ] = None,
     limit: Limit = 100,
     reveal: Reveal = False,
     reason: RevealReason = None,
 ) -> JSONResponse:
-    """Quarantined records, oldest first; their content and metadata are left out unless
-    ``reveal`` with a ``reason`` (audited first, as ``engram quarantine list --reveal`` is)."""
+    """Quarantined records in the order of their quarantine decisions, oldest first; their
+    content and metadata are left out unless ``reveal`` with a ``reason`` (audited first, as
+    ``engram quarantine list --reveal`` is)."""
     why = _reveal_reason(reveal, reason)
-    records = await kernel.quarantine.pending(after=cursor, limit=limit)
-    if why is not None and records:
+    after = 0 if cursor is None else parse_cursor(cursor)
+    page = await kernel.quarantine.pending(after=after, limit=limit)
+    if why is not None and page.records:
         await kernel.quarantine.reveal(
             admin=principal.caller,
             shown="GET /v1/quarantine",
             reason=why,
-            record_ids=[r.record_id for r in records],
+            record_ids=[r.record_id for r in page.records],
         )
-    last = None
-    if len(records) >= limit:  # more than limit: records sharing the last instant
-        after = records[-1].ingestion_time
-        if await kernel.quarantine.pending(after=after, limit=1):  # another page follows
-            last = after.isoformat()
-    views = [record_view(r) for r in records]
+    views = [record_view(r) for r in page.records]
     shown = views if why is not None else [redact_record(v) for v in views]
-    return JSONResponse({"records": shown, "next_cursor": last})
+    return JSONResponse({"records": shown, "next_cursor": page.next_cursor})
 
 
 def _reveal_reason(reveal: bool, reason: str | None) -> str | None:

@@ -75,10 +75,11 @@ class AuditPage(BaseModel):
 
 
 class QuarantinePage(BaseModel):
-    """Quarantined records, oldest first; pass ``next_cursor`` as ``cursor`` for more."""
+    """Quarantined records in the order of their quarantine decisions; pass ``next_cursor``
+    (the audit seq of the last one's decision) as ``cursor`` for more."""
 
     records: list[MemoryRecord]
-    next_cursor: datetime | None
+    next_cursor: int | None
 
 
 class ReleaseView(BaseModel):

@@ -45,6 +45,7 @@ from engram.errors import (
     NotFound,
     Quarantine,
     RateLimited,
+    StaleCursor,
     TransientDatabaseError,
     Unauthenticated,
     UniqueViolation,
@@ -74,6 +75,7 @@ ERROR_STATUS: dict[type[EngramError], tuple[int, str]] = {
     VersionConflict: (409, "version-conflict"),
     UniqueViolation: (409, "conflict"),  # e.g. two first uses of one Idempotency-Key at once
     Quarantine: (409, "quarantine-state"),
+    StaleCursor: (422, "stale-cursor"),
     ValidationFailed: (422, "validation-failed"),
     BusinessError: (400, "bad-request"),
     CircuitOpen: (503, "unavailable"),

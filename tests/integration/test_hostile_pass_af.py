@@ -1,0 +1,225 @@
+"""Hostile pass AF: integrity gaps earlier passes found and left open.
+
+Every test here failed on the code it was written against. Real embedded PostgreSQL, the real
+embedding model, real concurrent transactions (a second session holding a lock), no mocks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import uuid
+from dataclasses import replace
+from typing import Any
+
+import anyio
+
+from engram import Kernel
+from engram.memory import store
+from engram.memory.types import (
+    AccessLevel,
+    GateDecisionType,
+    WriteOutcome,
+)
+from tests.conftest import ScratchDatabase
+from tests.integration import test_http_api as http_api
+from tests.integration.audit_helpers import entry
+from tests.integration.gate_helpers import (
+    WRITER,
+    belief,
+    create,
+    holding_head,
+    lock_waiters,
+    update,
+)
+from tests.integration.test_hostile_pass_l import _cli
+from tests.integration.test_http_api import Api, assert_problem
+
+api = http_api.api
+
+# --- AF1: the quarantine list paged by ingestion time ----------------------------------------
+
+
+async def _quarantine_page(api: Api, **params: Any) -> tuple[list[str], Any]:
+    """One page of ``GET /v1/quarantine``: the record ids listed and ``next_cursor``."""
+    page = await api.client.get("/v1/quarantine", params=params, headers=api.admin)
+    assert 200 == page.status_code, page.text
+    body = page.json()
+    return [r["record_id"] for r in body["records"]], body["next_cursor"]
+
+
+async def test_a_quarantined_write_still_waiting_when_a_page_is_read_is_on_a_later_page(
+    api: Api, database: ScratchDatabase
+) -> None:
+    """High. ``GET /v1/quarantine`` paged by ingestion time, which a write takes when its
+    transaction starts: an update that quarantines a record, waiting on a lock another
+    session held, took an instant before two quarantined records written meanwhile; a page
+    listed the first of them, the update then committed, and the next page, after that
+    cursor, listed only the second: the update stayed quarantined where no admin following
+    ``next_cursor`` would see it. The list now pages by its decisions' audit ``seq``."""
+    kernel = api.kernel
+    plain = await kernel.gate.evaluate(
+        create(belief("The on-call rota for the billing team lives in the ops wiki."), WRITER)
+    )
+    assert plain.outcome is WriteOutcome.CREATED, plain.reason
+    assert plain.record_id is not None
+    quick: list[str] = []
+    with anyio.fail_after(60):
+        async with holding_head(database.admin_url, plain.record_id) as lock:
+            slow = asyncio.ensure_future(
+                kernel.gate.evaluate(
+                    update(
+                        plain.record_id,
+                        "The billing on-call lead is reachable at dana.moss@example.com.",
+                        1,
+                        WRITER,
+                    )
+                )
+            )
+            await lock_waiters(lock.watch, 1)  # its transaction has begun, and waits
+            for who in ("eli.park@example.com", "fay.lund@example.com"):
+                made = await kernel.gate.evaluate(
+                    create(belief(f"Payroll questions for this quarter go to {who}."), WRITER)
+                )
+                assert made.modified_record is not None, made.reason
+                assert AccessLevel.SENSITIVE is made.modified_record.access_level
+                quick.append(str(made.record_id))
+            listed, cursor = await _quarantine_page(api, limit=1)
+            assert quick[:1] == listed
+            await lock.release()
+            held = await slow
+        assert held.modified_record is not None, held.reason
+        assert AccessLevel.SENSITIVE is held.modified_record.access_level
+        while cursor is not None:
+            more, cursor = await _quarantine_page(api, limit=1, cursor=cursor)
+            listed += more
+    assert sorted([*quick, str(plain.record_id)]) == sorted(listed)
+
+
+async def _quarantined_by_hand(kernel: Kernel, conn: Any, n: int, *, lane: int) -> int:
+    """A quarantined version and its audit row, written in ``conn``'s transaction as the Gate
+    writes them (the version first, the audit row last, on ``lane``); the row's seq."""
+    decision_id = uuid.UUID(int=uuid.uuid4().int // 16 * 16 + lane)
+    version = await store.insert_version(
+        conn,
+        belief(
+            f"Contractor number {n} is reachable at contractor{n}@example.com.",
+            access_level=AccessLevel.SENSITIVE,
+            metadata={"pii": {"kinds": ["email"]}},
+        ),
+        decision_id=decision_id,
+        decision_type=GateDecisionType.EXTERNAL,
+        content_hash=uuid.uuid4().bytes * 2,
+        importance=0.5,
+        embedding=None,
+        embedding_model=None,
+    )
+    row = replace(
+        entry(n, lane=lane),
+        decision_id=decision_id,
+        action="CREATE",
+        decision="approved",
+        outcome="created",
+        record_id=version.record_id,
+        version_id=version.id,
+    )
+    return await kernel.audit.append(conn, row)
+
+
+async def _lock_waiters(kernel: Kernel) -> int:
+    """Sessions of this database waiting for a lock."""
+    return int(
+        await kernel.db.fetchval(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+    )
+
+
+async def test_a_quarantine_page_never_passes_a_decision_still_being_committed(api: Api) -> None:
+    """A quarantined write draws its decision's seq before it commits: ordered by seq alone,
+    a page read meanwhile listed a later decision of another lane, and the next page, after
+    that cursor, never listed the earlier one. A page now waits for the appends under way and
+    ends at the last settled seq, as an audit page does."""
+    kernel = api.kernel
+    held = asyncio.Event()
+    release = asyncio.Event()
+    seqs: dict[str, int] = {}
+
+    async def slow_commit() -> None:
+        async with kernel.db.transaction() as conn:
+            seqs["slow"] = await _quarantined_by_hand(kernel, conn, 1, lane=3)
+            held.set()
+            await release.wait()  # the transaction commits only now
+
+    with anyio.fail_after(60):
+        committing = asyncio.ensure_future(slow_commit())
+        await held.wait()
+        for n, lane in ((2, 4), (3, 5)):
+            async with kernel.db.transaction() as conn:
+                seqs[f"quick{n}"] = await _quarantined_by_hand(kernel, conn, n, lane=lane)
+        assert seqs["slow"] < seqs["quick2"] < seqs["quick3"]
+        first = asyncio.ensure_future(_quarantine_page(api, limit=1))
+        while not first.done() and await _lock_waiters(kernel) == 0:
+            await asyncio.wait({first}, timeout=0.02)  # until the page waits, or is answered
+        release.set()
+        await committing
+        listed, cursor = await first
+        while cursor is not None:
+            more, cursor = await _quarantine_page(api, limit=1, cursor=cursor)
+            listed += more
+    assert 3 == len(set(listed)), (seqs, listed)
+
+
+async def test_a_cursor_of_the_old_format_is_a_422_naming_the_change(api: Api) -> None:
+    """An ingestion time, the quarantine list's cursor before it paged by seq, is refused
+    (422 ``stale-cursor``, saying to list again without one) rather than read as a place in
+    the new order; other text that is no seq is a 422 too, and never a 500."""
+    await api.write(
+        {"type": "belief", "content": "Escalations go to gil.ortiz@example.com."}, api.admin
+    )
+    stale = await api.client.get(
+        "/v1/quarantine",
+        params={"cursor": "2026-11-29T09:30:00.123456+00:00"},
+        headers=api.admin,
+    )
+    body = assert_problem(stale, 422)
+    assert "urn:engram:problem:stale-cursor" == body["type"]
+    assert "without a cursor" in body["detail"]
+    for odd in ("-1", "1.5", "9223372036854775808", "\u0661", "abc", " ", "1e3"):
+        refused = await api.client.get("/v1/quarantine", params={"cursor": odd}, headers=api.admin)
+        problem = assert_problem(refused, 422)
+        assert "urn:engram:problem:validation-failed" == problem["type"], odd
+    listed, cursor = await _quarantine_page(api, cursor="0")
+    assert (1, None) == (len(listed), cursor)
+
+
+async def test_the_cli_list_pages_by_seq_and_refuses_an_old_cursor(
+    kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """``engram quarantine list`` shows a page and names the ``--cursor`` of the next on
+    stderr; that cursor lists the rest; an ingestion time given as ``--cursor`` (the list's
+    old cursor) exits 2 saying to list again without one, with nothing on stdout."""
+    made = []
+    for who in ("hal.berg@example.com", "ida.voss@example.com"):
+        result = await kernel.gate.evaluate(
+            create(belief(f"Vendor invoices for this region go to {who}."), WRITER)
+        )
+        assert result.modified_record is not None, result.reason
+        made.append(str(result.record_id))
+    first = await asyncio.to_thread(_cli, database, "quarantine", "list", "--limit", "1", "--json")
+    assert 0 == first.returncode, first.stderr
+    [cursor] = re.findall(r"--cursor (\d+)", first.stderr)
+    rest = await asyncio.to_thread(
+        _cli, database, "quarantine", "list", "--cursor", cursor, "--json"
+    )
+    assert 0 == rest.returncode, rest.stderr
+    assert "--cursor" not in rest.stderr
+    listed = [json.loads(line)["record_id"] for line in (first.stdout + rest.stdout).splitlines()]
+    assert made == listed
+    stale = await asyncio.to_thread(
+        _cli, database, "quarantine", "list", "--cursor", "2026-11-29T09:30:00+00:00"
+    )
+    assert (2, "") == (stale.returncode, stale.stdout), stale.stderr
+    assert "without a cursor" in stale.stderr
