@@ -14,12 +14,15 @@ from dataclasses import replace
 from typing import Any
 
 import anyio
+import pytest
 
 from engram import Kernel
+from engram.errors import AlreadyExists, NotFound, Unauthenticated
 from engram.memory import store
 from engram.memory.types import (
     AccessLevel,
     GateDecisionType,
+    TrustLevel,
     WriteOutcome,
 )
 from tests.conftest import ScratchDatabase
@@ -223,3 +226,65 @@ async def test_the_cli_list_pages_by_seq_and_refuses_an_old_cursor(
     )
     assert (2, "") == (stale.returncode, stale.stdout), stale.stderr
     assert "without a cursor" in stale.stderr
+
+
+# --- AF2: agent names that differ only in case -----------------------------------------------
+
+
+async def test_a_name_differing_only_in_case_is_refused_as_a_duplicate_is(
+    kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """High. ``LOCAL`` could be registered beside ``local``: two agents that read as one in
+    every audit row, listing and log line, so the admin's own name could be worn by a new
+    agent of any tier. A name that differs from a registered one only in case is now refused
+    as an exact duplicate is (``AlreadyExists``; exit 4 on the command line), naming the
+    agent that holds it, revoked agents included."""
+    assert await kernel.agents.ensure_first_agent() is not None  # "local", the admin
+    await kernel.agents.add("ops-bot", TrustLevel.STANDARD)
+    revoked, _ = await kernel.agents.add("Night.Shift", TrustLevel.RESTRICTED)
+    await kernel.agents.revoke(revoked.name)
+    for name, holder in (("local", "local"), ("LOCAL", "local"), ("Ops-Bot", "ops-bot")):
+        with pytest.raises(AlreadyExists, match=re.escape(f"'{holder}'")):
+            await kernel.agents.add(name, TrustLevel.TRUSTED, admin=True)
+    with pytest.raises(AlreadyExists, match=re.escape("'Night.Shift'")):
+        await kernel.agents.add("night.shift", TrustLevel.TRUSTED)
+    taken = await asyncio.to_thread(_cli, database, "agents", "add", "LoCaL", "--trust", "trusted")
+    assert (4, "") == (taken.returncode, taken.stdout), taken.stderr
+    assert "'local'" in taken.stderr
+    names = sorted(agent.name for agent in await kernel.agents.list_agents())
+    assert ["Night.Shift", "local", "ops-bot"] == names
+
+
+async def test_the_agent_commands_find_an_agent_by_its_name_in_any_case(kernel: Kernel) -> None:
+    """Names are one agent's whatever their case, so the commands that name an agent
+    (``get``, ``rotate``, ``revoke``) find it in any case and answer with its own spelling;
+    before, ``LOCAL`` was refused at ``add`` as taken but ``revoke LOCAL`` said no agent."""
+    agent, token = await kernel.agents.add("Planner", TrustLevel.STANDARD)
+    assert agent.id == (await kernel.agents.get("PLANNER")).id
+    rotated, new_token = await kernel.agents.rotate("planner")
+    assert (agent.id, "Planner") == (rotated.id, rotated.name)
+    with pytest.raises(Unauthenticated):
+        await kernel.agents.authenticate(token)
+    principal = await kernel.agents.authenticate(new_token)
+    assert "Planner" == principal.caller.agent_id
+    revoked = await kernel.agents.revoke("pLANNER")
+    assert (agent.id, "Planner", False) == (revoked.id, revoked.name, revoked.active)
+    with pytest.raises(NotFound):
+        await kernel.agents.get("Planner2")
+
+
+async def test_the_audit_filter_finds_an_agents_rows_by_its_name_in_any_case(api: Api) -> None:
+    """``GET /v1/audit?agent=LOCAL`` listed nothing for the agent ``local`` though the
+    registry takes ``LOCAL`` as that agent's name (refused at ``add``, found by ``revoke``):
+    an admin looking into what it did was told it did nothing. The filter now matches the
+    recorded identity whatever its case (more rows, never fewer)."""
+    written = await api.write(
+        {"type": "belief", "content": "The staging cluster is rebuilt every Sunday night."},
+        api.admin,
+    )
+    assert 201 == written.status_code, written.text
+    for spelling in ("local", "LOCAL", "Local"):
+        page = await api.client.get("/v1/audit", params={"agent": spelling}, headers=api.admin)
+        assert 200 == page.status_code, page.text
+        rows = page.json()["entries"]
+        assert [written.json()["decision_id"]] == [r["decision_id"] for r in rows], spelling

@@ -99,3 +99,46 @@ async def test_downgrade_below_0008_refuses_while_rows_are_hashed_with_their_seq
 def test_snapshot_is_not_being_rewritten() -> None:
     """CI never runs with ENGRAM_WRITE_SNAPSHOT=1, which would make the comparison vacuous."""
     assert not (WRITE and os.environ.get("CI")), "ENGRAM_WRITE_SNAPSHOT must not be set in CI"
+
+
+_ADD_AGENT = (
+    "INSERT INTO engram.agents (id, name, token_hash, token_prefix, trust_level, created_at) "
+    "VALUES (gen_random_uuid(), $1, sha256(convert_to($1, 'UTF8')), 'engram_x', 'standard', "
+    "now() + make_interval(secs => $2))"
+)
+
+
+async def test_0022_refuses_agents_whose_names_differ_only_in_case_and_names_them(
+    empty_database: ScratchDatabase,
+) -> None:
+    """Names unique whatever their case (0022) cannot hold a store where ``LOCAL`` and
+    ``local`` were both registered: the upgrade fails naming every such group and how to
+    rename, changing nothing (no agent renamed, merged or lost; the schema stays at 0021);
+    once one of each group is renamed, it goes through."""
+    url = empty_database.admin_url
+    await asyncio.to_thread(migrate.upgrade, url, "0021")
+    conn = await asyncpg.connect(url)
+    try:
+        for offset, name in enumerate(["local", "LOCAL", "ops.bot", "Ops.Bot", "OPS.BOT", "solo"]):
+            await conn.execute(_ADD_AGENT, name, offset)
+        with pytest.raises(MigrationError) as refused:
+            await asyncio.to_thread(migrate.upgrade, url)
+        message = str(refused.value)
+        for group in ("'local', 'LOCAL'", "'ops.bot', 'Ops.Bot', 'OPS.BOT'"):
+            assert group in message, message
+        assert "solo" not in message
+        assert "UPDATE engram.agents SET name" in message
+        assert "0021" == await asyncio.to_thread(migrate.current_revision_sync, url)
+        names = await conn.fetch("SELECT name FROM engram.agents ORDER BY created_at")
+        assert ["local", "LOCAL", "ops.bot", "Ops.Bot", "OPS.BOT", "solo"] == [
+            row["name"] for row in names
+        ]
+        for old, new in (("LOCAL", "local-2"), ("Ops.Bot", "ops.bot-2"), ("OPS.BOT", "ops.bot-3")):
+            await conn.execute("UPDATE engram.agents SET name = $2 WHERE name = $1", old, new)
+        await asyncio.to_thread(migrate.upgrade, url)
+        assert migrate.head_revision() == await asyncio.to_thread(
+            migrate.current_revision_sync, url
+        )
+        assert 6 == await conn.fetchval("SELECT count(*) FROM engram.agents")
+    finally:
+        await conn.close()

@@ -7,6 +7,11 @@ agent is added or its token rotated.
 
 Authentication results are cached for a few seconds per token, so a revoked or rotated
 token stops working within :data:`CACHE_SECONDS`.
+
+A name is unique whatever its case (``LOCAL`` is refused beside ``local``, as ``local`` is),
+since it is the agent's identity wherever people read one: audit rows, listings, the
+records it wrote. The commands that name an agent find it in any case and answer with the
+spelling it was registered under.
 """
 
 from __future__ import annotations
@@ -182,6 +187,16 @@ def _permissions(
     return perms
 
 
+def _taken(name: str, holder: Row | None) -> AlreadyExists:
+    """The refusal of ``name``, naming the agent that holds it (in its own spelling)."""
+    held = name if holder is None else str(holder["name"])
+    if held == name:
+        return AlreadyExists(f"an agent named {name!r} already exists")
+    return AlreadyExists(
+        f"an agent named {held!r} already exists, and names are unique whatever their case"
+    )
+
+
 class AgentRegistry:
     """Adds, lists, revokes and authenticates agents."""
 
@@ -231,7 +246,7 @@ class AgentRegistry:
             # that one holds this call's token, and the agent is this call's.
             row = await self._db.fetchrow(SQL["by_token"], hash_token(token))
             if row is None or row["name"] != name:
-                raise AlreadyExists(f"an agent named {name!r} already exists") from exc
+                raise _taken(name, await self._db.fetchrow(SQL["by_name"], name)) from exc
         assert row is not None  # noqa: S101 - INSERT … RETURNING returns the row
         log.info("agents.added", agent=name, trust=trust.value, admin=admin)
         return _agent(row), token

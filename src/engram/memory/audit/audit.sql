@@ -70,11 +70,12 @@ WHERE ($1::timestamptz IS NULL OR occurred_at >= $1)
 -- name: search
 -- Admin listing: $1 after seq, $2 since, $3 until, $4 agent, $5 decision, $6 action, $7 limit,
 -- $8 the last settled seq (AuditLog.settled_seq): a page never passes a row still committing.
+-- The agent matches whatever its case, as the registry's names do (migration 0022).
 SELECT {{audit_columns}} FROM librarian_audit
 WHERE seq > $1 AND seq <= $8
   AND ($2::timestamptz IS NULL OR occurred_at >= $2)
   AND ($3::timestamptz IS NULL OR occurred_at < $3)
-  AND ($4::text IS NULL OR agent_id = $4)
+  AND ($4::text IS NULL OR lower(agent_id) = lower($4))
   AND ($5::text IS NULL OR decision = $5)
   AND ($6::text IS NULL OR action = $6)
 ORDER BY seq
