@@ -51,7 +51,7 @@ async def test_a_retry_under_one_key_stores_nothing_and_answers_with_the_first(
     assert await _ratings(kernel) == [(record, "reader", True, "explicit", "k-1")]
     await kernel.temporal.flush_reads()
     assert 1 == await kernel.db.fetchval(
-        "SELECT access_count FROM memory_access WHERE record_id = $1", record
+        "SELECT access_count[5] FROM memory_access WHERE record_id = $1", record
     )
 
 

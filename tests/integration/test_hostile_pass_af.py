@@ -21,6 +21,7 @@ from engram.errors import AlreadyExists, NotFound, Unauthenticated
 from engram.memory import store
 from engram.memory.types import (
     AccessLevel,
+    CallerIdentity,
     GateDecisionType,
     TrustLevel,
     WriteOutcome,
@@ -29,6 +30,8 @@ from tests.conftest import ScratchDatabase
 from tests.integration import test_http_api as http_api
 from tests.integration.audit_helpers import entry
 from tests.integration.gate_helpers import (
+    BOSS,
+    INTERN,
     WRITER,
     belief,
     create,
@@ -288,3 +291,89 @@ async def test_the_audit_filter_finds_an_agents_rows_by_its_name_in_any_case(api
         assert 200 == page.status_code, page.text
         rows = page.json()["entries"]
         assert [written.json()["decision_id"]] == [r["decision_id"] for r in rows], spelling
+
+
+# --- AF3: reads made while a record was hidden --------------------------------------------------
+
+DRILL = "The qorvane backup drill runs every Tuesday at dawn."
+
+
+async def _kept_then_lowered(kernel: Kernel, namespace: str, *, reads: int) -> uuid.UUID:
+    """A record the trusted agent kept at ``sensitive``, read ``reads`` times there by it,
+    then lowered to ``agent`` (a second version of the same text)."""
+    kept = await kernel.gate.evaluate(
+        create(
+            belief(
+                DRILL + " Owner: storage.",
+                namespace=namespace,
+                access_level=AccessLevel.SENSITIVE,
+                source_agent=BOSS.agent_id,
+            ),
+            BOSS,
+        )
+    )
+    assert kept.record_id is not None, kept.reason
+    for _ in range(reads):
+        assert await kernel.temporal.current(kept.record_id, caller=BOSS) is not None
+    await kernel.temporal.flush_reads()
+    lowered = await kernel.gate.evaluate(
+        update(kept.record_id, DRILL, 1, BOSS, namespace=namespace, access_level=AccessLevel.AGENT)
+    )
+    assert lowered.outcome is WriteOutcome.UPDATED, lowered.reason
+    return kept.record_id
+
+
+async def _decay_seen_by(kernel: Kernel, caller: Any, record_id: uuid.UUID) -> float:
+    """The stored decay score ``caller`` reads on ``record_id`` (not counted as a read), after
+    checking it against the one computed on demand."""
+    await kernel.temporal.refresh_decay()
+    seen = await kernel.temporal.current(record_id, caller=caller, count_read=False)
+    assert seen is not None
+    assert await kernel.temporal.compute_decay(record_id) == pytest.approx(
+        seen.decay_score, abs=0.01
+    )
+    return seen.decay_score
+
+
+async def test_reads_made_while_a_record_was_hidden_do_not_lift_its_decay_for_later_readers(
+    kernel: Kernel,
+) -> None:
+    """Medium. Reads were counted per record, whatever the level of the version read: a
+    record kept at ``sensitive`` and read there by the trusted agent, then lowered to
+    ``agent``, showed agent-level readers a ``decay_score`` lifted by reads none of them
+    could have made (0.89 against 0.70 for the same record never read), telling them it had
+    been in use where they could not see it. A reader's decay now counts only reads of
+    versions at or below the record's current level; reads once it is lowered count as
+    before."""
+    unread = await _kept_then_lowered(kernel, "unread", reads=0)
+    used = await _kept_then_lowered(kernel, "used", reads=12)
+    scores = [await _decay_seen_by(kernel, INTERN, record) for record in (unread, used)]
+    assert scores[1] == pytest.approx(scores[0], abs=0.01)
+    for _ in range(3):  # reads at its new level count for its new readers
+        assert await kernel.temporal.current(used, caller=INTERN) is not None
+    await kernel.temporal.flush_reads()
+    assert await _decay_seen_by(kernel, INTERN, used) > scores[0] + 0.05
+
+
+async def test_reads_of_a_quarantined_record_do_not_lift_its_decay_once_released(
+    kernel: Kernel,
+) -> None:
+    """The release lowers a quarantined record in place (the version stays, its level
+    changes): reads made while it was held at ``sensitive`` (the trusted agent's, here) must
+    not lift the decay its new agent-level readers see, any more than a lowering update's."""
+    admin = CallerIdentity.system("cli:tester")
+    released = []
+    for namespace, reads in (("unread", 0), ("used", 12)):
+        held = await kernel.gate.evaluate(
+            create(belief(f"{DRILL} Escalate to ola.rand@example.com.", namespace=namespace), BOSS)
+        )
+        assert held.modified_record is not None, held.reason
+        assert AccessLevel.SENSITIVE is held.modified_record.access_level
+        assert held.record_id is not None
+        for _ in range(reads):
+            assert await kernel.temporal.current(held.record_id, caller=BOSS) is not None
+        await kernel.temporal.flush_reads()
+        await kernel.quarantine.release(held.record_id, admin=admin, reason="a shared desk")
+        released.append(held.record_id)
+    scores = [await _decay_seen_by(kernel, INTERN, record) for record in released]
+    assert scores[1] == pytest.approx(scores[0], abs=0.01)

@@ -139,7 +139,9 @@ async def test_records_the_reader_may_not_find_change_no_search_answer(
 async def _memory_access(store: Store, record_id: UUID) -> Any:
     await store.kernel.temporal.flush_reads()
     return await store.kernel.db.fetchrow(
-        "SELECT access_count, last_accessed_at FROM memory_access WHERE record_id = $1", record_id
+        "SELECT access_count[5] AS access_count, last_accessed_at[5] AS last_accessed_at"
+        " FROM memory_access WHERE record_id = $1",
+        record_id,
     )
 
 

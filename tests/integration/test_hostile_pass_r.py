@@ -174,7 +174,7 @@ async def test_a_search_or_rating_without_a_caller_identity_is_refused_and_reads
         assert any(e.startswith("caller:") for e in refused.value.errors), refused.value.errors
     await kernel.temporal.flush_reads()
     read = await kernel.db.fetchval(
-        "SELECT access_count FROM memory_access WHERE record_id = $1", boss.record_id
+        "SELECT access_count[5] FROM memory_access WHERE record_id = $1", boss.record_id
     )
     assert read is None
 

@@ -287,7 +287,7 @@ async def test_type_filter_limit_and_read_counting(kernel: Kernel) -> None:
     assert 2 == len(two.hits)
     await kernel.temporal.flush_reads()
     counted = await kernel.db.fetchval(
-        "SELECT access_count FROM memory_access WHERE record_id = $1", ids[FACTS[1]]
+        "SELECT access_count[5] FROM memory_access WHERE record_id = $1", ids[FACTS[1]]
     )
     assert counted >= 1
     assert len(FACTS) + 1 == await kernel.db.fetchval("SELECT count(*) FROM librarian_audit")
@@ -321,7 +321,7 @@ async def test_feedback_is_stored_and_a_useful_rating_counts_as_a_read(kernel: K
     assert receipt.version_id == rows[0]["version_id"]
     await kernel.temporal.flush_reads()
     assert 1 == await kernel.db.fetchval(
-        "SELECT access_count FROM memory_access WHERE record_id = $1", ids[FACTS[2]]
+        "SELECT access_count[5] FROM memory_access WHERE record_id = $1", ids[FACTS[2]]
     )
 
 

@@ -219,7 +219,8 @@ async def test_reads_are_counted_without_versions_or_audit_rows(kernel: Kernel) 
     await kernel.temporal.get_version_chain(created.record_id)
     await kernel.temporal.flush_reads()
     row = await kernel.db.fetchrow(
-        "SELECT access_count, reinforcements FROM memory_access WHERE record_id = $1",
+        "SELECT access_count[5] AS access_count, reinforcements[5] AS reinforcements"
+        " FROM memory_access WHERE record_id = $1",
         created.record_id,
     )
     assert row is not None
@@ -241,7 +242,7 @@ async def test_closing_waits_for_a_flush_in_progress_and_loses_no_read(
         locked = admin.transaction()
         await locked.start()
         await admin.execute("LOCK TABLE engram.memory_access IN EXCLUSIVE MODE")
-        recorder.note([created.record_id] * 3)
+        recorder.note([(created.record_id, AccessLevel.AGENT)] * 3)
         for _ in range(500):  # until the flush waits for the lock
             waiting = await admin.fetchval(
                 "SELECT count(*) FROM pg_stat_activity "
@@ -259,7 +260,7 @@ async def test_closing_waits_for_a_flush_in_progress_and_loses_no_read(
     finally:
         await admin.close()
     count = await kernel.db.fetchval(
-        "SELECT access_count FROM memory_access WHERE record_id = $1", created.record_id
+        "SELECT access_count[5] FROM memory_access WHERE record_id = $1", created.record_id
     )
     assert 3 == count
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import uuid
 from pathlib import Path
 
 import asyncpg
 import pytest
 
+from benchmarks.seed_versions import seed_versions
 from engram.errors import MigrationError
 from engram.infra import migrate
 from tests.conftest import ScratchDatabase
@@ -140,5 +142,58 @@ async def test_0022_refuses_agents_whose_names_differ_only_in_case_and_names_the
             migrate.current_revision_sync, url
         )
         assert 6 == await conn.fetchval("SELECT count(*) FROM engram.agents")
+    finally:
+        await conn.close()
+
+
+_ACCESS = (
+    "INSERT INTO engram.memory_access (record_id, access_count, last_accessed_at, period_start,"
+    " period_count, reinforcements)"
+    " VALUES ($1, $2::int, now(), current_date, $2::int, least($2::int, 5))"
+)
+_ACCESS_ROWS = (
+    "SELECT record_id, access_count, period_count, reinforcements, "
+    "array_positions(last_accessed_at, NULL) AS unread FROM engram.memory_access"
+)
+
+
+async def test_0023_keeps_reads_of_before_for_the_levels_that_could_have_made_them(
+    empty_database: ScratchDatabase,
+) -> None:
+    """Reads counted before 0023 name no level: each record's are kept for the highest
+    level any of its versions has had and every level above (every version read was at or
+    below it), never below, so a record lowered since shows its new readers no read they
+    could not have made; a record without versions keeps them at ``sensitive``; the
+    downgrade keeps the ``sensitive`` count, which holds every read, as the one count per
+    record of before."""
+    url = empty_database.admin_url
+    await asyncio.to_thread(migrate.upgrade, url, "0022")
+    conn = await asyncpg.connect(url)
+    try:
+        await seed_versions(conn, records=2, versions_per_record=2)
+        lowered, plain = await conn.fetchval(
+            "SELECT array_agg(DISTINCT record_id ORDER BY record_id) FROM engram.memories"
+        )
+        await conn.execute(
+            "UPDATE engram.memories SET access_level = CASE WHEN version = 1 AND record_id = $1"
+            " THEN 'sensitive' ELSE 'agent' END",
+            lowered,
+        )
+        orphan = uuid.UUID(int=2**128 - 1)
+        for record_id, count in ((lowered, 12), (plain, 3), (orphan, 7)):
+            await conn.execute(_ACCESS, record_id, count)
+        await asyncio.to_thread(migrate.upgrade, url)
+        rows = {row["record_id"]: tuple(row.values())[1:] for row in await conn.fetch(_ACCESS_ROWS)}
+        # Elements: public, agent, user, system, sensitive.
+        assert {
+            lowered: ([0, 0, 0, 0, 12], [0, 0, 0, 0, 12], [0, 0, 0, 0, 5], [1, 2, 3, 4]),
+            plain: ([0, 3, 3, 3, 3], [0, 3, 3, 3, 3], [0, 3, 3, 3, 3], [1]),
+            orphan: ([0, 0, 0, 0, 7], [0, 0, 0, 0, 7], [0, 0, 0, 0, 5], [1, 2, 3, 4]),
+        } == rows
+        await asyncio.to_thread(migrate.downgrade, url, "0022")
+        back = await conn.fetch(
+            "SELECT record_id, access_count FROM engram.memory_access ORDER BY record_id"
+        )
+        assert sorted([(lowered, 12), (plain, 3), (orphan, 7)]) == [tuple(r.values()) for r in back]
     finally:
         await conn.close()

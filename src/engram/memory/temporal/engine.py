@@ -277,7 +277,7 @@ class TemporalEngine:
 
     def _note(self, records: Sequence[MemoryRecord]) -> None:
         if self._reads is not None and records:
-            self._reads.note(record.record_id for record in records)
+            self._reads.note((record.record_id, record.access_level) for record in records)
 
 
 def _decay(row: Row, now: datetime) -> float:

@@ -3,6 +3,10 @@
 Reads are counted in memory and flushed to ``memory_access`` in one statement every
 ``interval`` seconds (or sooner when many are pending). A read never waits for the flush, and a
 failed flush is logged and retried with the next one; it never fails a read.
+
+A read is counted with the access level of the version it returned, and stored for every level
+at or above it (``reads.sql``): a record's decay, read at its head's level, then counts only
+reads its readers could have made, not those of versions kept above them (ADR-009).
 """
 
 from __future__ import annotations
@@ -17,12 +21,17 @@ import structlog
 from engram.infra.db import DatabaseAdapter
 from engram.infra.sql import load_queries
 from engram.memory.temporal.decay import DAILY_CAP
+from engram.memory.types import AccessLevel
 
 log = structlog.get_logger("engram.memory.temporal.reads")
 SQL = load_queries("engram.memory.temporal", "reads.sql")
 
-#: Pending distinct records above which a flush starts at once; beyond twice it, the oldest
-#: counts are dropped rather than growing memory without bound while the database is down.
+#: A read waiting to be flushed: the record and the access level of the version it returned.
+Read = tuple[UUID, AccessLevel]
+
+#: Pending distinct reads (record and level) above which a flush starts at once; beyond twice
+#: it, the oldest counts are dropped rather than growing memory without bound while the
+#: database is down.
 FLUSH_AT = 500
 #: How long closing waits for a flush in progress (the database adapter retries a failed
 #: statement after 1, 2 and 4 s).
@@ -30,22 +39,23 @@ CLOSE_WAIT_SECONDS = 10.0
 
 
 class ReadRecorder:
-    """Counts reads per record and persists them in the background."""
+    """Counts reads per record and level and persists them in the background."""
 
     def __init__(self, db: DatabaseAdapter, *, interval: float = 1.0) -> None:
         self._db = db
         self._interval = interval
-        self._pending: Counter[UUID] = Counter()
+        self._pending: Counter[Read] = Counter()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
         self._flushing = False
 
-    def note(self, record_ids: Iterable[UUID]) -> None:
-        """Count one read of each record (never blocks, never raises)."""
-        self._pending.update(record_ids)
+    def note(self, reads: Iterable[Read]) -> None:
+        """Count one read of each (record, level of the version read); never blocks, never
+        raises."""
+        self._pending.update(reads)
         if len(self._pending) > 2 * FLUSH_AT:
-            for record_id, _ in self._pending.most_common()[2 * FLUSH_AT :]:
-                del self._pending[record_id]
+            for read, _ in self._pending.most_common()[2 * FLUSH_AT :]:
+                del self._pending[read]
         if self._task is None or self._task.done():
             delay = 0.0 if len(self._pending) >= FLUSH_AT else self._interval
             self._task = asyncio.get_running_loop().create_task(self._flush_later(delay))
@@ -56,14 +66,17 @@ class ReadRecorder:
         await self.flush()
 
     async def flush(self) -> int:
-        """Write pending counts now; returns how many records were updated."""
+        """Write pending counts now; returns how many (record, level) counts were written."""
         if not self._pending:
             return 0
         batch, self._pending = self._pending, Counter()
-        ids, counts = list(batch), [batch[record_id] for record_id in batch]
+        reads = list(batch)
+        ids = [record_id for record_id, _ in reads]
+        levels = [level.value for _, level in reads]
+        counts = [batch[read] for read in reads]
         self._flushing = True
         try:
-            await self._db.execute(SQL["record_reads"], ids, counts, DAILY_CAP)
+            await self._db.execute(SQL["record_reads"], ids, levels, counts, DAILY_CAP)
         except Exception as exc:  # noqa: BLE001 - a failed flush must not fail anyone's read
             self._pending.update(batch)
             log.warning("reads.flush_failed", error=type(exc).__name__, records=len(ids))

@@ -140,10 +140,18 @@ LIMIT $5
    AND array_position(ARRAY['public', 'agent', 'user', 'system', 'sensitive'], f.access_level::text)
        <= array_position(ARRAY['public', 'agent', 'user', 'system', 'sensitive'], h.access_level::text))
 
+-- Reads, like age, count only for what every reader of the head may read: the element of
+-- the head's level counts the reads of versions at or below it (reads.sql, ADR-009).
+-- fragment: reads_at_head_level
+a.last_accessed_at[array_position(ARRAY['public', 'agent', 'user', 'system', 'sensitive'],
+                                  h.access_level::text)] AS last_accessed_at,
+a.reinforcements[array_position(ARRAY['public', 'agent', 'user', 'system', 'sensitive'],
+                                h.access_level::text)] AS reinforcements
+
 -- name: decay_inputs
 SELECT h.type, h.importance, h.ingestion_time AS head_ingested,
        coalesce({{first_ingested}}, h.ingestion_time) AS first_ingested,
-       a.last_accessed_at, a.reinforcements
+       {{reads_at_head_level}}
 FROM memories h
 LEFT JOIN memory_access a ON a.record_id = h.record_id
 WHERE h.record_id = $1 AND h.superseded_by IS NULL
@@ -163,7 +171,7 @@ WHERE v.id = ANY($1::uuid[]) AND v.access_level = ANY($2::text[])
 -- Live heads after record $1 in record-id order ($2 at most), with what decay reads.
 SELECT h.id, h.record_id, h.type, h.importance, h.decay_score, h.ingestion_time AS head_ingested,
        coalesce({{first_ingested}}, h.ingestion_time) AS first_ingested,
-       a.last_accessed_at, a.reinforcements
+       {{reads_at_head_level}}
 FROM memories h
 LEFT JOIN memory_access a ON a.record_id = h.record_id
 WHERE h.superseded_by IS NULL AND h.status IN ('active', 'challenged') AND h.record_id > $1
