@@ -17,7 +17,7 @@ import anyio
 import pytest
 
 from engram import Kernel
-from engram.errors import AlreadyExists, NotFound, Unauthenticated
+from engram.errors import AlreadyExists, NotFound, Unauthenticated, ValidationFailed
 from engram.memory import store
 from engram.memory.types import (
     AccessLevel,
@@ -291,6 +291,35 @@ async def test_the_audit_filter_finds_an_agents_rows_by_its_name_in_any_case(api
         assert 200 == page.status_code, page.text
         rows = page.json()["entries"]
         assert [written.json()["decision_id"]] == [r["decision_id"] for r in rows], spelling
+
+
+@pytest.mark.parametrize("name", ["local\n", "ops-bot\n", "x" * 64 + "\n"])
+async def test_a_name_ending_in_a_newline_is_refused_as_invalid_not_as_a_database_failure(
+    kernel: Kernel, database: ScratchDatabase, name: str
+) -> None:
+    """Found probing the agent commands. The name check's ``$`` also matches before a final
+    newline, so ``engram agents add $'local\n'`` passed it and met the table's own check:
+    exit 5 ("the database is failing; try again later") with PostgreSQL's message, which
+    quoted the refused row (its token hash and token prefix included). It is now refused as
+    any invalid name is (``ValidationFailed``, exit 4), and nothing is stored."""
+    with pytest.raises(ValidationFailed, match="agent name"):
+        await kernel.agents.add(name, TrustLevel.STANDARD)
+    added = await asyncio.to_thread(_cli, database, "agents", "add", name, "--trust", "standard")
+    assert (4, "") == (added.returncode, added.stdout), added.stderr
+    assert "agents_name_check" not in added.stderr
+    assert [] == await kernel.agents.list_agents()
+
+
+@pytest.mark.parametrize("name", ["local\n", "a\x00b", "a\ud800", "", "x" * 65])
+async def test_a_text_that_is_no_agent_name_names_no_agent(kernel: Kernel, name: str) -> None:
+    """``get``, ``revoke`` and ``rotate`` sent a NUL or a lone surrogate to PostgreSQL, which
+    refused it as a driver error (``DatabaseError``: a failing database, to the adapters);
+    a text that cannot be an agent's name now names no agent (``NotFound``)."""
+    await kernel.agents.add("local", TrustLevel.TRUSTED, admin=True)
+    for look_up in (kernel.agents.get, kernel.agents.revoke, kernel.agents.rotate):
+        with pytest.raises(NotFound):
+            await look_up(name)
+    assert [True] == [agent.active for agent in await kernel.agents.list_agents()]
 
 
 # --- AF3: reads made while a record was hidden --------------------------------------------------

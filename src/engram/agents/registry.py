@@ -47,7 +47,8 @@ SQL = load_queries("engram.agents.sql", "agents.sql")
 TOKEN_PREFIX = "engram_"  # noqa: S105 - the public marker of a token, not a secret
 CACHE_SECONDS = 5.0
 SEEN_EVERY_SECONDS = 60.0
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+#: An agent's name, whole (``fullmatch``: a ``$`` also matches before a final newline).
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _TOKEN = re.compile(r"^engram_[A-Za-z0-9_-]{43}$")
 
 
@@ -218,7 +219,7 @@ class AgentRegistry:
         writes_per_minute: float | None = None,
     ) -> tuple[Agent, str]:
         """Register an agent; returns it with its token (the only time the token is shown)."""
-        if not _NAME.match(name):
+        if not _NAME.fullmatch(name):
             raise ValidationFailed(
                 errors=[f"agent name {name!r}: 1-64 letters, digits, '.', '_' or '-'"]
             )
@@ -253,10 +254,18 @@ class AgentRegistry:
 
     async def get(self, name: str) -> Agent:
         """The agent called ``name``."""
-        row = await self._db.fetchrow(SQL["by_name"], name)
+        row = await self._named("by_name", name)
         if row is None:
             raise NotFound(f"no agent named {name!r}")
         return _agent(row)
+
+    async def _named(self, statement: str, name: str, *args: object) -> Row | None:
+        """``statement`` run for the agent called ``name`` (in any case); None, without asking
+        the database, for a text no agent can be called (a NUL or a lone surrogate in it, which
+        the driver would refuse as a database error)."""
+        if _NAME.fullmatch(name) is None:
+            return None
+        return await self._db.fetchrow(SQL[statement], name, *args)
 
     async def list_agents(self, *, include_revoked: bool = True) -> list[Agent]:
         """Every agent, oldest first."""
@@ -268,25 +277,25 @@ class AgentRegistry:
 
     async def revoke(self, name: str) -> Agent:
         """Revoke an agent's token for good (idempotent)."""
-        row = await self._db.fetchrow(SQL["revoke"], name)
+        row = await self._named("revoke", name)
         if row is None:
             raise NotFound(f"no agent named {name!r}")
         self._cache.clear()
-        log.info("agents.revoked", agent=name)
-        return _agent(row)
+        agent = _agent(row)
+        log.info("agents.revoked", agent=agent.name)
+        return agent
 
     async def rotate(self, name: str) -> tuple[Agent, str]:
         """Give an active agent a new token; the old one stops working."""
         token = new_token()
-        row = await self._db.fetchrow(
-            SQL["rotate"], name, hash_token(token), token[: len(TOKEN_PREFIX) + 6]
-        )
+        row = await self._named("rotate", name, hash_token(token), token[: len(TOKEN_PREFIX) + 6])
         if row is None:
             await self.get(name)  # NotFound for an unknown name
             raise NotFound(f"agent {name!r} is revoked; add a new agent instead")
         self._cache.clear()
-        log.info("agents.rotated", agent=name)
-        return _agent(row), token
+        agent = _agent(row)
+        log.info("agents.rotated", agent=agent.name)
+        return agent, token
 
     async def authenticate(self, token: str | None) -> Principal:
         """The principal holding ``token``; :class:`Unauthenticated` for anything else."""
