@@ -39,6 +39,7 @@ from tests.integration.gate_helpers import (
     lock_waiters,
     update,
 )
+from tests.integration.test_hostile_pass_ac import _lock_waiters
 from tests.integration.test_hostile_pass_l import _cli
 from tests.integration.test_http_api import Api, assert_problem
 
@@ -131,16 +132,6 @@ async def _quarantined_by_hand(kernel: Kernel, conn: Any, n: int, *, lane: int) 
         version_id=version.id,
     )
     return await kernel.audit.append(conn, row)
-
-
-async def _lock_waiters(kernel: Kernel) -> int:
-    """Sessions of this database waiting for a lock."""
-    return int(
-        await kernel.db.fetchval(
-            "SELECT count(*) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND wait_event_type = 'Lock'"
-        )
-    )
 
 
 async def test_a_quarantine_page_never_passes_a_decision_still_being_committed(api: Api) -> None:
