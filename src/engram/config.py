@@ -216,6 +216,21 @@ class EngramSettings(BaseSettings):
         gt=0,
         description="Delivered outbox events, closed escalations and job runs kept this long.",
     )
+    outbox_max_attempts: int = Field(
+        default=10,
+        ge=1,
+        le=1000,
+        description="Deliveries of one event before a subscriber's infrastructure failure is "
+        "given up on (a consolidation source's release is then finished by the next scheduled "
+        "pass's sweep).",
+    )
+    outbox_retry_seconds: float = Field(
+        default=1.0,
+        gt=0,
+        le=300,
+        description="First wait before a deferred event is delivered again (doubles per "
+        "attempt, at most 300 s).",
+    )
     job_backoff_seconds: float = Field(
         default=60.0,
         gt=0,

@@ -262,7 +262,12 @@ def _assemble(
     )
     stack.push_async_callback(batched.close)
     metrics.watch(pool=db, breaker=db.breaker, embeddings=batched)  # read on each scrape
-    events = OutboxEventBus(db)
+    events = OutboxEventBus(
+        db,
+        max_attempts=settings.outbox_max_attempts,
+        retry_seconds=settings.outbox_retry_seconds,
+        on_abandoned=lambda name: metrics.outbox_abandoned.labels(event=name).inc(),
+    )
     stack.push_async_callback(events.close)
     audit = AuditLog(
         db,

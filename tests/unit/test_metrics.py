@@ -44,6 +44,9 @@ JOBS = {
     # the learned advisor (ADR-020)
     "engram_advisor_fallbacks_total": ("counter", {"reason"}),
     "engram_advisor_shadow_errors_total": ("counter", {"reason"}),
+    # work given up on or finished late: the outbox, a consolidation source's release
+    "engram_outbox_abandoned_total": ("counter", {"event"}),
+    "engram_consolidation_releases_swept_total": ("counter", {"outcome"}),
 }
 #: Serving and infrastructure: HTTP, search, the embedding queue, the pool, the breakers.
 SERVING = {

@@ -21,9 +21,11 @@ The consolidation jobs share one lock (``consolidation``): two passes never run 
 one kernel or across kernels. A scheduled pass whose batches fail does not fail its job (an
 operator's run still does when every batch failed): the event and pressure jobs back the
 failing level off on its own (:mod:`.levels`), and ``engram_consolidation_batches_total``
-tells the operator (ADR-019). Every record a job changes is a write through the Gate
-(``consolidation`` or ``self_healing``); the decay refresh and retention change bookkeeping
-only (decay scores, delivered events, closed escalations, job runs).
+tells the operator (ADR-019). The deep and light passes first finish the releases of
+forgotten or changed sources that their outbox events did not (ADR-018's sweep,
+``engram_consolidation_releases_swept_total``). Every record a job changes is a write
+through the Gate (``consolidation`` or ``self_healing``); the decay refresh and retention
+change bookkeeping only (decay scores, delivered events, closed escalations, job runs).
 """
 
 from __future__ import annotations
@@ -123,9 +125,19 @@ class _Bodies:
 
     def consolidate(self, trigger: ConsolidationTrigger) -> JobBody:
         async def run(context: JobContext) -> Mapping[str, Any]:
-            return _summary(await self._pass(context, trigger))
+            swept = await self._sweep()
+            return {**_summary(await self._pass(context, trigger)), "releases_swept": swept}
 
         return run
+
+    async def _sweep(self) -> int:
+        """Finish the releases of forgotten or changed sources that their events did not
+        (ADR-018), before the pass plans: the sources they give back are then consolidated
+        again, without what the agent took back. Returns the releases made."""
+        report = await self.consolidation.sweep_releases()
+        self.metrics.releases_swept.labels(outcome="released").inc(report.released)
+        self.metrics.releases_swept.labels(outcome="failed").inc(report.failed)
+        return report.released
 
     async def event_ready(self, context: JobContext) -> str | None:
         awake = self.held_back.awake(AccessLevel, context.now)

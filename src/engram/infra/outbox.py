@@ -5,12 +5,15 @@ A crash between commit and delivery loses nothing: undelivered rows stay in ``ou
 the next drain (at the next commit, or at start-up) delivers them. A drain that fails on its
 own (its connection lost, the database down) is tried again 1, 2, 4 ... s later (at most
 ``MAX_RETRY_WAIT_SECONDS``), with or without new commits. Delivery is at least once.
-A subscriber that fails for an infrastructure reason (the database or a dependency down) leaves
-its event pending until its own retry time (``RETRY_SECONDS`` doubled per attempt, at most
-``MAX_RETRY_WAIT_SECONDS``): drains started by other commits skip it until then, and a timer
-starts a drain when it is due, so it is retried with or without write traffic. After
-``MAX_ATTEMPTS`` deliveries (about eight minutes of failures) it is logged as abandoned, at
-error level, and counts as delivered. Any other failure is logged and the event counts as
+A subscriber that fails for an infrastructure reason (the database or a dependency down)
+leaves its event pending until its own retry time (``ENGRAM_OUTBOX_RETRY_SECONDS`` doubled
+per attempt, at most ``MAX_RETRY_WAIT_SECONDS``): drains started by other commits skip it
+until then, and a timer starts a drain when it is due, so it is retried with or without
+write traffic. After ``ENGRAM_OUTBOX_MAX_ATTEMPTS`` deliveries (ten: about eight minutes of
+failures) it is logged as abandoned, at error level, counted in
+``engram_outbox_abandoned_total``, and counts as delivered; a subscriber whose work must not
+be lost keeps its own way back to it (the release of a consolidation source is finished by
+the scheduled passes' sweep, ADR-018). Any other failure is logged and the event counts as
 delivered (one subscriber must not block the rest). Payloads carry identifiers, never memory
 content.
 
@@ -26,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import structlog
@@ -41,9 +44,11 @@ log = structlog.get_logger("engram.infra.outbox")
 CHANNEL = "engram_events"
 SQL = load_queries("engram.infra", "outbox.sql")
 
-#: Deliveries of one event before a subscriber's infrastructure failure is given up on.
+#: Deliveries of one event before a subscriber's infrastructure failure is given up on (the
+#: default of ``ENGRAM_OUTBOX_MAX_ATTEMPTS``).
 MAX_ATTEMPTS = 10
-#: Wait before the first retry of a deferred event; doubled per attempt (1, 2, 4, ... s).
+#: Wait before the first retry of a deferred event; doubled per attempt (1, 2, 4, ... s; the
+#: default of ``ENGRAM_OUTBOX_RETRY_SECONDS``).
 RETRY_SECONDS = 1.0
 #: Longest wait between two attempts (a bound: with ten attempts the longest is 256 s).
 MAX_RETRY_WAIT_SECONDS = 300.0
@@ -53,11 +58,23 @@ class OutboxEventBus:
     """The :class:`~engram.infra.events.EventBus` backed by the ``outbox`` table."""
 
     def __init__(
-        self, db: DatabaseAdapter, *, batch: int = 200, delay_seconds: float = 0.05
+        self,
+        db: DatabaseAdapter,
+        *,
+        batch: int = 200,
+        delay_seconds: float = 0.05,
+        max_attempts: int = MAX_ATTEMPTS,
+        retry_seconds: float = RETRY_SECONDS,
+        on_abandoned: Callable[[str], None] | None = None,
     ) -> None:
+        """``on_abandoned`` is called with an event's name when its delivery is given up on
+        (the kernel counts it in ``engram_outbox_abandoned_total``)."""
         self._db = db
         self._batch = batch
         self._delay = delay_seconds
+        self._max_attempts = max_attempts
+        self._retry_seconds = retry_seconds
+        self._on_abandoned = on_abandoned
         self._subscribers: dict[str, list[Subscriber]] = defaultdict(list)
         self._drain_task: asyncio.Task[None] | None = None
         self._again = False
@@ -124,7 +141,9 @@ class OutboxEventBus:
                     await self._arm_next()
             except Exception as exc:  # noqa: BLE001 - delivery is retried (timer or commit)
                 self._drain_failures += 1
-                wait = min(RETRY_SECONDS * 2 ** (self._drain_failures - 1), MAX_RETRY_WAIT_SECONDS)
+                wait = min(
+                    self._retry_seconds * 2 ** (self._drain_failures - 1), MAX_RETRY_WAIT_SECONDS
+                )
                 log.warning("outbox.drain_failed", error=type(exc).__name__, retry_in_seconds=wait)
                 # Events this drain held (and those committed meanwhile) are still pending:
                 # without a timer they would wait for a commit that may never come.
@@ -145,13 +164,15 @@ class OutboxEventBus:
                 event = Event(row["event_type"], row["aggregate_id"], json.loads(row["payload"]))
                 if await self._deliver(event):
                     done.append(row["id"])
-                elif row["attempts"] + 1 >= MAX_ATTEMPTS:
+                elif row["attempts"] + 1 >= self._max_attempts:
                     log.error(
                         "outbox.delivery_abandoned",
                         event_name=event.name,
                         outbox_id=row["id"],
                         attempts=row["attempts"] + 1,
                     )
+                    if self._on_abandoned is not None:
+                        self._on_abandoned(event.name)
                     done.append(row["id"])
                 else:
                     again.append(row["id"])
@@ -161,7 +182,7 @@ class OutboxEventBus:
                 await conn.execute(SQL["mark_delivered"], done, CHANNEL, notices)
             if again:
                 waits = await conn.fetch(
-                    SQL["count_attempt"], again, RETRY_SECONDS, MAX_RETRY_WAIT_SECONDS
+                    SQL["count_attempt"], again, self._retry_seconds, MAX_RETRY_WAIT_SECONDS
                 )
                 self._retry_after(min(row["wait"].total_seconds() for row in waits))
                 log.warning("outbox.delivery_deferred", events=len(again))

@@ -198,6 +198,21 @@ class EngramMetrics:
             ["trigger", "access_level", "outcome"],
             registry=r,
         )
+        # Work given up on or finished late (ADR-018): an outbox event whose subscriber kept
+        # failing, and a release of a consolidation source that its event did not finish.
+        self.outbox_abandoned = Counter(
+            "engram_outbox_abandoned_total",
+            "Outbox events given up on after ENGRAM_OUTBOX_MAX_ATTEMPTS deliveries, by event.",
+            ["event"],
+            registry=r,
+        )
+        self.releases_swept = Counter(
+            "engram_consolidation_releases_swept_total",
+            "Releases of a forgotten or changed consolidation source found undone by a "
+            "scheduled pass's sweep: released, or failed (the summary still states the source).",
+            ["outcome"],
+            registry=r,
+        )
         # Serving: requests by route template (never the raw path, whose ids would make a
         # series per record), searches, and the batches the embedding queue sends.
         self.http_requests = Counter(
@@ -232,6 +247,7 @@ class EngramMetrics:
         ProcessCollector(registry=r)
         PlatformCollector(registry=r)
         self._preset()
+        self._preset_late_work()
 
     def watch(self, *, pool: PoolSource, breaker: BreakerSource, embeddings: QueueSource) -> None:
         """Export the state of the kernel's pool, circuit breaker and embedding queue (read on
@@ -276,6 +292,12 @@ class EngramMetrics:
         self.advisor_shadow_errors.labels(reason="error")
         for degraded in SEARCH_DEGRADED:
             self.search_seconds.labels(degraded=degraded)
+
+    def _preset_late_work(self) -> None:
+        for event in ("memory.forgotten", "memory.updated"):  # the releases' events
+            self.outbox_abandoned.labels(event=event)
+        for outcome in ("released", "failed"):
+            self.releases_swept.labels(outcome=outcome)
 
     def exposition(self) -> tuple[bytes, str]:
         """The registry in Prometheus text format, with its content type."""

@@ -10,6 +10,7 @@ from engram.memory.consolidation.model import (
     ConsolidationReport,
     RollbackReport,
     SkipReason,
+    SweepReport,
 )
 from engram.memory.consolidation.reversal import CONSOLIDATOR
 from engram.memory.consolidation.summarize import (
@@ -35,5 +36,6 @@ __all__ = [
     "RollbackReport",
     "SkipReason",
     "Summarizer",
+    "SweepReport",
     "TextGenerator",
 ]

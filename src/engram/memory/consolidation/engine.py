@@ -48,6 +48,7 @@ from engram.memory.consolidation.model import (
     ConsolidationReport,
     RollbackReport,
     SkipReason,
+    SweepReport,
 )
 from engram.memory.consolidation.reversal import SQL, BatchDesk
 from engram.memory.consolidation.summarize import Summarizer
@@ -479,6 +480,10 @@ class ConsolidationEngine:
     async def release(self, record_id: UUID) -> list[UUID]:
         """Undo what consumed a forgotten or changed record (``BatchDesk.release``)."""
         return await self._desk.release(record_id)
+
+    async def sweep_releases(self) -> SweepReport:
+        """Finish the releases their events did not (``BatchDesk.sweep``)."""
+        return await self._desk.sweep()
 
     def _deadline(self, started: float, level: AccessLevel) -> float:
         return level_deadline(started, self._settings.max_seconds, level)

@@ -242,3 +242,13 @@ class RollbackReport:
             "restored": [str(r) for r in self.restored],
             "untouched": [str(r) for r in self.untouched],
         }
+
+
+@dataclass(frozen=True, slots=True)
+class SweepReport:
+    """What a sweep for unfinished releases found (sources an agent forgot or changed whose
+    summary still stands), and of those the releases it made and the ones that failed."""
+
+    found: int
+    released: int
+    failed: int

@@ -24,7 +24,7 @@ from engram.infra.events import Event
 from engram.infra.sql import load_queries
 from engram.memory import store
 from engram.memory.consolidation.actions import most_closed
-from engram.memory.consolidation.model import BatchItem, BatchReport, RollbackReport
+from engram.memory.consolidation.model import BatchItem, BatchReport, RollbackReport, SweepReport
 from engram.memory.gate.groups import GroupOutcome, Skip
 from engram.memory.gate.librarian import LibrarianGate
 from engram.memory.gate.requests import GateRequest
@@ -43,6 +43,8 @@ SQL = load_queries("engram.memory.consolidation", "batches.sql")
 CONSOLIDATOR = CallerIdentity.system("consolidation")
 #: Times a release is tried when a record moves under it.
 RELEASE_ATTEMPTS = 3
+#: Sources one sweep releases at most; the rest wait for the next scheduled pass.
+SWEEP_LIMIT = 500
 
 
 _NOT_CHANGES = frozenset(
@@ -211,6 +213,36 @@ class BatchDesk:
             )
         except StillMoving as exc:  # contention passes: the outbox delivers the event again
             raise TransientDatabaseError(str(exc)) from exc
+
+    async def sweep(self, *, limit: int = SWEEP_LIMIT) -> SweepReport:
+        """Finish the releases whose events did not (ADR-018, amended 2026-11-29, fifth): a
+        source an agent forgot or changed after a batch consumed it, while the summary the
+        batch made still stands, is released as its event would have released it (the same
+        ``changed_in``, ``by_agent``; a summary an agent wrote since is not looked for). The
+        outbox gives an event up after ``ENGRAM_OUTBOX_MAX_ATTEMPTS`` failed deliveries, and
+        a refused release counts as delivered; a source whose event it still holds is left
+        to it. Idempotent: a release that finds its summaries forgotten already (by the
+        event, a concurrent sweep or a rollback) does nothing. A release the Gate refuses,
+        or whose summaries keep moving, is logged and counted as failed; the next sweep
+        tries it again. An infrastructure error is raised."""
+        rows = await self._db.fetch(SQL["unreleased_sources"], limit)
+        released = failed = 0
+        for row in rows:
+            source = row["source_id"]
+            try:
+                retired = await self.release(source, changed_in=row["changed_in"], by_agent=True)
+            except ConsolidationConflict as exc:
+                failed += 1
+                log.error(
+                    "consolidation.release_sweep_failed",
+                    source=str(source),
+                    error=type(exc).__name__,
+                )
+                continue
+            if retired:
+                released += 1
+                log.warning("consolidation.release_swept", source=str(source), retired=len(retired))
+        return SweepReport(found=len(rows), released=released, failed=failed)
 
     async def rollback(self, batch_id: UUID, *, force: bool = False) -> RollbackReport:
         """Forget the batch's consolidated records and restore its sources to ``active``, in
