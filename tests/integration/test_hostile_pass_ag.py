@@ -72,13 +72,14 @@ async def _forget(kernel: Kernel, record_id: UUID) -> None:
     assert forgot.record_id == record_id, forgot.reason
 
 
-async def _given_up(kernel: Kernel, record_id: UUID) -> None:
-    """Wait until the outbox has delivered, or given up on, the record's forget event."""
+async def _given_up(kernel: Kernel, record_id: UUID, event: str = "memory.forgotten") -> None:
+    """Wait until the outbox has delivered, or given up on, the record's ``event``."""
     for _ in range(500):
         done = await kernel.db.fetchval(
             "SELECT bool_and(dispatched_at IS NOT NULL) FROM outbox "
-            "WHERE event_type = 'memory.forgotten' AND aggregate_id = $1",
+            "WHERE event_type = $2 AND aggregate_id = $1",
             record_id,
+            event,
         )
         if done:
             return
@@ -181,3 +182,89 @@ async def test_the_sweep_leaves_live_summaries_and_an_agents_correction_alone(
         after = await head_of(kernel, made)
         assert (after.version, after.status) == (before[made].version, before[made].status)
         assert after.status is not MemoryStatus.FORGOTTEN
+
+
+async def test_a_change_whose_release_was_given_up_is_finished_by_the_sweep(
+    impatient_kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """The same for an agent's correction of a consolidated source (``memory.updated``): the
+    release found no batch to read until the outbox gave up, and the summary kept the text
+    the agent had corrected. The sweep releases it from the source's first version written
+    by the agent after the batch."""
+    kernel = impatient_kernel
+    ids = await _seed(kernel, INCIDENT)
+    (made,) = (await kernel.consolidation.run(DEEP)).created
+    head = await head_of(kernel, ids[2])
+    change = MemoryRecord.draft(
+        head.type,
+        "Root cause of the checkout-api incident: a DNS change shipped with v4.3.0.",
+        record_id=ids[2],
+        source_agent=BOSS.agent_id,
+        event_time=head.event_time,
+        access_level=head.access_level,
+        namespace=head.namespace,
+    )
+    admin = await asyncpg.connect(database.admin_url)
+    try:
+        await admin.execute("REVOKE SELECT ON engram.consolidation_batches FROM engram_runtime")
+        changed = await kernel.gate.evaluate(
+            GateRequest(GateAction.UPDATE, change, BOSS, EXTERNAL, head.version)
+        )
+        assert changed.version == head.version + 1, changed.reason
+        await _given_up(kernel, ids[2], "memory.updated")
+    finally:
+        await admin.execute("GRANT SELECT ON engram.consolidation_batches TO engram_runtime")
+        await admin.close()
+    assert FORGOTTEN_FACT in (await head_of(kernel, made)).content  # the gap
+
+    outcome = await kernel.scheduler.run_now("consolidation_light")
+
+    assert "succeeded" == outcome.outcome, outcome.detail
+    assert 1 == _swept(kernel, "released")
+    assert (await head_of(kernel, made)).status is MemoryStatus.FORGOTTEN
+    seen = await _what_readers_see(kernel, "checkout-api connection pool root cause")
+    assert any("DNS change" in text for text in seen)
+    assert not [text for text in seen if FORGOTTEN_FACT in text]
+
+
+async def test_a_release_that_fails_in_the_database_does_not_stop_the_pass(
+    impatient_kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """A trigger raises on every write of one summary, so its release fails in the database
+    (an infrastructure error) at each delivery until the outbox gives up, and again in the
+    sweep. The sweep's first version let that error fail the whole light pass: no topic of
+    any level was consolidated while that one summary could not be released. The failure is
+    now counted and logged, the pass goes on, and the next sweep releases the summary once
+    the database takes the write."""
+    kernel = impatient_kernel
+    ids = await _seed(kernel, INCIDENT)
+    (made,) = (await kernel.consolidation.run(DEEP)).created
+    admin = await asyncpg.connect(database.admin_url)
+    try:
+        await admin.execute(
+            "CREATE FUNCTION engram.summary_stuck() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'summary is stuck'; END $$"
+        )
+        await admin.execute(
+            "CREATE TRIGGER summary_stuck BEFORE UPDATE ON engram.memories FOR EACH ROW "
+            f"WHEN (OLD.record_id = '{made}') EXECUTE FUNCTION engram.summary_stuck()"
+        )
+        await _forget(kernel, ids[2])
+        await _given_up(kernel, ids[2])
+        etl = await _seed(kernel, LATE_ETL)  # a topic due at the next pass
+
+        stuck = await kernel.scheduler.run_now("consolidation_light")
+
+        assert "succeeded" == stuck.outcome, stuck.detail
+        statuses = {(await head_of(kernel, source)).status for source in etl}
+        assert {MemoryStatus.CONSOLIDATED} == statuses
+        assert 1 == _swept(kernel, "failed")
+        assert (await head_of(kernel, made)).status is not MemoryStatus.FORGOTTEN
+        await admin.execute("DROP TRIGGER summary_stuck ON engram.memories")
+    finally:
+        await admin.close()
+
+    report = await kernel.consolidation.sweep_releases()
+
+    assert (1, 1, 0) == (report.found, report.released, report.failed)
+    assert (await head_of(kernel, made)).status is MemoryStatus.FORGOTTEN

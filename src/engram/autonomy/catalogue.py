@@ -36,12 +36,15 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+import structlog
+
 from engram.autonomy.healing import PiiRescan, reembed_missing
 from engram.autonomy.jobs import Job, JobBody, JobContext
 from engram.autonomy.levels import LevelBackoff
 from engram.autonomy.schedule import Daily, Every
 from engram.autonomy.state import JobBook
 from engram.config import EngramSettings
+from engram.errors import InfrastructureError
 from engram.infra.db import DatabaseAdapter
 from engram.infra.sql import load_queries
 from engram.memory.consolidation import ConsolidationEngine, ConsolidationReport
@@ -52,6 +55,8 @@ from engram.memory.rl.windows import HORIZON
 from engram.memory.temporal.engine import TemporalEngine
 from engram.memory.types import AccessLevel, ConsolidationTrigger
 from engram.observability.metrics import EngramMetrics
+
+log = structlog.get_logger("engram.autonomy.catalogue")
 
 SQL = load_queries("engram.autonomy.sql", "retention.sql")
 CONSOLIDATION_LOCK = "consolidation"
@@ -133,8 +138,15 @@ class _Bodies:
     async def _sweep(self) -> int:
         """Finish the releases of forgotten or changed sources that their events did not
         (ADR-018), before the pass plans: the sources they give back are then consolidated
-        again, without what the agent took back. Returns the releases made."""
-        report = await self.consolidation.sweep_releases()
+        again, without what the agent took back. Returns the releases made. A sweep whose
+        look-up fails is counted as one failed release and the pass goes on (it fails by
+        itself when the database is down)."""
+        try:
+            report = await self.consolidation.sweep_releases()
+        except InfrastructureError as exc:
+            log.error("consolidation.release_sweep_failed", error=type(exc).__name__)
+            self.metrics.releases_swept.labels(outcome="failed").inc()
+            return 0
         self.metrics.releases_swept.labels(outcome="released").inc(report.released)
         self.metrics.releases_swept.labels(outcome="failed").inc(report.failed)
         return report.released

@@ -18,7 +18,12 @@ from uuid import UUID
 
 import structlog
 
-from engram.errors import ConsolidationConflict, NotFound, TransientDatabaseError
+from engram.errors import (
+    ConsolidationConflict,
+    InfrastructureError,
+    NotFound,
+    TransientDatabaseError,
+)
 from engram.infra.db import Connection, DatabaseAdapter, Row
 from engram.infra.events import Event
 from engram.infra.sql import load_queries
@@ -45,6 +50,8 @@ CONSOLIDATOR = CallerIdentity.system("consolidation")
 RELEASE_ATTEMPTS = 3
 #: Sources one sweep releases at most; the rest wait for the next scheduled pass.
 SWEEP_LIMIT = 500
+#: Releases failing for an infrastructure reason in a row that end a sweep.
+SWEEP_FAILURES_IN_A_ROW = 3
 
 
 _NOT_CHANGES = frozenset(
@@ -222,23 +229,32 @@ class BatchDesk:
         outbox gives an event up after ``ENGRAM_OUTBOX_MAX_ATTEMPTS`` failed deliveries, and
         a refused release counts as delivered; a source whose event it still holds is left
         to it. Idempotent: a release that finds its summaries forgotten already (by the
-        event, a concurrent sweep or a rollback) does nothing. A release the Gate refuses,
-        or whose summaries keep moving, is logged and counted as failed; the next sweep
-        tries it again. An infrastructure error is raised."""
+        event, a concurrent sweep or a rollback) does nothing.
+
+        A release that fails (the Gate refused it, its summaries kept moving, or the
+        database refused the write) is logged and counted as failed, and the sweep goes on
+        with the next source: one summary that cannot be released must not hold back the
+        others, nor the pass after the sweep. After ``SWEEP_FAILURES_IN_A_ROW``
+        infrastructure failures in a row the sweep stops (the database is likely down); the
+        next pass's sweep tries again. The look-up's own failure is raised."""
         rows = await self._db.fetch(SQL["unreleased_sources"], limit)
-        released = failed = 0
+        released = failed = down = 0
         for row in rows:
             source = row["source_id"]
             try:
                 retired = await self.release(source, changed_in=row["changed_in"], by_agent=True)
-            except ConsolidationConflict as exc:
+            except (ConsolidationConflict, InfrastructureError) as exc:
                 failed += 1
+                down = down + 1 if isinstance(exc, InfrastructureError) else 0
                 log.error(
                     "consolidation.release_sweep_failed",
                     source=str(source),
                     error=type(exc).__name__,
                 )
+                if down >= SWEEP_FAILURES_IN_A_ROW:
+                    break
                 continue
+            down = 0
             if retired:
                 released += 1
                 log.warning("consolidation.release_swept", source=str(source), retired=len(retired))
