@@ -4,7 +4,11 @@ Each test failed before the fix its docstring names."""
 from __future__ import annotations
 
 import asyncio
+import os
 import random
+import signal
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from uuid import UUID
@@ -26,9 +30,10 @@ from engram.memory.types import (
 )
 from tests.conftest import ScratchDatabase
 from tests.integration.consolidation_helpers import DAY, DEEP, INCIDENT, LATE_ETL, head_of
-from tests.integration.gate_helpers import BOSS
+from tests.integration.gate_helpers import BOSS, holding_head, lock_waiters
 
 EXTERNAL = GateDecisionType.EXTERNAL
+ENGRAM = (sys.executable, "-m", "engram.protocols.cli")
 #: The fact of INCIDENT's third record, which the agent forgets.
 FORGOTTEN_FACT = "capped at 20"
 
@@ -377,3 +382,59 @@ async def test_releases_racing_passes_rollbacks_and_corrections_keep_every_promi
     await kernel.events.settled()
 
     assert [] == await _broken_promises(kernel), results
+
+
+async def test_a_sweep_killed_mid_release_leaves_nothing_half_done(
+    impatient_kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """``engram jobs run consolidation_light`` is killed with SIGKILL while its sweep's
+    release of a summary waits for the summary's row lock: nothing of the release is written
+    (the summary stands, every remaining source is still consolidated under it, no fact is
+    stated twice), and the next pass's sweep releases it."""
+    kernel = impatient_kernel
+    ids = await _seed(kernel, INCIDENT)
+    (made,) = (await kernel.consolidation.run(DEEP)).created
+    admin = await asyncpg.connect(database.admin_url)
+    try:
+        await admin.execute("REVOKE SELECT ON engram.consolidation_batches FROM engram_runtime")
+        await _forget(kernel, ids[2])
+        await _given_up(kernel, ids[2])
+    finally:
+        await admin.execute("GRANT SELECT ON engram.consolidation_batches TO engram_runtime")
+        await admin.close()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
+    env.update(ENGRAM_DATABASE_URL=database.runtime_url, ENGRAM_MIGRATE_ON_START="false")
+    async with holding_head(database.admin_url, made) as held:
+        process = await asyncio.create_subprocess_exec(
+            *ENGRAM,
+            "jobs",
+            "run",
+            "consolidation_light",
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            await lock_waiters(held.watch, 1)
+        finally:
+            os.kill(process.pid, signal.SIGKILL)
+            await process.wait()
+        assert -signal.SIGKILL == process.returncode
+        await held.release()
+    for _ in range(200):  # the killed client's backends end once they read its socket
+        busy = await kernel.db.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND backend_type = 'client backend' AND state <> 'idle' AND pid <> pg_backend_pid()"
+        )
+        if not busy:
+            break
+        await asyncio.sleep(0.05)
+    assert (await head_of(kernel, made)).status is not MemoryStatus.FORGOTTEN
+    for source in ids[:2]:
+        assert (await head_of(kernel, source)).status is MemoryStatus.CONSOLIDATED
+
+    outcome = await kernel.scheduler.run_now("consolidation_light")
+
+    assert "succeeded" == outcome.outcome, outcome.detail
+    assert (await head_of(kernel, made)).status is MemoryStatus.FORGOTTEN
+    assert [] == await _broken_promises(kernel)
