@@ -6,7 +6,9 @@ the version the batch made goes back to ``active`` (``challenged`` when a resolu
 challenged the record compressed from it alone in its place); a source an agent changed
 since is left as it is. :meth:`BatchDesk.rollback` undoes a whole batch in one transaction;
 :meth:`BatchDesk.release` undoes the items that consumed one record, when an agent forgot or
-changed it, so that what the agent took back does not live on in a summary.
+changed it, so that what the agent took back does not live on in a summary; it runs from the
+change's outbox event, and :meth:`BatchDesk.sweep` (run by the scheduled passes) finishes the
+releases whose events did not.
 """
 
 from __future__ import annotations
