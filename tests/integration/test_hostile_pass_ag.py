@@ -140,6 +140,7 @@ async def test_a_release_the_outbox_gave_up_on_is_finished_by_the_next_scheduled
     outcome = await kernel.scheduler.run_now("consolidation_light")
 
     assert "succeeded" == outcome.outcome, outcome.detail
+    assert (1, 0) == (outcome.detail["releases_swept"], outcome.detail["releases_failed"])
     assert (await head_of(kernel, made)).status is MemoryStatus.FORGOTTEN
     seen = await _what_readers_see(kernel, "checkout-api connection pool root cause")
     assert seen, "the other sources' facts are readable again"
@@ -263,6 +264,7 @@ async def test_a_release_that_fails_in_the_database_does_not_stop_the_pass(
         stuck = await kernel.scheduler.run_now("consolidation_light")
 
         assert "succeeded" == stuck.outcome, stuck.detail
+        assert (0, 1) == (stuck.detail["releases_swept"], stuck.detail["releases_failed"])
         statuses = {(await head_of(kernel, source)).status for source in etl}
         assert {MemoryStatus.CONSOLIDATED} == statuses
         assert 1 == _swept(kernel, "failed")

@@ -131,25 +131,25 @@ class _Bodies:
     def consolidate(self, trigger: ConsolidationTrigger) -> JobBody:
         async def run(context: JobContext) -> Mapping[str, Any]:
             swept = await self._sweep()
-            return {**_summary(await self._pass(context, trigger)), "releases_swept": swept}
+            return {**_summary(await self._pass(context, trigger)), **swept}
 
         return run
 
-    async def _sweep(self) -> int:
+    async def _sweep(self) -> dict[str, int]:
         """Finish the releases of forgotten or changed sources that their events did not
         (ADR-018), before the pass plans: the sources they give back are then consolidated
-        again, without what the agent took back. Returns the releases made. A sweep whose
-        look-up fails is counted as one failed release and the pass goes on (it fails by
-        itself when the database is down)."""
+        again, without what the agent took back. Returns the releases made and failed for
+        the job's summary. A sweep whose look-up fails counts as one failed release and the
+        pass goes on (it fails by itself when the database is down)."""
         try:
             report = await self.consolidation.sweep_releases()
+            released, failed = report.released, report.failed
         except InfrastructureError as exc:
             log.error("consolidation.release_sweep_failed", error=type(exc).__name__)
-            self.metrics.releases_swept.labels(outcome="failed").inc()
-            return 0
-        self.metrics.releases_swept.labels(outcome="released").inc(report.released)
-        self.metrics.releases_swept.labels(outcome="failed").inc(report.failed)
-        return report.released
+            released, failed = 0, 1
+        self.metrics.releases_swept.labels(outcome="released").inc(released)
+        self.metrics.releases_swept.labels(outcome="failed").inc(failed)
+        return {"releases_swept": released, "releases_failed": failed}
 
     async def event_ready(self, context: JobContext) -> str | None:
         awake = self.held_back.awake(AccessLevel, context.now)
