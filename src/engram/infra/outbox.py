@@ -155,6 +155,7 @@ class OutboxEventBus:
 
     async def drain(self) -> int:
         """Deliver up to one batch of due events; returns how many were delivered."""
+        abandoned: list[str] = []  # counted once the transaction that gives them up commits
         async with self._db.transaction() as conn:
             rows = await conn.fetch(SQL["pending_events"], self._batch)
             if not rows:
@@ -171,8 +172,7 @@ class OutboxEventBus:
                         outbox_id=row["id"],
                         attempts=row["attempts"] + 1,
                     )
-                    if self._on_abandoned is not None:
-                        self._on_abandoned(event.name)
+                    abandoned.append(event.name)
                     done.append(row["id"])
                 else:
                     again.append(row["id"])
@@ -186,6 +186,9 @@ class OutboxEventBus:
                 )
                 self._retry_after(min(row["wait"].total_seconds() for row in waits))
                 log.warning("outbox.delivery_deferred", events=len(again))
+        if self._on_abandoned is not None:
+            for name in abandoned:
+                self._on_abandoned(name)
         return len(done)
 
     def _retry_after(self, seconds: float) -> None:
