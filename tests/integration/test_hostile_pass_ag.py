@@ -440,3 +440,35 @@ async def test_a_sweep_killed_mid_release_leaves_nothing_half_done(
     assert "succeeded" == outcome.outcome, outcome.detail
     assert (await head_of(kernel, made)).status is MemoryStatus.FORGOTTEN
     assert [] == await _broken_promises(kernel)
+
+
+async def test_two_sweeps_at_once_release_a_summary_once(
+    impatient_kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """Two sweeps (two kernels' operators running the light job by hand, say) find the same
+    lost release at once: the summary is forgotten by one of them, once, and the other
+    finds nothing left to do; every promise holds."""
+    kernel = impatient_kernel
+    ids = await _seed(kernel, INCIDENT)
+    (made,) = (await kernel.consolidation.run(DEEP)).created
+    admin = await asyncpg.connect(database.admin_url)
+    try:
+        await admin.execute("REVOKE SELECT ON engram.consolidation_batches FROM engram_runtime")
+        await _forget(kernel, ids[0])
+        await _given_up(kernel, ids[0])
+    finally:
+        await admin.execute("GRANT SELECT ON engram.consolidation_batches TO engram_runtime")
+        await admin.close()
+
+    reports = await asyncio.gather(*(kernel.consolidation.sweep_releases() for _ in range(2)))
+
+    assert [1, 1] == [report.found for report in reports]  # both set out to release it
+    assert 1 == sum(report.released for report in reports), reports
+    assert 0 == sum(report.failed for report in reports), reports
+    forgets = await kernel.db.fetchval(
+        "SELECT count(*) FROM librarian_audit WHERE record_id = $1 AND action = 'FORGET' "
+        "AND outcome = 'forgotten'",
+        made,
+    )
+    assert 1 == forgets
+    assert [] == await _broken_promises(kernel)
