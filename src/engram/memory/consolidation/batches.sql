@@ -68,43 +68,47 @@ SELECT EXISTS (SELECT 1 FROM memories WHERE record_id = $1 AND gate_decision_typ
 -- The batches are read whole; OFFSET 0 keeps each look-up a probe of the item's own head
 -- (memories_one_head_idx) and of its versions (memories_record_version_key), and the sources
 -- are read only of a summary that stands: the cost grows with the live summaries, not with
--- the store. $1: at most this many rows.
-SELECT DISTINCT x.source_id, x.changed_in
-FROM consolidation_batches AS b
-CROSS JOIN LATERAL jsonb_array_elements(b.items) AS item
-CROSS JOIN LATERAL (
-    SELECT item -> 'sources' AS sources
-    FROM memories AS s
-    WHERE s.record_id = (item ->> 'record_id')::uuid
-      AND s.superseded_by IS NULL
-      AND s.status <> 'forgotten'
+-- the store. $1: at most this many rows, drawn at random among those found, so that releases
+-- failing at every sweep do not keep the others out.
+SELECT found.source_id, found.changed_in FROM (
+    SELECT DISTINCT x.source_id, x.changed_in
+    FROM consolidation_batches AS b
+    CROSS JOIN LATERAL jsonb_array_elements(b.items) AS item
+    CROSS JOIN LATERAL (
+        SELECT item -> 'sources' AS sources
+        FROM memories AS s
+        WHERE s.record_id = (item ->> 'record_id')::uuid
+          AND s.superseded_by IS NULL
+          AND s.status <> 'forgotten'
+          AND NOT EXISTS (
+              SELECT 1 FROM memories AS a
+              WHERE a.record_id = s.record_id AND a.gate_decision_type = 'external')
+        OFFSET 0
+    ) AS summary
+    CROSS JOIN LATERAL jsonb_array_elements_text(summary.sources) AS source (id)
+    CROSS JOIN LATERAL (
+        SELECT h.record_id AS source_id,
+               coalesce(
+                   (SELECT min(m.version) FROM memories AS m
+                    WHERE m.record_id = h.record_id
+                      AND m.gate_decision_type = 'external'
+                      AND m.version > (SELECT max(own.version) FROM memories AS own
+                                       WHERE own.record_id = h.record_id
+                                         AND own.gate_decision_id = ANY (b.decision_ids))),
+                   CASE WHEN h.status = 'forgotten' THEN h.version END
+               ) AS changed_in
+        FROM memories AS h
+        WHERE h.record_id = source.id::uuid
+          AND h.superseded_by IS NULL
+          AND NOT (h.status = 'consolidated' AND h.gate_decision_id = ANY (b.decision_ids))
+        OFFSET 0
+    ) AS x
+    WHERE b.rolled_back_at IS NULL
+      AND x.changed_in IS NOT NULL
       AND NOT EXISTS (
-          SELECT 1 FROM memories AS a
-          WHERE a.record_id = s.record_id AND a.gate_decision_type = 'external')
-    OFFSET 0
-) AS summary
-CROSS JOIN LATERAL jsonb_array_elements_text(summary.sources) AS source (id)
-CROSS JOIN LATERAL (
-    SELECT h.record_id AS source_id,
-           coalesce(
-               (SELECT min(m.version) FROM memories AS m
-                WHERE m.record_id = h.record_id
-                  AND m.gate_decision_type = 'external'
-                  AND m.version > (SELECT max(own.version) FROM memories AS own
-                                   WHERE own.record_id = h.record_id
-                                     AND own.gate_decision_id = ANY (b.decision_ids))),
-               CASE WHEN h.status = 'forgotten' THEN h.version END
-           ) AS changed_in
-    FROM memories AS h
-    WHERE h.record_id = source.id::uuid
-      AND h.superseded_by IS NULL
-      AND NOT (h.status = 'consolidated' AND h.gate_decision_id = ANY (b.decision_ids))
-    OFFSET 0
-) AS x
-WHERE b.rolled_back_at IS NULL
-  AND x.changed_in IS NOT NULL
-  AND NOT EXISTS (
-      SELECT 1 FROM outbox AS o
-      WHERE o.dispatched_at IS NULL AND o.aggregate_id = x.source_id
-        AND o.event_type IN ('memory.forgotten', 'memory.updated'))
+          SELECT 1 FROM outbox AS o
+          WHERE o.dispatched_at IS NULL AND o.aggregate_id = x.source_id
+            AND o.event_type IN ('memory.forgotten', 'memory.updated'))
+) AS found
+ORDER BY random()
 LIMIT $1
