@@ -71,7 +71,7 @@ SELECT EXISTS (SELECT 1 FROM memories WHERE record_id = $1 AND gate_decision_typ
 -- the store. $1: at most this many rows, drawn at random among those found, so that releases
 -- failing at every sweep do not keep the others out.
 SELECT found.source_id, found.changed_in FROM (
-    SELECT DISTINCT x.source_id, x.changed_in
+    SELECT DISTINCT x.source_id, change.changed_in
     FROM consolidation_batches AS b
     CROSS JOIN LATERAL jsonb_array_elements(b.items) AS item
     CROSS JOIN LATERAL (
@@ -87,24 +87,26 @@ SELECT found.source_id, found.changed_in FROM (
     ) AS summary
     CROSS JOIN LATERAL jsonb_array_elements_text(summary.sources) AS source (id)
     CROSS JOIN LATERAL (
-        SELECT h.record_id AS source_id,
-               coalesce(
-                   (SELECT min(m.version) FROM memories AS m
-                    WHERE m.record_id = h.record_id
-                      AND m.gate_decision_type = 'external'
-                      AND m.version > (SELECT max(own.version) FROM memories AS own
-                                       WHERE own.record_id = h.record_id
-                                         AND own.gate_decision_id = ANY (b.decision_ids))),
-                   CASE WHEN h.status = 'forgotten' THEN h.version END
-               ) AS changed_in
+        SELECT h.record_id AS source_id, h.status, h.version, h.gate_decision_id
         FROM memories AS h
-        WHERE h.record_id = source.id::uuid
-          AND h.superseded_by IS NULL
-          AND NOT (h.status = 'consolidated' AND h.gate_decision_id = ANY (b.decision_ids))
+        WHERE h.record_id = source.id::uuid AND h.superseded_by IS NULL
         OFFSET 0
     ) AS x
+    CROSS JOIN LATERAL (
+        SELECT coalesce(
+            (SELECT min(m.version) FROM memories AS m
+             WHERE m.record_id = x.source_id
+               AND m.gate_decision_type = 'external'
+               AND m.version > (SELECT max(own.version) FROM memories AS own
+                                WHERE own.record_id = x.source_id
+                                  AND own.gate_decision_id = ANY (b.decision_ids))),
+            CASE WHEN x.status = 'forgotten' THEN x.version END
+        ) AS changed_in
+        OFFSET 0
+    ) AS change
     WHERE b.rolled_back_at IS NULL
-      AND x.changed_in IS NOT NULL
+      AND NOT (x.status = 'consolidated' AND x.gate_decision_id = ANY (b.decision_ids))
+      AND change.changed_in IS NOT NULL
       AND NOT EXISTS (
           SELECT 1 FROM outbox AS o
           WHERE o.dispatched_at IS NULL AND o.aggregate_id = x.source_id
