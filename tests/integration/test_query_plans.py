@@ -15,7 +15,6 @@ from pgvector.asyncpg import register_vector
 
 from benchmarks.seed_versions import seed_versions
 from engram.memory.admin.quarantine import SQL as QUARANTINE_SQL
-
 from engram.memory.consolidation.reversal import SQL as BATCHES_SQL
 from engram.memory.fingerprint import content_hash
 from engram.memory.store import SQL
@@ -327,6 +326,7 @@ async def test_the_quarantine_list_reads_only_quarantined_heads_and_their_decisi
     assert held > 1000
     used = await _plan(seeded, QUARANTINE_SQL["quarantined"], 0, 100, 2**62)
     assert {"memories_quarantine_idx", "librarian_audit_decision_id_key"} == used, used
+
 
 #: 800 committed batches over the seeded lineages: batch b made summaries 20000 + k (k in
 #: 5b-4..5b), summary k consumed the five lineages 5k-4..5k (version 3, its head).
