@@ -133,16 +133,24 @@ async def test_events_left_undelivered_are_delivered_by_the_next_kernel(
     admin = await asyncpg.connect(database.admin_url)
     try:  # simulate a crash between commit and delivery
         await admin.execute("UPDATE engram.outbox SET dispatched_at = NULL")
+        delivered: list[Event] = []
+
+        async def collect(event: Event) -> None:
+            delivered.append(event)
+
+        # The kernel's start-up drain may run before the test can subscribe (it did on a busy
+        # machine): the event is held under a row lock, which the drain skips, until the
+        # subscriber is in place; then the kernel's start-up delivery runs again.
+        held = admin.transaction()
+        await held.start()
+        await admin.execute("SELECT 1 FROM engram.outbox WHERE dispatched_at IS NULL FOR UPDATE")
+        async with open_kernel(settings=settings, embeddings=embedder) as kernel:
+            kernel.events.subscribe("memory.created", collect)
+            await held.rollback()
+            await kernel.events.resume()
+            await _wait_for(lambda: len(delivered) == 1)
     finally:
         await admin.close()
-    delivered: list[Event] = []
-
-    async def collect(event: Event) -> None:
-        delivered.append(event)
-
-    async with open_kernel(settings=settings, embeddings=embedder) as kernel:
-        kernel.events.subscribe("memory.created", collect)
-        await _wait_for(lambda: len(delivered) == 1)
     assert result.record_id == delivered[0].aggregate_id
 
 
