@@ -31,7 +31,7 @@ DURATION_UNITS = {
 }
 #: What a metrics token may hold: the characters of an RFC 6750 bearer token (``token68``),
 #: so that every HTTP client and Prometheus send it as it is.
-METRICS_TOKEN = re.compile(r"^[A-Za-z0-9._~+/-]+=*$")
+METRICS_TOKEN = re.compile(r"[A-Za-z0-9._~+/-]+=*")
 METRICS_TOKEN_MIN_LENGTH = 16
 METRICS_TOKEN_MAX_LENGTH = 512
 #: The longest a schedule's interval may be: far enough to mean "never" (a benchmark sets
@@ -305,7 +305,7 @@ class EngramSettings(BaseSettings):
                 f"must be {METRICS_TOKEN_MIN_LENGTH} to {METRICS_TOKEN_MAX_LENGTH} characters "
                 "long (e.g. `openssl rand -hex 32`)"
             )
-        if not METRICS_TOKEN.match(token):
+        if not METRICS_TOKEN.fullmatch(token):
             raise ValueError("may hold only letters, digits and . _ ~ + / - (then = padding)")
         if token.startswith("engram_"):
             raise ValueError("may not start with engram_, which marks agent tokens")

@@ -163,15 +163,16 @@ async def test_0023_keeps_reads_of_before_for_the_levels_that_could_have_made_th
     """Reads counted before 0023 name no level: each record's are kept for the highest
     level any of its versions has had and every level above (every version read was at or
     below it), never below, so a record lowered since shows its new readers no read they
-    could not have made; a record without versions keeps them at ``sensitive``; the
-    downgrade keeps the ``sensitive`` count, which holds every read, as the one count per
+    could not have made; a record without versions keeps them at ``sensitive``, and so does
+    one the PII check held there (a quarantine release lowers the level in place, so no
+    version remembers it; the finding stays in ``metadata.pii``); the downgrade keeps the ``sensitive`` count, which holds every read, as the one count per
     record of before."""
     url = empty_database.admin_url
     await asyncio.to_thread(migrate.upgrade, url, "0022")
     conn = await asyncpg.connect(url)
     try:
-        await seed_versions(conn, records=2, versions_per_record=2)
-        lowered, plain = await conn.fetchval(
+        await seed_versions(conn, records=3, versions_per_record=2)
+        lowered, plain, released = await conn.fetchval(
             "SELECT array_agg(DISTINCT record_id ORDER BY record_id) FROM engram.memories"
         )
         await conn.execute(
@@ -179,8 +180,13 @@ async def test_0023_keeps_reads_of_before_for_the_levels_that_could_have_made_th
             " THEN 'sensitive' ELSE 'agent' END",
             lowered,
         )
+        await conn.execute(
+            'UPDATE engram.memories SET metadata = metadata || \'{"pii": {"kinds": ["email"]}}\''
+            " WHERE record_id = $1 AND superseded_by IS NULL",
+            released,
+        )
         orphan = uuid.UUID(int=2**128 - 1)
-        for record_id, count in ((lowered, 12), (plain, 3), (orphan, 7)):
+        for record_id, count in ((lowered, 12), (plain, 3), (released, 9), (orphan, 7)):
             await conn.execute(_ACCESS, record_id, count)
         await asyncio.to_thread(migrate.upgrade, url)
         rows = {row["record_id"]: tuple(row.values())[1:] for row in await conn.fetch(_ACCESS_ROWS)}
@@ -188,12 +194,14 @@ async def test_0023_keeps_reads_of_before_for_the_levels_that_could_have_made_th
         assert {
             lowered: ([0, 0, 0, 0, 12], [0, 0, 0, 0, 12], [0, 0, 0, 0, 5], [1, 2, 3, 4]),
             plain: ([0, 3, 3, 3, 3], [0, 3, 3, 3, 3], [0, 3, 3, 3, 3], [1]),
+            released: ([0, 0, 0, 0, 9], [0, 0, 0, 0, 9], [0, 0, 0, 0, 5], [1, 2, 3, 4]),
             orphan: ([0, 0, 0, 0, 7], [0, 0, 0, 0, 7], [0, 0, 0, 0, 5], [1, 2, 3, 4]),
         } == rows
         await asyncio.to_thread(migrate.downgrade, url, "0022")
         back = await conn.fetch(
             "SELECT record_id, access_count FROM engram.memory_access ORDER BY record_id"
         )
-        assert sorted([(lowered, 12), (plain, 3), (orphan, 7)]) == [tuple(r.values()) for r in back]
+        before = [(lowered, 12), (plain, 3), (released, 9), (orphan, 7)]
+        assert sorted(before) == [tuple(r.values()) for r in back]
     finally:
         await conn.close()

@@ -49,7 +49,7 @@ CACHE_SECONDS = 5.0
 SEEN_EVERY_SECONDS = 60.0
 #: An agent's name, whole (``fullmatch``: a ``$`` also matches before a final newline).
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-_TOKEN = re.compile(r"^engram_[A-Za-z0-9_-]{43}$")
+_TOKEN = re.compile(r"engram_[A-Za-z0-9_-]{43}")
 
 
 def hash_token(token: str) -> bytes:
@@ -299,7 +299,7 @@ class AgentRegistry:
 
     async def authenticate(self, token: str | None) -> Principal:
         """The principal holding ``token``; :class:`Unauthenticated` for anything else."""
-        if not token or not _TOKEN.match(token):
+        if not token or not _TOKEN.fullmatch(token):
             raise Unauthenticated("a valid agent token is required")
         digest = hash_token(token)
         now = time.monotonic()

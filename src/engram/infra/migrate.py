@@ -25,7 +25,7 @@ log = structlog.get_logger("engram.infra.migrate")
 SQL = load_queries("engram.infra", "migrate.sql")
 
 _SCRIPTS = Path(__file__).resolve().parent / "migrations"
-_IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 # A revision file's own two assignments (alembic's template writes them at top level).
 _REVISION = re.compile(r"^revision(?:\s*:\s*str)?\s*=\s*[\"']([^\"']+)[\"']", re.MULTILINE)
 _DOWN = re.compile(r"^down_revision(?:\s*:[^=]+)?\s*=\s*(?:None|[\"']([^\"']+)[\"'])", re.MULTILINE)
@@ -100,7 +100,7 @@ def downgrade(url: str, revision: str = "base") -> None:
 
 async def ensure_database(admin_url: str, name: str) -> bool:
     """Create database ``name`` through ``admin_url`` unless it exists; True if created."""
-    if not _IDENTIFIER.match(name):
+    if not _IDENTIFIER.fullmatch(name):
         raise ConfigurationError(f"invalid database name {name!r}")
     conn = await asyncpg.connect(admin_url)
     try:

@@ -48,7 +48,7 @@ MAX_NAMESPACE_CHARS = 64
 #: A classification is a label ("internal", "customer-data"), not a text.
 MAX_CLASSIFICATION_CHARS = 128
 
-_NAMESPACE = re.compile(r"^[a-z0-9][a-z0-9_.:-]*$")
+_NAMESPACE = re.compile(r"[a-z0-9][a-z0-9_.:-]*")
 
 NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=500)]
 
@@ -322,7 +322,7 @@ def _envelope_problems(record: MemoryRecord, *, internal: bool = False) -> list[
     problems: list[str] = []
     if not record.source_agent.strip() or len(record.source_agent) > MAX_AGENT_CHARS:
         problems.append(f"source_agent: must be 1-{MAX_AGENT_CHARS} characters")
-    if len(record.namespace) > MAX_NAMESPACE_CHARS or not _NAMESPACE.match(record.namespace):
+    if len(record.namespace) > MAX_NAMESPACE_CHARS or not _NAMESPACE.fullmatch(record.namespace):
         problems.append("namespace: lowercase letters, digits and _.:- only, at most 64")
     if len(record.evidence_links) > MAX_EVIDENCE_LINKS:
         problems.append(f"evidence_links: at most {MAX_EVIDENCE_LINKS}")

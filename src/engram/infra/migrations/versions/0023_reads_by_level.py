@@ -13,7 +13,9 @@ version of the record has had, so their counts go to that level's element and ev
 above it (a read made then could have been made by any of those readers), and to none below:
 a record lowered since loses, for its new readers, the reads made before this revision
 rather than keeping reads they could not have made. A row whose record has no version left
-keeps them at ``sensitive`` alone. Downgrading keeps the ``sensitive`` element, which counts
+keeps them at ``sensitive`` alone, and so does one with a version the PII check held: a
+quarantine release lowers that version's level in place, so only its ``metadata.pii`` (the
+finding, which a release keeps) says the record was read at ``sensitive``. Downgrading keeps the ``sensitive`` element, which counts
 every read of the record: the one count per record of before.
 
 Revision ID: 0023
@@ -49,7 +51,8 @@ def upgrade() -> None:
         f"""
         UPDATE engram.memory_access a
         SET top = coalesce(
-            (SELECT max(array_position({_ORDER}, m.access_level::text))
+            (SELECT max(CASE WHEN m.metadata ? 'pii' THEN {_LEVELS}
+                             ELSE array_position({_ORDER}, m.access_level::text) END)
              FROM engram.memories m WHERE m.record_id = a.record_id),
             {_LEVELS})
         """
