@@ -165,8 +165,8 @@ async def test_0023_keeps_reads_of_before_for_the_levels_that_could_have_made_th
     below it), never below, so a record lowered since shows its new readers no read they
     could not have made; a record without versions keeps them at ``sensitive``, and so does
     one the PII check held there (a quarantine release lowers the level in place, so no
-    version remembers it; the finding stays in ``metadata.pii``); the downgrade keeps the ``sensitive`` count, which holds every read, as the one count per
-    record of before."""
+    version remembers it; the finding stays in ``metadata.pii``); the downgrade keeps the
+    ``sensitive`` count, which holds every read, as the one count per record of before."""
     url = empty_database.admin_url
     await asyncio.to_thread(migrate.upgrade, url, "0022")
     conn = await asyncpg.connect(url)

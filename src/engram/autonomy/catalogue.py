@@ -44,7 +44,6 @@ from engram.autonomy.levels import LevelBackoff
 from engram.autonomy.schedule import Daily, Every
 from engram.autonomy.state import JobBook
 from engram.config import EngramSettings
-from engram.errors import InfrastructureError
 from engram.infra.db import DatabaseAdapter
 from engram.infra.sql import load_queries
 from engram.memory.consolidation import ConsolidationEngine, ConsolidationReport
@@ -139,12 +138,12 @@ class _Bodies:
         """Finish the releases of forgotten or changed sources that their events did not
         (ADR-018), before the pass plans: the sources they give back are then consolidated
         again, without what the agent took back. Returns the releases made and failed for
-        the job's summary. A sweep whose look-up fails counts as one failed release and the
-        pass goes on (it fails by itself when the database is down)."""
+        the job's summary. A sweep whose look-up fails, for whatever reason, counts as one
+        failed release and the pass goes on (it fails by itself when the database is down)."""
         try:
             report = await self.consolidation.sweep_releases()
             released, failed = report.released, report.failed
-        except InfrastructureError as exc:
+        except Exception as exc:  # noqa: BLE001 - the pass runs whatever the sweep met
             log.error("consolidation.release_sweep_failed", error=type(exc).__name__)
             released, failed = 0, 1
         self.metrics.releases_swept.labels(outcome="released").inc(released)

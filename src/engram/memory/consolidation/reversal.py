@@ -233,9 +233,10 @@ class BatchDesk:
         to it. Idempotent: a release that finds its summaries forgotten already (by the
         event, a concurrent sweep or a rollback) does nothing.
 
-        A release that fails (the Gate refused it, its summaries kept moving, or the
-        database refused the write) is logged and counted as failed, and the sweep goes on
-        with the next source: one summary that cannot be released must not hold back the
+        A release that fails (the Gate refused it, its summaries kept moving, the database
+        refused the write, or anything else went wrong with it, such as a batch row it
+        cannot read) is logged and counted as failed, and the sweep goes on with the next
+        source: one summary that cannot be released must not hold back the
         others, nor the pass after the sweep. After ``SWEEP_FAILURES_IN_A_ROW``
         infrastructure failures in a row the sweep stops (the database is likely down); the
         next pass's sweep tries again. The look-up's own failure is raised."""
@@ -245,7 +246,7 @@ class BatchDesk:
             source = row["source_id"]
             try:
                 retired = await self.release(source, changed_in=row["changed_in"], by_agent=True)
-            except (ConsolidationConflict, InfrastructureError) as exc:
+            except Exception as exc:  # noqa: BLE001 - one release must not stop the sweep
                 failed += 1
                 down = down + 1 if isinstance(exc, InfrastructureError) else 0
                 log.error(

@@ -15,8 +15,9 @@ a record lowered since loses, for its new readers, the reads made before this re
 rather than keeping reads they could not have made. A row whose record has no version left
 keeps them at ``sensitive`` alone, and so does one with a version the PII check held: a
 quarantine release lowers that version's level in place, so only its ``metadata.pii`` (the
-finding, which a release keeps) says the record was read at ``sensitive``. Downgrading keeps the ``sensitive`` element, which counts
-every read of the record: the one count per record of before.
+finding, which a release keeps) says the record was read at ``sensitive``. Downgrading keeps
+the ``sensitive`` element, which counts every read of the record: the one count per record of
+before.
 
 Revision ID: 0023
 Revises: 0022
