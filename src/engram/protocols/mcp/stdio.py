@@ -28,6 +28,7 @@ from mcp.server.stdio import stdio_server
 from engram.config import EngramSettings
 from engram.errors import ConfigurationError
 from engram.kernel import open_kernel
+from engram.protocols.mcp.depth import cut_deep
 from engram.protocols.mcp.server import INVALID_REQUEST, build_server, message_problem
 from engram.protocols.mcp.tools import EngramTools
 
@@ -117,6 +118,8 @@ class _PipeLines:
             if not raw:
                 raise StopAsyncIteration
             line = raw.decode("utf-8", errors="replace")
+            # nesting past what the SDK's parser reads is cut, so the Gate refuses it (audited)
+            line = cut_deep(line) or line
             problem = line_problem(line)
             if problem is None:
                 return line

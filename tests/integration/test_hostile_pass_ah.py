@@ -1,0 +1,207 @@
+"""Hostile pass AH: one caller, one operation, three adapters (REST, MCP over HTTP and
+stdio, the CLI) must get one decision, one error kind and one audit row.
+
+Found here (each test failed before its fix):
+
+- over MCP (both transports) a ``remember`` or ``update`` whose metadata nested some 200
+  levels deep never reached the Gate: the SDK's parser stops there, so HTTP answered
+  ``-32700 Parse error: recursion limit exceeded`` and stdio ``-32600 not a JSON-RPC 2.0
+  message`` (past Python's own limit, ``-32700 not JSON text``), each with ``id: null`` and
+  no audit row, while REST refused the same arguments as a ``422`` audited once and
+  docs/mcp.md says deep nesting "parses, and is refused by the Gate".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from engram.agents.registry import AgentRegistry
+from engram.infra.postgres import PostgresDatabase
+from engram.infra.resilience import CircuitBreaker, Resilience
+from engram.memory.types import TrustLevel
+from tests.conftest import ScratchDatabase
+from tests.integration import test_http_api as http_api
+from tests.integration.test_http_api import Api
+from tests.integration.test_http_fuzz import _count
+
+api = http_api.api
+
+MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+FACT = "The release train leaves platform four on Tuesdays."
+
+
+def _nested(depth: int) -> str:
+    """JSON text of a metadata object ``depth`` objects deep."""
+    return '{"level":' * depth + '"bottom"' + "}" * depth
+
+
+def _call(call_id: int, tool: str, arguments: str) -> str:
+    """A ``tools/call`` message with the arguments as given (JSON text)."""
+    return (
+        f'{{"jsonrpc":"2.0","id":{call_id},"method":"tools/call",'
+        f'"params":{{"name":"{tool}","arguments":{arguments}}}}}'
+    )
+
+
+async def _mcp(api: Api, headers: dict[str, str], message: str) -> dict[str, Any]:
+    response = await api.client.post(
+        "/mcp", content=message.encode(), headers={**headers, **MCP_HEADERS}
+    )
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def _refused_for_nesting(answer: dict[str, Any], call_id: int) -> None:
+    """The answer is the tool's result for this request: a Gate rejection naming metadata."""
+    assert call_id == answer.get("id"), answer
+    result = answer["result"]
+    assert result["isError"] is True
+    body = result["structuredContent"]
+    assert ("rejected", True) == (body["decision"], "metadata" in body["reason"]), body
+    assert "nested deeper than 32 levels" in body["reason"]
+
+
+@pytest.mark.parametrize("depth", [200, 1200])
+async def test_deep_metadata_over_mcp_http_is_refused_by_the_gate_and_audited_as_over_rest(
+    api: Api, database: ScratchDatabase, depth: int
+) -> None:
+    """REST refuses the body with one audit row; MCP answered -32700 with id null and wrote
+    no audit row. Both now give the Gate's rejection, audited once, nothing stored."""
+    headers = await api.agent("deep-writer", TrustLevel.STANDARD)
+    arguments = f'{{"type":"belief","content":"{FACT}","metadata":{_nested(depth)}}}'
+
+    before = await _count(database)
+    rest = await api.client.post(
+        "/v1/memories",
+        content=arguments.encode(),
+        headers={**headers, "Content-Type": "application/json"},
+    )
+    assert 422 == rest.status_code, rest.text
+    after_rest = await _count(database)
+    assert (before[0] + 1, before[1]) == after_rest
+
+    _refused_for_nesting(await _mcp(api, headers, _call(7, "remember", arguments)), 7)
+    assert (after_rest[0] + 1, after_rest[1]) == await _count(database)
+
+
+async def test_deep_metadata_in_an_mcp_update_is_refused_and_the_record_keeps_its_version(
+    api: Api, database: ScratchDatabase
+) -> None:
+    """The same for ``update``: one audited rejection, the record unchanged."""
+    headers = await api.agent("deep-updater", TrustLevel.STANDARD)
+    created = await api.write({"type": "belief", "content": FACT}, headers)
+    record_id = created.json()["record_id"]
+    before = await _count(database)
+    arguments = f'{{"record_id":"{record_id}","expected_version":1,"metadata":{_nested(400)}}}'
+    _refused_for_nesting(await _mcp(api, headers, _call(8, "update", arguments)), 8)
+    assert (before[0] + 1, before[1]) == await _count(database)
+    read = await api.client.get(f"/v1/memories/{record_id}", headers=headers)
+    assert ('"1"', {}) == (read.headers["ETag"], read.json()["metadata"])
+
+
+async def test_deep_nesting_outside_the_arguments_is_an_answer_with_the_request_id(
+    api: Api, database: ScratchDatabase
+) -> None:
+    """Nesting in a place no record reads (``_meta``) is answered for that request too,
+    never a parse error for valid JSON; nothing is written."""
+    headers = await api.agent("deep-meta", TrustLevel.STANDARD)
+    before = await _count(database)
+    message = (
+        '{"jsonrpc":"2.0","id":11,"method":"tools/list","params":{"_meta":{"x":'
+        + _nested(500)
+        + "}}}"
+    )
+    answer = await _mcp(api, headers, message)
+    assert 11 == answer.get("id"), answer
+    assert before == await _count(database)
+
+
+_INIT = (
+    b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
+    b'"capabilities":{},"clientInfo":{"name":"hostile-ah","version":"1"}}}\n'
+    b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
+)
+
+
+def _stdio_answers(
+    database: ScratchDatabase, model_dir: Any, lines: list[str], last_id: int
+) -> list[dict[str, Any]]:
+    """Run `engram mcp` for a new agent, send ``lines`` after initialising, and collect every
+    answer until the one to ``last_id`` (90 s at most)."""
+
+    async def token() -> str:
+        db = await PostgresDatabase.connect(
+            database.runtime_url, resilience=Resilience(CircuitBreaker("postgres")), min_size=1
+        )
+        try:
+            return (await AgentRegistry(db).add("stdio-deep", TrustLevel.STANDARD))[1]
+        finally:
+            await db.close()
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
+    env.update(
+        ENGRAM_DATABASE_URL=database.runtime_url,
+        ENGRAM_MIGRATE_ON_START="false",
+        ENGRAM_LOG_FORMAT="json",
+        ENGRAM_EMBEDDING_MODEL_PATH=str(model_dir),
+        ENGRAM_AGENT_TOKEN=asyncio.run(token()),
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "engram.protocols.cli", "mcp"],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    answers: list[dict[str, Any]] = []
+    try:
+        process.stdin.write(_INIT + "".join(line + "\n" for line in lines).encode())
+        process.stdin.flush()
+        reader = threading.Thread(
+            target=lambda: answers.extend(json.loads(raw) for raw in process.stdout or ()),
+            daemon=True,
+        )
+        reader.start()
+        deadline = time.monotonic() + 90
+        while last_id not in [a.get("id") for a in answers] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        process.stdin.close()
+        process.wait(30)
+        reader.join(10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+        process.stdout.close()
+    return answers
+
+
+def test_deep_metadata_over_mcp_stdio_is_refused_by_the_gate_and_audited(
+    database: ScratchDatabase, model_dir: Any
+) -> None:
+    """Over stdio, 300 levels were -32600 "not a JSON-RPC 2.0 message" and 1200 were -32700
+    "not JSON text in UTF-8", both with id null and unaudited."""
+    before = asyncio.run(_count(database))
+    lines = [
+        _call(
+            depth, "remember", f'{{"type":"belief","content":"{FACT}","metadata":{_nested(depth)}}}'
+        )
+        for depth in (300, 1200)
+    ]
+    answers = _stdio_answers(database, model_dir, lines, 1200)
+    by_id = {answer.get("id"): answer for answer in answers}
+    assert None not in by_id, by_id.get(None)
+    for depth in (300, 1200):
+        _refused_for_nesting(by_id[depth], depth)
+    assert (before[0] + 2, before[1]) == asyncio.run(_count(database))
