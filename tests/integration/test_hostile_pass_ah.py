@@ -8,7 +8,11 @@ Found here (each test failed before its fix):
   ``-32700 Parse error: recursion limit exceeded`` and stdio ``-32600 not a JSON-RPC 2.0
   message`` (past Python's own limit, ``-32700 not JSON text``), each with ``id: null`` and
   no audit row, while REST refused the same arguments as a ``422`` audited once and
-  docs/mcp.md says deep nesting "parses, and is refused by the Gate".
+  docs/mcp.md says deep nesting "parses, and is refused by the Gate";
+- MCP ``update`` and ``forget`` of an id the caller cannot find (unknown, or hidden from it)
+  answered a Gate rejection, ``schema: no record …``, where REST answers ``404`` and MCP
+  itself answers ``not_found`` for a record the caller forgot; the kind now matches, and
+  the refusal is still audited once.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from typing import Any
 
 import pytest
@@ -205,3 +210,41 @@ def test_deep_metadata_over_mcp_stdio_is_refused_by_the_gate_and_audited(
     for depth in (300, 1200):
         _refused_for_nesting(by_id[depth], depth)
     assert (before[0] + 2, before[1]) == asyncio.run(_count(database))
+
+
+async def test_mcp_update_and_forget_of_an_id_the_caller_cannot_find_are_not_found_as_on_rest(
+    api: Api, database: ScratchDatabase
+) -> None:
+    """REST answers 404 for an unknown id and for one hidden from the caller, and MCP answers
+    ``not_found`` for a record the caller forgot; MCP answered these two with a Gate
+    rejection ("schema: no record …"). Each attempt is still audited once, and the answer
+    for a hidden id reads as the one for an unknown id."""
+    headers = await api.agent("finder", TrustLevel.RESTRICTED)
+    hidden = await api.write(
+        {"type": "belief", "content": FACT, "access_level": "system"}, api.admin
+    )
+    ids = {"hidden": hidden.json()["record_id"], "unknown": str(uuid.uuid4())}
+    seen: dict[str, list[tuple[str, str]]] = {}
+    for name, record_id in ids.items():
+        rest = await api.client.patch(
+            f"/v1/memories/{record_id}",
+            json={"content": "The release train leaves platform five."},
+            headers={**headers, "If-Match": "1"},
+        )
+        assert 404 == rest.status_code, rest.text
+        calls = [
+            ("update", f'{{"record_id":"{record_id}","expected_version":1,"content":"{FACT}"}}'),
+            ("forget", f'{{"record_id":"{record_id}"}}'),
+        ]
+        for tool, arguments in calls:
+            before = await _count(database)
+            answer = await _mcp(api, headers, _call(3, tool, arguments))
+            body = answer["result"]["structuredContent"]
+            assert answer["result"]["isError"] is True
+            error = body.get("error") or {}
+            assert "not_found" == error.get("kind"), body
+            assert (before[0] + 1, before[1]) == await _count(database)
+            seen.setdefault(name, []).append(
+                (error["kind"], error["message"].replace(record_id, "<id>"))
+            )
+    assert seen["hidden"] == seen["unknown"]

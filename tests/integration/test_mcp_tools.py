@@ -130,7 +130,7 @@ async def test_writes_and_reads_for_one_agent(kernel: Kernel) -> None:
 
 async def test_update_keeps_every_field_it_does_not_send(kernel: Kernel) -> None:
     """Only the content is sent: type, metadata, access level and namespace stay; a record the
-    agent cannot see is an audited rejection, not an error."""
+    agent cannot see is ``not_found`` (as REST's 404), its refusal audited."""
     tools = EngramTools(kernel)
     writer = await _principal(kernel, "amender", TrustLevel.STANDARD)
     first = {
@@ -162,7 +162,7 @@ async def test_update_keeps_every_field_it_does_not_send(kernel: Kernel) -> None
         writer,
     )
     assert missing.is_error
-    assert "rejected" == _body(missing)["decision"]
+    assert "not_found" == _body(missing)["error"]["kind"]
     assert audited + 1 == await kernel.audit.count()
 
 

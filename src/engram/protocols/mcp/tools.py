@@ -148,7 +148,9 @@ class EngramTools:
                 expected_version=control.expected_version,
                 request_id=control.request_id,
             )
-        if await session.forgotten_since(target, result):
+        # One the caller cannot find (unknown, hidden, forgotten) is not_found, as on REST;
+        # the Gate's refusal stays audited.
+        if await session.forgotten_since(target, result, absent_too=True):
             raise NotFound(f"no record {target} that you may read")
         return gate_result("update", result, principal.caller.max_read_level)
 
@@ -158,7 +160,7 @@ class EngramTools:
         result = await session.forget(
             args.record_id, expected_version=args.expected_version, request_id=args.request_id
         )
-        if await session.forgotten_since(args.record_id, result):
+        if await session.forgotten_since(args.record_id, result, absent_too=True):
             raise NotFound(f"no record {args.record_id} that you may read")
         return gate_result("forget", result, principal.caller.max_read_level)
 
