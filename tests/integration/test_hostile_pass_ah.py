@@ -12,7 +12,10 @@ Found here (each test failed before its fix):
 - MCP ``update`` and ``forget`` of an id the caller cannot find (unknown, or hidden from it)
   answered a Gate rejection, ``schema: no record …``, where REST answers ``404`` and MCP
   itself answers ``not_found`` for a record the caller forgot; the kind now matches, and
-  the refusal is still audited once.
+  the refusal is still audited once;
+- content made only of invisible characters (zero-width spaces, a byte order mark, a Hangul
+  filler, a braille blank) passed the blank check that refuses ``"   "``: such a belief was
+  stored and embedded; a query of them was searched where a blank one is a 422.
 """
 
 from __future__ import annotations
@@ -248,3 +251,68 @@ async def test_mcp_update_and_forget_of_an_id_the_caller_cannot_find_are_not_fou
                 (error["kind"], error["message"].replace(record_id, "<id>"))
             )
     assert seen["hidden"] == seen["unknown"]
+
+
+#: Texts that show nothing: zero-width spaces and joiners, word joiners, a byte order mark,
+#: a soft hyphen, a Hangul filler, a braille blank, direction marks, a lone combining mark.
+INVISIBLE = [
+    "\u200b",
+    "\u2060\u2060",
+    "\ufeff \u200d",
+    "\u00ad",
+    "\u3164",
+    "\u2800",
+    "\u200e\u200f",
+    "\u034f",
+    " \u200b\t\u2063 ",
+]
+
+
+@pytest.mark.parametrize("content", INVISIBLE, ids=[f"U+{ord(c[0]):04X}" for c in INVISIBLE])
+async def test_content_of_invisible_characters_is_blank_on_rest_and_mcp(
+    api: Api, database: ScratchDatabase, content: str
+) -> None:
+    """ "   " is refused as blank, but a belief of zero-width spaces (or any text that shows
+    nothing) was stored, embedded and returned by searches. It is blank on both adapters
+    now: one audited schema rejection each, nothing stored."""
+    headers = await api.agent("invisible", TrustLevel.STANDARD)
+    body = {"type": "belief", "content": content}
+    before = await _count(database)
+    rest = await api.write(body, headers)
+    assert 422 == rest.status_code, rest.text
+    assert "content: content is blank" in rest.json()["detail"]
+    answer = await _mcp(api, headers, _call(4, "remember", json.dumps(body)))
+    result = answer["result"]["structuredContent"]
+    assert ("rejected", True) == (result["decision"], "content is blank" in result["reason"])
+    assert (before[0] + 2, before[1]) == await _count(database)
+
+
+async def test_an_update_to_invisible_content_is_refused_and_the_record_keeps_its_version(
+    api: Api,
+) -> None:
+    """A PATCH that blanks the content with invisible characters is refused like one that
+    blanks it with spaces."""
+    headers = await api.agent("blanker", TrustLevel.STANDARD)
+    record_id = (await api.write({"type": "belief", "content": FACT}, headers)).json()["record_id"]
+    for content in ("   ", "\u200b\u200b"):
+        patched = await api.client.patch(
+            f"/v1/memories/{record_id}",
+            json={"content": content},
+            headers={**headers, "If-Match": "1"},
+        )
+        assert (422, True) == (patched.status_code, "blank" in patched.json()["detail"])
+    read = await api.client.get(f"/v1/memories/{record_id}", headers=headers)
+    assert ('"1"', FACT) == (read.headers["ETag"], read.json()["content"])
+
+
+@pytest.mark.parametrize("query", ["   ", "\u200b", "\u2060\ufeff"])
+async def test_a_query_that_shows_nothing_is_refused_alike(api: Api, query: str) -> None:
+    """A blank query was a 422 ("must not be empty"), one of zero-width characters a
+    search answering nothing; both are the same 422 now, on REST and MCP."""
+    headers = await api.agent("blank-query", TrustLevel.STANDARD)
+    rest = await api.client.post("/v1/search", json={"query": query}, headers=headers)
+    assert 422 == rest.status_code, rest.text
+    assert "query: must not be empty" in rest.json()["detail"]
+    answer = await _mcp(api, headers, _call(5, "recall", json.dumps({"query": query})))
+    error = answer["result"]["structuredContent"]["error"]
+    assert ("invalid_input", True) == (error["kind"], "must not be empty" in error["message"])

@@ -27,7 +27,12 @@ from pydantic import (
     field_validator,
 )
 
-from engram.memory.storable import instant_problem, text_problem, value_problems
+from engram.memory.storable import (
+    instant_problem,
+    shows_nothing,
+    text_problem,
+    value_problems,
+)
 from engram.memory.types import MemoryRecord, MemoryType
 
 # --- envelope limits (documented in the ADR and docs/memory-types.md) -------------------------
@@ -100,7 +105,7 @@ class TypeSchema(BaseModel):
     @field_validator("content")
     @classmethod
     def _content_has_text(cls, value: str) -> str:
-        if not value.strip():
+        if shows_nothing(value):  # spaces, or only invisible characters
             raise ValueError("content is blank")
         return value
 

@@ -23,6 +23,7 @@ import hashlib
 import json
 import math
 import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
@@ -60,6 +61,23 @@ def text_problem(text: str) -> str | None:
     if _SURROGATE.search(text) is not None:
         return "contains a lone surrogate (not valid Unicode)"
     return None
+
+
+#: Categories of characters that show nothing by themselves: controls, format characters
+#: (zero-width spaces and joiners, direction marks, the byte order mark, the soft hyphen),
+#: separators, and combining marks with no letter to sit on.
+_UNSEEN_CATEGORIES = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp", "Mn", "Me"})
+#: Letters and symbols drawn as blank space: the Hangul fillers and the braille blank.
+_BLANK_GLYPHS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+
+
+def shows_nothing(text: str) -> bool:
+    """True when ``text`` has no character a reader would see: empty, whitespace, or only
+    invisible characters such as zero-width spaces (what a blank content or query is)."""
+    return all(
+        char.isspace() or char in _BLANK_GLYPHS or unicodedata.category(char) in _UNSEEN_CATEGORIES
+        for char in text
+    )
 
 
 def request_id_problem(request_id: object) -> str | None:

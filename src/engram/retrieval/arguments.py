@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from engram.memory.storable import instant_problem
+from engram.memory.storable import instant_problem, shows_nothing
 from engram.memory.types import CallerIdentity, MemoryType
 from engram.memory.types import caller_problems as identity_problems
 
@@ -40,7 +40,7 @@ def query_problems(query: object, namespace: object, limit: object) -> list[str]
     text = query.strip() if isinstance(query, str) else ""
     if not isinstance(query, str):
         problems.append("query: a string")
-    elif not text:
+    elif shows_nothing(text):  # spaces, or only invisible characters
         problems.append("query: must not be empty")
     if len(text) > MAX_QUERY_CHARS:
         problems.append(f"query: at most {MAX_QUERY_CHARS} characters")
