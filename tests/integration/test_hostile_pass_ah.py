@@ -15,24 +15,34 @@ Found here (each test failed before its fix):
   the refusal is still audited once;
 - content made only of invisible characters (zero-width spaces, a byte order mark, a Hangul
   filler, a braille blank) passed the blank check that refuses ``"   "``: such a belief was
-  stored and embedded; a query of them was searched where a blank one is a 422.
+  stored and embedded; a query of them was searched where a blank one is a 422;
+- loading the embedding model ran under ``ENGRAM_EMBEDDING_TIMEOUT_SECONDS`` (one call's
+  limit): with a limit below the loading time the warm-up failed, and with worker processes
+  one overrun was never recovered from (each call killed the replacement worker while it
+  loaded).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from engram.agents.registry import AgentRegistry
+from engram.errors import EmbeddingTimeout
+from engram.infra.fastembed_embedder import FastembedEmbedder
+from engram.infra.inprocess_embedder import InProcessEmbedder
 from engram.infra.postgres import PostgresDatabase
 from engram.infra.resilience import CircuitBreaker, Resilience
 from engram.memory.types import TrustLevel
@@ -316,3 +326,88 @@ async def test_a_query_that_shows_nothing_is_refused_alike(api: Api, query: str)
     answer = await _mcp(api, headers, _call(5, "recall", json.dumps({"query": query})))
     error = answer["result"]["structuredContent"]["error"]
     assert ("invalid_input", True) == (error["kind"], "must not be empty" in error["message"])
+
+
+#: A time limit far above one embedding by a loaded worker (milliseconds) and below what a
+#: new worker takes to start and load the model (a second or more).
+SHORT_LIMIT = 0.5
+MODEL = "sentence-transformers/all-MiniLM-L6-v2-int8"
+
+
+async def _embeds_within(embedder: FastembedEmbedder | InProcessEmbedder, seconds: float) -> int:
+    """Call the embedder until a call answers (at most ``seconds``); the calls that failed."""
+    failed, deadline = 0, time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            assert 384 == len(await embedder.embed_one("the ledger runs on PostgreSQL"))
+        except EmbeddingTimeout:
+            failed += 1
+            continue
+        return failed
+    raise AssertionError(f"no call answered in {seconds} s ({failed} timed out)")
+
+
+async def test_model_workers_start_under_a_time_limit_shorter_than_their_loading(
+    model_dir: Path,
+) -> None:
+    """ENGRAM_EMBEDDING_TIMEOUT_SECONDS limits one embedding; the warm-up counted the
+    worker's start and the model's loading against it too, so `engram serve` with workers
+    and a limit of a second or two exited at startup (EmbeddingTimeout)."""
+    embedder = FastembedEmbedder(
+        model_dir, model_name=MODEL, workers=1, timeout_seconds=SHORT_LIMIT
+    )
+    try:
+        await embedder.start()
+        assert 384 == len(await embedder.embed_one("a loaded worker answers within the limit"))
+    finally:
+        await embedder.close()
+
+
+async def test_the_model_in_process_starts_under_a_time_limit_shorter_than_its_loading(
+    model_dir: Path,
+) -> None:
+    """The same for the model on a thread of the kernel's process (the default)."""
+    embedder = InProcessEmbedder(model_dir, model_name=MODEL, timeout_seconds=0.05)
+    try:
+        await embedder.start()
+        assert 384 == len(await embedder.embed_one("loaded"))
+    finally:
+        await embedder.close()
+
+
+async def test_a_stopped_worker_is_replaced_by_one_that_gets_to_load(model_dir: Path) -> None:
+    """docs/operations.md: an overrunning worker "is killed and replaced". With a limit below
+    the loading time the replacement was killed too, by the next call's timeout, while it
+    was still loading, and so was every one after it: once a worker had overrun (here it is
+    stopped with SIGSTOP), no embedding ever succeeded again and every write went on without
+    a vector. A timeout while the replacement loads now leaves it loading."""
+    embedder = FastembedEmbedder(model_dir, model_name=MODEL, workers=1, timeout_seconds=30)
+    try:
+        await embedder.start()
+        stopped = embedder.worker_pids()
+        embedder._timeout = SHORT_LIMIT
+        os.kill(stopped[0], signal.SIGSTOP)
+        with pytest.raises(EmbeddingTimeout):
+            await embedder.embed_one("the stopped worker never answers")
+        await _embeds_within(embedder, 60)
+        assert stopped != embedder.worker_pids()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(stopped[0], signal.SIGKILL)
+        await embedder.close()
+
+
+async def test_a_new_worker_is_not_killed_while_it_loads(model_dir: Path) -> None:
+    """The first calls of a pool that is still loading time out (the write goes on without
+    a vector, as documented), and a later call is answered by the same worker."""
+    embedder = FastembedEmbedder(
+        model_dir, model_name=MODEL, workers=1, timeout_seconds=SHORT_LIMIT
+    )
+    try:
+        with pytest.raises(EmbeddingTimeout):
+            await embedder.embed_one("the pool starts now and loads the model")
+        first = embedder.worker_pids()
+        await _embeds_within(embedder, 60)
+        assert first == embedder.worker_pids()
+    finally:
+        await embedder.close()

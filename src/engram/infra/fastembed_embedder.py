@@ -19,7 +19,7 @@ import threading
 import time
 import types
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,7 +28,7 @@ from typing import Any
 import structlog
 
 from engram.errors import EmbeddingError, EmbeddingTimeout
-from engram.infra.local_model import LocalModel
+from engram.infra.local_model import MODEL_LOAD_SECONDS, LocalModel
 from engram.infra.model_files import ONNX_FILE
 
 log = structlog.get_logger("engram.infra.embeddings")
@@ -251,6 +251,10 @@ class FastembedEmbedder(LocalModel):
         )
         self._workers = workers
         self._pool: ProcessPoolExecutor | None = None
+        # One no-op task per worker of the pool, done once a worker has loaded the model,
+        # and when the pool was started.
+        self._loading: list[Future[None]] = []
+        self._started_at = 0.0
 
     def _ensure_pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
@@ -271,10 +275,29 @@ class FastembedEmbedder(LocalModel):
             # A spawning pool starts one worker per submission until it has them all; start
             # them all now, while the caller's __main__ is hidden, so no later call spawns.
             with _caller_main_hidden():
-                for _ in range(self._workers):
-                    pool.submit(_ready)
-            self._pool = pool
+                self._loading = [pool.submit(_ready) for _ in range(self._workers)]
+            self._pool, self._started_at = pool, time.monotonic()
         return self._pool
+
+    def _still_loading(self) -> bool:
+        """Whether the pool's workers are still starting (loading the model), within
+        :data:`MODEL_LOAD_SECONDS` of the pool's start."""
+        waiting = any(not ready.done() for ready in self._loading)
+        return waiting and time.monotonic() - self._started_at < MODEL_LOAD_SECONDS
+
+    async def load(self) -> None:
+        """Start the workers and wait for them to load the model (at most
+        :data:`MODEL_LOAD_SECONDS`, not one call's time limit)."""
+        self._ensure_pool()
+        try:
+            loading = [asyncio.wrap_future(ready) for ready in self._loading]
+            await asyncio.wait_for(asyncio.gather(*loading), MODEL_LOAD_SECONDS)
+        except TimeoutError as exc:
+            self._recycle("load_timeout")
+            raise EmbeddingTimeout(timeout_seconds=MODEL_LOAD_SECONDS) from exc
+        except BrokenProcessPool as exc:
+            self._recycle("broken")
+            raise EmbeddingError("embedding worker died while loading the model") from exc
 
     async def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
@@ -284,7 +307,13 @@ class FastembedEmbedder(LocalModel):
             future = asyncio.wrap_future(pool.submit(_embed_in_worker, list(texts)))
             return await asyncio.wait_for(future, self._timeout)
         except TimeoutError as exc:
-            self._recycle("timeout")
+            if self._still_loading():
+                # A new worker is loading the model, not overrunning: killing it would only
+                # start another that must load again. This call gives up; a later one is
+                # answered once the model is loaded.
+                log.warning("embeddings.still_loading", timeout_seconds=self._timeout)
+            else:
+                self._recycle("timeout")
             raise EmbeddingTimeout(timeout_seconds=self._timeout) from exc
         except BrokenProcessPool as exc:
             self._recycle("broken")

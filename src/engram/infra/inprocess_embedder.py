@@ -20,7 +20,7 @@ import structlog
 
 from engram.errors import EmbeddingError, EmbeddingTimeout, ModelFilesError
 from engram.infra.fastembed_embedder import embed_texts, load_model
-from engram.infra.local_model import LocalModel
+from engram.infra.local_model import MODEL_LOAD_SECONDS, LocalModel
 
 log = structlog.get_logger("engram.infra.embeddings")
 
@@ -38,8 +38,8 @@ class InProcessEmbedder(LocalModel):
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engram-model")
         return self._executor
 
-    def _run(self, texts: list[str]) -> list[list[float]]:
-        """On the model's thread: load the model once, then embed."""
+    def _load(self) -> Any:
+        """On the model's thread: the model, loaded on first use."""
         if self._model is None:
             self._model = load_model(
                 str(self._model_dir),
@@ -49,7 +49,25 @@ class InProcessEmbedder(LocalModel):
                 self._threads,
                 spin=self._spin,
             )
-        return embed_texts(self._model, texts)
+        return self._model
+
+    def _run(self, texts: list[str]) -> list[list[float]]:
+        """On the model's thread: load the model once, then embed."""
+        return embed_texts(self._load(), texts)
+
+    async def load(self) -> None:
+        """Load the model on its thread (at most :data:`MODEL_LOAD_SECONDS`, not one call's
+        time limit)."""
+        executor = self._ensure_executor()
+        loading = asyncio.get_running_loop().run_in_executor(executor, self._load)
+        try:
+            await asyncio.wait_for(loading, MODEL_LOAD_SECONDS)
+        except TimeoutError as exc:
+            raise EmbeddingTimeout(timeout_seconds=MODEL_LOAD_SECONDS) from exc
+        except (EmbeddingError, ModelFilesError):
+            raise
+        except Exception as exc:
+            raise EmbeddingError(f"loading the model failed: {type(exc).__name__}") from exc
 
     async def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:

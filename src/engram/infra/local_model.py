@@ -14,6 +14,11 @@ from engram.infra.model_files import missing_files
 
 log = structlog.get_logger("engram.infra.embeddings")
 
+#: Time a worker process, or the model's thread, has to load the model. It is not an
+#: embedding: ``ENGRAM_EMBEDDING_TIMEOUT_SECONDS`` (milliseconds of work, usually set far
+#: lower) does not bound it, or a limit below the loading time would never let a model load.
+MODEL_LOAD_SECONDS = 120.0
+
 
 class LocalModel:
     """Base of :class:`~engram.infra.fastembed_embedder.FastembedEmbedder` (worker processes)
@@ -67,9 +72,14 @@ class LocalModel:
     async def ping(self) -> None:
         await self.embed_one("ping")
 
+    async def load(self) -> None:
+        """Load the model where it runs, bounded by :data:`MODEL_LOAD_SECONDS`."""
+        raise NotImplementedError
+
     async def start(self) -> None:
         """Load the model and embed one text, so the model is ready before it is needed."""
         started = time.perf_counter()
+        await self.load()
         vector = await self.embed_one("engram warm-up")
         self.first_embedding_ms = (time.perf_counter() - started) * 1000
         if len(vector) != self._dimension:
