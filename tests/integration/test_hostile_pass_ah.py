@@ -19,7 +19,9 @@ Found here (each test failed before its fix):
 - loading the embedding model ran under ``ENGRAM_EMBEDDING_TIMEOUT_SECONDS`` (one call's
   limit): with a limit below the loading time the warm-up failed, and with worker processes
   one overrun was never recovered from (each call killed the replacement worker while it
-  loaded).
+  loaded);
+- an MCP ``expected_version`` of 2147483648 or more was an audited Gate rejection where 0
+  is ``invalid_input`` and REST answers both ``400 bad-if-match``.
 """
 
 from __future__ import annotations
@@ -411,3 +413,34 @@ async def test_a_new_worker_is_not_killed_while_it_loads(model_dir: Path) -> Non
         assert first == embedder.worker_pids()
     finally:
         await embedder.close()
+
+
+@pytest.mark.parametrize("version", ["0", "2147483648", "9223372036854775808", "1" + "0" * 30])
+async def test_a_version_no_record_can_have_is_refused_alike_below_one_and_past_the_largest(
+    api: Api, database: ScratchDatabase, version: str
+) -> None:
+    """REST answers every If-Match outside 1-2147483647 with 400 bad-if-match. MCP answered
+    0 with invalid_input but 2147483648 and beyond with an audited Gate rejection ("schema:
+    expected_version: …"): one kind of mistake, two kinds of answer. Both ends are
+    invalid_input naming ``expected_version`` now, and nothing is written, as on REST."""
+    headers = await api.agent("versions", TrustLevel.STANDARD)
+    record_id = (await api.write({"type": "belief", "content": FACT}, headers)).json()["record_id"]
+    before = await _count(database)
+    rest = await api.client.patch(
+        f"/v1/memories/{record_id}",
+        json={"content": "The release train leaves platform five."},
+        headers={**headers, "If-Match": version},
+    )
+    assert (400, "urn:engram:problem:bad-if-match") == (rest.status_code, rest.json()["type"])
+    calls = [
+        ("update", f'{{"record_id":"{record_id}","expected_version":{version},"content":"x y"}}'),
+        ("forget", f'{{"record_id":"{record_id}","expected_version":{version}}}'),
+    ]
+    for tool, arguments in calls:
+        answer = await _mcp(api, headers, _call(6, tool, arguments))
+        error = answer["result"]["structuredContent"].get("error") or {}
+        assert ("invalid_input", True) == (
+            error.get("kind"),
+            "expected_version" in error.get("message", ""),
+        ), answer
+    assert before == await _count(database)

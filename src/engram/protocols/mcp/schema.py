@@ -19,6 +19,7 @@ from engram.memory.types import AccessLevel, MemoryRecord, MemoryType
 from engram.protocols.inprocess import (
     AS_OF_EVENT,
     AS_OF_INGESTION,
+    MAX_EXPECTED_VERSION,
     TAGS,
     Instant,
     JsonBool,
@@ -156,6 +157,7 @@ class UpdateArgs(_RecordFields):
     record_id: RecordIdField
     expected_version: Annotated[int, NotABoolean] = Field(
         ge=1,
+        le=MAX_EXPECTED_VERSION,
         description=(
             "The `version` of the record as you last read it (from get, history, recall or "
             "the previous write). If the record changed since, the update is refused as a "
@@ -167,7 +169,7 @@ class UpdateArgs(_RecordFields):
 
 class UpdateControl(_Strict):
     record_id: UUID
-    expected_version: Annotated[int, NotABoolean] = Field(ge=1)
+    expected_version: Annotated[int, NotABoolean] = Field(ge=1, le=MAX_EXPECTED_VERSION)
     request_id: RequestIdField
 
 
@@ -203,6 +205,7 @@ class ForgetArgs(_Strict):
     expected_version: Annotated[int | None, NotABoolean] = Field(
         default=None,
         ge=1,
+        le=MAX_EXPECTED_VERSION,
         description="Optional: the version you read; if the record changed since, nothing happens.",
     )
     request_id: RequestIdField
