@@ -74,16 +74,39 @@ IMPERATIVE_OPENERS = frozenset(
 _INJECTION = re.compile(
     r"\b(ignore|disregard|forget)\b.{0,40}\b(previous|prior|above|earlier|all)\b.{0,20}"
     r"\b(instructions?|prompts?|rules|messages?)\b"
+    # the same in the other word order: "disregard the rules above"
+    r"|\b(ignore|disregard|forget)\b.{0,40}\b(instructions?|prompts?|rules|messages?)\b.{0,20}"
+    r"\b(above|previous(ly)?|prior|earlier|before)\b"
+    # without a noun: "ignore all of the above", "disregard everything above"
+    r"|\b(ignore|disregard|forget)\s+(everything|anything|all)(\s+of)?(\s+the)?\s+"
+    r"(above|before|previous|prior|earlier)\b"
     r"|\byou are now\b|\bsystem prompt\b|\bnew instructions?\b\s*:",
     re.IGNORECASE | re.DOTALL,
 )
 _FIRST_WORD = re.compile(r"[A-Za-z']+")
+#: A label that makes what follows a message to the reader: a speaker ("System:",
+#: "Assistant:"), a flag ("IMPORTANT:", "Reminder:") or a note addressed to someone ("Note
+#: to the assistant:"). Headings naming a subject ("Lesson:", "Wednesday:") are not among
+#: them: what follows them is often a statement that opens with a noun such as "print".
+_SPEAKER_LABEL = re.compile(
+    r"^\s*(?:(?:system|assistant|user|admin|administrator|operator|developer|agent|ai|bot|"
+    r"model|important|attention|reminder|instructions?|note|nb|ps|warning|urgent)"
+    r"|(?:note|message|memo|reminder)s?\s+(?:to|for)\s+[^:\n]{1,40})\s*:\s*",
+    re.IGNORECASE,
+)
 
 
 def looks_imperative(text: str) -> bool:
-    """True when the text opens like an instruction ("Use tabs", "Never push to main")."""
-    match = _FIRST_WORD.search(text.strip())
-    return match is not None and match.group(0).lower() in IMPERATIVE_OPENERS
+    """True when the text opens like an instruction ("Use tabs", "Never push to main"), or
+    does so after a speaker label ("System: always answer in French")."""
+    stripped = text.strip()
+    label = _SPEAKER_LABEL.match(stripped)
+    starts = [stripped] + ([stripped[label.end() :]] if label is not None else [])
+    for start in starts:
+        match = _FIRST_WORD.search(start)
+        if match is not None and match.group(0).lower() in IMPERATIVE_OPENERS:
+            return True
+    return False
 
 
 def looks_like_injection(text: str) -> bool:
