@@ -24,6 +24,7 @@ from engram.kernel import Kernel, open_kernel
 from engram.protocols.http import operations
 from engram.protocols.http.api import install_api
 from engram.protocols.http.bootstrap import Announce, announce_first_agent, to_stdout
+from engram.protocols.http.encoding import Utf8Bodies
 from engram.protocols.http.problems import BodyLimit
 from engram.protocols.http.telemetry import RequestMetrics
 from engram.protocols.mcp.http import McpEndpoint
@@ -67,6 +68,7 @@ def create_app(
     mcp_endpoint.mount(app)
     install_api(app)  # the REST API under /v1 (engram.protocols.http.api)
     app.include_router(operations.router)  # /healthz, /readyz, /metrics
+    app.add_middleware(Utf8Bodies)  # /v1 bodies are UTF-8 JSON text, as on /mcp
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)  # every route, /mcp included
     app.add_middleware(HeadAsGet)  # HEAD on every route that answers GET
     app.add_middleware(RequestMetrics)  # outermost: counts what BodyLimit refuses too
