@@ -117,7 +117,11 @@ class _PipeLines:
                 continue
             if not raw:
                 raise StopAsyncIteration
-            line = raw.decode("utf-8", errors="replace")
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:  # decoded with replacement marks, it would be stored so
+                await self._answer(-32700, "Parse error: not JSON text in UTF-8")
+                continue
             # nesting past what the SDK's parser reads is cut, so the Gate refuses it (audited)
             line = cut_deep(line) or line
             problem = line_problem(line)
