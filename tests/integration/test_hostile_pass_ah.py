@@ -27,7 +27,9 @@ Found here (each test failed before its fix):
 - REST read bodies in UTF-16, UTF-32 or with a byte order mark (Python's parser guesses the
   encoding) that docs/api.md says are a 400 and MCP answers -32700;
 - ``engram mcp`` (stdio) decoded a line that is not UTF-8 with replacement characters and
-  stored the record so mangled, where HTTP answers -32700.
+  stored the record so mangled, where HTTP answers -32700;
+- a REST PATCH counted as a read of the record (reinforcing it against decay), refused
+  ones included; an MCP update counts none.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from typing import Any
 
 import pytest
 
+from engram import Kernel
 from engram.agents.registry import AgentRegistry
 from engram.errors import EmbeddingTimeout
 from engram.infra.fastembed_embedder import FastembedEmbedder
@@ -602,3 +605,49 @@ def test_a_stdio_line_that_is_not_utf8_is_a_parse_error_not_a_record_with_replac
     assert [-32700] == [error["code"] for error in errors], answers
     assert 22 in [a.get("id") for a in answers]
     assert before == asyncio.run(_count(database))
+
+
+async def _reads(kernel: Kernel, record_id: str) -> tuple[int, float]:
+    """Reads counted for a record, and its reinforcing reads (after a flush)."""
+    await kernel.temporal.flush_reads()
+    row = await kernel.db.fetchrow(
+        "SELECT access_count, reinforcements FROM memory_access WHERE record_id = $1",
+        uuid.UUID(record_id),
+    )
+    return (0, 0.0) if row is None else (int(row["access_count"]), float(row["reinforcements"]))
+
+
+async def test_a_rest_patch_is_not_a_read_as_an_mcp_update_is_not(api: Api) -> None:
+    """REST's PATCH looked the record up as a counted read before the Gate saw it, so every
+    PATCH, refused ones included (a stale If-Match, a bad body), counted as a read and
+    reinforced the record against decay, while the same update over MCP (and in process)
+    counts none. Neither counts now: a write is not a read (docs/temporal.md)."""
+    headers = await api.agent("patcher", TrustLevel.STANDARD)
+    created = {}
+    for via in ("rest", "mcp"):
+        body = {"type": "belief", "content": f"The {via} gateway drains its queue at dawn."}
+        created[via] = (await api.write(body, headers)).json()["record_id"]
+    rest_id, mcp_id = created["rest"], created["mcp"]
+    for version in ("1", "1", "7"):  # approved, then stale twice
+        await api.client.patch(
+            f"/v1/memories/{rest_id}",
+            json={"content": "The rest gateway drains its queue at noon."},
+            headers={**headers, "If-Match": version},
+        )
+        await _mcp(
+            api,
+            headers,
+            _call(
+                14,
+                "update",
+                json.dumps(
+                    {
+                        "record_id": mcp_id,
+                        "expected_version": int(version),
+                        "content": "The mcp gateway drains its queue at noon.",
+                    }
+                ),
+            ),
+        )
+    assert (0, 0.0) == await _reads(api.kernel, mcp_id)
+    assert (0, 0.0) == await _reads(api.kernel, rest_id)

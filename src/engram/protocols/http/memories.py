@@ -354,7 +354,8 @@ async def update_memory(
     retry = request_id(principal, idempotency_key)
     # A record the caller cannot find (absent, hidden or forgotten) is refused by the Gate,
     # audited like any bad input, and answered 404 as a read of it is.
-    head = await kernel.temporal.current(record_id, caller=principal.caller)
+    # Not a counted read: a write is not a read, as over MCP and in process.
+    head = await kernel.temporal.current(record_id, caller=principal.caller, count_read=False)
     live = None if head is None or head.status is MemoryStatus.FORGOTTEN else head
     result = await session.amend(
         record_id, payload, head=live, expected_version=expected, request_id=retry
