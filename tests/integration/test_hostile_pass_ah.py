@@ -29,7 +29,10 @@ Found here (each test failed before its fix):
 - ``engram mcp`` (stdio) decoded a line that is not UTF-8 with replacement characters and
   stored the record so mangled, where HTTP answers -32700;
 - a REST PATCH counted as a read of the record (reinforcing it against decay), refused
-  ones included; an MCP update counts none.
+  ones included; an MCP update counts none;
+- an MCP ``forget`` with a ``decision_type`` (the privilege-escalation row of the
+  specification's threat table) was ``invalid_input`` and unaudited, where ``remember`` and
+  ``update`` audit the claim.
 """
 
 from __future__ import annotations
@@ -651,3 +654,48 @@ async def test_a_rest_patch_is_not_a_read_as_an_mcp_update_is_not(api: Api) -> N
         )
     assert (0, 0.0) == await _reads(api.kernel, mcp_id)
     assert (0, 0.0) == await _reads(api.kernel, rest_id)
+
+
+async def test_a_forget_claiming_an_origin_over_mcp_is_an_audited_rejection_as_remember_is(
+    api: Api, database: ScratchDatabase
+) -> None:
+    """``remember`` and ``update`` refuse a ``decision_type`` (or any field they do not take)
+    with an audited rejection; ``forget`` answered ``invalid_input`` and audited nothing, so
+    a client claiming the consolidation origin for a forget left no trace. It is refused and
+    audited once now, and the record stays."""
+    headers = await api.agent("claimant", TrustLevel.STANDARD)
+    record_id = (await api.write({"type": "belief", "content": FACT}, headers)).json()["record_id"]
+    before = await _count(database)
+    arguments = json.dumps({"record_id": record_id, "decision_type": "consolidation"})
+    answer = await _mcp(api, headers, _call(15, "forget", arguments))
+    result = answer["result"]["structuredContent"]
+    assert ("rejected", True) == (result.get("decision"), "decision_type" in result["reason"]), (
+        result
+    )
+    assert (before[0] + 1, before[1]) == await _count(database)
+    read = await api.client.get(f"/v1/memories/{record_id}", headers=headers)
+    assert 200 == read.status_code
+
+
+async def test_an_origin_claimed_for_an_id_the_caller_cannot_find_is_refused_as_on_rest(
+    api: Api, database: ScratchDatabase
+) -> None:
+    """REST refuses a PATCH claiming ``decision_type`` with 422 whatever the id names; MCP
+    gives the same audited rejection (not ``not_found``) for update and forget alike."""
+    headers = await api.agent("claimant-2", TrustLevel.STANDARD)
+    unknown = str(uuid.uuid4())
+    rest = await api.client.patch(
+        f"/v1/memories/{unknown}",
+        json={"decision_type": "consolidation"},
+        headers={**headers, "If-Match": "1"},
+    )
+    assert 422 == rest.status_code, rest.text
+    before = await _count(database)
+    for tool, arguments in (
+        ("update", {"record_id": unknown, "expected_version": 1, "decision_type": "x"}),
+        ("forget", {"record_id": unknown, "decision_type": "x"}),
+    ):
+        answer = await _mcp(api, headers, _call(16, tool, json.dumps(arguments)))
+        result = answer["result"]["structuredContent"]
+        assert "rejected" == result.get("decision"), result
+    assert (before[0] + 2, before[1]) == await _count(database)

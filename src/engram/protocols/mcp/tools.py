@@ -139,6 +139,8 @@ class EngramTools:
         session = AgentSession(self._kernel, principal.caller)
         changes = _pick(arguments, _UPDATE_CONTROL, keep=False)
         target = _uuid_or_none(arguments.get("record_id"))
+        # A field no memory has (a claimed decision_type) is refused and audited first,
+        # whatever the record id names, as REST does.
         result = await session.refuse_unknown(GateAction.UPDATE, changes, record_id=target)
         if result is None:
             control = parse(UpdateControl, _pick(arguments, _UPDATE_CONTROL))
@@ -148,15 +150,24 @@ class EngramTools:
                 expected_version=control.expected_version,
                 request_id=control.request_id,
             )
-        # One the caller cannot find (unknown, hidden, forgotten) is not_found, as on REST;
-        # the Gate's refusal stays audited.
-        if await session.forgotten_since(target, result, absent_too=True):
-            raise NotFound(f"no record {target} that you may read")
+            # One the caller cannot find (unknown, hidden, forgotten) is not_found, as on
+            # REST; the Gate's refusal stays audited.
+            if await session.forgotten_since(target, result, absent_too=True):
+                raise NotFound(f"no record {target} that you may read")
         return gate_result("update", result, principal.caller.max_read_level)
 
     async def _forget(self, principal: Principal, arguments: Mapping[str, Any]) -> CallToolResult:
-        args = parse(ForgetArgs, arguments)
         session = AgentSession(self._kernel, principal.caller)
+        claims = _pick(arguments, _FORGET_CONTROL, keep=False)
+        if claims:  # a forget takes no record field: a claimed origin is refused and audited
+            target = _uuid_or_none(arguments.get("record_id"))
+            refused = await session.refuse(
+                GateAction.FORGET,
+                {"record_id": None if target is None else str(target), **claims},
+                [f"{name}: not an argument of forget" for name in sorted(map(str, claims))],
+            )
+            return gate_result("forget", refused, principal.caller.max_read_level)
+        args = parse(ForgetArgs, arguments)
         result = await session.forget(
             args.record_id, expected_version=args.expected_version, request_id=args.request_id
         )
@@ -270,6 +281,7 @@ class EngramTools:
 #: Gate refuses and audits them).
 _REMEMBER_CONTROL = frozenset({"request_id"})
 _UPDATE_CONTROL = frozenset({"record_id", "expected_version", "request_id"})
+_FORGET_CONTROL = _UPDATE_CONTROL
 
 
 def _pick(
