@@ -32,7 +32,9 @@ Found here (each test failed before its fix):
   ones included; an MCP update counts none;
 - an MCP ``forget`` with a ``decision_type`` (the privilege-escalation row of the
   specification's threat table) was ``invalid_input`` and unaudited, where ``remember`` and
-  ``update`` audit the claim.
+  ``update`` audit the claim;
+- with the audit log refusing the runtime role's INSERT (the audit-write-failure row), REST
+  answered 500 where MCP says ``unavailable`` and /readyz names the failing check.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 
 from engram import Kernel
@@ -699,3 +702,33 @@ async def test_an_origin_claimed_for_an_id_the_caller_cannot_find_is_refused_as_
         result = answer["result"]["structuredContent"]
         assert "rejected" == result.get("decision"), result
     assert (before[0] + 2, before[1]) == await _count(database)
+
+
+async def test_a_write_the_audit_log_refuses_is_unavailable_on_rest_as_on_mcp(
+    api: Api, database: ScratchDatabase
+) -> None:
+    """The specification's audit-write-failure row, made real: the runtime role loses INSERT
+    on the audit table (an operator's grant gone wrong). The write is refused and nothing is
+    stored on every adapter (the audit is fail-closed, ADR-005), /readyz says the audit log
+    fails, MCP answers ``unavailable``, the CLI exits 5 (infrastructure), but REST answered
+    ``500 internal error``. It answers ``503 unavailable`` with ``Retry-After`` now."""
+    headers = await api.agent("audited", TrustLevel.STANDARD)
+    admin = await asyncpg.connect(database.admin_url)
+    try:
+        await admin.execute("REVOKE INSERT ON engram.librarian_audit FROM engram_runtime")
+        before = await _count(database)
+        rest = await api.write({"type": "belief", "content": FACT}, headers)
+        assert (503, "urn:engram:problem:unavailable") == (
+            rest.status_code,
+            rest.json()["type"],
+        ), rest.text
+        assert "Retry-After" in rest.headers
+        answer = await _mcp(
+            api, headers, _call(17, "remember", json.dumps({"type": "belief", "content": FACT}))
+        )
+        assert "unavailable" == answer["result"]["structuredContent"]["error"]["kind"]
+        assert before == await _count(database)
+    finally:
+        await admin.execute("GRANT INSERT ON engram.librarian_audit TO engram_runtime")
+        await admin.close()
+    assert 201 == (await api.write({"type": "belief", "content": FACT}, headers)).status_code

@@ -43,6 +43,7 @@ from engram.errors import (
     InfrastructureError,
     MigrationError,
     NotFound,
+    PermissionDenied,
     Quarantine,
     RateLimited,
     StaleCursor,
@@ -84,6 +85,9 @@ ERROR_STATUS: dict[type[EngramError], tuple[int, str]] = {
     DatabaseInterrupted: (503, "unavailable"),
     EmbeddingError: (503, "unavailable"),
     MigrationError: (503, "unavailable"),
+    # The role lacks a grant (an operator's mistake): nothing the client sent is wrong, and
+    # /readyz says the failing check; unavailable, as MCP and the CLI (exit 5) say.
+    PermissionDenied: (503, "unavailable"),
     DatabaseError: (500, "internal"),
     InfrastructureError: (503, "unavailable"),
     ConfigurationError: (500, "internal"),
