@@ -614,10 +614,11 @@ def test_a_stdio_line_that_is_not_utf8_is_a_parse_error_not_a_record_with_replac
 
 
 async def _reads(kernel: Kernel, record_id: str) -> tuple[int, float]:
-    """Reads counted for a record, and its reinforcing reads (after a flush)."""
+    """Reads counted for a record at every level, and its reinforcing reads (after a flush)."""
     await kernel.temporal.flush_reads()
     row = await kernel.db.fetchrow(
-        "SELECT access_count, reinforcements FROM memory_access WHERE record_id = $1",
+        "SELECT access_count[5] AS access_count, reinforcements[5] AS reinforcements"
+        " FROM memory_access WHERE record_id = $1",
         uuid.UUID(record_id),
     )
     return (0, 0.0) if row is None else (int(row["access_count"]), float(row["reinforcements"]))
