@@ -375,12 +375,28 @@ async def update_memory(
 async def forget_memory(
     *,
     record_id: UUID,
+    request: Request,
     kernel: KernelDep,
     principal: Caller,
     if_match: IfMatch = None,
     idempotency_key: IdempotencyKey = None,
 ) -> Response:
-    """FORGET through the Gate; with If-Match, only if the record is still at that version."""
+    """FORGET through the Gate; with If-Match, only if the record is still at that version.
+    A forget takes no body: one naming fields (an origin claimed for it, say) is refused and
+    audited first, as MCP's ``forget`` refuses such arguments."""
+    if (claims := await _delete_body(request)) is not None:
+        retry = (
+            None
+            if idempotency_key is None or _KEY.fullmatch(idempotency_key) is None
+            else (request_id(principal, idempotency_key))
+        )
+        refused = await AgentSession(kernel, principal.caller).refuse(
+            GateAction.FORGET,
+            {"record_id": str(record_id), **claims},
+            [f"{name}: not a field of a forget (DELETE takes no body)" for name in sorted(claims)],
+            request_id=retry,
+        )
+        return gate_response(refused)
     expected = expected_version(if_match, required=False)
     retry = request_id(principal, idempotency_key)
     # A record the caller cannot find, or one forgotten before, is refused by the Gate and
@@ -389,3 +405,15 @@ async def forget_memory(
         record_id, expected_version=expected, request_id=retry
     )
     return await _unless_forgotten_since(kernel, principal, record_id, result)
+
+
+async def _delete_body(request: Request) -> dict[str, Any] | None:
+    """The fields a DELETE's body names (None for no body, an empty one or ``{}``); 400 for
+    a body that is not JSON, as on the other routes."""
+    if not (await request.body()).strip():
+        return None
+    try:
+        body = await json_object(request)
+    except UnreadableBody as exc:
+        return {"body": exc.text}
+    return body or None
