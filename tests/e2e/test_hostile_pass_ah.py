@@ -9,6 +9,8 @@ Found here (each test failed before its fix):
   and no audit row, where REST refuses it with an audited 422;
 - a stdio line that is not UTF-8 was decoded with replacement characters and the record was
   stored so mangled;
+- an argument holding an integer of more than 4,300 digits made the whole message a parse
+  error (``-32700``, ``id: null``) on both MCP transports, unaudited;
 - with the runtime role's INSERT on the audit log revoked (the specification's audit-write
   failure, made real), REST answered 500 where MCP says ``unavailable``;
 - loading the model ran under ``ENGRAM_EMBEDDING_TIMEOUT_SECONDS`` (one call's limit): with a
@@ -288,3 +290,34 @@ async def test_a_write_the_audit_log_refuses_is_unavailable_on_rest_as_on_mcp(
         await admin.execute("GRANT INSERT ON engram.librarian_audit TO engram_runtime")
         await admin.close()
     assert 201 == (await api.write({"type": "belief", "content": FACT}, headers)).status_code
+
+
+@pytest.mark.parametrize("field", ["metadata", "source_confidence"])
+async def test_an_integer_too_long_to_read_over_mcp_is_an_audited_rejection(
+    api: Api, database: ScratchDatabase, field: str
+) -> None:
+    """REST refuses a body holding an integer of more than 4,300 digits with an audited 422;
+    MCP answered ``-32700 number out of range`` with ``id: null``, unaudited."""
+    headers = await api.agent("digits", TrustLevel.STANDARD)
+    digits = "7" * 5000
+    value = f'{{"n":{digits}}}' if field == "metadata" else digits
+    arguments = f'{{"type":"belief","content":"{FACT}","{field}":{value}}}'
+    before = await _count(database)
+    answer = await _mcp(api, headers, _call(18, "remember", arguments))
+    assert 18 == answer.get("id"), answer
+    result = answer["result"]["structuredContent"]
+    assert ("rejected", True) == (result["decision"], field in result["reason"]), result
+    assert (before[0] + 1, before[1]) == await _count(database)
+
+
+def test_an_integer_too_long_to_read_over_stdio_is_an_audited_rejection(
+    database: ScratchDatabase, model_dir: Any
+) -> None:
+    """The same over stdio, which answered ``-32700 not JSON text in UTF-8``, ``id: null``."""
+    before = asyncio.run(_count(database))
+    arguments = f'{{"type":"belief","content":"{FACT}","metadata":{{"n":{"7" * 5000}}}}}'
+    answers = _stdio_answers(database, model_dir, [_call(19, "remember", arguments)], 19)
+    answer = {a.get("id"): a for a in answers}[19]
+    result = answer["result"]["structuredContent"]
+    assert ("rejected", True) == (result["decision"], "metadata" in result["reason"]), result
+    assert (before[0] + 1, before[1]) == asyncio.run(_count(database))

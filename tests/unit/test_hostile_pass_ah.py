@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from engram.memory.schemas import looks_imperative, looks_like_injection
-from engram.protocols.mcp.depth import MARKER, cut_deep, cut_deep_bytes
+from engram.protocols.mcp.depth import MARKER, cut_deep, cut_deep_bytes, widen_long_integers
 
 
 def _depth(value: Any) -> int:
@@ -122,3 +122,21 @@ def test_an_instruction_to_drop_what_came_before_is_injection_in_either_word_ord
     """ "disregard the previous rules" was caught, "disregard the rules above" was not (the
     word order of the pattern was fixed), nor "disregard everything above"."""
     assert expected == looks_like_injection(text)
+
+
+def test_an_integer_too_long_to_read_becomes_infinity_and_nothing_else_changes() -> None:
+    """Past 4,300 digits an integer literal is written as ``1e999999`` (``-1e999999`` when
+    negative); the same digits in a string, a long float and a long exponent stay."""
+    digits = "9" * 4301
+    text = (
+        f'{{"a": {digits}, "b": -{digits}, "s": "{digits}", "f": 1.{digits}, '
+        f'"e": 1e-{digits}, "ok": {"9" * 4300}}}'
+    )
+    widened = widen_long_integers(text)
+    assert widened is not None
+    parsed = json.loads(widened)
+    assert (float("inf"), float("-inf"), digits) == (parsed["a"], parsed["b"], parsed["s"])
+    assert f'"f": 1.{digits}' in widened
+    assert f'"e": 1e-{digits}' in widened
+    assert int("9" * 4300) == parsed["ok"]
+    assert widen_long_integers('{"n": ' + "9" * 4300 + "}") is None

@@ -1,16 +1,20 @@
-"""Deep JSON made readable for the MCP SDK, so the Gate can refuse it.
+"""Deep JSON and long integers made readable for the MCP SDK, so the Gate can refuse them.
 
 The SDK reads each JSON-RPC message with a parser that stops at about 200 levels of nesting
-(and Python's own at about 900), while the REST API hands any nesting the body parser reads
-to the Gate, which refuses metadata deeper than 32 levels with an audited rejection. Over
-MCP a ``remember`` whose metadata nested 200 levels deep was a parse error or an invalid
-request (``id: null``): unaudited, and saying the client's valid JSON was none.
+(and Python's own at about 900) and at integers of more than 4,300 digits, while the REST
+API hands what the body parser reads to the Gate (and refuses a body it cannot read with an
+audited rejection). Over MCP a ``remember`` whose metadata nested 200 levels deep, or held
+such an integer, was a parse error or an invalid request (``id: null``): unaudited, and
+saying the client's valid JSON was none.
 
-:func:`cut_deep` rewrites the text before any parser sees it: each container nested deeper
-than :data:`MAX_MESSAGE_DEPTH` levels is replaced by a marker string. The message keeps its
-id and its shape, and what arguments held that deep is still far deeper than any record may
-nest, so the Gate refuses it for the same reason, and the audit (which keeps nesting only to
-32 levels) records the same input. Text that is not balanced JSON is left to the parser.
+:func:`readable` rewrites the text before any parser sees it. :func:`cut_deep` replaces each
+container nested deeper than :data:`MAX_MESSAGE_DEPTH` levels by a marker string: the message
+keeps its id and its shape, and what arguments held that deep is still far deeper than any
+record may nest, so the Gate refuses it for the same reason, and the audit (which keeps
+nesting only to 32 levels) records the same input. :func:`widen_long_integers` writes an
+integer no parser here converts as a number past any float, read as infinity: an argument
+holding one is refused as a non-finite number. Text that is not balanced JSON is left to the
+parser.
 """
 
 from __future__ import annotations
@@ -57,6 +61,58 @@ def cut_deep(text: str, limit: int = MAX_MESSAGE_DEPTH) -> str | None:
         return None
     pieces.append(text[kept_from:])
     return "".join(pieces)
+
+
+#: The longest integer Python (and the SDK's parser) converts: ``sys.int_max_str_digits``.
+MAX_INTEGER_DIGITS = 4300
+_LONG_DIGITS = re.compile(rf"\d{{{MAX_INTEGER_DIGITS + 1}}}")
+#: A JSON string, or an integer literal longer than that (not a float's part or exponent).
+_LONG_INTEGER = re.compile(
+    rf'"[^"\\]*(?:\\.[^"\\]*)*"|(?<![\w.+-])(-?)\d{{{MAX_INTEGER_DIGITS + 1},}}(?![\w.])',
+    re.DOTALL,
+)
+
+
+def widen_long_integers(text: str) -> str | None:
+    """``text`` with each integer literal longer than :data:`MAX_INTEGER_DIGITS` written as a
+    number past any float (``1e999999``), which both parsers read as infinity; None when
+    there is none. The integer is beyond what any field holds, as infinity is: an argument
+    holding one is refused like ``Infinity`` (audited, for a write), where the SDK's parser
+    refused the whole message (``-32700``, ``id: null``, unaudited)."""
+    if _LONG_DIGITS.search(text) is None:
+        return None
+    pieces: list[str] = []
+    kept_from = 0
+    for match in _LONG_INTEGER.finditer(text):
+        if match.group(0)[0] == '"':
+            continue
+        pieces += [text[kept_from : match.start()], f"{match.group(1)}1e999999"]
+        kept_from = match.end()
+    if not pieces:
+        return None
+    pieces.append(text[kept_from:])
+    return "".join(pieces)
+
+
+def readable(text: str) -> str | None:
+    """``text`` made readable by the SDK's parser (:func:`cut_deep`, then
+    :func:`widen_long_integers`), or None when it needs neither."""
+    cut = cut_deep(text)
+    widened = widen_long_integers(cut if cut is not None else text)
+    return widened if widened is not None else cut
+
+
+def readable_bytes(body: bytes) -> bytes | None:
+    """:func:`readable` of a UTF-8 body (None as there, or when it is not UTF-8)."""
+    deep = body.count(b"{") + body.count(b"[") > MAX_MESSAGE_DEPTH
+    if not deep and _LONG_DIGITS.search(body.decode("latin-1")) is None:
+        return None
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    fixed = readable(text)
+    return None if fixed is None else fixed.encode("utf-8")
 
 
 def cut_deep_bytes(body: bytes, limit: int = MAX_MESSAGE_DEPTH) -> bytes | None:

@@ -28,7 +28,7 @@ from starlette.types import Message, Receive, Scope, Send
 from engram.agents.registry import Principal
 from engram.errors import EngramError, Unauthenticated
 from engram.kernel import Kernel
-from engram.protocols.mcp.depth import cut_deep_bytes
+from engram.protocols.mcp.depth import readable_bytes
 from engram.protocols.mcp.server import build_server, message_problem
 from engram.protocols.mcp.tools import EngramTools
 
@@ -101,8 +101,9 @@ class McpEndpoint:
         body = await _read_body(receive)
         if body is None:
             return  # the client went away
-        # nesting past what the SDK's parser reads is cut, so the Gate refuses it (audited)
-        body = cut_deep_bytes(body) or body
+        # nesting or integers past what the SDK's parser reads are made readable, so the Gate
+        # refuses them (audited)
+        body = readable_bytes(body) or body
         receive = _replay(body, receive)
         try:
             principal = await kernel.agents.authenticate(_bearer(scope))

@@ -28,7 +28,7 @@ from mcp.server.stdio import stdio_server
 from engram.config import EngramSettings
 from engram.errors import ConfigurationError
 from engram.kernel import open_kernel
-from engram.protocols.mcp.depth import cut_deep
+from engram.protocols.mcp.depth import readable
 from engram.protocols.mcp.server import INVALID_REQUEST, build_server, message_problem
 from engram.protocols.mcp.tools import EngramTools
 
@@ -122,8 +122,9 @@ class _PipeLines:
             except UnicodeDecodeError:  # decoded with replacement marks, it would be stored so
                 await self._answer(-32700, "Parse error: not JSON text in UTF-8")
                 continue
-            # nesting past what the SDK's parser reads is cut, so the Gate refuses it (audited)
-            line = cut_deep(line) or line
+            # nesting or integers past what the SDK's parser reads are made readable, so the
+            # Gate refuses them (audited)
+            line = readable(line) or line
             problem = line_problem(line)
             if problem is None:
                 return line
