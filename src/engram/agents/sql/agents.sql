@@ -11,7 +11,7 @@ RETURNING {{agent_columns}}
 -- name: by_name
 -- Names are unique whatever their case (agents_name_folded_key, migration 0022): $1 in any
 -- case names one agent, found through that index.
-SELECT {{agent_columns}} FROM agents WHERE lower(name) = lower($1)
+SELECT {{agent_columns}} FROM agents WHERE lower(name COLLATE "C") = lower($1 COLLATE "C")
 
 -- name: by_token
 SELECT {{agent_columns}} FROM agents WHERE token_hash = $1
@@ -26,12 +26,12 @@ SELECT count(*) FROM agents
 
 -- name: revoke
 UPDATE agents SET revoked_at = coalesce(revoked_at, now())
-WHERE lower(name) = lower($1)
+WHERE lower(name COLLATE "C") = lower($1 COLLATE "C")
 RETURNING {{agent_columns}}
 
 -- name: rotate
 UPDATE agents SET token_hash = $2, token_prefix = $3
-WHERE lower(name) = lower($1) AND revoked_at IS NULL
+WHERE lower(name COLLATE "C") = lower($1 COLLATE "C") AND revoked_at IS NULL
 RETURNING {{agent_columns}}
 
 -- name: seen

@@ -75,7 +75,7 @@ SELECT {{audit_columns}} FROM librarian_audit
 WHERE seq > $1 AND seq <= $8
   AND ($2::timestamptz IS NULL OR occurred_at >= $2)
   AND ($3::timestamptz IS NULL OR occurred_at < $3)
-  AND ($4::text IS NULL OR lower(agent_id) = lower($4))
+  AND ($4::text IS NULL OR lower(agent_id COLLATE "C") = lower($4 COLLATE "C"))
   AND ($5::text IS NULL OR decision = $5)
   AND ($6::text IS NULL OR action = $6)
 ORDER BY seq

@@ -2,9 +2,11 @@
 
 ``agents_name_key UNIQUE (name)`` let ``LOCAL`` be registered beside ``local``: two agents
 that read as one in every audit row, listing and log line (pass AF). A unique index on
-``lower(name)`` now refuses the second spelling, as the constraint refuses an exact
-duplicate; names are ASCII (``agents_name_check``), so ``lower`` folds them the same under
-every collation. The registry looks agents up through the same index.
+``lower(name COLLATE "C")`` now refuses the second spelling, as the constraint refuses an
+exact duplicate. Names are ASCII (``agents_name_check``), and the "C" collation folds ASCII
+letters alone, the same in every database (under a Turkish collation ``lower('I')`` is a
+dotless i, so ``LIST`` and ``list`` would not meet). The registry looks agents up through
+the same index.
 
 A store that already holds such a pair cannot take the index, and no choice the migration
 could make for it is safe: an agent's name is its identity in the audit log (which cannot be
@@ -41,7 +43,7 @@ BEGIN
         SELECT string_agg(quote_literal(name), ', ' ORDER BY created_at, name) AS names,
                min(created_at) AS first_created
         FROM engram.agents
-        GROUP BY lower(name)
+        GROUP BY lower(name COLLATE "C")
         HAVING count(*) > 1
     ) AS clash;
     IF groups IS NOT NULL THEN
@@ -61,7 +63,9 @@ $$
 def upgrade() -> None:
     op.execute("SET ROLE engram_owner")
     op.execute(_REFUSE_CLASHES)
-    op.execute("CREATE UNIQUE INDEX agents_name_folded_key ON engram.agents (lower(name))")
+    op.execute(
+        'CREATE UNIQUE INDEX agents_name_folded_key ON engram.agents (lower(name COLLATE "C"))'
+    )
     op.execute("RESET ROLE")
 
 
