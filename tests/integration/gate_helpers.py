@@ -114,9 +114,9 @@ async def holding_head(admin_url: str, record_id: UUID) -> AsyncIterator[HeldHea
         await watch.close()
 
 
-async def lock_waiters(admin: asyncpg.Connection, count: int) -> None:
-    """Until ``count`` sessions of this database wait for a lock."""
-    for _ in range(1000):
+async def lock_waiters(admin: asyncpg.Connection, count: int, *, seconds: float = 10.0) -> None:
+    """Until ``count`` sessions of this database wait for a lock (at most ``seconds``)."""
+    for _ in range(int(seconds * 100)):
         waiting = await admin.fetchval(
             "SELECT count(*) FROM pg_stat_activity "
             "WHERE wait_event_type = 'Lock' AND datname = current_database()"

@@ -417,7 +417,8 @@ async def test_a_sweep_killed_mid_release_leaves_nothing_half_done(
             stderr=subprocess.DEVNULL,
         )
         try:
-            await lock_waiters(held.watch, 1)
+            # a cold process opens a kernel before it reaches the lock: slow on a busy machine
+            await lock_waiters(held.watch, 1, seconds=90)
         finally:
             os.kill(process.pid, signal.SIGKILL)
             await process.wait()
@@ -460,7 +461,12 @@ async def test_two_sweeps_at_once_release_a_summary_once(
         await admin.execute("GRANT SELECT ON engram.consolidation_batches TO engram_runtime")
         await admin.close()
 
-    reports = await asyncio.gather(*(kernel.consolidation.sweep_releases() for _ in range(2)))
+    # The summary's head is held until both sweeps have looked the release up and wait to
+    # make it: without the lock the first could commit before the second looked.
+    async with holding_head(database.admin_url, made) as held:
+        sweeps = [asyncio.create_task(kernel.consolidation.sweep_releases()) for _ in range(2)]
+        await lock_waiters(held.watch, 2, seconds=60)
+    reports = await asyncio.gather(*sweeps)
 
     assert [1, 1] == [report.found for report in reports]  # both set out to release it
     assert 1 == sum(report.released for report in reports), reports
