@@ -34,6 +34,8 @@ ODD_ADMIN_QUERIES = [
     ("/v1/audit?agent=%00", "agent"),
     ("/v1/audit?reveal=true&reason=%20", "reason"),
     ("/v1/quarantine?cursor=9999-12-31T23:59:59-14:00", "cursor"),
+    ("/v1/quarantine?cursor=9999-12-31T23:59:59.999999Z", "cursor"),  # a cursor of before
+    (f"/v1/quarantine?cursor={2**63}", "cursor"),
     ("/v1/quarantine?limit=1001", "limit"),
     ("/v1/conflicts?limit=-5", "limit"),
 ]
@@ -57,7 +59,7 @@ async def test_admin_routes_answer_odd_queries_with_a_typed_problem_and_change_n
         "/v1/audit?since=0001-01-01T00:00:00Z&until=9999-12-31T23:59:59.999999Z",
         f"/v1/audit?cursor={2**63 - 1}",
         "/v1/audit?since=2026-01-01T00:00:00Z&until=2025-01-01T00:00:00Z",
-        "/v1/quarantine?cursor=9999-12-31T23:59:59.999999Z",
+        f"/v1/quarantine?cursor={2**63 - 1}",
     ):
         response = await api.client.get(path, headers=api.admin)
         assert 200 == response.status_code, (path, response.text)
