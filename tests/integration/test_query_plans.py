@@ -301,7 +301,8 @@ async def test_the_quarantine_list_reads_only_quarantined_heads_and_their_decisi
 ) -> None:
     """The quarantine list orders its heads by their decisions' audit seq: it reads the
     quarantined heads through their partial index and each one's decision through the
-    audit log's unique decision id, never the whole store or the whole log."""
+    audit log's unique decision id, never the whole store or the whole log; only the page's
+    rows are then read whole, by their ids."""
     await seeded.execute(
         "UPDATE memories SET access_level = 'sensitive', "
         'metadata = metadata || \'{"pii": {"kinds": ["email"]}}\' '
@@ -325,7 +326,7 @@ async def test_the_quarantine_list_reads_only_quarantined_heads_and_their_decisi
     held = await seeded.fetchval("SELECT count(*) FROM memories WHERE metadata ? 'pii'")
     assert held > 1000
     used = await _plan(seeded, QUARANTINE_SQL["quarantined"], 0, 100, 2**62)
-    assert {"memories_quarantine_idx", "librarian_audit_decision_id_key"} == used, used
+    assert {"memories_quarantine_idx", "librarian_audit_decision_id_key", "memories_pkey"} == used
 
 
 #: 800 committed batches over the seeded lineages: batch b made summaries 20000 + k (k in

@@ -7,23 +7,32 @@
 -- seq at or below it, so a later page skips none): the first $2 of them, and any other that
 -- shares the last one's seq; ``more`` says whether others follow.
 WITH held AS (
-    SELECT {{record_columns}},
+    -- narrow: only the page's rows are read whole, at the end
+    SELECT m.id AS held_id,
            (SELECT a.seq FROM librarian_audit a WHERE a.decision_id = m.gate_decision_id)
                AS decided_seq
     FROM memories m
-    WHERE superseded_by IS NULL AND access_level = 'sensitive' AND metadata ? 'pii'
-      AND status <> 'forgotten'
+    WHERE m.superseded_by IS NULL AND m.access_level = 'sensitive' AND m.metadata ? 'pii'
+      AND m.status <> 'forgotten'
 ), after_cursor AS (
-    SELECT * FROM held WHERE decided_seq > $1 AND decided_seq <= $3
+    SELECT held_id, decided_seq FROM held WHERE decided_seq > $1 AND decided_seq <= $3
 ), page_end AS (
     SELECT max(page.decided_seq) AS last_seq
     FROM (SELECT decided_seq FROM after_cursor ORDER BY decided_seq LIMIT $2) AS page
+), beyond AS (
+    SELECT EXISTS (
+        SELECT 1 FROM after_cursor, page_end WHERE after_cursor.decided_seq > page_end.last_seq
+    ) AS more
 )
-SELECT after_cursor.*,
-       EXISTS (SELECT 1 FROM after_cursor WHERE decided_seq > page_end.last_seq) AS more
-FROM after_cursor, page_end
-WHERE after_cursor.decided_seq <= page_end.last_seq
-ORDER BY after_cursor.decided_seq, after_cursor.id
+SELECT {{record_columns}}, page.decided_seq, beyond.more
+FROM (
+    SELECT held_id, decided_seq
+    FROM after_cursor, page_end
+    WHERE after_cursor.decided_seq <= page_end.last_seq
+) AS page
+JOIN memories ON memories.id = page.held_id
+CROSS JOIN beyond
+ORDER BY page.decided_seq, memories.id
 
 -- name: release
 UPDATE memories SET access_level = $2, updated_at = now()
