@@ -111,8 +111,11 @@ async def schema_revision(db: DatabaseAdapter) -> str | None:
 
 
 async def check_schema(db: DatabaseAdapter, head: str) -> None:
-    """Raise :class:`MigrationError` unless the schema is at ``head``."""
+    """Raise :class:`MigrationError` unless the schema is at ``head``; one a newer engram
+    migrated says so (migrating cannot help there)."""
     current = await schema_revision(db)
+    if current is not None and current not in migrate.known_revisions():
+        raise migrate.newer_schema(current)
     if current != head:
         raise MigrationError(f"schema at {current}, code expects {head}: run `engram migrate`")
 

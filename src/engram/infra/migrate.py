@@ -6,6 +6,7 @@ called through :func:`asyncio.to_thread`.
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -58,6 +59,18 @@ def head_revision() -> str:
     alembic, so a kernel that does not migrate never imports it (a unit test keeps the two
     answers equal).
     """
+    return _revisions()[0]
+
+
+def known_revisions() -> frozenset[str]:
+    """Every revision the code has a file for (a database at any other was migrated by a
+    newer engram)."""
+    return _revisions()[1]
+
+
+@functools.cache
+def _revisions() -> tuple[str, frozenset[str]]:
+    """The head revision and every revision, read once from the files."""
     revisions: set[str] = set()
     followed: set[str] = set()
     for path in (_SCRIPTS / "versions").glob("*.py"):
@@ -73,7 +86,29 @@ def head_revision() -> str:
     heads = revisions - followed
     if len(heads) != 1:
         raise MigrationError(f"expected one head revision, found {sorted(heads) or 'none'}")
-    return heads.pop()
+    return heads.pop(), frozenset(revisions)
+
+
+def newer_schema(current: str) -> MigrationError:
+    """The error for a database at ``current``, a revision this code does not know.
+
+    It was migrated by a later engram (this one is a downgrade of the package): no migration
+    of this code can move it, and a kernel of this code must not write to it.
+    """
+    return MigrationError(
+        f"the database is at schema revision {current}, written by a newer engram than this "
+        f"one (which knows up to {head_revision()}): run that release or a later one, or "
+        "restore the backup taken before the upgrade; nothing was changed"
+    )
+
+
+def _unknown_revision(url: str) -> str | None:
+    """The database's revision when the code does not know it (None otherwise, or unread)."""
+    try:
+        current = current_revision_sync(url)
+    except Exception:  # noqa: BLE001 - only a diagnosis of a failure already being raised
+        return None
+    return current if current is not None and current not in known_revisions() else None
 
 
 def upgrade(url: str, revision: str = "head") -> None:
@@ -83,6 +118,9 @@ def upgrade(url: str, revision: str = "head") -> None:
     try:
         command.upgrade(_config(url), revision)
     except Exception as exc:
+        current = _unknown_revision(url)
+        if current is not None:
+            raise newer_schema(current) from exc
         raise MigrationError(f"upgrade to {revision} failed: {exc}") from exc
     log.info("migrations.upgraded", revision=revision)
 
@@ -94,6 +132,9 @@ def downgrade(url: str, revision: str = "base") -> None:
     try:
         command.downgrade(_config(url), revision)
     except Exception as exc:
+        current = _unknown_revision(url)
+        if current is not None:
+            raise newer_schema(current) from exc
         raise MigrationError(f"downgrade to {revision} failed: {exc}") from exc
     log.info("migrations.downgraded", revision=revision)
 

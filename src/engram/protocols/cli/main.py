@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import logging
 import os
 import sys
 from typing import Annotated, Any
@@ -105,8 +106,9 @@ def serve(
     typer.echo(
         f"engram {__version__}: starting on http://{settings.host}:{settings.port} ({where})"
     )
+    app = create_app(settings)
     config = uvicorn.Config(
-        create_app(settings),
+        app,
         host=settings.host,
         port=settings.port,
         # Every request must arrive whole in time: a slow client cannot hold a socket forever.
@@ -117,6 +119,8 @@ def serve(
         lifespan="on",
     )
     server = uvicorn.Server(config)
+    bind = BindFailure()
+    logging.getLogger("uvicorn.error").addFilter(bind)
     try:
         server.run()
     except KeyboardInterrupt:
@@ -124,8 +128,37 @@ def serve(
         typer.echo("engram: stopped")
     except EngramError as exc:
         raise error_exit(exc) from exc
+    except SystemExit as exc:
+        # uvicorn exits (3) when the lifespan or the bind failed, having logged why.
+        if server.started:
+            raise
+        raise _start_failure(app, bind, settings.host, settings.port) from exc
     if not server.started:
-        raise typer.Exit(1)
+        raise _start_failure(app, bind, settings.host, settings.port)
+
+
+class BindFailure(logging.Filter):
+    """Keeps the error uvicorn logs when it cannot listen (it logs the OSError itself)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.error: OSError | None = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, OSError):
+            self.error = record.msg
+        return True
+
+
+def _start_failure(app: Any, bind: BindFailure, host: str, port: int) -> typer.Exit:
+    """The one line, and the exit, of a server that did not start."""
+    error = getattr(app.state, "startup_error", None)
+    if isinstance(error, EngramError):
+        return error_exit(error)
+    if bind.error is not None:
+        reason = str(bind.error.strerror or bind.error).rsplit(": ", 1)[-1]
+        return fail(f"cannot listen on {host}:{port}: {reason}")
+    return fail("the server did not start (the log above says why)")
 
 
 @app.command()

@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engram import __version__
 from engram.config import EngramSettings
+from engram.errors import EngramError
 from engram.kernel import Kernel, open_kernel
 from engram.protocols.http import operations
 from engram.protocols.http.api import install_api
@@ -56,11 +57,16 @@ def create_app(
             async with mcp_endpoint.serving(kernel):
                 yield
             return
-        async with open_kernel(settings=settings) as opened, AsyncExitStack() as jobs:
-            app.state.kernel = opened
-            await announce_first_agent(opened, announce)
-            if opened.settings.scheduler:  # the background jobs (ENGRAM_SCHEDULER)
-                await jobs.enter_async_context(opened.scheduler.serving())
+        async with AsyncExitStack() as stack:
+            try:
+                opened = await stack.enter_async_context(open_kernel(settings=settings))
+                app.state.kernel = opened
+                await announce_first_agent(opened, announce)
+                if opened.settings.scheduler:  # the background jobs (ENGRAM_SCHEDULER)
+                    await stack.enter_async_context(opened.scheduler.serving())
+            except EngramError as exc:
+                app.state.startup_error = exc  # for `engram serve` to say, in one line
+                raise
             async with mcp_endpoint.serving(opened):
                 yield
 
@@ -71,7 +77,8 @@ def create_app(
     app.add_middleware(Utf8Bodies)  # /v1 bodies are UTF-8 JSON text, as on /mcp
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)  # every route, /mcp included
     app.add_middleware(HeadAsGet)  # HEAD on every route that answers GET
-    app.add_middleware(RequestMetrics)  # outermost: counts what BodyLimit refuses too
+    app.add_middleware(RequestMetrics)  # counts what BodyLimit refuses too
+    app.add_middleware(StartupFailure)  # outermost: only the lifespan's messages
 
     return app
 
@@ -99,3 +106,27 @@ class HeadAsGet:
             await send(message)
 
         await self.app({**scope, "method": "GET"}, receive, bodiless)
+
+
+class StartupFailure:
+    """ASGI middleware: a start-up that failed with an engram error is reported as that
+    error's sentence, not as the traceback Starlette attaches to ``lifespan.startup.failed``
+    (which the server would log whole). Any other exception keeps its traceback: it is a bug.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan":
+            await self.app(scope, receive, send)
+            return
+        state = scope["app"].state
+
+        async def plain(message: Message) -> None:
+            error = getattr(state, "startup_error", None)
+            if message["type"] == "lifespan.startup.failed" and isinstance(error, EngramError):
+                message = {**message, "message": f"engram could not start: {error.message}"}
+            await send(message)
+
+        await self.app(scope, receive, plain)

@@ -1,0 +1,110 @@
+"""Hostile pass AI: upgrades, migrations and start-up, run as an operator runs them.
+
+Real processes on real data dirs: a database migrated by a newer engram (its revision
+written into ``alembic_version`` as that engram would leave it), a model directory that is
+empty, a port another process listens on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+from pathlib import Path
+
+import asyncpg
+
+from engram.infra import migrate
+from engram.infra.embedded_server import DATABASE, EmbeddedPostgres
+from tests.e2e.test_serve import ENGRAM, _env, _free_port, _postgres_for
+
+#: A revision no engram of this code knows: the database was migrated by a later release.
+NEWER = "9999"
+
+
+def _run(
+    args: list[str], env: dict[str, str], timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(  # noqa: S603 - our own CLI
+        [*ENGRAM, *args], env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def _sql(pgdata: Path, statement: str) -> object:
+    """Run one statement on the data dir's database as the superuser; its first value."""
+
+    async def go() -> object:
+        server = EmbeddedPostgres(pgdata)
+        await asyncio.to_thread(server.start)
+        try:
+            conn = await asyncpg.connect(server.admin_url(DATABASE))
+            try:
+                return await conn.fetchval(statement)
+            finally:
+                await conn.close()
+        finally:
+            await asyncio.to_thread(server.stop)
+
+    return asyncio.run(go())
+
+
+def test_a_database_migrated_by_a_newer_engram_is_named_as_such_by_every_command(
+    tmp_path: Path, model_dir: Path
+) -> None:
+    """After a downgrade of the package, the database is at a revision this code does not
+    know. `engram migrate` said "Can't locate revision identified by '9999'", admin commands
+    told the operator to run `engram migrate` (which cannot help), and `engram serve`
+    printed a traceback and exited 3. Each now says, in one sentence, that the database was
+    migrated by a newer engram and what to do; the revision is left as it was."""
+    data_dir = tmp_path / "data"
+    env = _env(data_dir, model_dir, ENGRAM_PORT=str(_free_port()))
+    assert 0 == _run(["--init", "migrate"], env).returncode
+    _sql(data_dir / "pg", f"UPDATE alembic_version SET version_num = '{NEWER}'")
+
+    for args in (["migrate"], ["agents", "list"], ["serve"]):
+        done = _run(args, env)
+        assert 0 != done.returncode, (args, done.stderr[-2000:])
+        assert "Traceback" not in done.stderr + done.stdout, (args, done.stderr[-3000:])
+        assert f"engram: the database is at schema revision {NEWER}" in done.stderr, (
+            args,
+            done.stderr[-2000:],
+        )
+        assert f"newer engram than this one (which knows up to {migrate.head_revision()})" in (
+            done.stderr
+        ), (args, done.stderr[-2000:])
+        assert "Can't locate" not in done.stderr
+        assert "run `engram migrate`" not in done.stderr
+    assert NEWER == _sql(data_dir / "pg", "SELECT version_num FROM alembic_version")
+    assert [] == _postgres_for(data_dir / "pg")
+
+
+def test_serve_that_cannot_open_its_kernel_says_why_in_one_line(
+    tmp_path: Path, model_dir: Path
+) -> None:
+    """A start-up failure of the kernel (here an empty model directory) reached the
+    operator as uvicorn's traceback of the lifespan and exit 3; it is now the error's own
+    sentence after ``engram:`` and the exit code of its kind, and no server is left."""
+    del model_dir
+    empty = tmp_path / "model"
+    empty.mkdir()
+    env = _env(tmp_path / "data", empty, ENGRAM_PORT=str(_free_port()))
+    done = _run(["serve"], env)
+    assert "Traceback" not in done.stderr + done.stdout, done.stderr[-3000:]
+    assert 0 != done.returncode
+    assert f"engram: model directory {empty} lacks model.onnx" in done.stderr, done.stderr[-2000:]
+    assert [] == _postgres_for(tmp_path / "data" / "pg")
+
+
+def test_serve_on_a_port_in_use_says_so(tmp_path: Path, model_dir: Path) -> None:
+    """Another process listening on ENGRAM_PORT: one ``engram:`` line naming the address,
+    a non-zero exit, no traceback, no server left running."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = _env(tmp_path / "data", model_dir, ENGRAM_PORT=str(port))
+        done = _run(["serve"], env)
+    assert "Traceback" not in done.stderr + done.stdout, done.stderr[-3000:]
+    assert 0 != done.returncode
+    assert f"engram: cannot listen on 127.0.0.1:{port}" in done.stderr, done.stderr[-2000:]
+    assert [] == _postgres_for(tmp_path / "data" / "pg")
