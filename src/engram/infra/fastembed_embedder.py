@@ -29,11 +29,16 @@ import structlog
 
 from engram.errors import EmbeddingError, EmbeddingTimeout
 from engram.infra.local_model import MODEL_LOAD_SECONDS, LocalModel
+
+from engram.errors import EmbeddingError, EmbeddingTimeout, ModelFilesError
+from engram.infra.local_model import LocalModel
 from engram.infra.model_files import ONNX_FILE
 
 log = structlog.get_logger("engram.infra.embeddings")
 
 _model: Any = None
+#: Why this worker has no model (set by its initializer when the files cannot be loaded).
+_load_error: ModelFilesError | None = None
 
 
 def load_model(
@@ -67,14 +72,22 @@ def load_model(
             dim=dimension,
             model_file=ONNX_FILE,
         )
-    embedding = TextEmbedding(
-        model_name=model_name,
-        specific_model_path=model_dir,
-        local_files_only=True,
-        threads=threads,
-        lazy_load=True,
-    )
-    _open_session(embedding, threads, spin=spin)
+    try:
+        embedding = TextEmbedding(
+            model_name=model_name,
+            specific_model_path=model_dir,
+            local_files_only=True,
+            threads=threads,
+            lazy_load=True,
+        )
+        _open_session(embedding, threads, spin=spin)
+    except Exception as exc:
+        # Files present (checked before) but unreadable: cut short, damaged, or not a model.
+        raise ModelFilesError(
+            f"the embedding model in {model_dir} cannot be loaded ({type(exc).__name__}): a "
+            "file there is damaged or not the model's; `engram prepare-model` assembles the "
+            "default model again (in the data dir), or restore the directory"
+        ) from exc
     release_freed_memory()
     return embedding
 
@@ -139,7 +152,13 @@ def _init_worker(  # noqa: PLR0917 - the pool passes initargs positionally
     # Ctrl-C reaches the whole process group; the parent shuts workers down in order.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _watch_parent(os.getppid())
-    _model = load_model(model_dir, model_name, pooling, dimension, threads, spin=spin)
+    try:
+        _model = load_model(model_dir, model_name, pooling, dimension, threads, spin=spin)
+    except ModelFilesError as exc:
+        # Kept for the calls to raise: a failing initializer would only break the pool,
+        # and the parent would learn no more than that a worker died.
+        global _load_error  # noqa: PLW0603 - set once, in the initializer
+        _load_error = exc
 
 
 _MAIN_SWAP = threading.Lock()
@@ -220,6 +239,8 @@ def embed_texts(model: Any, texts: list[str]) -> list[list[float]]:
 
 
 def _embed_in_worker(texts: list[str]) -> list[list[float]]:
+    if _load_error is not None:
+        raise _load_error
     if _model is None:  # pragma: no cover - the initializer always ran
         raise RuntimeError("embedding worker has no model")
     return embed_texts(_model, texts)
@@ -318,6 +339,8 @@ class FastembedEmbedder(LocalModel):
         except BrokenProcessPool as exc:
             self._recycle("broken")
             raise EmbeddingError("embedding worker died") from exc
+        except ModelFilesError:
+            raise
         except Exception as exc:
             raise EmbeddingError(f"embedding failed: {type(exc).__name__}") from exc
 

