@@ -8,11 +8,14 @@ empty, a port another process listens on.
 from __future__ import annotations
 
 import asyncio
+import shutil
 import socket
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import asyncpg
+import pytest
 
 from engram.infra import migrate
 from engram.infra.embedded_server import DATABASE, EmbeddedPostgres
@@ -30,14 +33,14 @@ def _run(
     )
 
 
-def _sql(pgdata: Path, statement: str) -> object:
-    """Run one statement on the data dir's database as the superuser; its first value."""
+def _sql(pgdata: Path, statement: str, database: str = DATABASE) -> object:
+    """Run one statement on a database of the data dir as the superuser; its first value."""
 
     async def go() -> object:
         server = EmbeddedPostgres(pgdata)
         await asyncio.to_thread(server.start)
         try:
-            conn = await asyncpg.connect(server.admin_url(DATABASE))
+            conn = await asyncpg.connect(server.admin_url(database))
             try:
                 return await conn.fetchval(statement)
             finally:
@@ -108,3 +111,57 @@ def test_serve_on_a_port_in_use_says_so(tmp_path: Path, model_dir: Path) -> None
     assert 0 != done.returncode
     assert f"engram: cannot listen on 127.0.0.1:{port}" in done.stderr, done.stderr[-2000:]
     assert [] == _postgres_for(tmp_path / "data" / "pg")
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 128 MiB tmpfs of its own (the test is skipped where mounting is not allowed)."""
+    mount_point = tmp_path / "disk"
+    mount_point.mkdir()
+    mounted = subprocess.run(  # noqa: S603
+        ["mount", "-t", "tmpfs", "-o", "size=128m", "tmpfs", str(mount_point)],  # noqa: S607
+        capture_output=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip("mounting a tmpfs needs root: no small disk to fill here")
+    try:
+        yield mount_point
+    finally:
+        for process in _postgres_for(mount_point / "data" / "pg"):
+            process.kill()
+        subprocess.run(["umount", "-l", str(mount_point)], check=False)  # noqa: S603, S607
+
+
+def test_a_full_disk_while_the_database_is_created_is_one_line_and_mends(
+    small_disk: Path, model_dir: Path
+) -> None:
+    """The database is created (CREATE DATABASE) on every start that finds it absent. On a
+    full disk the driver's DiskFullError escaped: a rich traceback and exit 1. It is now one
+    `engram:` line with PostgreSQL's reason, exit 5, no server left running; once space is
+    freed the same command creates the database and migrates it to head."""
+    data_dir = small_disk / "data"
+    env = _env(data_dir, model_dir)
+    assert 0 == _run(["--init", "migrate"], env).returncode
+    _sql(data_dir / "pg", "DROP DATABASE engram", "postgres")
+    ballast = small_disk / "ballast"
+    free = shutil.disk_usage(small_disk).free
+    with ballast.open("wb") as filler:  # leave about 1 MiB: less than a database's copy
+        filler.truncate(0)
+        block = b"\0" * (1 << 20)
+        for _ in range(free // len(block) - 1):
+            filler.write(block)
+    done = _run(["migrate"], env)
+    assert "Traceback" not in done.stderr + done.stdout, done.stderr[-3000:]
+    assert 5 == done.returncode, done.stderr[-2000:]
+    assert "engram: could not create database engram: " in done.stderr, done.stderr[-2000:]
+    assert "(DiskFullError); Check free disk space." in done.stderr
+    assert [] == _postgres_for(data_dir / "pg")
+
+    ballast.unlink()
+    again = _run(["migrate"], env)
+    assert 0 == again.returncode, again.stderr[-2000:]
+    assert f"schema at revision {migrate.head_revision()}" in again.stdout
+    assert migrate.head_revision() == _sql(
+        data_dir / "pg", "SELECT version_num FROM alembic_version"
+    )

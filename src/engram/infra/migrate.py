@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import asyncpg
 import structlog
 
-from engram.errors import ConfigurationError, MigrationError
+from engram.errors import ConfigurationError, DatabaseError, MigrationError
 from engram.infra.sql import load_queries
 
 if TYPE_CHECKING:
@@ -143,7 +143,10 @@ async def ensure_database(admin_url: str, name: str) -> bool:
     """Create database ``name`` through ``admin_url`` unless it exists; True if created."""
     if not _IDENTIFIER.fullmatch(name):
         raise ConfigurationError(f"invalid database name {name!r}")
-    conn = await asyncpg.connect(admin_url)
+    try:
+        conn = await asyncpg.connect(admin_url)
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        raise DatabaseError(f"cannot connect to create database {name}: {_reason(exc)}") from exc
     try:
         exists = await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name)
         if exists:
@@ -154,6 +157,9 @@ async def ensure_database(admin_url: str, name: str) -> bool:
         # Another process (a kernel started beside this one) created it since the check:
         # CREATE DATABASE then fails on the catalog's unique index, or as a duplicate.
         return False
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        # A full disk, above all: PostgreSQL removes what it had copied, nothing is left.
+        raise DatabaseError(f"could not create database {name}: {_reason(exc)}") from exc
     finally:
         await conn.close()
     log.info("database.created", database=name)
@@ -178,6 +184,14 @@ def current_revision_sync(url: str) -> str | None:
     with EnvironmentContext(config, script, fn=record):
         script.run_env()
     return revisions[0] if revisions else None
+
+
+def _reason(exc: BaseException) -> str:
+    """The first line of a driver error (PostgreSQL's message names no row or secret here)."""
+    text = str(exc).strip().splitlines()
+    hint = getattr(exc, "hint", None)
+    more = f"; {hint}" if isinstance(hint, str) and hint else ""
+    return f"{text[0] if text else ''} ({type(exc).__name__}){more}"
 
 
 def _as_tuple(rev: object) -> tuple[object, ...]:
