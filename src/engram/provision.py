@@ -15,14 +15,23 @@ import asyncio
 from contextlib import AsyncExitStack
 from pathlib import Path
 
+import structlog
+
 from engram.config import EngramSettings
-from engram.errors import ConfigurationError, MigrationError, ModelFilesError
+from engram.errors import (
+    ConfigurationError,
+    EmbeddedServerError,
+    MigrationError,
+    ModelFilesError,
+)
 from engram.infra import migrate
 from engram.infra.db import DatabaseAdapter
 from engram.infra.embedded_server import DATABASE, EmbeddedPostgres, make_private
 from engram.infra.model_files import ensure_default_model, missing_files
 from engram.infra.postgres import PostgresDatabase
 from engram.infra.resilience import CircuitBreaker, Resilience
+
+log = structlog.get_logger("engram.provision")
 
 #: The login every kernel works as (migrations run as the owner, never at run time).
 RUNTIME_ROLE = "engram_runtime"
@@ -136,9 +145,17 @@ async def run_migrations(settings: EngramSettings, revision: str = "head") -> st
         await migrate.ensure_database(server.admin_url(), DATABASE)
         url = server.admin_url(DATABASE)
         await asyncio.to_thread(migrate.upgrade, url, revision)
-        return await asyncio.to_thread(migrate.current_revision_sync, url) or "base"
-    finally:
-        await asyncio.to_thread(server.stop)
+        reached = await asyncio.to_thread(migrate.current_revision_sync, url) or "base"
+    except BaseException:
+        # The failure is what the operator must read; a stop failing after it (on the same
+        # full disk, say) is logged, not raised in its place.
+        try:
+            await asyncio.to_thread(server.stop)
+        except EmbeddedServerError as exc:
+            log.warning("embedded_pg.stop_failed", error=exc.message)
+        raise
+    await asyncio.to_thread(server.stop)
+    return reached
 
 
 def prepare_model(settings: EngramSettings) -> tuple[bool, Path]:

@@ -115,11 +115,11 @@ def test_serve_on_a_port_in_use_says_so(tmp_path: Path, model_dir: Path) -> None
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 128 MiB tmpfs of its own (the test is skipped where mounting is not allowed)."""
+    """A 320 MiB tmpfs of its own (the test is skipped where mounting is not allowed)."""
     mount_point = tmp_path / "disk"
     mount_point.mkdir()
     mounted = subprocess.run(  # noqa: S603
-        ["mount", "-t", "tmpfs", "-o", "size=128m", "tmpfs", str(mount_point)],  # noqa: S607
+        ["mount", "-t", "tmpfs", "-o", "size=320m", "tmpfs", str(mount_point)],  # noqa: S607
         capture_output=True,
         check=False,
     )
@@ -164,4 +164,75 @@ def test_a_full_disk_while_the_database_is_created_is_one_line_and_mends(
     assert f"schema at revision {migrate.head_revision()}" in again.stdout
     assert migrate.head_revision() == _sql(
         data_dir / "pg", "SELECT version_num FROM alembic_version"
+    )
+
+
+def _downgrade(pgdata: Path, revision: str) -> None:
+    server = EmbeddedPostgres(pgdata)
+    server.start()
+    try:
+        migrate.downgrade(server.admin_url(DATABASE), revision)
+    finally:
+        server.stop()
+
+
+def _fill(disk: Path, leave_bytes: int) -> Path:
+    """A ballast file taking all of ``disk`` but about ``leave_bytes``."""
+    ballast = disk / "ballast"
+    block = b"\0" * (1 << 20)
+    with ballast.open("wb") as filler:
+        for _ in range(max(0, shutil.disk_usage(disk).free - leave_bytes) // len(block)):
+            filler.write(block)
+    return ballast
+
+
+_READS = (
+    "INSERT INTO engram.memory_access (record_id, access_count, last_accessed_at, "
+    "period_start, period_count, reinforcements) SELECT gen_random_uuid(), g % 50, now(), "
+    "current_date, g % 7, 1.5 FROM generate_series(1, 100000) g"
+)
+
+
+def test_a_full_disk_during_a_migration_reports_the_migration_and_mends(
+    small_disk: Path, model_dir: Path
+) -> None:
+    """Migration 0023 rewrites `memory_access`; on a full disk it fails and its transaction
+    is rolled back, but the operator read only "embedded PostgreSQL failed to stop: No space
+    left on device": stopping the server wrote its holder files on the same full disk, raised
+    in place of the migration's error, and left a partial file and the stop to the package's
+    exit hook. The migration's own reason is now the one line (PostgreSQL's message, not
+    SQLAlchemy's quote of the statement), the server is stopped, nothing half-written stays,
+    the schema and the counts are as before, and once space is freed the upgrade completes."""
+    data_dir = small_disk / "data"
+    pgdata = data_dir / "pg"
+    env = _env(data_dir, model_dir)
+    assert 0 == _run(["--init", "migrate"], env).returncode
+    _downgrade(pgdata, "0022")
+    _sql(pgdata, _READS)
+    _sql(pgdata, "CHECKPOINT")
+    ballast = _fill(small_disk, 6 << 20)
+
+    done = _run(["migrate"], env)
+    assert "Traceback" not in done.stderr + done.stdout, done.stderr[-3000:]
+    assert 1 == done.returncode, done.stderr[-2000:]
+    said = [line for line in done.stderr.splitlines() if line.startswith("engram: ")]
+    assert 1 == len(said), done.stderr[-2000:]
+    said = said[0]
+    # PostgreSQL's words depend on what ran out first: a table file (DiskFullError) or the
+    # write-ahead log (a PANIC that ends the session).
+    assert said.startswith("engram: upgrade to head failed: "), done.stderr[-2000:]
+    assert "No space left on device" in said
+    assert "[SQL:" not in done.stderr
+    assert [] == _postgres_for(pgdata)
+    assert [] == sorted(p.name for p in pgdata.glob(".*.tmp"))
+
+    ballast.unlink()
+    assert "0022" == _sql(pgdata, "SELECT version_num FROM alembic_version")
+    assert "100000 2450000" == _sql(
+        pgdata, "SELECT count(*) || ' ' || sum(access_count) FROM engram.memory_access"
+    )
+    again = _run(["migrate"], env)
+    assert 0 == again.returncode, (shutil.disk_usage(small_disk), again.stderr[-2000:])
+    assert "100000 2450000" == _sql(
+        pgdata, "SELECT count(*) || ' ' || sum(access_count[5]) FROM engram.memory_access"
     )

@@ -137,7 +137,12 @@ class EmbeddedPostgres:
                 _handles.pop(self.pgdata, None)
                 with _server_lock():
                     others = [pid for pid in self._live_holders() if pid != os.getpid()]
-                    self._write_holders(others)
+                    try:
+                        self._write_holders(others)
+                    except OSError as exc:
+                        # A full disk must not keep the server running: the next start drops
+                        # this process from the files, being gone by then.
+                        log.warning("embedded_pg.holders_unwritten", error=str(exc))
                     stopped = not others and self._stop_postmaster(server)
                 # Our own release replaces the package's: forget its instance and exit hook.
                 atexit.unregister(server._cleanup)
@@ -165,7 +170,10 @@ class EmbeddedPostgres:
         live = [pid for pid in pids if _holder_alive(pid, started.get(str(pid)))]
         if live != pids:
             log.warning("embedded_pg.dead_holders_dropped", pids=[p for p in pids if p not in live])
-            self._write_holders(live, started)
+            try:
+                self._write_holders(live, started)
+            except OSError as exc:  # a full disk: the next call drops them again
+                log.warning("embedded_pg.holders_unwritten", error=str(exc))
         return live
 
     def _started(self) -> dict[str, object]:
@@ -392,5 +400,9 @@ def _read_json(path: Path) -> object:
 def _write_json(path: Path, value: object) -> None:
     """Replace ``path`` atomically, so a crash never leaves it half written."""
     partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    partial.write_text(json.dumps(value))
-    os.replace(partial, path)
+    try:
+        partial.write_text(json.dumps(value))
+        os.replace(partial, path)
+    except OSError:
+        partial.unlink(missing_ok=True)  # a full disk leaves no half-written file behind
+        raise

@@ -121,7 +121,7 @@ def upgrade(url: str, revision: str = "head") -> None:
         current = _unknown_revision(url)
         if current is not None:
             raise newer_schema(current) from exc
-        raise MigrationError(f"upgrade to {revision} failed: {exc}") from exc
+        raise MigrationError(f"upgrade to {revision} failed: {_cause(exc)}") from exc
     log.info("migrations.upgraded", revision=revision)
 
 
@@ -135,7 +135,7 @@ def downgrade(url: str, revision: str = "base") -> None:
         current = _unknown_revision(url)
         if current is not None:
             raise newer_schema(current) from exc
-        raise MigrationError(f"downgrade to {revision} failed: {exc}") from exc
+        raise MigrationError(f"downgrade to {revision} failed: {_cause(exc)}") from exc
     log.info("migrations.downgraded", revision=revision)
 
 
@@ -184,6 +184,18 @@ def current_revision_sync(url: str) -> str | None:
     with EnvironmentContext(config, script, fn=record):
         script.run_env()
     return revisions[0] if revisions else None
+
+
+def _cause(exc: BaseException) -> str:
+    """What PostgreSQL said, when the failure came from it: SQLAlchemy's wrapping quotes the
+    whole statement (a migration's, pages long) and a link; the server's message and hint
+    are the reason. Any other failure is told as it is."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, asyncpg.PostgresError):
+            return _reason(seen)
+        seen = seen.__cause__ or seen.__context__
+    return str(exc)
 
 
 def _reason(exc: BaseException) -> str:
