@@ -23,6 +23,10 @@ class ConfigurationError(EngramError):
     """The configuration is invalid."""
 
 
+class DataDirError(ConfigurationError):
+    """The data directory cannot be created or used."""
+
+
 class EmbeddedServerError(EngramError):
     """The embedded PostgreSQL server could not be started or stopped."""
 

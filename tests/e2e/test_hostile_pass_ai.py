@@ -236,3 +236,24 @@ def test_a_full_disk_during_a_migration_reports_the_migration_and_mends(
     assert "100000 2450000" == _sql(
         pgdata, "SELECT count(*) || ' ' || sum(access_count[5]) FROM engram.memory_access"
     )
+
+
+def test_a_data_dir_that_cannot_be_a_directory_is_one_line(tmp_path: Path) -> None:
+    """ENGRAM_DATA_DIR naming a file (or a path under one): `engram serve` logged the
+    traceback of FileExistsError (NotADirectoryError) from creating it, and `engram
+    prepare-model` printed one; both now exit 2 saying the data dir cannot be used and why,
+    and the file is left as it was."""
+    taken = tmp_path / "not-a-dir"
+    taken.write_text("someone's file\n")
+    for data_dir in (taken, taken / "below"):
+        env = _env(data_dir, tmp_path / "unused-model", ENGRAM_PORT=str(_free_port()))
+        del env["ENGRAM_EMBEDDING_MODEL_PATH"]
+        for args in (["serve"], ["prepare-model"]):
+            done = _run(args, env)
+            assert "Traceback" not in done.stderr + done.stdout, (args, done.stderr[-3000:])
+            assert 2 == done.returncode, (args, done.stderr[-2000:])
+            assert f"engram: data dir {data_dir} cannot be used: " in done.stderr, (
+                args,
+                done.stderr[-2000:],
+            )
+    assert "someone's file\n" == taken.read_text()

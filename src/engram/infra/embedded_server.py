@@ -35,7 +35,7 @@ from urllib.parse import quote, urlsplit
 import psutil
 import structlog
 
-from engram.errors import EmbeddedServerError
+from engram.errors import DataDirError, EmbeddedServerError
 
 log = structlog.get_logger("engram.infra.embedded")
 
@@ -83,7 +83,7 @@ class EmbeddedPostgres:
         with _server_lock():
             make_private(self.pgdata.parent)
         if not os.access(self.pgdata.parent, os.W_OK):
-            raise EmbeddedServerError(f"data dir {self.pgdata.parent} is not writable")
+            raise DataDirError(f"data dir {self.pgdata.parent} cannot be used: not writable")
         try:
             with _handles_lock:
                 attached = _handles.get(self.pgdata, 0) > 0
@@ -330,6 +330,16 @@ def make_private(directory: Path, *, owner: str | None = None) -> None:
     An existing directory that holds anything engram did not put there (``ENGRAM_DATA_DIR``
     pointed at a home or a shared folder) is left as it is, with a warning: narrowing or
     giving away someone's folder is not engram's to do."""
+    try:
+        _make_private(directory, owner)
+    except OSError as exc:
+        # A file where the directory should be, a parent that is one, no permission, a
+        # read-only or full file system: the operator's to fix, said in one line.
+        reason = exc.strerror or type(exc).__name__
+        raise DataDirError(f"data dir {directory} cannot be used: {reason}") from exc
+
+
+def _make_private(directory: Path, owner: str | None) -> None:
     created = not directory.exists()
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     if not created:
