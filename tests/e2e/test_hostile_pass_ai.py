@@ -17,6 +17,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from engram.config import EngramSettings
 from engram.infra import migrate
 from engram.infra.embedded_server import DATABASE, EmbeddedPostgres
 from tests.e2e.test_serve import ENGRAM, _env, _free_port, _postgres_for
@@ -257,3 +258,32 @@ def test_a_data_dir_that_cannot_be_a_directory_is_one_line(tmp_path: Path) -> No
                 done.stderr[-2000:],
             )
     assert "someone's file\n" == taken.read_text()
+
+
+def test_a_full_disk_while_the_model_is_assembled_leaves_no_partial_copy(
+    small_disk: Path,
+) -> None:
+    """`engram prepare-model` (and every start, which assembles the default model when it is
+    absent) on a disk too full for the 23 MB ONNX file said "cannot write its output" (the
+    CLI took the copy's ENOSPC for its standard output's) and left the partial copy
+    (`.model.onnx.tmp`) holding what space there was. It now names the model directory and
+    the reason, exit 1, removes the partial copy, and assembles the model once space is
+    freed."""
+    data_dir = small_disk / "data"
+    env = _env(data_dir, small_disk / "unused")
+    del env["ENGRAM_EMBEDDING_MODEL_PATH"]
+    ballast = _fill(small_disk, 8 << 20)
+    done = _run(["prepare-model"], env)
+    assert "Traceback" not in done.stderr + done.stdout, done.stderr[-3000:]
+    assert 1 == done.returncode, done.stderr[-2000:]
+    model_dir = EngramSettings(data_dir=data_dir).model_dir
+    assert (
+        f"engram: cannot assemble the embedding model in {model_dir}: No space left on device"
+        in done.stderr
+    ), done.stderr[-2000:]
+    assert [] == sorted(p.name for p in model_dir.glob(".*.tmp"))
+
+    ballast.unlink()
+    again = _run(["prepare-model"], env)
+    assert 0 == again.returncode, again.stderr[-2000:]
+    assert f"embedding model assembled in {model_dir}" in again.stdout

@@ -114,6 +114,21 @@ def ensure_default_model(model_dir: Path) -> bool:
                 f"{source} does not have the pinned SHA-256 of {name}; the installed model "
                 "package is not the one engram was built with (reinstall engram)"
             )
+    try:
+        _assemble(model_dir, sources, stamp)
+    except OSError as exc:
+        # A full disk, above all: the partial copy is removed, not left holding the space.
+        for partial in model_dir.glob(".*.tmp"):
+            partial.unlink(missing_ok=True)
+        raise ModelFilesError(
+            f"cannot assemble the embedding model in {model_dir}: "
+            f"{exc.strerror or type(exc).__name__}"
+        ) from exc
+    return True
+
+
+def _assemble(model_dir: Path, sources: dict[str, Path], stamp: Path) -> None:
+    """Copy each source into ``model_dir`` through a temporary file, checked; stamp last."""
     model_dir.mkdir(parents=True, exist_ok=True)
     stamp.unlink(missing_ok=True)
     for name, source in sources.items():
@@ -124,7 +139,6 @@ def ensure_default_model(model_dir: Path) -> bool:
             raise ModelFilesError(f"copying {name} into {model_dir} damaged it; disk full?")
         tmp.replace(model_dir / name)
     stamp.write_text(_stamp_text())
-    return True
 
 
 def _sizes_pinned(model_dir: Path) -> bool:
