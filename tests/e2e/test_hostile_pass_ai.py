@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import signal
 import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import asyncpg
+import httpx
 import pytest
 
 from engram.config import EngramSettings
 from engram.infra import migrate
 from engram.infra.embedded_server import DATABASE, EmbeddedPostgres
+from tests.e2e.conftest import Served
 from tests.e2e.test_serve import ENGRAM, _env, _free_port, _postgres_for
 
 #: A revision no engram of this code knows: the database was migrated by a later release.
@@ -315,3 +318,24 @@ def test_a_full_disk_when_the_cluster_is_created_says_why(
     again = _run(["--init", "migrate"], env)
     assert 0 == again.returncode, again.stderr[-2000:]
     assert f"schema at revision {migrate.head_revision()}" in again.stdout
+
+
+def test_sigterm_stops_serve_as_ctrl_c_does_with_exit_0(first_serve: Served) -> None:
+    """docs/operations.md: SIGTERM (what systemd, Docker and Kubernetes send) starts the same
+    graceful shutdown as Ctrl-C and the process exits 0. The shutdown ran, but uvicorn then
+    raised SIGTERM again with its default action restored, so the process died of the
+    signal: exit 143 to a supervisor, "engram: stopped" never said. It now exits 0, saying
+    so, with the embedded server stopped."""
+    process = first_serve.process
+    pgdata = Path(first_serve.env["ENGRAM_DATA_DIR"]) / "pg"
+    assert 200 == httpx.get(f"{first_serve.base}/readyz", timeout=5).status_code
+    assert _postgres_for(pgdata)
+    process.send_signal(signal.SIGTERM)
+    process.wait(15)
+    assert first_serve.reader is not None
+    first_serve.reader.join(5)
+    output = first_serve.output()
+    assert 0 == process.returncode, output[-2000:]
+    assert "engram: stopped" in output
+    assert "Traceback" not in output
+    assert [] == _postgres_for(pgdata)

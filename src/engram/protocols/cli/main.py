@@ -7,6 +7,7 @@ import contextlib
 import errno
 import logging
 import os
+import signal
 import sys
 from typing import Annotated, Any
 
@@ -121,10 +122,13 @@ def serve(
     server = uvicorn.Server(config)
     bind = BindFailure()
     logging.getLogger("uvicorn.error").addFilter(bind)
+    # uvicorn handles SIGTERM as Ctrl-C, then raises it again with the handler found before
+    # it ran: with the default one the process would die of it (exit 143) once shut down.
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         server.run()
-    except KeyboardInterrupt:
-        # uvicorn re-raises Ctrl-C after its graceful shutdown has finished: a clean stop.
+    except (KeyboardInterrupt, Terminated):
+        # uvicorn re-raises the signal after its graceful shutdown has finished: a clean stop.
         typer.echo("engram: stopped")
     except EngramError as exc:
         raise error_exit(exc) from exc
@@ -135,6 +139,15 @@ def serve(
         raise _start_failure(app, bind, settings.host, settings.port) from exc
     if not server.started:
         raise _start_failure(app, bind, settings.host, settings.port)
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised where it arrives (as SIGINT raises KeyboardInterrupt)."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    del signum, frame
+    raise Terminated
 
 
 class BindFailure(logging.Filter):
