@@ -1,14 +1,24 @@
-"""Hostile pass AI: start-up against a damaged model directory, with the real model files."""
+"""Hostile pass AI: start-up against a damaged model directory (the real model files) and a
+cluster whose initdb was killed (the package's real initdb)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import os
 import shutil
+import signal
+import subprocess
+import time
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 from engram.config import EMBEDDING_DIMENSION, EngramSettings
 from engram.errors import ModelFilesError
+from engram.infra import migrate
+from engram.infra.embedded_server import EmbeddedPostgres
 from engram.infra.fastembed_embedder import FastembedEmbedder
 from engram.infra.inprocess_embedder import InProcessEmbedder
 from engram.infra.local_model import LocalModel
@@ -59,3 +69,83 @@ async def test_a_model_that_cannot_be_loaded_is_named_with_its_directory(
         await embedder.close()
     assert f"the embedding model in {damaged} cannot be loaded" in failed.value.message
     assert "engram prepare-model" in failed.value.message
+
+
+# --- a first start killed while initdb ran ------------------------------------------------
+
+
+def _package_binaries(tmp_path: Path) -> tuple[Path, str | None]:
+    """The package's bin directory and the system user it runs PostgreSQL as."""
+    server = EmbeddedPostgres(tmp_path / "probe" / "pg")
+    server.start()
+    try:
+        inner = server._server
+        return Path(inner.bin_path), inner.system_user
+    finally:
+        server.stop()
+
+
+def _initdb_killed(pgdata: Path, bin_path: Path, user: str | None) -> None:
+    """Run the package's initdb on ``pgdata`` and SIGKILL it (its whole process group) while
+    one of its standalone backends holds the lock file, as a kill of the first `engram
+    serve` does: PG_VERSION is written, the cluster is not complete."""
+    pgdata.mkdir(parents=True)
+    if user is not None:
+        shutil.chown(pgdata, user, user)
+    initdb = subprocess.Popen(  # noqa: S603 - the package's own initdb on a scratch directory
+        [str(bin_path / "initdb"), "--auth=trust", "-U", "postgres", "-D", str(pgdata)],
+        user=user,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    lock = pgdata / "postmaster.pid"
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline and initdb.poll() is None:
+            with contextlib.suppress(OSError):
+                if lock.read_text().startswith("-"):
+                    os.killpg(initdb.pid, signal.SIGKILL)
+                    break
+            time.sleep(0.002)
+    finally:
+        initdb.wait(10)
+    assert (pgdata / "PG_VERSION").is_file()
+    assert lock.read_text().startswith("-"), "initdb ended before it could be killed"
+
+
+def test_a_first_start_killed_during_initdb_starts_again(tmp_path: Path) -> None:
+    """SIGKILL of the first `engram serve` while initdb ran left PG_VERSION and a lock file
+    naming the standalone backend by a negative pid. Every later start failed with "pid must
+    be a positive integer (got -…)", for good. A cluster left so, holding no database but
+    initdb's own, is now created again; one whose lock names a standalone backend that is
+    gone but which holds databases is started as it is (the lock is stale)."""
+    bin_path, user = _package_binaries(tmp_path)
+    pgdata = tmp_path / "data" / "pg"
+    _initdb_killed(pgdata, bin_path, user)
+
+    server = EmbeddedPostgres(pgdata)
+    server.start()
+    try:
+        asyncio.run(migrate.ensure_database(server.admin_url(), "engram"))
+    finally:
+        server.stop()
+
+    # A standalone backend killed on a cluster that holds a database: the lock is stale.
+    gone = subprocess.Popen(["true"])  # noqa: S607 - a pid that no longer runs
+    gone.wait()
+    (pgdata / "postmaster.pid").write_text(f"-{gone.pid}\n{pgdata}\n")
+    server = EmbeddedPostgres(pgdata)
+    server.start()
+    try:
+
+        async def names() -> list[str]:
+            conn = await asyncpg.connect(server.admin_url())
+            try:
+                return [r["datname"] for r in await conn.fetch("SELECT datname FROM pg_database")]
+            finally:
+                await conn.close()
+
+        assert {"engram", "postgres"} <= set(asyncio.run(names()))
+    finally:
+        server.stop()

@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import pwd
+import shutil
 import signal
 import subprocess
 import threading
@@ -211,8 +212,36 @@ class EmbeddedPostgres:
         if self._postmaster() is not None:
             return True
         self._end_leftovers()
+        if self._initdb_interrupted():
+            self._clear_cluster()
         self._remove_stale_locks()
         return False
+
+    def _initdb_interrupted(self) -> bool:
+        """Whether initdb was killed here: its standalone backend (a negative pid in the lock
+        file) is gone, nothing runs on the directory, and no database was ever created in it
+        (none with an OID of a user's, 16384 up), so it can hold nothing engram wrote."""
+        pid = _lock_pid(self.pgdata / POSTMASTER_PID)
+        if pid is None or pid >= 0 or _holder_alive(-pid, None):
+            return False
+        where = str(self.pgdata)
+        for process in psutil.process_iter(["cmdline", "status"]):
+            running = process.info["status"] != psutil.STATUS_ZOMBIE
+            if running and where in " ".join(process.info["cmdline"] or []):
+                return False  # an initdb still running, or a session of an operator's
+        base = self.pgdata / "base"
+        if not base.is_dir():
+            return True
+        return not [e for e in base.iterdir() if e.name.isdigit() and int(e.name) >= 16384]
+
+    def _clear_cluster(self) -> None:
+        """Empty the directory of a cluster initdb never finished, so the start runs it again."""
+        log.warning("embedded_pg.interrupted_initdb_cleared", pgdata=str(self.pgdata))
+        for entry in self.pgdata.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
 
     def _is_ours(self, process: psutil.Process) -> bool:
         """Whether ``process`` is a live PostgreSQL process of this cluster (its cwd is pgdata)."""
@@ -229,7 +258,7 @@ class EmbeddedPostgres:
     def _postmaster(self) -> psutil.Process | None:
         """The live postmaster named by ``postmaster.pid``, if it is one of this cluster."""
         pid = _lock_pid(self.pgdata / POSTMASTER_PID)
-        if pid is None:
+        if pid is None or pid <= 0:  # a negative one names a standalone backend
             return None
         try:
             process = psutil.Process(pid)
@@ -281,7 +310,7 @@ class EmbeddedPostgres:
             pid = _lock_pid(lock)
             # The package reads all eight lines of postmaster.pid, so a torn one is stale too.
             torn = lock == postmaster_pid and len(lines) != 8
-            if pid is None or torn or psutil.pid_exists(pid):
+            if pid is None or torn or pid <= 0 or psutil.pid_exists(pid):
                 log.warning("embedded_pg.stale_lock_removed", file=lock.name, pid=pid)
                 lock.unlink(missing_ok=True)
 
