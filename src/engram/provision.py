@@ -15,11 +15,13 @@ import asyncio
 from contextlib import AsyncExitStack
 from pathlib import Path
 
+import asyncpg
 import structlog
 
 from engram.config import EngramSettings
 from engram.errors import (
     ConfigurationError,
+    DatabaseError,
     EmbeddedServerError,
     MigrationError,
     ModelFilesError,
@@ -98,17 +100,30 @@ async def connect_database(
         reset_seconds=settings.breaker_reset_seconds,
         first_reset_seconds=settings.breaker_first_reset_seconds,
     )
-    db = await PostgresDatabase.connect(
-        url,
-        resilience=Resilience(
-            breaker,
-            retries=settings.retry_attempts,
-            initial_wait_seconds=settings.retry_initial_wait_seconds,
-        ),
-        min_size=settings.db_pool_min_size,
-        max_size=settings.db_pool_max_size,
-        command_timeout=settings.db_command_timeout_seconds,
-    )
+    try:
+        db = await PostgresDatabase.connect(
+            url,
+            resilience=Resilience(
+                breaker,
+                retries=settings.retry_attempts,
+                initial_wait_seconds=settings.retry_initial_wait_seconds,
+            ),
+            min_size=settings.db_pool_min_size,
+            max_size=settings.db_pool_max_size,
+            command_timeout=settings.db_command_timeout_seconds,
+        )
+    except DatabaseError as exc:
+        cause = exc.__cause__
+        if isinstance(cause, asyncpg.InvalidAuthorizationSpecificationError) and (
+            f'role "{RUNTIME_ROLE}" does not exist' in str(cause)
+        ):
+            # The first migration creates the role: no retry can mend its absence.
+            raise MigrationError(
+                f"the database holds no engram schema (its login role {RUNTIME_ROLE} does not "
+                "exist): it was never migrated; run `engram migrate`, or start with "
+                "ENGRAM_MIGRATE_ON_START=true"
+            ) from exc
+        raise
     stack.push_async_callback(db.close)
     return db
 

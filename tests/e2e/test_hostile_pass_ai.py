@@ -339,3 +339,21 @@ def test_sigterm_stops_serve_as_ctrl_c_does_with_exit_0(first_serve: Served) -> 
     assert "engram: stopped" in output
     assert "Traceback" not in output
     assert [] == _postgres_for(pgdata)
+
+
+def test_serve_on_a_database_never_migrated_says_to_migrate(
+    tmp_path: Path, model_dir: Path
+) -> None:
+    """ENGRAM_MIGRATE_ON_START=false on a new data dir: the database is created but holds no
+    schema and no roles, and the start failed with `role "engram_runtime" does not exist`,
+    exit 5 ("try again later"), which no retry mends. It now says the database was never
+    migrated and to run `engram migrate`, exit 1."""
+    env = _env(
+        tmp_path / "data", model_dir, ENGRAM_PORT=str(_free_port()), ENGRAM_MIGRATE_ON_START="false"
+    )
+    done = _run(["serve"], env)
+    assert "Traceback" not in done.stderr + done.stdout, done.stderr[-3000:]
+    assert 1 == done.returncode, done.stderr[-2000:]
+    assert "engram: the database holds no engram schema" in done.stderr, done.stderr[-2000:]
+    assert "run `engram migrate`" in done.stderr
+    assert [] == _postgres_for(tmp_path / "data" / "pg")
