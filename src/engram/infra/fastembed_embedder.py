@@ -27,11 +27,8 @@ from typing import Any
 
 import structlog
 
-from engram.errors import EmbeddingError, EmbeddingTimeout
-from engram.infra.local_model import MODEL_LOAD_SECONDS, LocalModel
-
 from engram.errors import EmbeddingError, EmbeddingTimeout, ModelFilesError
-from engram.infra.local_model import LocalModel
+from engram.infra.local_model import MODEL_LOAD_SECONDS, LocalModel
 from engram.infra.model_files import ONNX_FILE
 
 log = structlog.get_logger("engram.infra.embeddings")
