@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -380,12 +380,11 @@ async def _make_ready(kernel: Kernel) -> None:
     db = kernel.db
     schema_current = await _schema_current(kernel)
     if schema_current:
-        await kernel.gate.refresh_record_gauge()
-        await kernel.events.resume()  # deliver what a previous run left in the outbox
-        if kernel.webhook_relay is not None:
-            kernel.webhook_relay.start()
+        await _start_deliveries(kernel)
     kernel.health.add("database", db.ping, timeout_seconds=5.0)
-    kernel.health.add("migrations", kernel.check_migrations, timeout_seconds=5.0)
+    kernel.health.add(
+        "migrations", _migrations_check(kernel, started=schema_current), timeout_seconds=5.0
+    )
     kernel.health.add("embedding_model", kernel.embeddings.ping, timeout_seconds=2.0)
     _add_spec_checks(kernel)
     if not schema_current:
@@ -413,24 +412,13 @@ def _add_spec_checks(kernel: Kernel) -> None:
 
     limiter = gate.limiter if isinstance(gate.limiter, SharedRateLimiter) else None
     cache = kernel.settings.readiness_cache_seconds
-    kernel.health.add(
-        "gate",
-        lambda: probe_gate(db, gate.advisor, limiter),
-        timeout_seconds=0.2,
-        cache_seconds=cache,
-    )
-    kernel.health.add(
-        "audit_log",
-        lambda: probe_audit_write(db, kernel.audit),
-        timeout_seconds=1.0,
-        cache_seconds=cache,
-    )
-    kernel.health.add(
-        "consolidation_backlog",
-        backlog,
-        timeout_seconds=5.0,
-        cache_seconds=cache,
-    )
+    checks: list[tuple[str, Callable[[], Awaitable[None]], float]] = [
+        ("gate", lambda: probe_gate(db, gate.advisor, limiter), 0.2),
+        ("audit_log", lambda: probe_audit_write(db, kernel.audit), 1.0),
+        ("consolidation_backlog", backlog, 5.0),
+    ]
+    for name, check, timeout in checks:
+        kernel.health.add(name, check, timeout_seconds=timeout, cache_seconds=cache)
 
 
 def _summarizer(settings: EngramSettings) -> Summarizer:
@@ -446,6 +434,32 @@ def _summarizer(settings: EngramSettings) -> Summarizer:
         timeout_seconds=settings.summarizer_timeout_seconds,
     )
     return CheckedSummarizer(generator, extractive)
+
+
+async def _start_deliveries(kernel: Kernel) -> None:
+    """On a current schema: the record gauge, what a previous run left in the outbox (it is
+    delivered) and the webhook relay; each step may run twice."""
+    await kernel.gate.refresh_record_gauge()
+    await kernel.events.resume()
+    if kernel.webhook_relay is not None:
+        kernel.webhook_relay.start()
+
+
+def _migrations_check(kernel: Kernel, *, started: bool) -> Callable[[], Awaitable[None]]:
+    """The schema's readiness check. A kernel opened on a schema behind head starts no
+    delivery; the first check that finds it current (``engram migrate`` ran meanwhile)
+    starts them, where only a restart did (hostile pass AI)."""
+    pending = not started
+
+    async def check() -> None:
+        nonlocal pending
+        await kernel.check_migrations()
+        if pending:
+            await _start_deliveries(kernel)
+            pending = False
+            log.info("kernel.schema_now_current", revision=kernel.head_revision)
+
+    return check
 
 
 async def _schema_current(kernel: Kernel) -> bool:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from pathlib import Path
 
+import asyncpg
 import psutil
 
 from engram import open_kernel
 from engram.config import EngramSettings
+from engram.infra import migrate
+from engram.infra.events import Event
 from engram.infra.fastembed_embedder import FastembedEmbedder
 from engram.observability.health import CheckOutcome
 from tests.conftest import ScratchDatabase
@@ -104,3 +108,51 @@ async def test_embedded_default_starts_migrates_stops_and_keeps_data(
         assert agent == await kernel.db.fetchval("SELECT id FROM agents WHERE name = 'keeper'")
         assert kernel.timings.migrations < 5
     assert [] == _postgres_serving(pgdata)
+
+
+async def test_a_kernel_opened_behind_head_starts_its_deliveries_once_migrated(
+    empty_database: ScratchDatabase, embedder: FastembedEmbedder
+) -> None:
+    """A kernel opened on a schema behind head (``ENGRAM_MIGRATE_ON_START=false``) starts no
+    delivery: neither the outbox's events of a previous run nor the webhook relay. Once
+    ``engram migrate`` had run, it became ready but still delivered none of them until a
+    restart (hostile pass AI); the first readiness check that finds the schema current now
+    starts them."""
+    await asyncio.to_thread(migrate.upgrade, empty_database.admin_url, "0022")
+    admin = await asyncpg.connect(empty_database.admin_url)
+    try:  # an event a previous run committed and never delivered
+        left = await admin.fetchval(
+            "INSERT INTO engram.outbox (event_type, aggregate_id, payload)"
+            " VALUES ('memory.created', gen_random_uuid(), '{}') RETURNING aggregate_id"
+        )
+    finally:
+        await admin.close()
+    delivered: list[Event] = []
+
+    async def collect(event: Event) -> None:
+        delivered.append(event)
+
+    settings = EngramSettings(
+        database_url=empty_database.runtime_url,
+        migrate_on_start=False,
+        webhook_url="http://127.0.0.1:9/hooks/engram",
+    )
+    async with open_kernel(settings=settings, embeddings=embedder) as kernel:
+        kernel.events.subscribe("memory.created", collect)
+        assert not _by_name(await kernel.health.run())["migrations"]
+        await asyncio.sleep(0.3)
+        assert [] == delivered
+        relay = kernel.webhook_relay
+        assert relay is not None
+        assert relay._task is None
+
+        await asyncio.to_thread(migrate.upgrade, empty_database.admin_url)
+
+        assert _by_name(await kernel.health.run())["migrations"]
+        for _ in range(300):
+            if delivered:
+                break
+            await asyncio.sleep(0.02)
+        assert [left] == [event.aggregate_id for event in delivered]
+        assert relay._task is not None
+        assert not relay._task.done()
