@@ -15,7 +15,6 @@ import asyncio
 from contextlib import AsyncExitStack
 from pathlib import Path
 
-import asyncpg
 import structlog
 
 from engram.config import EngramSettings
@@ -113,10 +112,7 @@ async def connect_database(
             command_timeout=settings.db_command_timeout_seconds,
         )
     except DatabaseError as exc:
-        cause = exc.__cause__
-        if isinstance(cause, asyncpg.InvalidAuthorizationSpecificationError) and (
-            f'role "{RUNTIME_ROLE}" does not exist' in str(cause)
-        ):
+        if migrate.role_missing(exc, RUNTIME_ROLE):
             # The first migration creates the role: no retry can mend its absence.
             raise MigrationError(
                 f"the database holds no engram schema (its login role {RUNTIME_ROLE} does not "

@@ -186,6 +186,16 @@ def current_revision_sync(url: str) -> str | None:
     return revisions[0] if revisions else None
 
 
+def role_missing(exc: BaseException, role: str) -> bool:
+    """Whether ``exc`` (a failed connection, or an error raised from one) says login role
+    ``role`` does not exist: the database was never migrated, as the first migration creates
+    the role."""
+    cause = exc if isinstance(exc, asyncpg.PostgresError) else exc.__cause__
+    return isinstance(cause, asyncpg.InvalidAuthorizationSpecificationError) and (
+        f'role "{role}" does not exist' in str(cause)
+    )
+
+
 def _cause(exc: BaseException) -> str:
     """What PostgreSQL said, when the failure came from it: SQLAlchemy's wrapping quotes the
     whole statement (a migration's, pages long) and a link; the server's message and hint
