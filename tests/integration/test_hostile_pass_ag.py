@@ -94,6 +94,21 @@ async def _given_up(kernel: Kernel, record_id: UUID, event: str = "memory.forgot
     raise AssertionError("the outbox neither delivered nor gave up on the event")
 
 
+async def _forget_while_releases_fail(
+    kernel: Kernel, database: ScratchDatabase, record_id: UUID
+) -> None:
+    """Forget ``record_id`` while its release cannot read the batches (SELECT on
+    consolidation_batches revoked for real) until the outbox gives its event up."""
+    admin = await asyncpg.connect(database.admin_url)
+    try:
+        await admin.execute("REVOKE SELECT ON engram.consolidation_batches FROM engram_runtime")
+        await _forget(kernel, record_id)
+        await _given_up(kernel, record_id)
+    finally:
+        await admin.execute("GRANT SELECT ON engram.consolidation_batches TO engram_runtime")
+        await admin.close()
+
+
 async def _what_readers_see(kernel: Kernel, query: str) -> list[str]:
     """Every text the agent gets back: searches with and without consolidated records, its
     listing, and the current version of each record listed."""
@@ -125,14 +140,7 @@ async def test_a_release_the_outbox_gave_up_on_is_finished_by_the_next_scheduled
     ids = await _seed(kernel, INCIDENT)
     (made,) = (await kernel.consolidation.run(DEEP)).created
     assert FORGOTTEN_FACT in (await head_of(kernel, made)).content
-    admin = await asyncpg.connect(database.admin_url)
-    try:
-        await admin.execute("REVOKE SELECT ON engram.consolidation_batches FROM engram_runtime")
-        await _forget(kernel, ids[2])
-        await _given_up(kernel, ids[2])
-    finally:
-        await admin.execute("GRANT SELECT ON engram.consolidation_batches TO engram_runtime")
-        await admin.close()
+    await _forget_while_releases_fail(kernel, database, ids[2])
     abandoned = kernel.metrics.outbox_abandoned.labels(event="memory.forgotten")._value.get()
     assert 1 == abandoned
     assert (await head_of(kernel, made)).status is not MemoryStatus.FORGOTTEN  # the gap
@@ -396,14 +404,7 @@ async def test_a_sweep_killed_mid_release_leaves_nothing_half_done(
     kernel = impatient_kernel
     ids = await _seed(kernel, INCIDENT)
     (made,) = (await kernel.consolidation.run(DEEP)).created
-    admin = await asyncpg.connect(database.admin_url)
-    try:
-        await admin.execute("REVOKE SELECT ON engram.consolidation_batches FROM engram_runtime")
-        await _forget(kernel, ids[2])
-        await _given_up(kernel, ids[2])
-    finally:
-        await admin.execute("GRANT SELECT ON engram.consolidation_batches TO engram_runtime")
-        await admin.close()
+    await _forget_while_releases_fail(kernel, database, ids[2])
     env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
     env.update(ENGRAM_DATABASE_URL=database.runtime_url, ENGRAM_MIGRATE_ON_START="false")
     async with holding_head(database.admin_url, made) as held:
@@ -452,14 +453,7 @@ async def test_two_sweeps_at_once_release_a_summary_once(
     kernel = impatient_kernel
     ids = await _seed(kernel, INCIDENT)
     (made,) = (await kernel.consolidation.run(DEEP)).created
-    admin = await asyncpg.connect(database.admin_url)
-    try:
-        await admin.execute("REVOKE SELECT ON engram.consolidation_batches FROM engram_runtime")
-        await _forget(kernel, ids[0])
-        await _given_up(kernel, ids[0])
-    finally:
-        await admin.execute("GRANT SELECT ON engram.consolidation_batches TO engram_runtime")
-        await admin.close()
+    await _forget_while_releases_fail(kernel, database, ids[0])
 
     # The summary's head is held until both sweeps have looked the release up and wait to
     # make it: without the lock the first could commit before the second looked.

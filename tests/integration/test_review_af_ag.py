@@ -13,7 +13,11 @@ from engram.memory.types import MemoryStatus
 from tests.conftest import ScratchDatabase
 from tests.integration import test_http_api as http_api
 from tests.integration.consolidation_helpers import DEEP, INCIDENT, LATE_ETL, head_of
-from tests.integration.test_hostile_pass_ag import _forget, _given_up, _seed, impatient_kernel
+from tests.integration.test_hostile_pass_ag import (
+    _forget_while_releases_fail,
+    _seed,
+    impatient_kernel,
+)
 from tests.integration.test_http_api import BELIEF, Api, assert_problem
 
 api = http_api.api
@@ -46,12 +50,9 @@ async def test_a_release_that_fails_for_a_reason_of_its_own_does_not_stop_the_pa
     kernel = impatient_kernel
     ids = await _seed(kernel, INCIDENT)
     (made,) = (await kernel.consolidation.run(DEEP)).created
+    await _forget_while_releases_fail(kernel, database, ids[2])
     admin = await asyncpg.connect(database.admin_url)
     try:
-        await admin.execute("REVOKE SELECT ON engram.consolidation_batches FROM engram_runtime")
-        await _forget(kernel, ids[2])
-        await _given_up(kernel, ids[2])
-        await admin.execute("GRANT SELECT ON engram.consolidation_batches TO engram_runtime")
         await admin.execute(
             "UPDATE engram.consolidation_batches SET items = (SELECT jsonb_agg("
             "jsonb_set(item, '{action}', '\"bogus\"')) FROM jsonb_array_elements(items) AS item)"
