@@ -149,14 +149,14 @@ async def run_migrations(settings: EngramSettings, revision: str = "head") -> st
             )
         url = settings.migration_database_url.get_secret_value()
         await asyncio.to_thread(migrate.upgrade, url, revision)
-        return await asyncio.to_thread(migrate.current_revision_sync, url) or "base"
+        return _reached(revision, await asyncio.to_thread(migrate.current_revision_sync, url))
     server = EmbeddedPostgres(settings.pgdata_dir)
     await asyncio.to_thread(server.start)
     try:
         await migrate.ensure_database(server.admin_url(), DATABASE)
         url = server.admin_url(DATABASE)
         await asyncio.to_thread(migrate.upgrade, url, revision)
-        reached = await asyncio.to_thread(migrate.current_revision_sync, url) or "base"
+        reached = _reached(revision, await asyncio.to_thread(migrate.current_revision_sync, url))
     except BaseException:
         # The failure is what the operator must read; a stop failing after it (on the same
         # full disk, say) is logged, not raised in its place.
@@ -166,6 +166,19 @@ async def run_migrations(settings: EngramSettings, revision: str = "head") -> st
             log.warning("embedded_pg.stop_failed", error=exc.message)
         raise
     await asyncio.to_thread(server.stop)
+    return reached
+
+
+def _reached(revision: str, current: str | None) -> str:
+    """The revision an upgrade to ``revision`` left the schema at. An upgrade to a revision
+    the schema is already past changes nothing (alembic moves only forward), which read as
+    success: it is refused, saying so."""
+    reached = current or "base"
+    if revision in migrate.known_revisions() and reached != revision:
+        raise MigrationError(
+            f"the schema is at revision {reached}, past {revision}: `engram migrate` moves a "
+            "schema forward only; nothing was changed"
+        )
     return reached
 
 

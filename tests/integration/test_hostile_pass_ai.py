@@ -16,13 +16,15 @@ import asyncpg
 import pytest
 
 from engram.config import EMBEDDING_DIMENSION, EngramSettings
-from engram.errors import ModelFilesError
+from engram.errors import MigrationError, ModelFilesError
 from engram.infra import migrate
 from engram.infra.embedded_server import EmbeddedPostgres
 from engram.infra.fastembed_embedder import FastembedEmbedder
 from engram.infra.inprocess_embedder import InProcessEmbedder
 from engram.infra.local_model import LocalModel
 from engram.infra.model_files import DIGESTS, ONNX_FILE, SIZES, digest, ensure_default_model
+from engram.provision import run_migrations
+from tests.conftest import ScratchDatabase
 
 #: What a copy cut short leaves: the first 5 MB of the 23 MB ONNX file.
 CUT = 5_000_000
@@ -149,3 +151,23 @@ def test_a_first_start_killed_during_initdb_starts_again(tmp_path: Path) -> None
         assert {"engram", "postgres"} <= set(asyncio.run(names()))
     finally:
         server.stop()
+
+
+async def test_migrate_to_a_revision_the_schema_is_past_is_refused(
+    database: ScratchDatabase,
+) -> None:
+    """`engram migrate --revision 0022` on a schema at head changed nothing (alembic moves
+    only forward) and said `schema at revision 0023`, exit 0, as if it had done what was
+    asked. It is refused, saying the schema is past that revision and nothing was changed;
+    asking for the revision the schema is at still succeeds."""
+    settings = EngramSettings(
+        database_url=database.runtime_url, migration_database_url=database.admin_url
+    )
+    head = migrate.head_revision()
+    older = f"{int(head) - 1:04d}"
+
+    with pytest.raises(MigrationError, match=f"at revision {head}, past {older}"):
+        await run_migrations(settings, older)
+
+    assert head == await run_migrations(settings, head)
+    assert head == await run_migrations(settings)
