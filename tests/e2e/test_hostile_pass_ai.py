@@ -357,3 +357,24 @@ def test_serve_on_a_database_never_migrated_says_to_migrate(
     assert "engram: the database holds no engram schema" in done.stderr, done.stderr[-2000:]
     assert "run `engram migrate`" in done.stderr
     assert [] == _postgres_for(tmp_path / "data" / "pg")
+
+
+def test_init_migrate_to_a_revision_stops_there(tmp_path: Path, model_dir: Path) -> None:
+    """`engram --init migrate --revision R` on a new data dir migrated to head before the
+    command ran (the `--init` of every admin command), so R was ignored, and, since the
+    schema was then past R, the command refused what it had been asked. The database is now
+    created and migrated to R alone; a later `engram migrate` takes it to head."""
+    data_dir = tmp_path / "data"
+    env = _env(data_dir, model_dir)
+    older = f"{int(migrate.head_revision()) - 1:04d}"
+
+    stopped = _run(["--init", "migrate", "--revision", older], env)
+
+    assert 0 == stopped.returncode, stopped.stderr
+    assert f"schema at revision {older}" in stopped.stdout
+    assert older == _sql(data_dir / "pg", "SELECT version_num FROM alembic_version")
+    onward = _run(["migrate"], env)
+    assert 0 == onward.returncode, onward.stderr
+    assert migrate.head_revision() == _sql(
+        data_dir / "pg", "SELECT version_num FROM alembic_version"
+    )

@@ -194,7 +194,7 @@ def migrate(
     revision: Annotated[str, typer.Option(help="Target revision.")] = "head",
 ) -> None:
     """Apply migrations (embedded: as the bootstrap superuser; external: the migration URL)."""
-    settings = existing_settings()
+    settings = existing_settings(migrate=False)  # with --init: to the revision asked for
     configure_logging(settings.log_level, settings.log_format)
     try:
         reached = asyncio.run(run_migrations(settings, revision))

@@ -100,12 +100,13 @@ def request_init(requested: bool) -> None:
     _init["requested"] = requested
 
 
-def existing_settings() -> EngramSettings:
+def existing_settings(*, migrate: bool = True) -> EngramSettings:
     """The settings, for a command that works on an existing database: an embedded data dir
     holding none is refused (exit 2, saying where it looked) unless ``--init`` was given, in
-    which case the database is created and migrated first."""
+    which case the database is created and migrated first (unless ``migrate`` is false: the
+    command migrates it itself, to the revision it was asked for)."""
     settings = load_settings()
-    if has_database(settings):
+    if has_database(settings) or (_init["requested"] and not migrate):
         return settings
     if not _init["requested"]:
         raise error_exit(NoDatabaseHere.at(settings))
