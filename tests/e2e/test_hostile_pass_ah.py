@@ -25,8 +25,6 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -35,12 +33,9 @@ from typing import Any
 import asyncpg
 import pytest
 
-from engram.agents.registry import AgentRegistry
 from engram.errors import EmbeddingTimeout
 from engram.infra.fastembed_embedder import FastembedEmbedder
 from engram.infra.inprocess_embedder import InProcessEmbedder
-from engram.infra.postgres import PostgresDatabase
-from engram.infra.resilience import CircuitBreaker, Resilience
 from engram.memory.types import TrustLevel
 from tests.conftest import ScratchDatabase
 from tests.integration import test_http_api as http_api
@@ -51,6 +46,7 @@ from tests.integration.test_hostile_pass_ah import (
     _nested,
     _refused_for_nesting,
 )
+from tests.integration.test_hostile_pass_b import start_stdio_mcp
 from tests.integration.test_http_api import Api
 from tests.integration.test_http_fuzz import _count
 
@@ -76,30 +72,7 @@ def _stdio_answers(
     """Run `engram mcp` for a new agent, send ``lines`` (in ``encoding``) after initialising,
     and collect every answer until the one to ``last_id`` (90 s at most)."""
 
-    async def token() -> str:
-        db = await PostgresDatabase.connect(
-            database.runtime_url, resilience=Resilience(CircuitBreaker("postgres")), min_size=1
-        )
-        try:
-            return (await AgentRegistry(db).add("stdio-deep", TrustLevel.STANDARD))[1]
-        finally:
-            await db.close()
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
-    env.update(
-        ENGRAM_DATABASE_URL=database.runtime_url,
-        ENGRAM_MIGRATE_ON_START="false",
-        ENGRAM_LOG_FORMAT="json",
-        ENGRAM_EMBEDDING_MODEL_PATH=str(model_dir),
-        ENGRAM_AGENT_TOKEN=asyncio.run(token()),
-    )
-    process = subprocess.Popen(
-        [sys.executable, "-m", "engram.protocols.cli", "mcp"],
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
+    process = start_stdio_mcp(database, model_dir, "stdio-deep")
     assert process.stdin is not None
     assert process.stdout is not None
     answers: list[dict[str, Any]] = []

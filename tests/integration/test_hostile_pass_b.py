@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -450,6 +451,38 @@ _INIT = (
 )
 
 
+def start_stdio_mcp(
+    database: ScratchDatabase, model_dir: Path, agent: str
+) -> subprocess.Popen[bytes]:
+    """`engram mcp` over stdio, in a process of its own, for a new standard agent ``agent``
+    of ``database`` (its stdin and stdout piped)."""
+
+    async def token() -> str:
+        db = await PostgresDatabase.connect(
+            database.runtime_url, resilience=Resilience(CircuitBreaker("postgres")), min_size=1
+        )
+        try:
+            return (await AgentRegistry(db).add(agent, TrustLevel.STANDARD))[1]
+        finally:
+            await db.close()
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
+    env.update(
+        ENGRAM_DATABASE_URL=database.runtime_url,
+        ENGRAM_MIGRATE_ON_START="false",
+        ENGRAM_LOG_FORMAT="json",
+        ENGRAM_EMBEDDING_MODEL_PATH=str(model_dir),
+        ENGRAM_AGENT_TOKEN=asyncio.run(token()),
+    )
+    return subprocess.Popen(
+        [sys.executable, "-m", "engram.protocols.cli", "mcp"],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+
+
 @pytest.mark.parametrize(
     "line",
     [
@@ -473,30 +506,7 @@ def test_stdio_mcp_answers_every_line_it_cannot_take(
     answered for such a line (nor for text that is not JSON, nor for a float id): the client
     waits for its response forever."""
 
-    async def token() -> str:
-        db = await PostgresDatabase.connect(
-            database.runtime_url, resilience=Resilience(CircuitBreaker("postgres")), min_size=1
-        )
-        try:
-            return (await AgentRegistry(db).add("stdio-client", TrustLevel.STANDARD))[1]
-        finally:
-            await db.close()
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
-    env.update(
-        ENGRAM_DATABASE_URL=database.runtime_url,
-        ENGRAM_MIGRATE_ON_START="false",
-        ENGRAM_LOG_FORMAT="json",
-        ENGRAM_EMBEDDING_MODEL_PATH=str(model_dir),
-        ENGRAM_AGENT_TOKEN=asyncio.run(token()),
-    )
-    process = subprocess.Popen(
-        [sys.executable, "-m", "engram.protocols.cli", "mcp"],
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
+    process = start_stdio_mcp(database, model_dir, "stdio-client")
     assert process.stdin is not None
     assert process.stdout is not None
     process.stdin.write(_INIT + line + b'\n{"jsonrpc":"2.0","id":9,"method":"tools/list"}\n')
