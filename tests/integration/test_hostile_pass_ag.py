@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator
-from datetime import timedelta
 from uuid import UUID
 
 import asyncpg
@@ -26,11 +25,11 @@ from engram.memory.types import (
     GateDecisionType,
     MemoryRecord,
     MemoryStatus,
-    MemoryType,
 )
 from tests.conftest import ScratchDatabase
-from tests.integration.consolidation_helpers import DAY, DEEP, INCIDENT, LATE_ETL, head_of
+from tests.integration.consolidation_helpers import DEEP, INCIDENT, LATE_ETL, head_of
 from tests.integration.gate_helpers import BOSS, holding_head, lock_waiters
+from tests.integration.test_hostile_pass_ae import _seed
 
 EXTERNAL = GateDecisionType.EXTERNAL
 ENGRAM = (sys.executable, "-m", "engram.protocols.cli")
@@ -53,22 +52,6 @@ async def impatient_kernel(
     )
     async with open_kernel(settings=settings, embeddings=embedder) as kernel:
         yield kernel
-
-
-async def _seed(kernel: Kernel, texts: list[str]) -> list[UUID]:
-    ids = []
-    for n, text in enumerate(texts):
-        record = MemoryRecord.draft(
-            MemoryType.EPISODE,
-            text,
-            source_agent=BOSS.agent_id,
-            event_time=DAY + timedelta(days=n),
-        )
-        result = await kernel.gate.evaluate(GateRequest(GateAction.CREATE, record, BOSS, EXTERNAL))
-        assert result.record_id is not None, result.reason
-        ids.append(result.record_id)
-    await kernel.events.settled()
-    return ids
 
 
 async def _forget(kernel: Kernel, record_id: UUID, *, check: bool = True) -> None:
