@@ -10,6 +10,7 @@ from pathlib import Path
 
 import asyncpg
 import pytest
+import structlog.testing
 
 from benchmarks.seed_versions import seed_versions
 from engram.errors import MigrationError
@@ -205,3 +206,34 @@ async def test_0023_keeps_reads_of_before_for_the_levels_that_could_have_made_th
         assert sorted(before) == [tuple(r.values()) for r in back]
     finally:
         await conn.close()
+
+
+async def test_a_run_waiting_for_another_runs_lock_says_so_and_then_migrates(
+    empty_database: ScratchDatabase,
+) -> None:
+    """Two processes migrating one database run one after the other; the second waited on
+    the migration lock without a word, so an operator saw `engram migrate` (or a start)
+    hang with nothing logged. It now logs that it waits, naming the holder's backend, and
+    goes on once the lock is released."""
+    url = empty_database.admin_url
+    holder = await asyncpg.connect(url)
+    try:
+        await holder.execute("SELECT pg_advisory_lock(1701147251, 0)")
+        holder_pid = await holder.fetchval("SELECT pg_backend_pid()")
+        with structlog.testing.capture_logs() as logs:
+            running = asyncio.create_task(asyncio.to_thread(migrate.upgrade, url))
+            for _ in range(200):
+                if any(e["event"] == "migrations.waiting_for_lock" for e in logs):
+                    break
+                await asyncio.sleep(0.05)
+            waiting = [e for e in logs if e["event"] == "migrations.waiting_for_lock"]
+            assert [holder_pid] == [e["holder_pid"] for e in waiting], logs
+            assert not running.done()
+            await holder.execute("SELECT pg_advisory_unlock(1701147251, 0)")
+            await asyncio.wait_for(running, 120)
+        assert "migrations.lock_taken" in [e["event"] for e in logs]
+        assert migrate.head_revision() == await asyncio.to_thread(
+            migrate.current_revision_sync, url
+        )
+    finally:
+        await holder.close()

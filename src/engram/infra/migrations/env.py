@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 
+import structlog
 from alembic import context
 from sqlalchemy import pool, text
 from sqlalchemy.engine import Connection
@@ -18,12 +19,23 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from engram.infra.migrate import SQL
 
 config = context.config
+log = structlog.get_logger("engram.infra.migrate")
+
+
+def _take_lock(connection: Connection) -> None:
+    """Take the migration lock; say so, once, when another run holds it and this one waits."""
+    if connection.execute(text(SQL["migration_lock_try"])).scalar():
+        return
+    holder = connection.execute(text(SQL["migration_lock_holder"])).scalar()
+    log.warning("migrations.waiting_for_lock", holder_pid=holder)
+    connection.execute(text(SQL["migration_lock"]))
+    log.info("migrations.lock_taken")
 
 
 def _run(connection: Connection) -> None:
     context.configure(connection=connection, target_metadata=None, transactional_ddl=True)
     with context.begin_transaction():
-        connection.execute(text(SQL["migration_lock"]))  # before the revision is read
+        _take_lock(connection)  # before the revision is read
         context.run_migrations()
 
 
