@@ -17,6 +17,7 @@ import asyncpg
 import psutil
 import pytest
 
+from engram.errors import EmbeddedServerError
 from engram.infra.embedded_server import EmbeddedPostgres
 
 
@@ -136,3 +137,21 @@ def test_two_handles_in_one_process_share_the_server_until_the_last_stops(
     finally:
         second.stop()
     assert [] == _cluster(server.pgdata)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the package opens the data dir only as root")
+def test_a_first_start_that_fails_as_root_leaves_the_data_dir_private(tmp_path: Path) -> None:
+    """As root the package opens the data dir to other users before initdb (its own user
+    must reach the cluster) and engram narrowed it back only once the server was up: a
+    first start whose initdb failed left it 0755 until the next start. It is narrowed (and
+    given to the cluster's user, as after a start that succeeds) on the way out too."""
+    data_dir = tmp_path / "data"
+    data_dir.mkdir(mode=0o700)
+    (data_dir / "pg").mkdir()
+    (data_dir / "pg" / "left-by-someone").write_text("not a cluster")
+
+    with pytest.raises(EmbeddedServerError, match="not empty"):
+        EmbeddedPostgres(data_dir / "pg").start()
+
+    assert 0o700 == data_dir.stat().st_mode & 0o777
+    assert (data_dir / "pg").stat().st_uid == data_dir.stat().st_uid

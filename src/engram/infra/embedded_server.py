@@ -98,9 +98,10 @@ class EmbeddedPostgres:
                 with _server_lock():
                     self._record_holder()
                 _handles[self.pgdata] = _handles.get(self.pgdata, 0) + 1
-        except EmbeddedServerError:
-            raise
         except Exception as exc:
+            self._narrow_after_failure()
+            if isinstance(exc, EmbeddedServerError):
+                raise
             reason = said.reason() or str(exc)
             raise EmbeddedServerError(f"embedded PostgreSQL failed to start: {reason}") from exc
         # As root the package opens every directory above the cluster to all users, so its
@@ -108,6 +109,13 @@ class EmbeddedPostgres:
         with _server_lock():
             make_private(self.pgdata.parent, owner=getattr(self._server, "system_user", None))
         log.info("embedded_pg.started", pid=self._server.get_pid(), attached=attached)
+
+    def _narrow_after_failure(self) -> None:
+        """As root the package opens the data dir before initdb; a start that failed after
+        that narrows it again (given to the cluster's owner, as a start that succeeds)."""
+        with suppress(OSError, DataDirError), _server_lock():
+            uid = self.pgdata.stat().st_uid if os.geteuid() == 0 else 0
+            make_private(self.pgdata.parent, owner=pwd.getpwuid(uid).pw_name if uid else None)
 
     @property
     def socket_dir(self) -> str:
