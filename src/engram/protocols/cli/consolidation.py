@@ -19,7 +19,12 @@ from engram.protocols.cli.output import (
 
 if TYPE_CHECKING:
     from engram.kernel import Kernel
-    from engram.memory.consolidation import BatchReport, ConsolidationReport, RollbackReport
+    from engram.memory.consolidation import (
+        BatchReport,
+        ConsolidationReport,
+        RollbackReport,
+        SweepReport,
+    )
 
 app = typer.Typer(help="Consolidation batches: list, show, roll back.", no_args_is_help=True)
 
@@ -35,7 +40,7 @@ def consolidate(
 ) -> None:
     """Run (or preview) one consolidation pass now."""
 
-    async def work(kernel: Kernel) -> ConsolidationReport:
+    async def work(kernel: Kernel) -> tuple[ConsolidationReport, SweepReport | None]:
         from engram.autonomy.catalogue import CONSOLIDATION_LOCK  # noqa: PLC0415 - kernel opened
 
         with progress(f"consolidating ({trigger.value})", None) as advance_to:
@@ -46,17 +51,33 @@ def consolidate(
             def run() -> Awaitable[ConsolidationReport]:
                 return kernel.consolidation.run(trigger, dry_run=dry_run, progress=seen)
 
+            async def swept_then_run() -> tuple[ConsolidationReport, SweepReport]:
+                # As the scheduled passes do: first the releases their events did not finish
+                # (ADR-018), so the pass does not plan over a source an agent took back.
+                swept = await kernel.consolidation.sweep_releases()
+                return await run(), swept
+
             if dry_run:  # writes nothing: it may run beside a pass
-                return await run()
+                return await run(), None
             try:  # the consolidation jobs' lock: no scheduled pass runs beside this one
-                return await kernel.scheduler.run_alone(CONSOLIDATION_LOCK, run)
+                return await kernel.scheduler.run_alone(CONSOLIDATION_LOCK, swept_then_run)
             finally:
                 await kernel.scheduler.stop()
 
-    report = with_kernel(work)
+    report, swept = with_kernel(work)
     if as_json:
-        print_json(report.to_json())
+        releases = (
+            {}
+            if swept is None
+            else {"releases_swept": swept.released, "releases_failed": swept.failed}
+        )
+        print_json({**report.to_json(), **releases})
         return
+    if swept is not None and swept.found:
+        typer.echo(
+            f"finished {swept.released} release(s) of forgotten or changed sources"
+            + (f", {swept.failed} failed (see the log)" if swept.failed else "")
+        )
     verb = "would consolidate" if dry_run else "consolidated"
     count = sum(len(c.sources) for c in report.planned) if dry_run else len(report.consumed)
     made = len(report.planned) if dry_run else len(report.created)
