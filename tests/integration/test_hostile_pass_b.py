@@ -452,10 +452,10 @@ _INIT = (
 
 
 def start_stdio_mcp(
-    database: ScratchDatabase, model_dir: Path, agent: str
+    database: ScratchDatabase, model_dir: Path, agent: str, stdin: Any = subprocess.PIPE
 ) -> subprocess.Popen[bytes]:
     """`engram mcp` over stdio, in a process of its own, for a new standard agent ``agent``
-    of ``database`` (its stdin and stdout piped)."""
+    of ``database`` (its stdout piped, its stdin too unless given)."""
 
     async def token() -> str:
         db = await PostgresDatabase.connect(
@@ -477,7 +477,7 @@ def start_stdio_mcp(
     return subprocess.Popen(
         [sys.executable, "-m", "engram.protocols.cli", "mcp"],
         env=env,
-        stdin=subprocess.PIPE,
+        stdin=stdin,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
     )

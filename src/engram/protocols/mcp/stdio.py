@@ -16,9 +16,9 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 import anyio
 import structlog
@@ -101,8 +101,8 @@ class _PipeLines:
     (a reader thread blocked in ``read`` would hold the process until the client writes).
     A line the SDK would drop unanswered is answered here instead (:func:`line_problem`)."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: _SerialWriter) -> None:
-        self._reader = reader
+    def __init__(self, readline: Callable[[], Awaitable[bytes]], writer: _SerialWriter) -> None:
+        self._readline = readline
         self._writer = writer
 
     def __aiter__(self) -> _PipeLines:
@@ -111,7 +111,7 @@ class _PipeLines:
     async def __anext__(self) -> str:
         while True:
             try:
-                raw = await self._reader.readline()
+                raw = await self._readline()
             except ValueError:  # longer than MAX_LINE_BYTES; its tail comes as the next line
                 await self._answer(-32600, "Invalid request: a line longer than 16 MiB")
                 continue
@@ -136,16 +136,31 @@ class _PipeLines:
         await self._writer.flush()
 
 
-async def _stdin_lines(writer: _SerialWriter) -> Any:
-    """stdin as an async iterable of lines; the SDK's own (thread) reader when stdin is not a
-    pipe, socket or terminal (a regular file, say), which the event loop cannot watch."""
+async def _stdin_lines(writer: _SerialWriter) -> _PipeLines:
+    """stdin as an async iterable of lines, each checked as :class:`_PipeLines` does. A pipe,
+    socket or terminal is watched by the event loop; a regular file (``engram mcp < calls``),
+    which the loop cannot watch, is read line by line in a thread (a read of a file never
+    waits for a writer, so nothing holds the process when the session is cancelled)."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=MAX_LINE_BYTES)
     try:
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
     except (ValueError, OSError):
-        return None
-    return _PipeLines(reader, writer)
+        return _PipeLines(_file_readline(sys.stdin.buffer), writer)
+    return _PipeLines(reader.readline, writer)
+
+
+def _file_readline(stream: BinaryIO) -> Callable[[], Awaitable[bytes]]:
+    """``readline`` of a file with the pipe reader's limit: a longer line raises ValueError
+    and its tail comes as the next line."""
+
+    async def readline() -> bytes:
+        raw = await asyncio.to_thread(stream.readline, MAX_LINE_BYTES + 1)
+        if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+            raise ValueError("line longer than MAX_LINE_BYTES")
+        return raw
+
+    return readline
 
 
 async def serve_stdio(settings: EngramSettings, stdout: TextIO) -> None:
