@@ -15,6 +15,7 @@ from engram.memory.storable import (
     MAX_AUDITED_INPUT_BYTES,
     MAX_INPUT_BYTES,
     MAX_NESTING,
+    NON_FINITE,
     audited_input,
     escape_text,
     input_bytes,
@@ -64,7 +65,7 @@ def test_value_problems_are_named_once_without_quoting_the_value() -> None:
     assert [
         "a key contains a NUL character",
         "a string contains a lone surrogate (not valid Unicode)",
-        "numbers must be finite (NaN and Infinity are not JSON)",
+        NON_FINITE,
         "a string contains a NUL character",
     ] == problems
     assert "secret" not in " ".join(problems)

@@ -35,6 +35,12 @@ MAX_NESTING = 32
 #: Values (strings, numbers, containers) one metadata object may hold: one per byte of the
 #: 16 KiB metadata limit, so no valid metadata comes close.
 MAX_VALUES = 16_384
+#: The problem of a non-finite number. Over MCP an integer too long for any parser here (more
+#: than 4,300 digits) arrives as Infinity (``engram.protocols.mcp.depth``), hence the note.
+NON_FINITE = (
+    "numbers must be finite (NaN and Infinity are not JSON; "
+    "MCP reads an integer of over 4,300 digits as Infinity)"
+)
 #: The largest proposal the boundary reads, as JSON: a valid record is far smaller (16 000
 #: characters of content, 16 KiB of metadata), so anything larger is refused unread.
 MAX_INPUT_BYTES = 256 * 1024
@@ -131,7 +137,7 @@ def value_problems(value: object) -> list[str]:
                 found[f"a string {problem}"] = None
         elif isinstance(item, float):
             if not math.isfinite(item):
-                found["numbers must be finite (NaN and Infinity are not JSON)"] = None
+                found[NON_FINITE] = None
         elif isinstance(item, Mapping | list | tuple):
             if depth >= MAX_NESTING:
                 found[f"nested deeper than {MAX_NESTING} levels"] = None
