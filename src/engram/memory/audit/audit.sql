@@ -68,18 +68,30 @@ WHERE ($1::timestamptz IS NULL OR occurred_at >= $1)
   AND ($2::timestamptz IS NULL OR occurred_at < $2)
 
 -- name: search
--- Admin listing: $1 after seq, $2 since, $3 until, $4 agent, $5 decision, $6 action, $7 limit,
--- $8 the last settled seq (AuditLog.settled_seq): a page never passes a row still committing.
--- The agent matches whatever its case, as the registry's names do (migration 0022).
+-- Admin listing: $1 after seq, $2 since, $3 until, $4 decision, $5 action, $6 limit, $7 the
+-- last settled seq (AuditLog.settled_seq): a page never passes a row still committing.
 SELECT {{audit_columns}} FROM librarian_audit
-WHERE seq > $1 AND seq <= $8
+WHERE seq > $1 AND seq <= $7
   AND ($2::timestamptz IS NULL OR occurred_at >= $2)
   AND ($3::timestamptz IS NULL OR occurred_at < $3)
-  AND ($4::text IS NULL OR lower(agent_id COLLATE "C") = lower($4 COLLATE "C"))
-  AND ($5::text IS NULL OR decision = $5)
-  AND ($6::text IS NULL OR action = $6)
+  AND ($4::text IS NULL OR decision = $4)
+  AND ($5::text IS NULL OR action = $5)
 ORDER BY seq
-LIMIT $7
+LIMIT $6
+
+-- name: search_agent
+-- The same for one agent, $8, matched whatever its case as the registry's names are (migration
+-- 0022), through librarian_audit_agent_folded_idx (migration 0024): the agent's own entries in
+-- seq order, however few of the log's they are.
+SELECT {{audit_columns}} FROM librarian_audit
+WHERE lower(agent_id COLLATE "C") = lower($8 COLLATE "C")
+  AND seq > $1 AND seq <= $7
+  AND ($2::timestamptz IS NULL OR occurred_at >= $2)
+  AND ($3::timestamptz IS NULL OR occurred_at < $3)
+  AND ($4::text IS NULL OR decision = $4)
+  AND ($5::text IS NULL OR action = $5)
+ORDER BY lower(agent_id COLLATE "C"), seq
+LIMIT $6
 
 -- name: hold_lane_heads
 -- Sealing: wait until no append holds a lane (each holds its lane's head until it commits),

@@ -320,9 +320,11 @@ class AuditLog:
         ``after_seq`` (a cursor). ``since`` is inclusive and ``until`` exclusive, on
         ``occurred_at``."""
         settled = await self.settled_seq()
-        rows = await self._db.fetch(
-            SQL["search"], after_seq, since, until, agent_id, decision, action, limit, settled
-        )
+        args = (after_seq, since, until, decision, action, limit, settled)
+        if agent_id is None:
+            rows = await self._db.fetch(SQL["search"], *args)
+        else:
+            rows = await self._db.fetch(SQL["search_agent"], *args, agent_id)
         return [row_json(row) for row in rows]
 
     async def settled_seq(self) -> int:
