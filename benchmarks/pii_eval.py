@@ -61,6 +61,8 @@ HALVES: dict[str, tuple[Path, ...]] = {
             "pp",
             "qq",
             "rr",
+            "ss",
+            "tt",
         )
     ),
     "legacy": (DATA / "pii_corpus.tsv",),
