@@ -43,7 +43,8 @@ What it detects
   check digits.
 * more ``national_id`` (``documents``): a number after the name of an identity document or
   a local id (passport, driving licence, identity card, PESEL, personnummer, CPF, CURP, RRN,
-  NRIC, IRD, TFN, NHS, PPS, AHV, ...), checked where that id has a check digit, and a dozen
+  NRIC, IRD, TFN, NHS, PPS, AHV, a seafarer's book, ...), checked where that id has a check
+  digit (not a pet's or a horse's passport, nor a form's stand-in of zeros), and a dozen
   countries' layouts that a check digit makes distinctive (Korean RRN, Brazilian CPF, Swedish
   personnummer, Swiss AHV, Belgian national number, ...) with no keyword.
 * more ``national_id`` and ``bank_account`` (``mrz``): passport and identity-card
@@ -71,6 +72,8 @@ What it detects
   ENCRYPTED, PGP ``... PRIVATE KEY BLOCK``) followed by key material: at least one unbroken
   run of 24 base64 characters. A bare header mentioned in prose is not a key. The span runs
   to the matching END line, or to the end of the base64 body when the END line is missing.
+  A PuTTY key file (``PuTTY-User-Key-File-3:``) is one when base64 lines follow its
+  ``Private-Lines:``, in the clear or encrypted.
 * ``url_password``: the password in ``scheme://user:password@host``, or given as a URL's
   ``password=`` parameter (``jdbc:sqlserver://host;password=…``, ``…?user=a&password=…``). It
   is not flagged when the password is empty or a placeholder.
@@ -185,6 +188,7 @@ Layout
   Stripe tokens.
 * ``vendors``: ``api_key``.
 * ``assignments``: ``secret_assignment``.
+* ``pairs``: ``secret_assignment`` given as a login's pair or named for someone in capitals.
 * this module: the order the detectors run in, the priorities that resolve overlapping spans,
   and :func:`scan`.
 
@@ -230,6 +234,7 @@ from engram.memory.gate.pii.evasion import mixed_runs, spelled_emails
 from engram.memory.gate.pii.findings import PiiFinding, PiiKind, Span, Text
 from engram.memory.gate.pii.identifiers import find_cards, find_ibans, find_national_ids, find_ssns
 from engram.memory.gate.pii.mrz import find_machine_readable
+from engram.memory.gate.pii.pairs import find_pairs
 from engram.memory.gate.pii.spoken import dictated_phone, spoken_runs_other
 from engram.memory.gate.pii.travel import find_travel_records
 from engram.memory.gate.pii.vendors import find_api_keys
@@ -239,7 +244,7 @@ __all__ = ["DETECTOR", "DETECTOR_VERSION", "PiiFinding", "PiiKind", "scan"]
 DETECTOR = "regex"
 """Label of this detector in the ``engram_pii_flags_total`` metric."""
 
-DETECTOR_VERSION = "regex@7"
+DETECTOR_VERSION = "regex@8"
 """Bumped whenever a rule changes what is flagged; recorded with quarantine decisions."""
 
 
@@ -277,6 +282,7 @@ _DETECTORS: tuple[Callable[[Text], Iterator[Span]], ...] = (
     find_url_passwords,
     find_assignments,
     find_code_secrets,
+    find_pairs,
     find_cards,
     find_ibans,
     find_bank_accounts,

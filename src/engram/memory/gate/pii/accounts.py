@@ -4,8 +4,9 @@ Most national account numbers are digits with no check a reader could rely on, s
 counts only where the text says it is a bank account:
 
 * **Account words**: ``account``, ``acct``, ``acc``, ``a/c``, ``account_number``, ``CLABE``,
-  ``NUBAN``, ``kontonummer``, ``cuenta``, ``compte``, ``conto``, ``rekening``, ``checking``,
-  ``savings`` … followed
+  ``NUBAN``, ``kontonummer``, ``cuenta``, ``compte``, ``conto``, ``rekening``, ``no rek``,
+  ``checking``, ``savings``, the Russian ``счёт`` and its abbreviation for a current account
+  … followed
   within ``_AFTER`` characters by a run of 6 to 20 digits (single spaces, dashes or dots may
   group it), in a text that also speaks of banking: a routing, sort, transit, branch, BSB,
   IFSC or CLABE code, ACH, EFT, a wire, a payout, a direct deposit, a bank, a cheque or
@@ -44,7 +45,7 @@ _BANKING = re.compile(
         r"|payroll|direct deposit|deposit|transit|branch|cheque|checking|savings|current account"
         r"|refund|reimburse\w*|kontonummer|kontonr|konto|postkonto|futsu|giro|rib|bankleitzahl|blz"
         r"|reg\.? ?nr|registreringsnummer|cbu|nuban|udbetaling|utbetalning|transfers?"
-        r"|račun|tekući|rachunek|sąskaitos|reikningsnúmer|счет|рахунок|rib|banco\w*|ahorros|pix"
+        r"|račun|tekući|rachunek|sąskaitos|reikningsnúmer|сч[её]т|рахунок|бик|bik|реквизиты|rib|banco\w*|ahorros|pix"
         r"|corriente|corrente|ag[eê]ncia|cci|rekening|bankszámla\w*|účet|účtu"
         # banks and money apps named in chats: Indonesia, the Philippines, Nigeria, Kenya, US
         r"|mandiri|bca|bni|bri|bdo|bpi|metrobank|gtb|gtbank|zenith|uba|opay|palmpay|kuda"
@@ -56,8 +57,9 @@ _ACCOUNT_WORDS = re.compile(
     folded(
         r"(?:\b(?:account|acct|acc|a/c|ac no|clabe|nuban|kontonummer|kontonr|konto|cuenta(?:rut)?"
         r"|compte|bank(?=[ \t]{0,2}[:#]?[ \t]{0,2}\d)|folio|postkonto|compte postal|conto postale"
-        r"|conto|conta|rekening|checking|savings|cheque account|stk|số tài khoản|rekening|no\. rek"
-        r"|račun|rachunek|sąskaitos nr|reikningsnúmer|счет|рахунок|rib|cci|giro(?: number)?"
+        r"|conto|conta|rekening|checking|savings|cheque account|stk|số tài khoản|rekening|no\.? rek"
+        r"|račun|rachunek|sąskaitos nr|reikningsnúmer|сч[её]т|рахунок|rib|cci|giro(?: number)?"
+        r"|р/с"  # noqa: RUF001 - Russian, a current account (расчётный счёт)
         r"|bankgiro|plusgiro"
         r"|bankszámla(?:szám)?|számlaszám|účet|číslo účtu)s?\b"  # not "contact", "access"
         r"|帳號|账号|帳戶|账户|口座|普通|当座|계좌(?:번호)?|номер сч[её]та|חשבון|บัญชี|số tài khoản"

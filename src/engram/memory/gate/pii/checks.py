@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 
 from stdnum import luhn as _luhn
+from stdnum import verhoeff as _verhoeff
 from stdnum.ar import cuit as _ar_cuit
 from stdnum.cl import rut as _cl_rut
 
@@ -219,3 +220,25 @@ def de_kvnr(value: str) -> bool:
 def personal_rut(value: str) -> bool:
     """A Chilean RUT of a person: companies are numbered from fifty million up."""
     return bool(_cl_rut.is_valid(value)) and int(_cl_rut.compact(value)[:-1]) < 50_000_000
+
+
+def lu_matricule(value: str) -> bool:
+    """Luxembourg's national identification number (matricule): thirteen digits, the birth
+    date (YYYYMMDD) and three more, then a Luhn and a Verhoeff check digit of those eleven."""
+    digits = _digits(value)
+    match = re.fullmatch(r"(?:19|20)\d{2}(\d{2})(\d{2})\d{5}", digits)
+    if match is None or not (1 <= int(match.group(1)) <= 12 and 1 <= int(match.group(2)) <= 31):
+        return False
+    body = digits[:11]
+    return bool(_luhn.is_valid(body + digits[11]) and _verhoeff.is_valid(body + digits[12]))
+
+
+#: The states and regions of Myanmar numbered on a national registration card (1 to 14).
+_MM_NRC = re.compile(r"(1[0-4]|[1-9])/[A-Za-z]{6,12}\((?:N|E|P|A|F|TH|S)\)\d{6}")
+
+
+def mm_nrc(value: str) -> bool:
+    """Myanmar's national registration card, in Latin letters: the state's number, the
+    township's code, the citizenship letter in brackets and six digits
+    (``12/DaGaTa(N)633176``). No check digit; the layout is the distinctive part."""
+    return _MM_NRC.fullmatch(value) is not None

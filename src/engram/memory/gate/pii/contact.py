@@ -52,7 +52,7 @@ _NOT_PHONE_LABEL = re.compile(
     r"(?i)(?:\b(?:order|ticket|invoice|inv|build|issue|pr|case|ref|reference|tracking|acct"
     r"|account|po|job|run|batch|txn|transaction|confirmation|serial|sku|version|release|id"
     r"|item|part|incident|request|req|pipeline|commit|cve|patent|isbn|seed|port|pin|vat"
-    r"|wid|withdrawal|deposit id|txid|tx|block|height"
+    r"|wid|withdrawal|deposit id|txid|tx|block|height|бик|bik"
     r"|auftrag|pr[óo]bka|probe|sample|specimen|accession|processo(?: hospitalar)?"
     r"|epis[óo]dio(?: de urg[êe]ncia)?|zlecenia|kod kreskowy|barcode"
     r"|imei|meid|imsi|iccid|sin|meter|consumer|routing|aba|rtn|transit|qq(?:号码|号)?"
@@ -75,7 +75,8 @@ _PHONE_WORDS = (
     "手機", "電話", "携帯", "전화", "휴대폰", "핸드폰", "טלפון", "נייד", "โทร", "điện thoại", "sđt",
     "моб", "мобильный", "جوال", "موبايل",
     "reach her", "reach him", "reach them", "тел", "телефон", "tél", "téléphone", "telefon",
-    "telefono", "teléfono", "puhelin", "sími", "هاتف", "toestel", "doorkiesnummer",
+    "telefono", "teléfono", "puhelin", "sími", "síma", "símanúmer", "farsími", "farsíma",
+    "هاتف", "toestel", "doorkiesnummer",
     "durchwahl", "mob", "telefonu", "telefonem", "telefonico", "telefonica", "telefonum",
     "festnetz", "komórki", "recapito", "wsp", "whats", "zap", "wpp", "wasap", "watsap",
     "llamará", "llámame", "llamame", "llame",
@@ -124,6 +125,8 @@ def _phone_span_ok(text: str, start: int, end: int) -> bool:
         return False  # "Pedido 4155550132"; not "+34 …" nor "Teléfono del guía: 612 …"
     if _TAX_NUMBER.search(text, max(0, start - 40), start) is not None:
         return False
+    if _VAT_NUMBER.search(text, max(0, start - 24), start) is not None:
+        return False  # "Practice VAT: BE 0676.014.773": a company's VAT number
     if before in "|^~&" and _in_hl7_field_of_no_phone(text, start, end):
         return False
     if _YEAR_FIRST.match(text, start):
@@ -229,6 +232,11 @@ _TAX_NUMBER = re.compile(
     r"|inscri[çc][ãa]o|αφμ|\bafm\b|\bинн\b|\bогрн\b|\bкпп\b|\binn\b|\bogrn\b"  # noqa: RUF001 - Russian
     r"|\bkbo\b|\bbce\b|ondernemingsnummer|enterprise number|company (?:number|no))"
     r"[^\n\d]{0,24}$"
+)
+# A VAT number after its name, its country's two letters between: "VAT: BE 0676.014.773".
+_VAT_NUMBER = re.compile(
+    r"(?i)\b(?:vat|btw|tva|mwst|iva)(?:[ \-]?(?:no|nr|number|id)\.?)?[ \t]*[:#]?[ \t]*"
+    r"[a-z]{2}[ \t]?$"
 )
 _DECIMAL = re.compile(r"\d+[.,]\d+")
 # A long group and a short one after it: no numbering plan groups its digits so.

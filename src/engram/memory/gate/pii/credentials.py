@@ -58,8 +58,24 @@ _PEM_BODY = re.compile(r"(?:[A-Za-z0-9+/=\s]|\\[nr])*")
 _PEM_LINE = re.compile(r"[A-Za-z0-9+/=]{24,}")
 
 
+# A PuTTY key file (.ppk): its private part is the base64 lines after "Private-Lines: N", in
+# the clear or encrypted, as a PEM "ENCRYPTED PRIVATE KEY" is (written as lines or as "\n").
+_PUTTY_HEAD = re.compile(r"PuTTY-User-Key-File-\d+:")
+_PUTTY_PRIVATE = re.compile(
+    r"Private-Lines: ?\d+(?:\s|\\[nr])+[A-Za-z0-9+/=]{24,}"
+    r"(?:(?:\s|\\[nr])+[A-Za-z0-9+/=]{16,}(?![\w\-:]))*"
+)
+#: How far after a PuTTY key file's first line its private lines may start.
+_PUTTY_REACH = 4000
+
+
 def find_private_keys(t: Text) -> Iterator[Span]:
     text = t.raw
+    if "PuTTY-User-Key-File-" in text:
+        for m in _PUTTY_HEAD.finditer(text):
+            private = _PUTTY_PRIVATE.search(text, m.end(), m.end() + _PUTTY_REACH)
+            if private is not None:
+                yield PiiKind.PRIVATE_KEY, m.start(), private.end()
     if "-----BEGIN" not in text:
         return
     for m in _PEM_BEGIN.finditer(text):

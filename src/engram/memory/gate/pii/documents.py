@@ -8,7 +8,8 @@ rules:
 
 * **A document named before its number.** An identity keyword (passport, driving licence,
   identity card, national or personal id number, social security or tax number, and the
-  local names: PESEL, personnummer, CPF, CURP, RRN, NRIC, IRD, TFN, …) followed within
+  local names: PESEL, personnummer, CPF, CURP, RRN, NRIC, IRD, TFN, JMBG, IDNP, a seafarer's
+  book, SSS, PhilHealth, …) followed within
   ``_AFTER`` characters by an id-shaped token: letters and digits, at least five digits (four
   in a token of eight or more characters that also has letters), not a date, an amount or a
   version. Where the keyword names a format with a check digit, the token must pass it.
@@ -18,8 +19,11 @@ rules:
   (``840527-1468275``), a Brazilian CPF (``123.456.789-09``), a Swedish personnummer
   (``19910227-1203``), a Swiss AHV number (``756.1234.5678.97``), a Belgian national number
   (``85.07.30-033.28``), a Portuguese citizen card (``22218177 2 KV2``), an Irish PPS number,
-  a Malaysian NRIC, a Chinese resident id, a Singapore NRIC/FIN, a Finnish henkilötunnus and
-  Mexican CURPs and personal RFCs.
+  a Malaysian NRIC, a Chinese resident id, a Singapore NRIC/FIN, a Finnish henkilötunnus,
+  Mexican CURPs and personal RFCs and a Myanmar NRC (``12/DaGaTa(N)633176``).
+
+A pet's or a horse's passport names no person, and a number of one digit repeated or of digits
+counted up (``P0000000A``, ``12-345678901-2``) is a form's stand-in.
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ from stdnum.jp import in_ as _jp_in
 from stdnum.kr import rrn as _kr_rrn
 from stdnum.lt import asmens as _lt_asmens
 from stdnum.lv import pvn as _lv_pvn
+from stdnum.md import idno as _md_idno
 from stdnum.mx import curp as _mx_curp
 from stdnum.mx import rfc as _mx_rfc
 from stdnum.my import nric as _my_nric
@@ -88,6 +93,8 @@ from engram.memory.gate.pii.checks import (
     hu_taj,
     ir_melli,
     jm_trn,
+    lu_matricule,
+    mm_nrc,
     mn_register,
     mx_nss,
     nz_nhi,
@@ -130,12 +137,20 @@ _CHECKED: tuple[tuple[str, Check], ...] = (
     (r"cnp", _ro_cnp.is_valid),
     (
         r"sa id|south african id|id ?number|id",
-        any_of(_za_idnr.is_valid, _kr_rrn.is_valid, _th_pin.is_valid),
+        any_of(_za_idnr.is_valid, _kr_rrn.is_valid, _th_pin.is_valid, _si_emso.is_valid),
     ),
     (r"nif|contribuinte", _pt_nif.is_valid),
     (r"num[ée]ro fiscal|n[°º] fiscal|identifiant fiscal", _fr_nif.is_valid),
     (r"cart[ãa]o de cidad[ãa]o|citizen card", _pt_cc.is_valid),
-    (r"rijksregisternummer|national (?:register|registry) number", _be_nn.is_valid),
+    (
+        (
+            r"rijksregisternummer|rijksreg\. ?nr|national (?:register|registry) number"
+            r"|num[ée]ro national|registre national"
+        ),
+        _be_nn.is_valid,
+    ),
+    (r"matricule|s[ée]curit[ée] sociale|luxembourg", lu_matricule),
+    (r"idnp", _md_idno.is_valid),
     (r"resident identity|居民身份证", _cn_ric.is_valid),
     (r"cuil|cuit", personal_cuit),
     (r"teudat zehut|t\.z\.|israeli id(?: number)?|תעודת זהות|ת\.ז", _il_idnr.is_valid),
@@ -151,7 +166,7 @@ _CHECKED: tuple[tuple[str, Check], ...] = (
     (r"no\.? kp|mykad|kad pengenalan", _my_nric.is_valid),
     (r"cnic|nadra", _pk_cnic.is_valid),
     (r"asmens kodas", _lt_asmens.is_valid),
-    (r"emšo|emso", _si_emso.is_valid),
+    (r"emšo|emso|jmbg", _si_emso.is_valid),
     (r"егн|egn", _bg_egn.is_valid),
     (r"personas kods", _lv_pvn.is_valid),
     (r"isikukood", _ee_ik.is_valid),
@@ -215,6 +230,11 @@ _SHAPED = (
     r"|paspoortnummer|dowodu osobistego|tessera sanitaria|rentenversicherungsnummer"
     r"|(?:personal)?ausweisnummer|(?:personal)?ausweis-?nr|eat-karten?(?:nummer)?"
     r"|(?:n[º°.]? de |n[úu]mero de )?utente(?: sns)?"
+    r"|osebn[ae] izkaznic[ae]|osobn[ae] iskaznic[ae]|li[čc]na karta"
+    # a seafarer's book and record: the Philippine SIRB, the Indian CDC and INDoS number
+    r"|seam[ae]n'?s? book|seafarer'?s? (?:book|record book|identity document)|sirb|buku pelaut"
+    r"|cdc (?:no|number)|continuous discharge certificate|indos(?: no)?"
+    r"|sss(?: no)?|philhealth(?: no| number| pin)?|pag-?ibig(?: mid)?(?: no)?|hdmf"
 )
 # A keyword starts a word, or follows a character of a script written without spaces
 # ("アイコのマイナンバー", "김민수의 주민등록번호"): there no word boundary parts them.
@@ -229,7 +249,9 @@ _BEFORE = 32
 # Short names that are also ordinary words or abbreviations ("DL" for deep learning): they
 # count in capitals only, and the number must follow within a "no." or a colon.
 _ABBREVIATIONS = frozenset({"dl", "nin", "cin", "tin", "nic", "nid", "iin", "cnh", "rg", "bvn"})
-_ABBREVIATIONS |= {"cni", "cnib"}
+_ABBREVIATIONS |= {"cni", "cnib", "sss"}
+# A passport of an animal (an EU pet passport, a horse's): it names no person.
+_ANIMAL = re.compile(r"\b(?:pets?|animal|horse|equine|dog|cat)(?:'s)? $")
 # A tax number of a company, not a person: "company tax number", "VAT / business tax id".
 _NOT_PERSONAL = re.compile(r"\b(?:company|business|corporate|vat|supplier|firm|employer)\b")
 _ABBREVIATION_AFTER = 8
@@ -245,6 +267,8 @@ _TOKEN = re.compile(
     r"(?<![A-Za-z0-9\-./])[A-Za-z0-9]+(?:[.\-/][A-Za-z0-9]+|[ ](?=[A-Za-z]*\d)[A-Za-z0-9]+)*"
     r"(?![A-Za-z0-9]|[.\-/][A-Za-z0-9])"
 )
+# Digits counted up in order, as a form's example writes them ("12-345678901-2").
+_COUNTING = "01234567890123456789"
 _DATE = re.compile(r"\d{4}[\-/.]\d{1,2}[\-/.]\d{1,2}|\d{1,2}[\-/.]\d{1,2}[\-/.]\d{2,4}")
 # A version ("v2", "1.4.2"), not a number grouped in thousands ("38.654.371", an Argentine
 # DNI) nor a "v" inside a document number ("60AV15955").
@@ -259,6 +283,10 @@ def _shape_ok(token: str) -> bool:
         return False
     if letters and not any(c.isupper() for c in alnum):
         return False  # an id written with letters uses capitals; prose words do not join
+    numerals = "".join(c for c in alnum if c.isdigit())
+    counted = not letters and digits >= 9 and numerals in _COUNTING
+    if digits >= 5 and (len(set(numerals)) == 1 or counted):
+        return False  # a form's stand-in ("P0000000A", "12-345678901-2"), not a number
     if alnum.isupper() and letters and len(alnum) >= 8 and digits >= 2:
         return True  # a document number of capitals and digits ("JR6NRYT6R")
     # four digits need letters beside them: eight characters, or seven in capitals ("BJU4458")
@@ -329,6 +357,7 @@ _LAYOUTS = re.compile(
     r"|(?P<ukdl>[A-Z9]{5} ?\d{6} ?[A-Z9]{2}\d[A-Z]{2})"
     r"|(?P<hndni>(?:0[1-9]|1[0-8])(?:0[1-9]|[12]\d)-(?:19|20)\d{2}-\d{5})"
     r"|(?<![\u0400-\u04ff])(?P<mn>" + MN_LETTERS + r"{2}\d{8})"
+    r"|(?P<mmnrc>(?:1[0-4]|[1-9])/[A-Za-z]{6,12}\((?:N|E|P|A|F|TH|S)\)\d{6})"
     r")(?![A-Za-z0-9]|[.\-/][A-Za-z0-9])"
 )
 _LAYOUT_CHECKS: dict[str, Check] = {
@@ -355,6 +384,7 @@ _LAYOUT_CHECKS: dict[str, Check] = {
     "ukdl": uk_licence,
     "hndni": lambda v: True,  # a Honduran DNI: department, municipality, year of registration
     "mn": mn_register,
+    "mmnrc": mm_nrc,
 }
 
 
@@ -452,6 +482,8 @@ def _named_documents(text: str, lower: str, shaped: list[re.Match[str]]) -> Iter
         found = _first_token(text, k.end(), k.end() + window)
         if found is None:
             continue
+        if _ANIMAL.search(lower, max(0, k.start() - 10), k.start()):
+            continue  # "EU pet passport no. BE-1931424", "horse passport UELN …"
         if k.group(0) == "kra pin" and text[found[0]] in "Pp":
             continue  # a KRA PIN starting with P is a company's
         yield PiiKind.NATIONAL_ID, found[0], found[1]
