@@ -224,7 +224,12 @@ import io  # noqa: E402
 
 import anyio  # noqa: E402
 
-from engram.protocols.mcp.stdio import MAX_LINE_BYTES, _PipeLines, _SerialWriter  # noqa: E402
+from engram.protocols.mcp.stdio import (  # noqa: E402
+    MAX_LINE_BYTES,
+    _file_readline,
+    _PipeLines,
+    _SerialWriter,
+)
 
 
 async def test_an_over_long_stdio_line_is_answered_not_fatal() -> None:
@@ -235,10 +240,25 @@ async def test_an_over_long_stdio_line_is_answered_not_fatal() -> None:
     reader.feed_data(b"x" * (MAX_LINE_BYTES + 10) + b"\n")
     reader.feed_data(b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}\n')
     reader.feed_eof()
-    lines = _PipeLines(reader, _SerialWriter(anyio.wrap_file(out)))
+    lines = _PipeLines(reader.readline, _SerialWriter(anyio.wrap_file(out)))
     line = await lines.__anext__()
     assert '"ping"' in line
     assert "-32" in out.getvalue()  # the long line got a JSON-RPC error
+
+
+async def test_an_over_long_line_of_a_file_on_stdin_is_answered_as_over_a_pipe() -> None:
+    """The same line read from a regular file (``engram mcp < calls.jsonl``): its reader
+    keeps the pipe's limit, so the long line is answered and the next one read."""
+    out = io.StringIO()
+    stdin = io.BytesIO(
+        b"x" * (MAX_LINE_BYTES + 10) + b'\n{"jsonrpc": "2.0", "id": 1, "method": "ping"}\n'
+    )
+    lines = _PipeLines(_file_readline(stdin), _SerialWriter(anyio.wrap_file(out)))
+    line = await lines.__anext__()
+    assert '"ping"' in line
+    assert "-32" in out.getvalue()
+    with pytest.raises(StopAsyncIteration):
+        await lines.__anext__()
 
 
 def test_a_name_repeated_has_its_one_value_judged_once(monkeypatch: pytest.MonkeyPatch) -> None:
