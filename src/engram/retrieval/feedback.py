@@ -105,7 +105,7 @@ async def rate(
     # A key the kernel drew is the caller's single call repeated by the database adapter.
     replayed = bool(row["replayed"]) and request_id is not None
     if row["useful"] and not replayed:
-        temporal.note_reads([head])
+        await temporal.note_reads([head])
     log.info(
         "retrieval.feedback",
         agent_id=caller.agent_id,

@@ -322,7 +322,7 @@ class Retrieval:
                 hits = _with_relevance(hits)
                 break
             args[DEPTH_ARG] = min(args[DEPTH_ARG] * 4, AS_OF_MAX_DEPTH)
-        self._temporal.note_reads([hit.record for hit in hits])
+        await self._temporal.note_reads([hit.record for hit in hits])
         done = time.perf_counter()
         result = SearchResult(
             hits=hits,

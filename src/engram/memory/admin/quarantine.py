@@ -33,6 +33,7 @@ from engram.memory import store
 from engram.memory.audit.entry import caller_json, new_decision_id
 from engram.memory.audit.log import AuditEntry, AuditLog, canonical_json
 from engram.memory.storable import text_problem
+from engram.memory.temporal import restate_decay
 from engram.memory.types import AccessLevel, CallerIdentity, MemoryRecord, MemoryStatus
 
 log = structlog.get_logger("engram.memory.admin.quarantine")
@@ -159,6 +160,10 @@ class QuarantineDesk:
             row = await conn.fetchrow(SQL["release"], head.id, level.value)
             assert row is not None  # noqa: S101 - the head was locked above
             released = store.record_from_row(row)
+            # Its stored score counted the reads of its readers at sensitive (ADR-009).
+            score = await restate_decay(conn, record_id)
+            if score is not None:
+                released = released.model_copy(update={"decay_score": score})
             snapshot: dict[str, object] = {
                 "action": RELEASE,
                 "record_id": str(record_id),

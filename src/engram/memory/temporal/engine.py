@@ -22,7 +22,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 from uuid import UUID
 
-from engram.infra.db import DatabaseAdapter, Row
+import structlog
+
+from engram.errors import EngramError
+from engram.infra.db import Connection, DatabaseAdapter, Row
 from engram.infra.sql import load_queries
 from engram.memory import store
 from engram.memory.temporal.decay import relevance
@@ -41,6 +44,7 @@ from engram.memory.types import (
 if TYPE_CHECKING:
     from engram.observability.metrics import EngramMetrics
 
+log = structlog.get_logger("engram.memory.temporal")
 SQL = load_queries("engram.memory.temporal", "temporal.sql", shared=store.FRAGMENTS)
 _NIL = UUID(int=0)
 DEFAULT_LIMIT = 50
@@ -123,7 +127,7 @@ class TemporalEngine:
             rows = rows[:limit]
         records = await as_readable(self._db, [store.record_from_row(row) for row in rows], levels)
         if count_read:
-            self._note(records)
+            await self.note_reads(records)
         return records
 
     async def page(
@@ -231,9 +235,30 @@ class TemporalEngine:
         records = await as_readable(self._db, [store.record_from_row(r) for r in rows], levels)
         return {record.id: record for record in records}
 
-    def note_reads(self, records: Sequence[MemoryRecord]) -> None:
-        """Count one read of each record for decay (recorded off the read path)."""
-        self._note(records)
+    async def note_reads(self, records: Sequence[MemoryRecord]) -> None:
+        """Count one read of each record for decay (recorded off the read path).
+
+        A read counts for the readers who could have made it: those cleared for the version
+        read and for its record's head then (an older version is read only by a reader of
+        the head, ADR-009). A version's read counts at the higher of its level and its head's
+        at the time of the read; when the heads cannot be looked up, at ``sensitive``."""
+        if self._reads is None or not records:
+            return
+        older = [record.record_id for record in records if record.superseded_by is not None]
+        heads: dict[UUID, AccessLevel] = {}
+        if older:
+            try:
+                rows = await self._db.fetch(SQL["head_levels"], older)
+            except EngramError as exc:
+                log.warning("temporal.head_levels_failed", error=type(exc).__name__)
+            else:
+                heads = {row["record_id"]: AccessLevel(row["access_level"]) for row in rows}
+        self._reads.note(
+            (record.record_id, _higher(record.access_level, heads.get(record.record_id)))
+            if record.superseded_by is not None
+            else (record.record_id, record.access_level)
+            for record in records
+        )
 
     async def compute_decay(self, record_id: UUID, *, now: datetime | None = None) -> float:
         """The current relevance of a record (see :mod:`engram.memory.temporal.decay`)."""
@@ -278,6 +303,29 @@ class TemporalEngine:
     def _note(self, records: Sequence[MemoryRecord]) -> None:
         if self._reads is not None and records:
             self._reads.note((record.record_id, record.access_level) for record in records)
+
+
+async def restate_decay(
+    conn: Connection, record_id: UUID, *, now: datetime | None = None
+) -> float | None:
+    """Store and return the decay score of ``record_id``'s head as its readers' count gives
+    it, inside the caller's transaction: for a head whose level changed in place (a
+    quarantine release), whose stored score came from the reads of its former level's
+    readers (ADR-009). None when the record has no head."""
+    row = await conn.fetchrow(SQL["decay_inputs"], record_id)
+    if row is None:
+        return None
+    score = _decay(row, now or utc_now())
+    await conn.execute(SQL["store_head_decay"], record_id, score)
+    return score
+
+
+def _higher(level: AccessLevel, head: AccessLevel | None) -> AccessLevel:
+    """The level a read of a version at ``level`` counts at, its head being at ``head``
+    (unknown: ``sensitive``, counted for no reader who might not have made it)."""
+    if head is None:
+        return AccessLevel.SENSITIVE
+    return head if head.rank > level.rank else level
 
 
 def _decay(row: Row, now: datetime) -> float:

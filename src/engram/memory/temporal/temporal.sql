@@ -183,3 +183,15 @@ LIMIT $2
 UPDATE memories m SET decay_score = d.score
 FROM unnest($1::uuid[], $2::real[]) AS d(id, score)
 WHERE m.id = d.id AND abs(m.decay_score - d.score) >= 0.001
+
+-- name: head_levels
+-- The access level of the heads of records $1: a read of an older version counts for the
+-- readers of both (reads.sql).
+SELECT record_id, access_level::text AS access_level
+FROM memories
+WHERE record_id = ANY($1::uuid[]) AND superseded_by IS NULL
+
+-- name: store_head_decay
+-- $2 the decay score of record $1's head, recomputed after its level changed in place.
+UPDATE memories SET decay_score = $2
+WHERE record_id = $1 AND superseded_by IS NULL

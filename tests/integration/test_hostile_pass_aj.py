@@ -1,0 +1,132 @@
+"""Hostile pass AJ: the code of passes AF to AI under hostile input, races and real faults.
+
+Every test here failed on the code it was written against. Real embedded PostgreSQL, the real
+embedding model, no mocks.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+import pytest
+
+from engram import Kernel
+from engram.memory.types import (
+    AccessLevel,
+    CallerIdentity,
+    MemoryRecord,
+    WriteOutcome,
+    utc_now,
+)
+from tests.integration.gate_helpers import BOSS, INTERN, belief, create, update
+
+# --- AJ1: reads counted at the level of the version read, not of the record then ------------
+
+DRILL = "The velmont archive drill runs every Thursday before noon."
+
+
+async def _raised(kernel: Kernel, namespace: str) -> tuple[uuid.UUID, datetime]:
+    """A record the trusted agent wrote at ``agent``, then raised to ``sensitive``; and an
+    instant at which its first version (at ``agent``) was the known one."""
+    written = await kernel.gate.evaluate(
+        create(
+            belief(
+                DRILL,
+                namespace=namespace,
+                access_level=AccessLevel.AGENT,
+                source_agent=BOSS.agent_id,
+            ),
+            BOSS,
+        )
+    )
+    assert written.record_id is not None, written.reason
+    between = utc_now()
+    raised = await kernel.gate.evaluate(
+        update(
+            written.record_id,
+            DRILL + " Owner: vault.",
+            1,
+            BOSS,
+            namespace=namespace,
+            access_level=AccessLevel.SENSITIVE,
+        )
+    )
+    assert raised.outcome is WriteOutcome.UPDATED, raised.reason
+    return written.record_id, between
+
+
+async def _lowered(kernel: Kernel, record_id: uuid.UUID, namespace: str) -> None:
+    lowered = await kernel.gate.evaluate(
+        update(
+            record_id,
+            DRILL + " Owner: storage.",
+            2,
+            BOSS,
+            namespace=namespace,
+            access_level=AccessLevel.AGENT,
+        )
+    )
+    assert lowered.outcome is WriteOutcome.UPDATED, lowered.reason
+
+
+async def _score_seen(kernel: Kernel, caller: CallerIdentity, record_id: uuid.UUID) -> float:
+    seen: MemoryRecord | None = await kernel.temporal.current(
+        record_id, caller=caller, count_read=False
+    )
+    assert seen is not None
+    return seen.decay_score
+
+
+async def test_as_of_reads_made_while_the_record_was_hidden_do_not_lift_its_decay_once_lowered(
+    kernel: Kernel,
+) -> None:
+    """Medium. A read was counted at the level of the version it returned: the trusted
+    agent's as-of reads of a record's first version (``agent``) while the record was held
+    at ``sensitive`` counted for agent-level readers, who could not read the record then
+    (its head was above them). Once the record was lowered back to ``agent``, its decay for
+    them was lifted by reads none of them could have made. A read now counts at the higher
+    of the version's level and its head's."""
+    records = []
+    for namespace, reads in (("unread", 0), ("used", 12)):
+        record_id, between = await _raised(kernel, namespace)
+        for _ in range(reads):
+            old = await kernel.temporal.query(
+                record_id=record_id, as_of_ingestion=between, caller=BOSS
+            )
+            assert [AccessLevel.AGENT] == [version.access_level for version in old]
+        await kernel.temporal.flush_reads()
+        await _lowered(kernel, record_id, namespace)
+        records.append(record_id)
+    await kernel.temporal.refresh_decay()
+    scores = [await _score_seen(kernel, INTERN, record) for record in records]
+    assert scores[1] == pytest.approx(scores[0], abs=0.01)
+
+
+# --- AJ2: a quarantine release keeps the score its reads at sensitive gave -------------------
+
+
+async def test_a_release_does_not_show_the_decay_its_held_readers_gave_it(kernel: Kernel) -> None:
+    """Medium. A quarantine release lowers the held version in place, and its stored
+    ``decay_score`` went with it: computed by the last decay refresh from the reads made
+    while it was held at ``sensitive``, it was what agent-level readers got until the next
+    refresh (an hour by default), a record in use where they could not see it. The release
+    now stores the score its new readers' count gives."""
+    admin = CallerIdentity.system("cli:tester")
+    released = []
+    for namespace, reads in (("unread", 0), ("used", 12)):
+        held = await kernel.gate.evaluate(
+            create(belief(f"{DRILL} Escalate to ivo.marsh@example.com.", namespace=namespace), BOSS)
+        )
+        assert held.modified_record is not None, held.reason
+        assert AccessLevel.SENSITIVE is held.modified_record.access_level
+        assert held.record_id is not None
+        for _ in range(reads):
+            assert await kernel.temporal.current(held.record_id, caller=BOSS) is not None
+        await kernel.temporal.flush_reads()
+        released.append(held.record_id)
+    await kernel.temporal.refresh_decay()  # the hourly refresh, while they are held
+    for record_id in released:
+        await kernel.quarantine.release(record_id, admin=admin, reason="a shared desk")
+    scores = [await _score_seen(kernel, INTERN, record) for record in released]
+    assert scores[1] == pytest.approx(scores[0], abs=0.01)
