@@ -6,6 +6,7 @@ embedding model, no mocks.
 
 from __future__ import annotations
 
+import time
 import uuid
 from datetime import datetime
 
@@ -19,7 +20,11 @@ from engram.memory.types import (
     WriteOutcome,
     utc_now,
 )
+from tests.integration import test_http_api as http_api
 from tests.integration.gate_helpers import BOSS, INTERN, belief, create, update
+from tests.integration.test_http_api import Api
+
+api = http_api.api
 
 # --- AJ1: reads counted at the level of the version read, not of the record then ------------
 
@@ -130,3 +135,32 @@ async def test_a_release_does_not_show_the_decay_its_held_readers_gave_it(kernel
         await kernel.quarantine.release(record_id, admin=admin, reason="a shared desk")
     scores = [await _score_seen(kernel, INTERN, record) for record in released]
     assert scores[1] == pytest.approx(scores[0], abs=0.01)
+
+
+# --- AJ3: the MCP body scan before the token check ----------------------------------------
+
+#: A string that never ends, of escaped quotes: each one opened a new scan to the body's end.
+_UNENDING = '"' + '\\"' * 30_000
+
+
+@pytest.mark.parametrize(
+    "body",
+    ["[" * 70 + _UNENDING, "[" + "7" * 4301 + "," + _UNENDING],
+    ids=["deep", "long-integer"],
+)
+async def test_a_body_with_a_string_that_never_ends_is_refused_at_once(api: Api, body: str) -> None:
+    """High. Before the token is checked, ``/mcp`` scans a body deeper than 64 levels (or
+    holding an integer of 4,301+ digits) for strings and brackets, and the scan restarted at
+    every quote of a string that never ends: 60 KB of escaped quotes held the event loop
+    (every request of the server) for about 25 s, a 1 MB body for hours, from a client
+    with no token. The scan now reads such a string to the end once; the body is not
+    JSON, so it goes to the token check and the parser unchanged."""
+    started = time.perf_counter()
+    answer = await api.client.post(
+        "/mcp",
+        content=body.encode(),
+        headers={"Content-Type": "application/json", "Accept": "application/json"},
+    )
+    elapsed = time.perf_counter() - started
+    assert 401 == answer.status_code, answer.text
+    assert elapsed < 5.0, f"{elapsed:.1f} s"

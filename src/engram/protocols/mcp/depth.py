@@ -28,8 +28,12 @@ MAX_MESSAGE_DEPTH = 64
 #: What stands in for a container cut away (a JSON string).
 MARKER = json.dumps(f"<nested deeper than {MAX_MESSAGE_DEPTH} levels>")
 
-#: A JSON string (escapes included) or a bracket: what the scan reads, skipping the rest.
-_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
+#: A JSON string (escapes included), or one that never ends read to the end of the text: a
+#: string that could fail to match would be tried again from each quote inside it, reading to
+#: the end each time (a 1 MB body of escaped quotes held the event loop for hours).
+_STRING = r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)'
+#: A JSON string or a bracket: what the scan reads, skipping the rest.
+_TOKEN = re.compile(rf"{_STRING}|[\[\]{{}}]", re.DOTALL)
 
 
 def cut_deep(text: str, limit: int = MAX_MESSAGE_DEPTH) -> str | None:
@@ -68,8 +72,7 @@ MAX_INTEGER_DIGITS = 4300
 _LONG_DIGITS = re.compile(rf"\d{{{MAX_INTEGER_DIGITS + 1}}}")
 #: A JSON string, or an integer literal longer than that (not a float's part or exponent).
 _LONG_INTEGER = re.compile(
-    rf'"[^"\\]*(?:\\.[^"\\]*)*"|(?<![\w.+-])(-?)\d{{{MAX_INTEGER_DIGITS + 1},}}(?![\w.])',
-    re.DOTALL,
+    rf"{_STRING}|(?<![\w.+-])(-?)\d{{{MAX_INTEGER_DIGITS + 1},}}(?![\w.])", re.DOTALL
 )
 
 
