@@ -6,13 +6,17 @@ embedding model, no mocks.
 
 from __future__ import annotations
 
+import asyncio
+import sys
 import time
 import uuid
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 
 from engram import Kernel
+from engram.infra.model_files import DIGESTS, digest
 from engram.memory.types import (
     AccessLevel,
     CallerIdentity,
@@ -164,3 +168,51 @@ async def test_a_body_with_a_string_that_never_ends_is_refused_at_once(api: Api,
     elapsed = time.perf_counter() - started
     assert 401 == answer.status_code, answer.text
     assert elapsed < 5.0, f"{elapsed:.1f} s"
+
+
+# --- AJ4: two first starts assembling the default model at once ----------------------------
+
+_ASSEMBLE = """
+import sys
+from pathlib import Path
+from engram.infra.model_files import ensure_default_model
+ensure_default_model(Path(sys.argv[1]))
+"""
+
+
+async def _assemble_at_once(model_dir: Path, processes: int) -> list[tuple[int, str]]:
+    """Run ``processes`` real processes assembling ``model_dir`` together; their exit codes
+    and the last line of what each wrote to stderr."""
+    started = [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            _ASSEMBLE,
+            str(model_dir),
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        for _ in range(processes)
+    ]
+    outcomes = []
+    for process in started:
+        _, err = await process.communicate()
+        lines = err.decode(errors="replace").strip().splitlines()
+        outcomes.append((process.returncode or 0, lines[-1] if lines else ""))
+    return outcomes
+
+
+async def test_processes_starting_at_once_on_a_new_data_dir_each_get_the_model(
+    tmp_path: Path,
+) -> None:
+    """Medium. Two engram processes started together on a new data dir (``engram serve``
+    and ``engram worker``, or two agents' ``engram mcp``) each assembled the default model
+    through the same temporary file names: one failed with 'No such file or directory' (the
+    other had renamed the temporary file) or 'damaged it; disk full?' (the other was writing
+    it), and a process could go on to load a ``model.onnx`` another was rewriting. Assembly
+    now holds a lock on the directory and looks again once it has it."""
+    for attempt in range(3):
+        model_dir = tmp_path / f"models-{attempt}" / "default"
+        outcomes = await _assemble_at_once(model_dir, 4)
+        assert [code for code, _ in outcomes] == [0] * 4, outcomes
+        assert {name: digest(model_dir / name) for name in DIGESTS} == DIGESTS

