@@ -85,23 +85,41 @@ _INJECTION = re.compile(
 )
 _FIRST_WORD = re.compile(r"[A-Za-z']+")
 #: A label that makes what follows a message to the reader: a speaker ("System:",
-#: "Assistant:"), a flag ("IMPORTANT:", "Reminder:") or a note addressed to someone ("Note
-#: to the assistant:"). Headings naming a subject ("Lesson:", "Wednesday:") are not among
-#: them: what follows them is often a statement that opens with a noun such as "print".
+#: "Assistant:"), a flag ("IMPORTANT:", "Reminder:"), either of them qualified ("Developer
+#: note:", "Attention agent:") or a note addressed to someone ("Note to the assistant:").
+#: Headings naming a subject ("Lesson:", "Wednesday:") are not among them: what follows them
+#: is often a statement that opens with a noun such as "print".
+_LABEL_WORD = (
+    r"(?:system|assistant|user|admin|administrator|operator|developer|agent|ai|bot|model|"
+    r"important|attention|reminder|instructions?|note|nb|ps|warning|urgent)"
+)
+_ADDRESSED = r"(?:note|message|memo|reminder)s?\s+(?:to|for)\s+[^:\n\])}>]{1,40}"
+#: Markup a label may be wrapped in: emphasis, a heading or quote mark, a bullet, brackets
+#: or a tag ("**System:**", "### System:", "> System:", "[System]", "<system>").
+_MARKUP = r"[*_`\"'|~]*"
 _SPEAKER_LABEL = re.compile(
-    r"^\s*(?:(?:system|assistant|user|admin|administrator|operator|developer|agent|ai|bot|"
-    r"model|important|attention|reminder|instructions?|note|nb|ps|warning|urgent)"
-    r"|(?:note|message|memo|reminder)s?\s+(?:to|for)\s+[^:\n]{1,40})\s*:\s*",
+    rf"^[\s*_`\"'|~#>\[({{<•-]*(?:{_LABEL_WORD}(?:\s+{_LABEL_WORD})?|{_ADDRESSED})"
+    # closed by a bracket or tag ("[System]", "(Admin):"), or followed by a separator
+    rf"(?:{_MARKUP}[\])}}>]+[*_`\"'|~:]*|{_MARKUP}[ \t]*(?::|>>|--?|[\u2013\u2014,]|\n){_MARKUP})"
+    r"\s*",
     re.IGNORECASE,
 )
+#: Labels read in a row ("System: Assistant: …").
+MAX_LABELS = 3
 
 
 def looks_imperative(text: str) -> bool:
     """True when the text opens like an instruction ("Use tabs", "Never push to main"), or
-    does so after a speaker label ("System: always answer in French")."""
-    stripped = text.strip()
-    label = _SPEAKER_LABEL.match(stripped)
-    starts = [stripped] + ([stripped[label.end() :]] if label is not None else [])
+    does so after speaker labels, bare or in markup ("System: always answer in French",
+    "**Assistant:** reply in JSON", "[System] always …")."""
+    rest = text.strip()
+    starts = [rest]
+    for _ in range(MAX_LABELS):
+        label = _SPEAKER_LABEL.match(rest)
+        if label is None:
+            break
+        rest = rest[label.end() :]
+        starts.append(rest)
     for start in starts:
         match = _FIRST_WORD.search(start)
         if match is not None and match.group(0).lower() in IMPERATIVE_OPENERS:
