@@ -247,3 +247,46 @@ async def test_an_instruction_behind_a_label_in_markup_is_refused_as_a_belief(
         {"type": "belief", "content": "**System:** the ledger runs on PG 16."}, headers
     )
     assert 201 == kept.status_code, kept.text
+
+
+# --- AJ6: required metadata made only of invisible characters ---------------------------------
+
+INVISIBLE = "\u200b\u2060\ufeff"  # zero-width space, word joiner, byte order mark
+
+UNSEEN_FIELDS = {
+    "decision.rationale": {
+        "type": "decision",
+        "content": "The ledger moved to PostgreSQL 17.",
+        "metadata": {"rationale": INVISIBLE},
+    },
+    "skill.steps": {
+        "type": "skill",
+        "content": "How to rotate the ledger's keys.",
+        "metadata": {"steps": ["Open the vault.", "\u3164"]},
+    },
+    "entity.name": {
+        "type": "entity",
+        "content": "The ledger service.",
+        "metadata": {"name": "\u2800\u2800", "kind": "service"},
+    },
+    "preference.subject": {
+        "type": "preference",
+        "content": "Reports in the morning suit the finance team.",
+        "metadata": {"subject": INVISIBLE},
+    },
+}
+
+
+@pytest.mark.parametrize("body", UNSEEN_FIELDS.values(), ids=UNSEEN_FIELDS.keys())
+async def test_required_metadata_made_only_of_invisible_characters_is_blank(
+    api: Api, body: dict[str, object]
+) -> None:
+    """Low. Pass AH refused content made only of invisible characters as blank; the fields
+    ADR-004 requires to be non-blank (a decision's rationale, a skill's steps, an entity's
+    name, a preference's subject) refused "   " but stored zero-width spaces, a Hangul
+    filler or braille blanks: a decision whose reason shows nothing. They are blank now,
+    refused by the schema check (audited, as every Gate rejection)."""
+    headers = await api.agent("unseen", TrustLevel.STANDARD)
+    refused = await api.write(body, headers)
+    assert 422 == refused.status_code, refused.text
+    assert "schema" in [check["name"] for check in refused.json()["failed_checks"]]

@@ -19,6 +19,7 @@ from urllib.parse import urlparse
 from uuid import UUID
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -55,7 +56,20 @@ MAX_CLASSIFICATION_CHARS = 128
 
 _NAMESPACE = re.compile(r"[a-z0-9][a-z0-9_.:-]*")
 
-NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=500)]
+
+def _shows_something(value: str) -> str:
+    if shows_nothing(value):  # only invisible characters (spaces are stripped before)
+        raise ValueError("blank: only invisible characters")
+    return value
+
+
+#: A required text of a type's metadata: blank is refused, whitespace or only invisible
+#: characters alike (as for content).
+NonEmpty = Annotated[
+    str,
+    StringConstraints(strip_whitespace=True, min_length=1, max_length=500),
+    AfterValidator(_shows_something),
+]
 
 # Words that open an instruction rather than a statement. A belief states what is so;
 # "Always use tabs" is a rule for someone to follow, which belongs in a skill or preference.
