@@ -1,14 +1,19 @@
-"""Hostile pass AJ: instructions behind speaker labels in markup (``tests/data/instructions``).
+"""Hostile pass AJ, pure logic: instructions behind speaker labels in markup, and the outbox's
+waits after a long outage.
 
-The set is split in two halves: the rule was written against ``dev.jsonl`` only; the
-``test.jsonl`` figures were read once, after.
+The labelled set (``tests/data/instructions``) is split in two halves: the rule was written
+against ``dev.jsonl`` only; the ``test.jsonl`` figures were read once, after.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
+from typing import Any, cast
 
+from engram.errors import DatabaseUnavailable
+from engram.infra.outbox import OutboxEventBus
 from engram.memory.schemas import looks_imperative, looks_like_injection
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "instructions"
@@ -39,3 +44,37 @@ def test_the_test_half_keeps_its_figures() -> None:
     """The test half as first read: 19 of 20 instructions refused (the one missed opens with
     "forward", not an opener), no statement refused."""
     assert (19, 20, 0, 20) == _outcomes("test")
+
+
+# --- the outbox's waits after a long outage ---------------------------------------------------
+
+
+class _Down:
+    """A database refusing every statement at once: every drain of the bus fails."""
+
+    def __init__(self) -> None:
+        self.drains = 0
+
+    def transaction(self) -> Any:
+        self.drains += 1
+        raise DatabaseUnavailable("the database is down")
+
+    async def fetchval(self, *_: Any) -> Any:
+        raise DatabaseUnavailable("the database is down")
+
+
+async def test_the_outbox_keeps_retrying_after_more_than_1024_failed_drains() -> None:
+    """Low. The wait after the n-th failed drain in a row was ``retry * 2 ** (n - 1)``,
+    capped at 300 s after the product: past 1,024 failures (85 hours of outage at the
+    defaults; seconds with ENGRAM_OUTBOX_RETRY_SECONDS=5e-324, which the setting accepts)
+    the power no longer converted to a float, the drain loop died of OverflowError and no
+    timer was set: deliveries waited for the next commit. The exponent is now bounded."""
+    down = _Down()
+    bus = OutboxEventBus(cast(Any, down), delay_seconds=0.0, retry_seconds=5e-324)
+    bus.committed()
+    for _ in range(500):
+        await asyncio.sleep(0.01)
+        if down.drains > 1100:
+            break
+    await bus.close()
+    assert down.drains > 1100

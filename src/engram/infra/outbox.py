@@ -52,6 +52,8 @@ MAX_ATTEMPTS = 10
 RETRY_SECONDS = 1.0
 #: Longest wait between two attempts (a bound: with ten attempts the longest is 256 s).
 MAX_RETRY_WAIT_SECONDS = 300.0
+#: Doublings of a failed drain's wait counted at most (2 ** 1024 is past every float).
+MAX_DOUBLINGS = 1000
 
 
 class OutboxEventBus:
@@ -141,9 +143,10 @@ class OutboxEventBus:
                     await self._arm_next()
             except Exception as exc:  # noqa: BLE001 - delivery is retried (timer or commit)
                 self._drain_failures += 1
-                wait = min(
-                    self._retry_seconds * 2 ** (self._drain_failures - 1), MAX_RETRY_WAIT_SECONDS
-                )
+                # The exponent is bounded: past 1,024 failures in a row (85 hours at the
+                # defaults) 2 ** n is no longer a float, and the loop would die of it.
+                doubled = 2.0 ** min(self._drain_failures - 1, MAX_DOUBLINGS)
+                wait = min(self._retry_seconds * doubled, MAX_RETRY_WAIT_SECONDS)
                 log.warning("outbox.drain_failed", error=type(exc).__name__, retry_in_seconds=wait)
                 # Events this drain held (and those committed meanwhile) are still pending:
                 # without a timer they would wait for a commit that may never come.
