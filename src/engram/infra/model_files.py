@@ -12,12 +12,14 @@ model point ``ENGRAM_EMBEDDING_MODEL_PATH`` at its directory instead.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import importlib.util
 import json
 import shutil
 from pathlib import Path
+from typing import IO
 
 import structlog
 
@@ -57,6 +59,8 @@ _TOKENIZER_DIR = Path(__file__).resolve().parent / "model_data" / "all-minilm-l6
 _STAMP = ".engram-model-sha256"
 #: Held (``flock``) by the process assembling the directory.
 _LOCK = ".engram-model.lock"
+#: What ``flock`` says on a file system that has no locks.
+_NO_LOCKS = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL})
 
 log = structlog.get_logger("engram.infra.model_files")
 
@@ -113,7 +117,7 @@ def ensure_default_model(model_dir: Path) -> bool:
     try:
         model_dir.mkdir(parents=True, exist_ok=True)
         with (model_dir / _LOCK).open("a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+            _lock(lock, model_dir)  # released when the file is closed
             if _assembled(model_dir):
                 return False
             _assemble(model_dir, _checked_sources(), model_dir / _STAMP)
@@ -127,6 +131,17 @@ def ensure_default_model(model_dir: Path) -> bool:
             f"{exc.strerror or type(exc).__name__}"
         ) from exc
     return True
+
+
+def _lock(lock: IO[str], model_dir: Path) -> None:
+    """Hold ``lock`` exclusively; on a file system without locks (some network mounts) go on
+    without it, as before there was one."""
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+    except OSError as exc:
+        if exc.errno not in _NO_LOCKS:
+            raise
+        log.warning("model.lock_unsupported", model_dir=str(model_dir))
 
 
 def _assembled(model_dir: Path) -> bool:
