@@ -88,23 +88,35 @@ async def _score_seen(kernel: Kernel, caller: CallerIdentity, record_id: uuid.UU
     return seen.decay_score
 
 
+async def _read_then(kernel: Kernel, path: str, record_id: uuid.UUID, at: datetime) -> None:
+    """The trusted agent reads the record as it was at ``at`` (its first version, at
+    ``agent``), by an as-of read or an as-of search."""
+    if path == "read":
+        found = await kernel.temporal.query(record_id=record_id, as_of_ingestion=at, caller=BOSS)
+        assert [AccessLevel.AGENT] == [version.access_level for version in found]
+    else:
+        result = await kernel.retrieval.search(
+            BOSS, "velmont archive drill", as_of_ingestion=at, namespace="used"
+        )
+        hits = [hit.record for hit in result.hits if hit.record.record_id == record_id]
+        assert [AccessLevel.AGENT] == [version.access_level for version in hits]
+
+
+@pytest.mark.parametrize("path", ["read", "search"])
 async def test_as_of_reads_made_while_the_record_was_hidden_do_not_lift_its_decay_once_lowered(
-    kernel: Kernel,
+    kernel: Kernel, path: str
 ) -> None:
     """Medium. A read was counted at the level of the version it returned: the trusted
-    agent's as-of reads of a record's first version (``agent``) while the record was held
-    at ``sensitive`` counted for agent-level readers, who could not read the record then
-    (its head was above them). Once the record was lowered back to ``agent``, its decay for
-    them was lifted by reads none of them could have made. A read now counts at the higher
-    of the version's level and its head's."""
+    agent's as-of reads (or as-of searches) of a record's first version (``agent``) while
+    the record was held at ``sensitive`` counted for agent-level readers, who could not read
+    the record then (its head was above them). Once the record was lowered back to
+    ``agent``, its decay for them was lifted by reads none of them could have made. A read
+    now counts at the higher of the version's level and its head's."""
     records = []
     for namespace, reads in (("unread", 0), ("used", 12)):
         record_id, between = await _raised(kernel, namespace)
         for _ in range(reads):
-            old = await kernel.temporal.query(
-                record_id=record_id, as_of_ingestion=between, caller=BOSS
-            )
-            assert [AccessLevel.AGENT] == [version.access_level for version in old]
+            await _read_then(kernel, path, record_id, between)
         await kernel.temporal.flush_reads()
         await _lowered(kernel, record_id, namespace)
         records.append(record_id)
