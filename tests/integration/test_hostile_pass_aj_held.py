@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import math
+import signal
+import sys
 import uuid
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
 from engram import Kernel
 from engram.config import EngramSettings
+from engram.infra.model_files import DIGESTS, digest, ensure_default_model
 from engram.memory.temporal.reads import ReadRecorder
 from engram.memory.types import AccessLevel
 
@@ -75,3 +79,32 @@ def test_the_outbox_settings_bounds_are_finite() -> None:
     """The largest values the settings accept give finite waits and a bounded retry count."""
     settings = EngramSettings(outbox_max_attempts=1000, outbox_retry_seconds=300)
     assert math.isfinite(settings.outbox_retry_seconds * 2.0**settings.outbox_max_attempts)
+
+
+_ASSEMBLE = """
+import sys
+from pathlib import Path
+from engram.infra.model_files import ensure_default_model
+ensure_default_model(Path(sys.argv[1]))
+"""
+
+
+async def test_an_assembler_killed_holding_the_model_lock_blocks_no_later_start(
+    tmp_path: Path,
+) -> None:
+    """A process SIGKILLed while it assembles the default model (holding the directory's
+    lock, a partial copy on disk) leaves the lock free: the next start assembles the model
+    whole, without waiting."""
+    model_dir = tmp_path / "models" / "default"
+    process = await asyncio.create_subprocess_exec(sys.executable, "-c", _ASSEMBLE, str(model_dir))
+    lock = model_dir / ".engram-model.lock"
+    for _ in range(500):  # until it holds the lock and has begun to copy
+        if lock.exists() and any(model_dir.glob(".*.tmp")):
+            break
+        await asyncio.sleep(0.01)
+    assert lock.exists()
+    assert any(model_dir.glob(".*.tmp")), "killed before it began to copy"
+    process.send_signal(signal.SIGKILL)
+    await process.wait()
+    assert await asyncio.wait_for(asyncio.to_thread(ensure_default_model, model_dir), 60)
+    assert {name: digest(model_dir / name) for name in DIGESTS} == DIGESTS
