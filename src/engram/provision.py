@@ -141,7 +141,13 @@ async def check_schema(db: DatabaseAdapter, head: str) -> None:
 
 
 async def run_migrations(settings: EngramSettings, revision: str = "head") -> str:
-    """Migrate the configured database to ``revision`` and return the revision it is at."""
+    """Migrate the configured database to ``revision`` and return the revision it is at.
+
+    ``revision`` is ``head`` or a revision of this engram: alembic's other ways of naming a
+    target (``base``, relative steps such as ``-1`` or ``0021+1``, branch names) are refused
+    before the database is touched, as ``upgrade`` to them changed nothing and said so as
+    if it had done what was asked, or failed in alembic's words."""
+    _check_target(revision)
     if settings.database_url is not None:
         if settings.migration_database_url is None:
             raise ConfigurationError(
@@ -167,6 +173,16 @@ async def run_migrations(settings: EngramSettings, revision: str = "head") -> st
         raise
     await asyncio.to_thread(server.stop)
     return reached
+
+
+def _check_target(revision: str) -> None:
+    """Refuse a migration target that is neither ``head`` nor a revision of this engram."""
+    if revision != "head" and revision not in migrate.known_revisions():
+        head = migrate.head_revision()
+        raise MigrationError(
+            f"--revision {revision!r} names no revision of this engram: give `head` or one of "
+            f"0001 to {head}; nothing was changed"
+        )
 
 
 def _reached(revision: str, current: str | None) -> str:

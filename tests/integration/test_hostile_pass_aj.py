@@ -16,6 +16,9 @@ from pathlib import Path
 import pytest
 
 from engram import Kernel
+from engram.config import EngramSettings
+from engram.errors import MigrationError
+from engram.infra import migrate
 from engram.infra.model_files import DIGESTS, digest
 from engram.memory.types import (
     AccessLevel,
@@ -25,6 +28,8 @@ from engram.memory.types import (
     WriteOutcome,
     utc_now,
 )
+from engram.provision import run_migrations
+from tests.conftest import ScratchDatabase
 from tests.integration import test_http_api as http_api
 from tests.integration.gate_helpers import BOSS, INTERN, belief, create, update
 from tests.integration.test_http_api import Api
@@ -302,3 +307,25 @@ async def test_required_metadata_made_only_of_invisible_characters_is_blank(
     refused = await api.write(body, headers)
     assert 422 == refused.status_code, refused.text
     assert "schema" in [check["name"] for check in refused.json()["failed_checks"]]
+
+
+# --- AJ8: a migrate target that names no revision of this engram -------------------------------
+
+
+@pytest.mark.parametrize("target", ["base", "0021+1", "-1", "0023@head", "heads"])
+async def test_a_migrate_target_other_than_head_or_a_revision_is_refused(
+    database: ScratchDatabase, target: str
+) -> None:
+    """Low. Pass AI refused `engram migrate --revision 0022` on a schema at 0023 (it changed
+    nothing and said it had), but alembic's other ways of naming a target went through:
+    `base` and `0021+1` changed nothing and printed `schema at revision 0023`, exit 0, and
+    `-1` failed with alembic's 'Relative revision -1 didn't produce 1 migrations'. A target
+    is `head` or a revision of this engram; anything else is refused before the database is
+    touched, naming what is accepted."""
+    settings = EngramSettings(
+        database_url=database.runtime_url, migration_database_url=database.admin_url
+    )
+    with pytest.raises(MigrationError, match="names no revision of this engram") as refused:
+        await run_migrations(settings, target)
+    assert migrate.head_revision() in refused.value.message
+    assert migrate.head_revision() == await run_migrations(settings, "head")
