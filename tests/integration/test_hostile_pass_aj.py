@@ -13,6 +13,7 @@ import uuid
 from datetime import datetime
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 from engram import Kernel
@@ -31,7 +32,7 @@ from engram.memory.types import (
 from engram.provision import run_migrations
 from tests.conftest import ScratchDatabase
 from tests.integration import test_http_api as http_api
-from tests.integration.gate_helpers import BOSS, INTERN, belief, create, update
+from tests.integration.gate_helpers import BOSS, INTERN, belief, create, lock_waiters, update
 from tests.integration.test_http_api import Api
 
 api = http_api.api
@@ -155,6 +156,46 @@ async def test_a_release_does_not_show_the_decay_its_held_readers_gave_it(kernel
     await kernel.temporal.refresh_decay()  # the hourly refresh, while they are held
     for record_id in released:
         await kernel.quarantine.release(record_id, admin=admin, reason="a shared desk")
+    scores = [await _score_seen(kernel, INTERN, record) for record in released]
+    assert scores[1] == pytest.approx(scores[0], abs=0.01)
+
+
+async def test_a_decay_refresh_racing_a_release_does_not_store_the_held_readers_score(
+    kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """Medium. The hourly refresh reads the heads' inputs, then stores the scores that
+    moved. A release committing in between (it lowers the row in place) was overwritten by
+    the score the refresh had computed from the reads at ``sensitive``: the restated score
+    was lost until the next refresh. The refresh now stores a score only on a head still at
+    the level it was computed for."""
+    admin = CallerIdentity.system("cli:tester")
+    released = []
+    for namespace, reads in (("unread", 0), ("used", 12)):
+        held = await kernel.gate.evaluate(
+            create(belief(f"{DRILL} Escalate to ivo.marsh@example.com.", namespace=namespace), BOSS)
+        )
+        assert held.record_id is not None, held.reason
+        for _ in range(reads):
+            assert await kernel.temporal.current(held.record_id, caller=BOSS) is not None
+        await kernel.temporal.flush_reads()
+        released.append(held.record_id)
+    await kernel.quarantine.release(released[0], admin=admin, reason="a shared desk")
+    holder = await asyncpg.connect(database.admin_url)
+    try:
+        # Every audit lane held: the release waits to append its row, its change uncommitted.
+        hold = holder.transaction()
+        await hold.start()
+        await holder.execute("SELECT 1 FROM engram.audit_chain_heads FOR UPDATE")
+        release = asyncio.create_task(
+            kernel.quarantine.release(released[1], admin=admin, reason="a shared desk")
+        )
+        await lock_waiters(holder, 1)
+        refresh = asyncio.create_task(kernel.temporal.refresh_decay())
+        await lock_waiters(holder, 2)  # the refresh read the held row, and waits to store
+        await hold.rollback()
+        await asyncio.wait_for(asyncio.gather(release, refresh), 30)
+    finally:
+        await holder.close()
     scores = [await _score_seen(kernel, INTERN, record) for record in released]
     assert scores[1] == pytest.approx(scores[0], abs=0.01)
 

@@ -281,6 +281,7 @@ class TemporalEngine:
         rows = await self._db.fetch(SQL["decay_page"], after or _NIL, limit)
         ids: list[UUID] = []
         scores: list[float] = []
+        levels: list[str] = []
         for row in rows:
             memory_type = MemoryType(row["type"])
             score = _decay(row, now)
@@ -288,9 +289,10 @@ class TemporalEngine:
                 self._metrics.decay_score.labels(type=memory_type.value).observe(score)
             ids.append(row["id"])
             scores.append(score)
+            levels.append(row["access_level"])
         written = 0
         if ids:
-            status = await self._db.execute(SQL["store_decay"], ids, scores)
+            status = await self._db.execute(SQL["store_decay"], ids, scores, levels)
             written = int(status.split()[-1])
         last_id = rows[-1]["record_id"] if len(rows) == limit else None
         return len(rows), written, last_id

@@ -169,7 +169,8 @@ WHERE v.id = ANY($1::uuid[]) AND v.access_level = ANY($2::text[])
 
 -- name: decay_page
 -- Live heads after record $1 in record-id order ($2 at most), with what decay reads.
-SELECT h.id, h.record_id, h.type, h.importance, h.decay_score, h.ingestion_time AS head_ingested,
+SELECT h.id, h.record_id, h.type, h.importance, h.decay_score, h.access_level::text AS access_level,
+       h.ingestion_time AS head_ingested,
        coalesce({{first_ingested}}, h.ingestion_time) AS first_ingested,
        {{reads_at_head_level}}
 FROM memories h
@@ -179,10 +180,12 @@ ORDER BY h.record_id
 LIMIT $2
 
 -- name: store_decay
--- Only scores that moved are written (a refresh of an unchanged store writes nothing).
+-- Only scores that moved are written (a refresh of an unchanged store writes nothing), and
+-- only on a row still at the level $3 each was computed for: a quarantine release lowering
+-- it in place since the page was read restated its score at the new level (ADR-009).
 UPDATE memories m SET decay_score = d.score
-FROM unnest($1::uuid[], $2::real[]) AS d(id, score)
-WHERE m.id = d.id AND abs(m.decay_score - d.score) >= 0.001
+FROM unnest($1::uuid[], $2::real[], $3::text[]) AS d(id, score, level)
+WHERE m.id = d.id AND m.access_level::text = d.level AND abs(m.decay_score - d.score) >= 0.001
 
 -- name: head_levels
 -- The access level of the heads of records $1: a read of an older version counts for the
