@@ -1,7 +1,19 @@
 """Hostile pass AJ: the code of passes AF to AI under hostile input, races and real faults.
 
 Every test here failed on the code it was written against. Real embedded PostgreSQL, the real
-embedding model, no mocks.
+embedding model, real processes and sessions, no mocks. Found:
+
+- reads of an older version (as-of reads and searches) counted at that version's level, so
+  reads made while the record was held above agent-level readers lifted its decay for them;
+- a quarantine release kept the stored decay score of its readers at ``sensitive``, and a
+  decay refresh racing a release stored that score over the restated one;
+- the MCP body scan, run before the token check, restarted at every quote of a string that
+  never ends (quadratic: 60 KB held the event loop 25 s);
+- processes starting together on a new data dir broke each other's model assembly;
+- a speaker label in markup, brackets, a tag or behind another label hid an instruction
+  stored as a belief;
+- a type's required metadata made only of invisible characters was stored;
+- ``engram migrate --revision base`` (or ``0021+1``) changed nothing and reported success.
 """
 
 from __future__ import annotations
@@ -211,7 +223,9 @@ _UNENDING = '"' + '\\"' * 30_000
     ["[" * 70 + _UNENDING, "[" + "7" * 4301 + "," + _UNENDING],
     ids=["deep", "long-integer"],
 )
-async def test_a_body_with_a_string_that_never_ends_is_refused_at_once(api: Api, body: str) -> None:
+async def test_a_body_with_a_string_that_never_ends_is_answered_at_once(
+    api: Api, body: str
+) -> None:
     """High. Before the token is checked, ``/mcp`` scans a body deeper than 64 levels (or
     holding an integer of 4,301+ digits) for strings and brackets, and the scan restarted at
     every quote of a string that never ends: 60 KB of escaped quotes held the event loop
