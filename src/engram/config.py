@@ -226,10 +226,11 @@ class EngramSettings(BaseSettings):
     )
     outbox_retry_seconds: float = Field(
         default=1.0,
-        gt=0,
+        ge=0.01,
         le=300,
         description="First wait before a deferred event is delivered again (doubles per "
-        "attempt, at most 300 s).",
+        "attempt, at most 300 s; at least 10 ms, so a database that is down is not polled "
+        "in a busy loop).",
     )
     job_backoff_seconds: float = Field(
         default=60.0,

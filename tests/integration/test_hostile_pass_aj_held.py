@@ -60,7 +60,7 @@ async def test_two_kernels_flushing_reads_of_the_same_records_at_once_lose_and_l
     ]
     + [
         ("ENGRAM_OUTBOX_RETRY_SECONDS", odd)
-        for odd in ("0", "-1", "nan", "inf", "-inf", "ten", "", "301", "1e309")
+        for odd in ("0", "-1", "nan", "inf", "-inf", "ten", "", "301", "1e309", "0.001", "5e-324")
     ],
 )
 def test_odd_outbox_settings_are_refused_naming_the_setting(

@@ -66,7 +66,7 @@ class _Down:
 async def test_the_outbox_keeps_retrying_after_more_than_1024_failed_drains() -> None:
     """Low. The wait after the n-th failed drain in a row was ``retry * 2 ** (n - 1)``,
     capped at 300 s after the product: past 1,024 failures (85 hours of outage at the
-    defaults; seconds with ENGRAM_OUTBOX_RETRY_SECONDS=5e-324, which the setting accepts)
+    defaults; seconds with ENGRAM_OUTBOX_RETRY_SECONDS=5e-324, which the setting accepted then)
     the power no longer converted to a float, the drain loop died of OverflowError and no
     timer was set: deliveries waited for the next commit. The exponent is now bounded."""
     down = _Down()
