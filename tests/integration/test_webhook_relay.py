@@ -358,3 +358,19 @@ def escalation(n: int) -> Escalation:
         UUID(int=n),
         {"decision_id": f"d{n}", "existing_version_id": f"v{n}", "classification": "unresolvable"},
     )
+
+
+async def test_a_relay_closed_does_not_start_again(
+    hooked_kernel: Kernel, receiver: Receiver
+) -> None:
+    """The first readiness check that finds the schema current starts the relay; one that
+    ran while the kernel closed could start it after its close, leaving a task sending past
+    the pool's end (left open by pass AJ). A closed relay no longer starts."""
+    relay = hooked_kernel.webhook_relay
+    assert relay is not None
+    await relay.close()
+    relay.start()
+    await _escalate(hooked_kernel)
+    await asyncio.sleep(1.0)
+    assert [] == receiver.bodies
+    assert None is (await _row(hooked_kernel))["webhook_sent_at"]

@@ -91,9 +91,13 @@ class WebhookRelay:
         self._held: tuple[int, datetime] | None = None
         #: Set by a round that ended on a failing receiver: the next waits its backoff.
         self._failing = False
+        self._closed = False
 
     def start(self) -> None:
-        """Start sending (idempotent)."""
+        """Start sending (idempotent); nothing once closed (a readiness check that finds the
+        schema current may ask while the kernel closes)."""
+        if self._closed:
+            return
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run())
 
@@ -102,7 +106,8 @@ class WebhookRelay:
         self._woken.set()
 
     async def close(self) -> None:
-        """Stop; rows taken and not sent are due again at once, for the next start."""
+        """Stop for good; rows taken and not sent are due again at once, for the next relay."""
+        self._closed = True
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
