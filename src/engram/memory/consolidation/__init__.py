@@ -12,13 +12,13 @@ from engram.memory.consolidation.model import (
     SkipReason,
     SweepReport,
 )
-from engram.memory.consolidation.reversal import CONSOLIDATOR
 from engram.memory.consolidation.summarize import (
     CheckedSummarizer,
     ExtractiveSummarizer,
     Summarizer,
     TextGenerator,
 )
+from engram.memory.consolidation.undo import CONSOLIDATOR
 from engram.memory.types import ConsolidationTrigger
 
 __all__ = [

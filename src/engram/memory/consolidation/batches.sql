@@ -37,6 +37,14 @@ SELECT id, run_id, trigger, created_at, items, skipped, decision_ids, rolled_bac
 FROM consolidation_batches
 WHERE rolled_back_at IS NULL AND items @> $1::jsonb
 
+-- name: batches_with_item
+-- Batches not rolled back with an item that made the consolidated record in $1 (JSON
+-- containment, served by the items index).
+SELECT id, run_id, trigger, created_at, items, skipped, decision_ids, rolled_back_at,
+       rollback_decision_ids
+FROM consolidation_batches
+WHERE rolled_back_at IS NULL AND items @> $1::jsonb
+
 -- name: batch_version_of
 -- The newest version of record $1 written by one of the decisions in $2 (a batch's own): the
 -- version the batch made when it consumed the record.
@@ -111,6 +119,38 @@ SELECT found.source_id, found.changed_in FROM (
           SELECT 1 FROM outbox AS o
           WHERE o.dispatched_at IS NULL AND o.aggregate_id = x.source_id
             AND o.event_type IN ('memory.forgotten', 'memory.updated'))
+) AS found
+ORDER BY random()
+LIMIT $1
+
+-- name: summaries_above_their_sources
+-- The sweep's second look (BatchDesk.sweep): consolidated records of batches not rolled back
+-- whose head an agent raised above a source the batch consumed that is still consolidated,
+-- so that the source's readers find its fact nowhere; the give-back (restore_below) their
+-- event did not finish. One row per record; $1: at most this many, drawn at random.
+SELECT found.record_id FROM (
+    SELECT DISTINCT summary.record_id
+    FROM consolidation_batches AS b
+    CROSS JOIN LATERAL jsonb_array_elements(b.items) AS item
+    CROSS JOIN LATERAL (
+        SELECT s.record_id, s.access_level
+        FROM memories AS s
+        WHERE s.record_id = (item ->> 'record_id')::uuid
+          AND s.superseded_by IS NULL
+          AND s.status <> 'forgotten'
+        OFFSET 0
+    ) AS summary
+    CROSS JOIN LATERAL jsonb_array_elements_text(item -> 'sources') AS source (id)
+    CROSS JOIN LATERAL (
+        SELECT h.access_level
+        FROM memories AS h
+        WHERE h.record_id = source.id::uuid AND h.superseded_by IS NULL
+          AND h.status = 'consolidated'
+        OFFSET 0
+    ) AS x
+    WHERE b.rolled_back_at IS NULL
+      AND array_position(ARRAY['public', 'agent', 'user', 'system', 'sensitive'], x.access_level::text)
+          < array_position(ARRAY['public', 'agent', 'user', 'system', 'sensitive'], summary.access_level::text)
 ) AS found
 ORDER BY random()
 LIMIT $1

@@ -9,7 +9,7 @@ from uuid import UUID
 
 from engram.memory.consolidation.actions import most_closed
 from engram.memory.consolidation.model import BatchItem, ConsolidationCandidate, SkipReason
-from engram.memory.consolidation.reversal import CONSOLIDATOR, restate
+from engram.memory.consolidation.undo import CONSOLIDATOR, restate
 from engram.memory.gate.groups import GroupOutcome
 from engram.memory.gate.requests import GateRequest
 from engram.memory.types import (

@@ -14,8 +14,9 @@ releases whose events did not.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
+from functools import partial
 from uuid import UUID
 
 import structlog
@@ -31,13 +32,12 @@ from engram.infra.events import Event
 from engram.infra.sql import load_queries
 from engram.memory import store
 from engram.memory.consolidation.actions import most_closed
-from engram.memory.consolidation.model import BatchItem, BatchReport, RollbackReport, SweepReport
+from engram.memory.consolidation.model import BatchReport, RollbackReport, SweepReport
+from engram.memory.consolidation.undo import CONSOLIDATOR, batch_from_row, item_requests
 from engram.memory.gate.groups import GroupOutcome, Skip
 from engram.memory.gate.librarian import LibrarianGate
 from engram.memory.gate.requests import GateRequest
 from engram.memory.types import (
-    CallerIdentity,
-    ConsolidationTrigger,
     GateAction,
     GateDecisionType,
     MemoryRecord,
@@ -47,7 +47,6 @@ from engram.memory.types import (
 log = structlog.get_logger("engram.memory.consolidation")
 
 SQL = load_queries("engram.memory.consolidation", "batches.sql")
-CONSOLIDATOR = CallerIdentity.system("consolidation")
 #: Times a release is tried when a record moves under it.
 RELEASE_ATTEMPTS = 3
 #: Sources one sweep releases at most; the rest wait for the next scheduled pass.
@@ -71,11 +70,11 @@ class BatchDesk:
     async def batches(self, *, limit: int = 50) -> list[BatchReport]:
         """The most recent committed batches, newest first."""
         rows = await self._db.fetch(SQL["batches"], limit)
-        return [_batch_from_row(row) for row in rows]
+        return [batch_from_row(row) for row in rows]
 
     async def batch(self, batch_id: UUID) -> BatchReport:
         """One committed batch; :class:`~engram.errors.NotFound` when there is none."""
-        return _batch_from_row(await self._row(batch_id))
+        return batch_from_row(await self._row(batch_id))
 
     async def _row(self, batch_id: UUID) -> Row:
         row = await self._db.fetchrow(SQL["batch"], batch_id)
@@ -113,7 +112,7 @@ class BatchDesk:
                     record_id, row["decision_ids"], changed_in
                 ):
                     continue
-                for item in _batch_from_row(row).items:
+                for item in batch_from_row(row).items:
                     if record_id not in item.sources:
                         continue
                     summary = await store.head(self._db, item.record_id)
@@ -132,7 +131,7 @@ class BatchDesk:
                     summary = await self._closed_as_its_sources(summary, heads)
                     key = "consolidation-release"
                     heads = await self._not_consumed_since(heads, own)
-                    group, _ = _item_requests(item, summary, heads, own, key)
+                    group, _ = item_requests(item, summary, heads, own, key)
                     groups.append(group)
                     retired.append(item.record_id)
             if not groups:
@@ -214,14 +213,55 @@ class BatchDesk:
         if event.payload.get("decision_type") in _NOT_CHANGES:
             return
         version = event.payload.get("version")
+        record_id = UUID(event.payload["record_id"])
         try:
             await self.release(
-                UUID(event.payload["record_id"]),
+                record_id,
                 changed_in=version if isinstance(version, int) else None,
                 by_agent=True,
             )
+            await self.restore_below(record_id)
         except StillMoving as exc:  # contention passes: the outbox delivers the event again
             raise TransientDatabaseError(str(exc)) from exc
+
+    async def restore_below(self, record_id: UUID) -> list[UUID]:
+        """Give back the sources of the consolidated record ``record_id`` that their readers
+        may no longer read it through: an agent raised the record above a source's level
+        (ADR-018, amended 2026-11-29, hostile pass AK). Such a source, still consumed by the
+        batch, goes back to ``active`` at its own level; the record stands as the agent wrote
+        it. Returns the sources restored (none when the record is not raised above any)."""
+        summary = await store.head(self._db, record_id)
+        if summary is None or summary.status is MemoryStatus.FORGOTTEN:
+            return []
+        rows = await self._db.fetch(SQL["batches_with_item"], [{"record_id": str(record_id)}])
+        groups: list[list[GateRequest]] = []
+        restored: list[UUID] = []
+        for row in rows:
+            own = set(row["decision_ids"])
+            for item in batch_from_row(row).items:
+                if item.record_id != record_id:
+                    continue
+                heads = await self._not_consumed_since(
+                    {s: await store.head(self._db, s) for s in item.sources}, own
+                )
+                below: dict[UUID, MemoryRecord | None] = {
+                    s: head
+                    for s, head in heads.items()
+                    if head is not None and not head.access_level.allows(summary.access_level)
+                }
+                group, back = item_requests(item, None, below, own, "consolidation-restore")
+                if group:
+                    groups.append(group)
+                    restored += back
+        if not groups:
+            return []
+        outcomes = await self._gate.evaluate_groups(groups)
+        if not all(outcome.written for outcome in outcomes):
+            # a source moved meanwhile: the event is delivered again and plans afresh
+            raise StillMoving(f"record {record_id}: its sources moved; not restored yet")
+        log.info("consolidation.restored_below", record_id=str(record_id), sources=len(restored))
+        await self._gate.refresh_record_gauge()
+        return restored
 
     async def sweep(self, *, limit: int = SWEEP_LIMIT) -> SweepReport:
         """Finish the releases whose events did not (ADR-018, amended 2026-11-29, fifth): a
@@ -239,19 +279,36 @@ class BatchDesk:
         source: one summary that cannot be released must not hold back the
         others, nor the pass after the sweep. After ``SWEEP_FAILURES_IN_A_ROW``
         infrastructure failures in a row the sweep stops (the database is likely down); the
-        next pass's sweep tries again. The look-up's own failure is raised."""
+        next pass's sweep tries again. The look-up's own failure is raised.
+
+        The sweep also finishes the give-backs of :meth:`restore_below` whose events did not
+        (an agent raised a consolidated record above a source still consumed), counted as
+        releases."""
         rows = await self._db.fetch(SQL["unreleased_sources"], limit)
+        jobs: list[tuple[UUID, Callable[[], Awaitable[list[UUID]]]]] = [
+            (
+                row["source_id"],
+                partial(
+                    self.release, row["source_id"], changed_in=row["changed_in"], by_agent=True
+                ),
+            )
+            for row in rows
+        ]
+        # and the give-backs below a raised summary its event did not finish (pass AK)
+        raised = await self._db.fetch(SQL["summaries_above_their_sources"], limit)
+        jobs += [
+            (row["record_id"], partial(self.restore_below, row["record_id"])) for row in raised
+        ]
         released = failed = down = 0
-        for row in rows:
-            source = row["source_id"]
+        for record_id, job in jobs:
             try:
-                retired = await self.release(source, changed_in=row["changed_in"], by_agent=True)
+                retired = await job()
             except Exception as exc:  # noqa: BLE001 - one release must not stop the sweep
                 failed += 1
                 down = down + 1 if isinstance(exc, InfrastructureError) else 0
                 log.error(
                     "consolidation.release_sweep_failed",
-                    source=str(source),
+                    source=str(record_id),
                     error=type(exc).__name__,
                 )
                 if down >= SWEEP_FAILURES_IN_A_ROW:
@@ -260,8 +317,10 @@ class BatchDesk:
             down = 0
             if retired:
                 released += 1
-                log.warning("consolidation.release_swept", source=str(source), retired=len(retired))
-        return SweepReport(found=len(rows), released=released, failed=failed)
+                log.warning(
+                    "consolidation.release_swept", source=str(record_id), retired=len(retired)
+                )
+        return SweepReport(found=len(jobs), released=released, failed=failed)
 
     async def rollback(self, batch_id: UUID, *, force: bool = False) -> RollbackReport:
         """Forget the batch's consolidated records and restore its sources to ``active``, in
@@ -300,7 +359,7 @@ class BatchDesk:
         """One planned attempt of :meth:`rollback` (raises :class:`_MovedOn` when a record
         moved between the plan and the transaction)."""
         row = await self._row(batch_id)
-        batch = _batch_from_row(row)
+        batch = batch_from_row(row)
         if batch.rolled_back_at is not None:
             raise ConsolidationConflict(f"batch {batch_id} was rolled back already")
         own = set(row["decision_ids"])
@@ -320,7 +379,7 @@ class BatchDesk:
                 )
             heads = {source: await store.head(self._db, source) for source in item.sources}
             heads = await self._not_consumed_since(heads, own)
-            group, back = _item_requests(item, summary, heads, own, key)
+            group, back = item_requests(item, summary, heads, own, key)
             retired += [item.record_id] if standing else []
             restored += back
             untouched += [source for source in item.sources if source not in back]
@@ -376,76 +435,3 @@ async def _moved_since(conn: Connection, group: Sequence[GateRequest]) -> bool:
         ):
             return True
     return False
-
-
-def restate(head: MemoryRecord, status: MemoryStatus, *, request_id: str) -> GateRequest:
-    """A consolidation UPDATE that gives ``head``'s content a new status."""
-    return GateRequest(
-        GateAction.UPDATE,
-        head.model_copy(update={"id": uuid.uuid4(), "status": status}),
-        CONSOLIDATOR,
-        GateDecisionType.CONSOLIDATION,
-        expected_version=head.version,
-        request_id=request_id,
-        status=status,
-    )
-
-
-def _item_requests(
-    item: BatchItem,
-    summary: MemoryRecord | None,
-    heads: dict[UUID, MemoryRecord | None],
-    own: set[UUID],
-    key: str,
-) -> tuple[list[GateRequest], list[UUID]]:
-    """The requests that undo one item: forget its record (when it stands), restore each
-    source whose head is still consolidated by the batch (the version the batch made, or one
-    an internal writer restated since, such as a PII rescan raising its level: an agent's
-    change is left alone); and the sources restored. A compression a resolution challenged in
-    its one source's place (ADR-010's seventh amendment) gives that source back
-    ``challenged``: undoing the batch does not undo the dispute."""
-    group: list[GateRequest] = []
-    disputed = (
-        summary is not None and summary.status is MemoryStatus.CHALLENGED and len(item.sources) == 1
-    )
-    back = MemoryStatus.CHALLENGED if disputed else MemoryStatus.ACTIVE
-    if summary is not None and summary.status is not MemoryStatus.FORGOTTEN:
-        group.append(
-            GateRequest.forget(
-                summary,
-                CONSOLIDATOR,
-                GateDecisionType.CONSOLIDATION,
-                expected_version=summary.version,
-                request_id=f"{key}:{item.record_id}:{summary.version}",
-            )
-        )
-    restored = []
-    for source_id in item.sources:
-        head = heads.get(source_id)
-        if (
-            head is None
-            or head.status is not MemoryStatus.CONSOLIDATED
-            or (
-                head.gate_decision_id not in own
-                and head.gate_decision_type is GateDecisionType.EXTERNAL
-            )
-        ):
-            continue
-        # the version in the key: an attempt after a refused one is a new request
-        key_of = f"{key}:{source_id}:{head.version}"
-        group.append(restate(head, back, request_id=key_of))
-        restored.append(source_id)
-    return group, restored
-
-
-def _batch_from_row(row: Row) -> BatchReport:
-    items, skipped = row["items"], row["skipped"]  # jsonb: Python objects
-    return BatchReport(
-        batch_id=row["id"],
-        items=tuple(BatchItem.from_json(item) for item in items),
-        skipped=dict(skipped),
-        committed=True,
-        created_at=row["created_at"],
-        trigger=ConsolidationTrigger(row["trigger"]),
-        rolled_back_at=row["rolled_back_at"],
-    )

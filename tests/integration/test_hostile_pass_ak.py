@@ -1,0 +1,139 @@
+"""Hostile pass AK: what a caller may not read must not shape its answer, on the least-travelled
+read surfaces. Each test here failed on the code it was written against. Real embedded
+PostgreSQL and the real embedding model, no mocks.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+
+from engram import Kernel
+from engram.memory.types import AccessLevel, MemoryRecord, MemoryStatus, MemoryType, TrustLevel
+from engram.protocols.inprocess import AgentSession
+from tests.conftest import ScratchDatabase
+from tests.integration.consolidation_helpers import DAY, DEEP, INCIDENT, head_of
+from tests.integration.gate_helpers import BOSS, WRITER, create, update
+from tests.integration.test_hostile_pass_ag import _given_up, impatient_kernel
+from tests.integration.twin_helpers import Store, twin_a
+
+__all__ = ["impatient_kernel", "twin_a"]
+
+FAST = 100_000.0
+QUERY = "checkout-api latency incident"
+
+
+async def _found(store: Store, name: str, **options: Any) -> list[str]:
+    """The contents ``name`` finds for the incident, best first."""
+    caller = store.principals[name].caller
+    found = await store.kernel.retrieval.search(caller, QUERY, min_score=0.3, **options)
+    return [hit.record.content for hit in found.hits]
+
+
+async def test_a_summary_raised_above_its_sources_leaves_their_facts_readable_at_their_level(
+    twin_a: Store,
+) -> None:
+    """The writer's three episodes of an incident are consolidated into one agent-level
+    summary. A trusted agent then raises the summary to ``sensitive``. The writer may not read
+    it any more, and its episodes stayed ``consolidated``: its searches and listings found
+    nothing of its own incident, because of a record it may not read. The sources its readers
+    may no longer read the summary of go back to ``active``; the trusted agent keeps its
+    summary."""
+    store = twin_a
+    await store.agent("boss", TrustLevel.TRUSTED, writes_per_minute=FAST)
+    await store.agent("writer", TrustLevel.STANDARD, writes_per_minute=FAST)
+    writer = AgentSession(store.kernel, store.principals["writer"].caller)
+    episodes = []
+    for n, text in enumerate(INCIDENT):
+        when = (DAY + timedelta(days=n)).isoformat()
+        result = await writer.remember({"type": "episode", "content": text, "event_time": when})
+        assert result.record_id is not None, result.reason
+        episodes.append(result.record_id)
+    await store.kernel.events.settled()
+    report = await store.kernel.consolidation.run(DEEP)
+    [batch] = report.batches
+    [item] = batch.items
+    assert set(item.sources) == set(episodes)
+    summary = await head_of(store.kernel, item.record_id)
+    assert await _found(store, "writer") == [summary.content]
+
+    raised = await store.client.patch(
+        f"/v1/memories/{summary.record_id}",
+        json={"access_level": "sensitive", "event_time": summary.event_time.isoformat()},
+        headers={**store.headers["boss"], "If-Match": f'"{summary.version}"'},
+    )
+    assert raised.status_code == 200, raised.text
+    await store.kernel.events.settled()
+
+    assert sorted(await _found(store, "writer")) == sorted(INCIDENT)
+    page = await store.kernel.temporal.page(caller=store.principals["writer"].caller)
+    assert sorted(r.content for r in page) == sorted(INCIDENT)
+    for record_id in episodes:
+        assert (await head_of(store.kernel, record_id)).status is MemoryStatus.ACTIVE
+    # the trusted agent's summary stands as it wrote it
+    kept = await head_of(store.kernel, summary.record_id)
+    assert kept.status is MemoryStatus.ACTIVE
+    assert kept.access_level.value == "sensitive"
+    assert summary.content in await _found(store, "boss")
+
+
+async def _episodes(kernel: Kernel) -> list[UUID]:
+    """The standard writer's incident, at agent level."""
+    ids = []
+    for n, text in enumerate(INCIDENT):
+        when = DAY + timedelta(days=n)
+        proposal = create(
+            MemoryRecord.draft(
+                MemoryType.EPISODE, text, source_agent=WRITER.agent_id, event_time=when
+            ),
+            WRITER,
+        )
+        result = await kernel.gate.evaluate(proposal)
+        assert result.record_id is not None, result.reason
+        ids.append(result.record_id)
+    await kernel.events.settled()
+    return ids
+
+
+async def test_a_give_back_the_outbox_gave_up_on_is_finished_by_the_sweep(
+    impatient_kernel: Kernel, database: ScratchDatabase
+) -> None:
+    """The trusted agent raises the summary while its event cannot be handled (SELECT on
+    consolidation_batches revoked for real) until the outbox gives it up: the writer's
+    episodes stay consolidated. The sweep of the next scheduled pass gives them back, once."""
+    kernel = impatient_kernel
+    episodes = await _episodes(kernel)
+    (made,) = (await kernel.consolidation.run(DEEP)).created
+    summary = await head_of(kernel, made)
+    admin = await asyncpg.connect(database.admin_url)
+    try:
+        await admin.execute("REVOKE SELECT ON engram.consolidation_batches FROM engram_runtime")
+        raised = await kernel.gate.evaluate(
+            update(
+                made,
+                summary.content,
+                summary.version,
+                BOSS,
+                memory_type=MemoryType.EPISODE,
+                event_time=summary.event_time,
+                access_level=AccessLevel.SENSITIVE,
+            )
+        )
+        assert raised.record_id == made, raised.reason
+        await _given_up(kernel, made, "memory.updated")
+    finally:
+        await admin.execute("GRANT SELECT ON engram.consolidation_batches TO engram_runtime")
+        await admin.close()
+    assert (await head_of(kernel, episodes[0])).status is MemoryStatus.CONSOLIDATED  # the gap
+
+    swept = await kernel.consolidation.sweep_releases()
+
+    assert (1, 0) == (swept.released, swept.failed)
+    for record_id in episodes:
+        assert (await head_of(kernel, record_id)).status is MemoryStatus.ACTIVE
+    assert (await head_of(kernel, made)).access_level is AccessLevel.SENSITIVE
+    again = await kernel.consolidation.sweep_releases()
+    assert 0 == again.released + again.failed
