@@ -12,11 +12,12 @@ from uuid import UUID
 import asyncpg
 
 from engram import Kernel
+from engram.autonomy.healing import PiiRescan
 from engram.memory.types import AccessLevel, MemoryRecord, MemoryStatus, MemoryType, TrustLevel
 from engram.protocols.inprocess import AgentSession
 from tests.conftest import ScratchDatabase
 from tests.integration.consolidation_helpers import DAY, DEEP, INCIDENT, head_of
-from tests.integration.gate_helpers import BOSS, WRITER, create, update
+from tests.integration.gate_helpers import BOSS, WRITER, belief, create, update
 from tests.integration.test_hostile_pass_ag import _given_up, impatient_kernel
 from tests.integration.twin_helpers import Store, twin_a
 
@@ -137,3 +138,53 @@ async def test_a_give_back_the_outbox_gave_up_on_is_finished_by_the_sweep(
     assert (await head_of(kernel, made)).access_level is AccessLevel.SENSITIVE
     again = await kernel.consolidation.sweep_releases()
     assert 0 == again.released + again.failed
+
+
+RUNBOOK = "The ledger runbook lives on the team wiki."
+OWNED = (
+    "The ledger runbook lives on the team wiki; its owner is Dana Whitfield, "
+    "dana.whitfield@example.com, +1 415 555 0134."
+)
+
+
+async def test_a_rescan_raises_no_record_for_personal_data_in_a_version_its_readers_never_had(
+    kernel: Kernel,
+) -> None:
+    """The writer's runbook note X, and its on-call note Y citing X as evidence, both agent
+    level. A trusted agent then writes a version of X naming its owner's e-mail and phone:
+    the Gate quarantines that version at ``sensitive`` and X is hidden from the writer, while
+    Y, which cites X's clean first version, stays readable. After a detector upgrade the PII
+    rescan passed X's finding on to every record derived from any version of X, and raised Y:
+    the writer lost its own record because of text it never could read. Only records derived
+    from a version carrying personal data inherit the finding."""
+    x = await kernel.gate.evaluate(create(belief(RUNBOOK, source_agent=WRITER.agent_id), WRITER))
+    assert x.record_id is not None, x.reason
+    y = await kernel.gate.evaluate(
+        create(
+            belief(
+                "The ledger on-call reads the runbook before paging anyone.",
+                source_agent=WRITER.agent_id,
+                evidence_links=[x.record_id],
+            ),
+            WRITER,
+        )
+    )
+    assert y.record_id is not None, y.reason
+    owned = await kernel.gate.evaluate(
+        update(x.record_id, OWNED, 1, BOSS, access_level=AccessLevel.SENSITIVE)
+    )
+    assert owned.modified_record is not None, owned.reason
+    assert "pii" in owned.modified_record.metadata  # quarantined by the Gate
+    await kernel.events.settled()
+    assert await kernel.temporal.current(y.record_id, caller=WRITER) is not None
+    # every version was screened by the detector before an upgrade
+    await kernel.db.execute("UPDATE memories SET screened_with = 'regex@0'")
+
+    await PiiRescan(kernel.gate, kernel.db, kernel.metrics).run()
+
+    kept = await head_of(kernel, y.record_id)
+    assert kept.access_level is AccessLevel.AGENT
+    assert "pii" not in kept.metadata
+    seen = await kernel.temporal.current(y.record_id, caller=WRITER)
+    assert seen is not None
+    assert seen.evidence_links == ()  # X is hidden from the writer

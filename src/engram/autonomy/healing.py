@@ -4,8 +4,9 @@
 - :class:`PiiRescan` reads live records with the current PII detector when another version
   screened them (§5.1's compensating control). A finding makes the record ``sensitive`` (an
   audited self-healing UPDATE keeping its content and status) and the same change goes to
-  every record ``derived_from`` it, consolidated summaries included, however deep; a record
-  already held as sensitive for PII passes the change on to its descendants the same way. A
+  every record ``derived_from`` one of its versions carrying personal data, consolidated
+  summaries included, however deep; a record already held as sensitive for PII passes the
+  change on to its descendants the same way. A
   record an admin released (an audited RELEASE) goes back only for a kind of finding the
   release did not cover. What a caller wrote in ``metadata`` decides none of this. A clean
   record is only marked as read by the new version.
@@ -280,7 +281,8 @@ class _Pass:
         screened for its own text, not for what it inherits, and ``source`` is marked read
         after this pass, so no later pass would come back to it."""
         inherited = {**finding, "propagated_from": str(source.record_id)}
-        rows = await self._db.fetch(SQL["derived_heads"], source.record_id)
+        carrying = None if "propagated_from" in finding else await self._carrying(source)
+        rows = await self._db.fetch(SQL["derived_heads"], source.record_id, carrying)
         released = (
             {
                 row["record_id"]
@@ -312,6 +314,19 @@ class _Pass:
                 self.report.refused += 1
                 log.warning("self_healing.pii_propagation_failed", record_id=str(row["record_id"]))
 
+    async def _carrying(self, source: MemoryRecord) -> list[UUID]:
+        """The versions of ``source``'s record that carry personal data: held at
+        ``sensitive`` for a finding of their own, or where this detector finds some. A record
+        derived from another version (one that its readers could read, with nothing found in
+        it) inherits nothing: raising it would take it from its readers for text they never
+        had (hostile pass AK). A finding inherited from an ancestor taints every version."""
+        chain = await store.version_chain(self._db, source.record_id)
+        return [
+            version.id
+            for version in chain
+            if _own_finding(version) or self._screener.kinds(screened_text(version))
+        ]
+
     async def _sensitive(self, head: MemoryRecord, finding: dict[str, Any]) -> GateResult | None:
         """Raise ``head`` to sensitive through the Gate; None when it moved on since it was
         read (its new version was screened when it was written)."""
@@ -336,6 +351,17 @@ class _Pass:
             self._written.append(written)
             self._changed.add(written)
         return result
+
+
+def _own_finding(version: MemoryRecord) -> bool:
+    """Whether ``version`` is held at ``sensitive`` for personal data found in it (not
+    passed on from another record)."""
+    finding = version.metadata.get("pii")
+    return (
+        version.access_level is AccessLevel.SENSITIVE
+        and isinstance(finding, dict)
+        and "propagated_from" not in finding
+    )
 
 
 def _covered(record: MemoryRecord, finding: dict[str, Any]) -> bool:

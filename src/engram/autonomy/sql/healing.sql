@@ -22,14 +22,15 @@ WHERE action = 'RELEASE' AND record_id = ANY($1::uuid[])
 UPDATE memories SET screened_with = $2 WHERE id = ANY($1::uuid[])
 
 -- name: derived_heads
--- The live heads of every record derived (derived_from, transitively) from any version of
--- record $1: consolidated summaries of it, and records citing it as evidence.
+-- The live heads of every record derived (derived_from, transitively) from the versions $2 of
+-- record $1 (NULL: any of its versions): consolidated summaries of it, and records citing it
+-- as evidence. Past the first step every version of a derived record counts.
 WITH RECURSIVE derived(rid) AS (
     SELECT s.record_id
     FROM memories v
     JOIN memory_edges e ON e.target_id = v.id AND e.kind = 'derived_from'
     JOIN memories s ON s.id = e.source_id
-    WHERE v.record_id = $1
+    WHERE v.record_id = $1 AND ($2::uuid[] IS NULL OR v.id = ANY($2::uuid[]))
     UNION
     SELECT s.record_id
     FROM derived d
