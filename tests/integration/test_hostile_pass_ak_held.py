@@ -132,3 +132,57 @@ async def _hidden(store: Store, writer: str, level: str, cited: str) -> None:
         }
         response = await store.client.post("/v1/memories", json=body, headers=store.headers[writer])
         assert response.status_code in (200, 201), response.text
+
+
+async def test_a_sensitive_interlude_reads_as_the_version_before_it_at_every_instant(
+    twin_a: Store,
+) -> None:
+    """The writer's record, then a trusted agent's version at ``sensitive`` (another content),
+    then its version back at agent level. At an instant inside the sensitive interlude the
+    writer reads, on REST and MCP, exactly what it read just before it (the same version,
+    known until the next version it may read), by ingestion and by event time; its chain has
+    two versions numbered 1 and 2, and a stale ``If-Match`` is answered with its own number."""
+    store = twin_a
+    await store.agent("boss", TrustLevel.TRUSTED, writes_per_minute=FAST)
+    await store.agent("writer", TrustLevel.STANDARD, writes_per_minute=FAST)
+    writer, boss = store.headers["writer"], store.headers["boss"]
+    body = {"type": "belief", "content": LEDGER, "event_time": "2026-03-01T00:00:00+00:00"}
+    response = await store.client.post("/v1/memories", json=body, headers=writer)
+    record_id = response.json()["record_id"]
+    before = datetime.now(UTC).isoformat()
+    changes = [
+        ("sensitive", HIDDEN[2], "2026-04-01T00:00:00+00:00"),
+        ("agent", HIDDEN[3], "2026-05-01T00:00:00+00:00"),
+    ]
+    marks = []
+    for number, (level, content, event) in enumerate(changes, start=1):
+        patch = {"content": content, "access_level": level, "event_time": event}
+        headers = {**boss, "If-Match": f'"{number}"'}
+        response = await store.client.patch(
+            f"/v1/memories/{record_id}", json=patch, headers=headers
+        )
+        assert response.status_code == 200, response.text
+        marks.append(datetime.now(UTC).isoformat())
+
+    async def read(ingestion: str, event: str | None = None) -> list[Any]:
+        query = f"as_of_ingestion={quote(ingestion)}"
+        query += f"&as_of_event={quote(event)}" if event else ""
+        rest = await store.client.get(f"/v1/memories/{record_id}?{query}", headers=writer)
+        arguments = {"record_id": record_id, "as_of_ingestion": ingestion}
+        arguments |= {"as_of_event": event} if event else {}
+        tool = await store.tools.call("get", arguments, store.principals["writer"])
+        assert rest.status_code == 200 and not tool.is_error, (rest.text, tool.content)
+        assert rest.json()["content"] == LEDGER
+        return [rest.json(), tool.structured_content]
+
+    for event in (None, "2026-04-15T00:00:00+00:00"):
+        assert await read(before, event) == await read(marks[0], event)
+    chain = (await store.client.get(f"/v1/memories/{record_id}/versions", headers=writer)).json()
+    assert [1, 2] == [v["version"] for v in chain["versions"]]
+    assert [LEDGER, HIDDEN[3]] == [v["content"] for v in chain["versions"]]
+    stale = await store.client.patch(
+        f"/v1/memories/{record_id}",
+        json={"content": HIDDEN[1]},
+        headers={**writer, "If-Match": '"1"'},
+    )
+    assert (409, 2) == (stale.status_code, stale.json()["current_version"])
