@@ -171,7 +171,8 @@ async def test_a_sensitive_interlude_reads_as_the_version_before_it_at_every_ins
         arguments = {"record_id": record_id, "as_of_ingestion": ingestion}
         arguments |= {"as_of_event": event} if event else {}
         tool = await store.tools.call("get", arguments, store.principals["writer"])
-        assert rest.status_code == 200 and not tool.is_error, (rest.text, tool.content)
+        assert rest.status_code == 200, rest.text
+        assert not tool.is_error, tool.content
         assert rest.json()["content"] == LEDGER
         return [rest.json(), tool.structured_content]
 
