@@ -11,8 +11,10 @@ from uuid import UUID
 
 import asyncpg
 
-from engram import Kernel
-from engram.autonomy.healing import PiiRescan
+from engram import Kernel, open_kernel
+from engram.autonomy.healing import PiiRescan, reembed_missing
+from engram.config import EngramSettings
+from engram.infra.fastembed_embedder import FastembedEmbedder
 from engram.memory.types import AccessLevel, MemoryRecord, MemoryStatus, MemoryType, TrustLevel
 from engram.protocols.inprocess import AgentSession
 from tests.conftest import ScratchDatabase
@@ -188,3 +190,42 @@ async def test_a_rescan_raises_no_record_for_personal_data_in_a_version_its_read
     seen = await kernel.temporal.current(y.record_id, caller=WRITER)
     assert seen is not None
     assert seen.evidence_links == ()  # X is hidden from the writer
+
+
+#: Written by the trusted agent while the model is down, before the writer's own.
+HIDDEN_WHILE_DOWN = [
+    "The payroll export runs at 02:00 from the finance cluster.",
+    "The payroll export is signed with the finance team's key.",
+    "The payroll export keeps seven years of history.",
+]
+OWN_WHILE_DOWN = [
+    "The ledger service runs on PostgreSQL 16 in the Frankfurt region.",
+    "The ledger team answers questions in the ops channel.",
+    "The ledger nightly backup is kept for thirty days.",
+]
+
+
+async def test_records_the_writer_may_not_read_do_not_hold_back_the_embedding_of_its_own(
+    stalled_kernel: Kernel, database: ScratchDatabase, embedder: FastembedEmbedder
+) -> None:
+    """While the embedding model is down, the trusted agent stores three sensitive records,
+    then the writer three agent-level ones: all are stored without an embedding, so search
+    does not find them. The re-embed job took the oldest first, so the records the writer may
+    not read used up the batch and its own stayed unfound for another run (five minutes by
+    default, or many with a long outage). A record now waits only for those at its level or
+    below, all of them readable by its readers: the most open levels are embedded first."""
+    for text in HIDDEN_WHILE_DOWN:
+        hidden = belief(text, source_agent=BOSS.agent_id, access_level=AccessLevel.SENSITIVE)
+        result = await stalled_kernel.gate.evaluate(create(hidden, BOSS))
+        assert result.degraded, result.reason
+    for text in OWN_WHILE_DOWN:
+        result = await stalled_kernel.gate.evaluate(
+            create(belief(text, source_agent=WRITER.agent_id), WRITER)
+        )
+        assert result.degraded, result.reason
+    settings = EngramSettings(database_url=database.runtime_url, migrate_on_start=False)
+    async with open_kernel(settings=settings, embeddings=embedder) as healthy:
+        report = await reembed_missing(healthy.gate, healthy.db, batch=len(OWN_WHILE_DOWN))
+        assert report.repaired == len(OWN_WHILE_DOWN)
+        found = await healthy.retrieval.search(WRITER, "ledger", limit=10)
+        assert sorted(hit.record.content for hit in found.hits) == sorted(OWN_WHILE_DOWN)

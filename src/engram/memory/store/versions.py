@@ -376,7 +376,8 @@ async def fill_embedding(
 
 
 async def unembedded_heads(conn: Connection, *, limit: int) -> list[MemoryRecord]:
-    """Active heads stored without an embedding (degraded mode), oldest first."""
+    """Active heads stored without an embedding (degraded mode), the most open access
+    level first, then oldest first (a record waits for none its readers may not read)."""
     return [record_from_row(row) for row in await conn.fetch(SQL["unembedded_heads"], limit)]
 
 

@@ -139,10 +139,15 @@ WHERE id = $1 AND embedding IS NULL
 RETURNING id
 
 -- name: unembedded_heads
+-- The most open levels first, then oldest first: a record waits only for those at its level or
+-- below, which its readers may read, never for records hidden from them (hostile pass AK).
+-- The rows are few outside an outage; the partial index still finds them all.
 SELECT {{record_columns}}
 FROM memories
 WHERE embedding IS NULL AND superseded_by IS NULL AND status = 'active'
-ORDER BY ingestion_time
+ORDER BY array_position(ARRAY['public', 'agent', 'user', 'system', 'sensitive'],
+                        access_level::text),
+         ingestion_time
 LIMIT $1
 
 -- name: insert_edge
