@@ -21,9 +21,9 @@ from tests.conftest import ScratchDatabase
 from tests.integration.consolidation_helpers import DAY, DEEP, INCIDENT, head_of
 from tests.integration.gate_helpers import BOSS, WRITER, belief, create, update
 from tests.integration.test_hostile_pass_ag import _given_up, impatient_kernel
-from tests.integration.twin_helpers import Store, twin_a
+from tests.integration.twin_helpers import Store, differences, normalised, twin_a, twin_b
 
-__all__ = ["impatient_kernel", "twin_a"]
+__all__ = ["impatient_kernel", "twin_a", "twin_b"]
 
 FAST = 100_000.0
 QUERY = "checkout-api latency incident"
@@ -229,3 +229,59 @@ async def test_records_the_writer_may_not_read_do_not_hold_back_the_embedding_of
         assert report.repaired == len(OWN_WHILE_DOWN)
         found = await healthy.retrieval.search(WRITER, "ledger", limit=10)
         assert sorted(hit.record.content for hit in found.hits) == sorted(OWN_WHILE_DOWN)
+
+
+DEPLOY = "The deploy target for the web app is v2.0."
+DEPLOY_NEWER = "The deploy target for the web app is v2.1."
+MARCH = "2025-03-01T09:00:00+00:00"
+
+
+async def _deploy_target(store: Store, *, interlude: bool) -> list[Any]:
+    """The writer's deploy target, then the trusted agent's tag on it (store B: after a
+    version of another content at ``sensitive``, the tag comes with the writer's content back
+    at agent level), then the writer's newer value; the writer's answers."""
+    await store.agent("boss", TrustLevel.TRUSTED, writes_per_minute=FAST)
+    await store.agent("writer", TrustLevel.STANDARD, writes_per_minute=FAST)
+    writer, boss = store.headers["writer"], store.headers["boss"]
+    body = {"type": "belief", "content": DEPLOY, "event_time": MARCH}
+    created = await store.client.post("/v1/memories", json=body, headers=writer)
+    record_id = created.json()["record_id"]
+    tagged = {"metadata": {"tags": ["web"]}, "event_time": MARCH}
+    patches = [tagged]
+    if interlude:
+        hidden = {"content": "The deploy target for the web app is v9.9.", "event_time": MARCH}
+        patches = [{**hidden, "access_level": "sensitive"}, {**tagged, "content": DEPLOY}]
+        patches[1]["access_level"] = "agent"
+    for number, patch in enumerate(patches, start=1):
+        headers = {**boss, "If-Match": f'"{number}"'}
+        response = await store.client.patch(
+            f"/v1/memories/{record_id}", json=patch, headers=headers
+        )
+        assert response.status_code == 200, response.text
+    await store.kernel.events.settled()
+    body = {"type": "belief", "content": DEPLOY_NEWER, "event_time": "2025-04-10T09:00:00+00:00"}
+    newer = await store.client.post("/v1/memories", json=body, headers=writer)
+    await store.kernel.events.settled()
+    out: list[Any] = [newer.status_code, newer.json()]
+    for read in (record_id, newer.json()["record_id"]):
+        chain = await store.client.get(f"/v1/memories/{read}/versions", headers=writer)
+        out.append(chain.json())
+    return out
+
+
+async def test_a_content_change_hidden_from_a_records_readers_lends_it_no_standing(
+    twin_a: Store, twin_b: Store
+) -> None:
+    """The standard writer's deploy target; the trusted agent tags it (a change of metadata,
+    which lends no standing). In store B the trusted agent first wrote a version of another
+    content at ``sensitive``, then the writer's content back at agent level with the tag: the
+    writer sees the same two versions in both stores. Its newer value then superseded its
+    record in store A, and in store B was refused as a standard agent's claim against a
+    trusted agent's content (its own record challenged instead): the standing came from the
+    version the writer may not read. A record's standing and content now come from the
+    versions every reader of its head may read."""
+    a = normalised(await _deploy_target(twin_a, interlude=False))
+    b = normalised(await _deploy_target(twin_b, interlude=True))
+    assert not differences(a, b)
+    assert a[0] == 201
+    assert a[2]["versions"][-1]["event_time_end"] is not None  # superseded: validity ended

@@ -165,32 +165,44 @@ FROM unnest($2::uuid[], $3::text[], $4::float8[], $5::text[])
 WHERE e.target <> $1
 ON CONFLICT (source_id, target_id, kind) DO NOTHING
 
+-- fragment: content_changes
+-- The versions of record $1 that every reader of its head may read (at or below the head's
+-- level), those that changed the (normalised) content of the one before them among these, or
+-- created the record. A version above the head's level is no part of the history its readers
+-- are shown (ADR-009), so it lends no standing and gives no content (hostile pass AK).
+SELECT s.id, s.version, s.gate_decision_type, s.gate_decision_id
+FROM (
+    SELECT v.id, v.version, v.content_hash, v.gate_decision_type, v.gate_decision_id,
+           lag(v.id) OVER w AS prev_id, lag(v.content_hash) OVER w AS prev_hash
+    FROM memories v
+    WHERE v.record_id = $1
+      AND array_position(ARRAY['public', 'agent', 'user', 'system', 'sensitive'],
+                         v.access_level::text)
+          <= (SELECT array_position(ARRAY['public', 'agent', 'user', 'system', 'sensitive'],
+                                    h.access_level::text)
+              FROM memories h WHERE h.record_id = $1 AND h.superseded_by IS NULL)
+    WINDOW w AS (ORDER BY v.version)
+) AS s
+WHERE s.prev_id IS NULL OR s.prev_hash IS DISTINCT FROM s.content_hash
+
 -- name: record_standing
 -- The tier of the agent whose write gave record $1 its current content: the writer of the
--- newest version that changed the (normalised) content of the version before it, or created
--- the record. A change of metadata or level alone lends no standing. NULL when that version
--- came from an internal origin (consolidation), which stands as trusted.
-SELECT CASE WHEN v.gate_decision_type = 'external' THEN a.caller->>'trust_level' END
+-- newest of its content changes (content_changes). A change of metadata or level alone lends
+-- no standing. NULL when that version came from an internal origin (consolidation), which
+-- stands as trusted.
+SELECT CASE WHEN c.gate_decision_type = 'external' THEN a.caller->>'trust_level' END
            AS trust_level
-FROM memories v
-JOIN librarian_audit a ON a.decision_id = v.gate_decision_id
-LEFT JOIN memories p ON p.record_id = v.record_id AND p.version = v.version - 1
-WHERE v.record_id = $1 AND (p.id IS NULL OR p.content_hash IS DISTINCT FROM v.content_hash)
-ORDER BY v.version DESC
+FROM ({{content_changes}}) AS c
+JOIN librarian_audit a ON a.decision_id = c.gate_decision_id
+ORDER BY c.version DESC
 LIMIT 1
 
 -- name: content_version
--- The version that gave record $1 its current content: the newest that changed the
--- (normalised) content of the version before it, or created the record (as record_standing).
+-- The version that gave record $1 its current content: the newest of its content changes (as
+-- record_standing).
 SELECT {{record_columns}}
 FROM memories
-WHERE id = (
-    SELECT v.id FROM memories v
-    LEFT JOIN memories p ON p.record_id = v.record_id AND p.version = v.version - 1
-    WHERE v.record_id = $1 AND (p.id IS NULL OR p.content_hash IS DISTINCT FROM v.content_hash)
-    ORDER BY v.version DESC
-    LIMIT 1
-)
+WHERE id = (SELECT c.id FROM ({{content_changes}}) AS c ORDER BY c.version DESC LIMIT 1)
 
 -- name: count_heads
 SELECT type, consolidation_path, count(*)::bigint AS n
