@@ -1,6 +1,13 @@
 """Hostile pass AK: what a caller may not read must not shape its answer, on the least-travelled
 read surfaces. Each test here failed on the code it was written against. Real embedded
 PostgreSQL and the real embedding model, no mocks.
+
+The search and temporal read paths held (``test_hostile_pass_ak_held.py``). What leaked were
+the internal writers that change what a caller reads after the fact, each judging by records
+or versions the caller may not read: consolidation leaving sources consumed into a summary
+raised above them (ADR-018), the PII rescan passing a finding from a hidden version
+(ADR-019), the re-embed job's order (ADR-019), and a record's standing in a conflict
+resolution taken from a hidden version (ADR-010).
 """
 
 from __future__ import annotations
