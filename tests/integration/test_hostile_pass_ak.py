@@ -147,6 +147,10 @@ async def test_a_give_back_the_outbox_gave_up_on_is_finished_by_the_sweep(
     assert (await head_of(kernel, made)).access_level is AccessLevel.SENSITIVE
     again = await kernel.consolidation.sweep_releases()
     assert 0 == again.released + again.failed
+    # consolidated again at their level, under the raised summary: nothing left to give back
+    assert (await kernel.consolidation.run(DEEP)).created
+    assert (await head_of(kernel, episodes[0])).status is MemoryStatus.CONSOLIDATED
+    assert 0 == (await kernel.consolidation.sweep_releases()).found
 
 
 RUNBOOK = "The ledger runbook lives on the team wiki."

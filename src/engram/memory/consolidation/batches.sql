@@ -146,6 +146,10 @@ SELECT found.record_id FROM (
         FROM memories AS h
         WHERE h.record_id = source.id::uuid AND h.superseded_by IS NULL
           AND h.status = 'consolidated'
+          -- consumed by this batch, not by a later one (given back, then consolidated again)
+          AND (SELECT m.gate_decision_id FROM memories AS m
+               WHERE m.record_id = h.record_id AND m.gate_decision_type = 'consolidation'
+               ORDER BY m.version DESC LIMIT 1) = ANY(b.decision_ids)
         OFFSET 0
     ) AS x
     WHERE b.rolled_back_at IS NULL
