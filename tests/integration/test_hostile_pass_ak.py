@@ -296,3 +296,43 @@ async def test_a_content_change_hidden_from_a_records_readers_lends_it_no_standi
     assert not differences(a, b)
     assert a[0] == 201
     assert a[2]["versions"][-1]["event_time_end"] is not None  # superseded: validity ended
+
+
+async def _tagged_decay(store: Store, *, interlude: bool) -> float:
+    """The decay score the writer reads of its deploy target, tagged by the trusted agent
+    (store B: after a version of another content at ``sensitive``), once decay is refreshed."""
+    await store.agent("boss", TrustLevel.TRUSTED, writes_per_minute=FAST)
+    await store.agent("writer", TrustLevel.STANDARD, writes_per_minute=FAST)
+    body = {"type": "belief", "content": DEPLOY, "event_time": MARCH}
+    created = await store.client.post("/v1/memories", json=body, headers=store.headers["writer"])
+    record_id = created.json()["record_id"]
+    tagged = {"content": DEPLOY, "metadata": {"tags": ["web"]}, "event_time": MARCH}
+    patches = [tagged]
+    if interlude:
+        hidden = {"content": "The deploy target for the web app is v9.9.", "event_time": MARCH}
+        patches = [{**hidden, "access_level": "sensitive"}, {**tagged, "access_level": "agent"}]
+    for number, patch in enumerate(patches, start=1):
+        headers = {**store.headers["boss"], "If-Match": f'"{number}"'}
+        response = await store.client.patch(
+            f"/v1/memories/{record_id}", json=patch, headers=headers
+        )
+        assert response.status_code == 200, response.text
+    await store.kernel.temporal.refresh_decay()
+    read = await store.client.get(f"/v1/memories/{record_id}", headers=store.headers["writer"])
+    return round(float(read.json()["decay_score"]), 2)
+
+
+async def test_a_version_hidden_from_a_records_readers_does_not_move_its_decay(
+    twin_a: Store, twin_b: Store
+) -> None:
+    """The same two versions for the writer in both stores (its deploy target, then the
+    trusted agent's tag on it). Layer 2's importance, which the decay score every reader sees
+    starts from, counts novelty against the nearest record at the version's level, its own
+    record's head included: in store A that head held the same content (novelty 0), in store
+    B the head was the hidden version of another content, left out as above the tag's level
+    (novelty from the other records): the writer read 0.50 in A and 0.70 in B. A version's
+    novelty is now measured against the other records only: what it replaces of its own
+    record is no part of how new it is."""
+    assert await _tagged_decay(twin_a, interlude=False) == await _tagged_decay(
+        twin_b, interlude=True
+    )

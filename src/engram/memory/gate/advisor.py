@@ -248,9 +248,11 @@ class HeuristicAdvisor:
             return self._consolidation(record, context)
         policy = self._policy
         confidence = calibrate_confidence(record, context, policy.trust_factor)
-        closest = max((n.similarity for n in context.neighbours), default=0.0)
-        score = importance(record, confidence, closest)
         others = [n for n in context.neighbours if n.record.record_id != record.record_id]
+        # Novelty is against the other records: the record's own head is what a new version
+        # replaces, and may be one its readers may not read (hostile pass AK).
+        closest = max((n.similarity for n in others), default=0.0)
+        score = importance(record, confidence, closest)
         above = [n for n in context.above if n.record.record_id != record.record_id]
         # judged apart: records above the proposal's level never take the places of its own
         # readers' records among those judged (ADR-008)
