@@ -6,8 +6,9 @@ The search and temporal read paths held (``test_hostile_pass_ak_held.py``). What
 the internal writers that change what a caller reads after the fact, each judging by records
 or versions the caller may not read: consolidation leaving sources consumed into a summary
 raised above them (ADR-018), the PII rescan passing a finding from a hidden version
-(ADR-019), the re-embed job's order (ADR-019), and a record's standing in a conflict
-resolution taken from a hidden version (ADR-010).
+(ADR-019), the re-embed job's order (ADR-019), a record's standing in a conflict
+resolution taken from a hidden version (ADR-010), and a version's importance (the start of
+the decay score readers see) measured against a hidden head it replaced (ADR-008).
 """
 
 from __future__ import annotations
