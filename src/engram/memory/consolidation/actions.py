@@ -14,8 +14,10 @@
   ``1 - prod(1 - c_i)`` with one term per writing agent (as the audit log records it, its
   surest source), capped at 0.99. Any other consolidated record is as sure as its least sure
   source.
-* **merge**: any other topic of two or more records: one narrative of the same type as most of
-  its sources, each moment dated, in event-time order.
+* **merge**: any other topic of two or more records, and every topic that holds a decision (a
+  choice taken once is a moment of a thread, never a repeated observation nor a routine's
+  step): one narrative of the same type as most of its sources (an episode if any is), each
+  moment dated, in event-time order; a decision is told with its rationale.
 * **compress**: a topic of one record of at least ``compress_min_words`` words, when the
   compressed text saves at least ``compress_min_saving`` of them.
 
@@ -29,6 +31,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -82,6 +85,8 @@ def choose(
         if len(sources[0].content.split()) >= params.compress_min_words:
             return ConsolidationAction.COMPRESS
         return None
+    if any(s.type is MemoryType.DECISION for s in sources):
+        return ConsolidationAction.MERGE
     similarity = _mean_similarity(vectors)
     parts = sum(len(steps_of(s.content)) for s in sources) / len(sources)
     if all(s.type is MemoryType.SKILL for s in sources) or (
@@ -192,9 +197,28 @@ def style_of(action: ConsolidationAction) -> Style:
     }[action]
 
 
-def source_texts(sources: Sequence[MemoryRecord]) -> list[SourceText]:
-    """The sources as the summariser sees them."""
-    return [SourceText(s.content, s.event_time or s.ingestion_time) for s in sources]
+def source_texts(sources: Sequence[MemoryRecord], action: ConsolidationAction) -> list[SourceText]:
+    """The sources as the summariser sees them: in a merge, a decision with its rationale
+    (the narrative has no metadata to hold it; a compressed decision keeps its own)."""
+    return [
+        SourceText(_told(s) if action is ConsolidationAction.MERGE else s.content, _at(s))
+        for s in sources
+    ]
+
+
+def _told(source: MemoryRecord) -> str:
+    """A decision's content and, unless it says it already, its rationale."""
+    rationale = source.metadata.get("rationale") if source.type is MemoryType.DECISION else None
+    if not isinstance(rationale, str) or not rationale.strip():
+        return source.content
+    why = " ".join(rationale.split()).rstrip(".")
+    if why.casefold() in " ".join(source.content.split()).casefold():
+        return source.content
+    return f"{source.content.rstrip()} Rationale: {why}."
+
+
+def _at(source: MemoryRecord) -> datetime:
+    return source.event_time or source.ingestion_time
 
 
 def skill_text(sources: Sequence[MemoryRecord], steps: Sequence[str]) -> str:

@@ -1,8 +1,12 @@
 """Candidates: the fast-path records a pass reads, their topics and what each topic becomes.
 
 Records of the *topic types* (episode, belief, reflection, skill) are clustered into topics
-(:mod:`.topics`); every other record is a topic of its own (a decision, a preference, an
-entity or a resource is never merged with another, only compressed). Each topic then gets
+(:mod:`.topics`), and so are decisions, the choices taken in the course of a thread: a
+decision stays in a topic only beside ``THREAD_EPISODES`` episodes (a thread told by
+moments), and is a topic of its own otherwise (a
+topic of decisions alone would have no one rationale, and two decisions that disagree are
+the conflict judgement's to find). Every other record is a topic of its own (a preference,
+an entity or a resource is never merged with another, only compressed). Each topic then gets
 its action and its consolidated text (:mod:`.actions`, :mod:`.summarize`). A topic larger
 than ``max_topic`` is cut, in event-time order, into pieces of that size.
 """
@@ -50,6 +54,10 @@ log = structlog.get_logger("engram.memory.consolidation")
 TOPIC_TYPES = frozenset(
     {MemoryType.EPISODE, MemoryType.BELIEF, MemoryType.REFLECTION, MemoryType.SKILL}
 )
+#: Clustered with the topic types, but kept in a topic only beside ``THREAD_EPISODES``
+#: episodes: one episode and a decision alike are as often two notes that share a date.
+THREAD_TYPES = frozenset({MemoryType.DECISION})
+THREAD_EPISODES = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,12 +101,33 @@ def topics_of(
             event_time=item.record.event_time or item.record.ingestion_time,
         )
         for n, item in enumerate(loaded)
-        if item.record.type in TOPIC_TYPES
+        if item.record.type in TOPIC_TYPES | THREAD_TYPES
     ]
     pairs = [(index[a], index[b]) for a, b in edges if a in index and b in index]
-    topics = cluster(items, edges=pairs, params=params)
-    topics += [[n] for n, item in enumerate(loaded) if item.record.type not in TOPIC_TYPES]
+    topics = [
+        piece
+        for topic in cluster(items, edges=pairs, params=params)
+        for piece in _threads(loaded, topic)
+    ]
+    topics += [
+        [n] for n, item in enumerate(loaded) if item.record.type not in TOPIC_TYPES | THREAD_TYPES
+    ]
     return topics
+
+
+def _threads(loaded: Sequence[Loaded], topic: list[int]) -> list[list[int]]:
+    """``topic`` as it is kept: whole when it holds no decision or tells a thread (enough
+    episodes); else its decisions each alone and the rest together."""
+    kinds = [loaded[n].record.type for n in topic]
+    if not set(kinds) & THREAD_TYPES or _tells_a_thread(kinds):
+        return [topic]
+    rest = [n for n in topic if loaded[n].record.type not in THREAD_TYPES]
+    alone = [[n] for n in topic if loaded[n].record.type in THREAD_TYPES]
+    return ([rest] if rest else []) + alone
+
+
+def _tells_a_thread(kinds: Sequence[MemoryType]) -> bool:
+    return sum(kind is MemoryType.EPISODE for kind in kinds) >= THREAD_EPISODES
 
 
 class Planner:
@@ -179,7 +208,7 @@ class Planner:
             if len(topic) < min_topic:
                 skipped[SkipReason.TOO_FEW.value] += len(topic)
                 continue
-            for n, piece in enumerate(self._pieces([loaded[i] for i in topic])):
+            for n, piece in enumerate(self._pieces([loaded[i] for i in topic], skipped)):
                 # each piece of a large topic is an outside call: the clock is read again
                 late = late or (n > 0 and deadline is not None and clock() > deadline)
                 if late:
@@ -198,10 +227,38 @@ class Planner:
             crossed()
         return planned, skipped, len(loaded) + unembedded
 
-    def _pieces(self, topic: list[Loaded]) -> list[list[Loaded]]:
+    def _pieces(self, topic: list[Loaded], skipped: Counter[str]) -> list[list[Loaded]]:
+        """``topic`` in event-time order, cut into pieces of at most ``max_topic``, each
+        without the decisions it leaves alone (:meth:`_choices_apart`, counted singletons)."""
         ordered = sorted(topic, key=lambda x: (_when(x.record), str(x.record.id)))
         size = self._settings.max_topic
-        return [ordered[s : s + size] for s in range(0, len(ordered), size)]
+        pieces = []
+        for start in range(0, len(ordered), size):
+            piece, choices = self._choices_apart(ordered[start : start + size])
+            if choices:
+                skipped[SkipReason.SINGLETON.value] += len(choices)
+            if piece:
+                pieces.append(piece)
+        return pieces
+
+    def _choices_apart(self, piece: list[Loaded]) -> tuple[list[Loaded], list[Loaded]]:
+        """``piece`` without its decisions, and those decisions, when its episodes tell no
+        thread (a piece of a large topic may hold too few) or the rest is a pattern or a
+        routine (promoted, or a skill): a belief or a skill states what recurs, and a choice
+        taken once is no part of it, so it stays as it is. Otherwise ``piece`` whole: a
+        thread is merged with the decisions taken in it."""
+        choices = [item for item in piece if item.record.type in THREAD_TYPES]
+        rest = [item for item in piece if item.record.type not in THREAD_TYPES]
+        if not choices:
+            return piece, []
+        if not _tells_a_thread([item.record.type for item in rest]):
+            return rest, choices
+        if len(rest) >= 2:
+            vectors = np.stack([item.embedding for item in rest])
+            chosen = actions.choose([item.record for item in rest], vectors, self._settings.actions)
+            if chosen in _JOINED_CLAIMS:
+                return rest, choices
+        return piece, []
 
     def _disagree(self, topic: Sequence[Loaded]) -> bool:
         """Whether the conflict judgement the Gate uses finds any two claims incompatible: each
@@ -250,7 +307,7 @@ class Planner:
             summarizer_of = self._extractive if private else self._summarizer
             summary = await self._summary(
                 summarizer_of,
-                actions.source_texts(sources),
+                actions.source_texts(sources, action),
                 actions.style_of(action),
                 kind,
                 None if deadline is None else lambda: deadline - clock(),
