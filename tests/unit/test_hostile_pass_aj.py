@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any, cast
+
+import pytest
 
 from engram.errors import DatabaseUnavailable
 from engram.infra.outbox import OutboxEventBus
 from engram.memory.schemas import looks_imperative, looks_like_injection
+from engram.protocols.mcp.depth import readable_bytes
+from tests.unit.linear_time import CRAFTED_SCAN_SECONDS
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "instructions"
 
@@ -78,3 +83,32 @@ async def test_the_outbox_keeps_retrying_after_more_than_1024_failed_drains() ->
             break
     await bus.close()
     assert down.drains > 1100
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Admin-set quotas override user quotas",
+        "Agent-run tasks retry twice before failing",
+        "System-set timeouts are 30 s",
+        "Model-check failures are logged, not raised",
+        "Model, Run 17 had the best F1",
+        "User, Read replicas lag by 2 s",
+    ],
+)
+def test_a_label_word_joined_to_the_next_is_no_speaker_label(text: str) -> None:
+    """Review of pass AJ: a dash or a comma right after a label word was read as a speaker
+    label's separator, so "Admin-set quotas …" read as "Admin: set quotas …", an
+    instruction. A dash separates only when set apart by spaces, and a comma never."""
+    assert not looks_imperative(text)
+
+
+def test_a_body_of_long_digit_runs_is_scanned_in_linear_time() -> None:
+    """Review of pass AJ: the search for an integer past 4,300 digits was tried from every
+    digit of a run, so a 1 MB body of 4,300-digit runs (sent before any token is checked)
+    held the event loop 29 s. It is tried only where a run starts."""
+    body = ("1" * 4300 + ",").encode() * 232
+    started = time.perf_counter()
+    assert readable_bytes(b'{"a":[' + body + b"1]}") is None
+    assert time.perf_counter() - started < CRAFTED_SCAN_SECONDS
+    assert readable_bytes(b'{"a":' + b"7" * 4301 + b"}") is not None

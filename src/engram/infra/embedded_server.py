@@ -113,7 +113,7 @@ class EmbeddedPostgres:
     def _narrow_after_failure(self) -> None:
         """As root the package opens the data dir before initdb; a start that failed after
         that narrows it again (given to the cluster's owner, as a start that succeeds)."""
-        with suppress(OSError, DataDirError), _server_lock():
+        with suppress(OSError, KeyError, DataDirError), _server_lock():
             uid = self.pgdata.stat().st_uid if os.geteuid() == 0 else 0
             make_private(self.pgdata.parent, owner=pwd.getpwuid(uid).pw_name if uid else None)
 

@@ -113,8 +113,11 @@ _ADDRESSED = r"(?:note|message|memo|reminder)s?\s+(?:to|for)\s+[^:\n\])}>]{1,40}
 _MARKUP = r"[*_`\"'|~]*"
 _SPEAKER_LABEL = re.compile(
     rf"^[\s*_`\"'|~#>\[({{<•-]*(?:{_LABEL_WORD}(?:\s+{_LABEL_WORD})?|{_ADDRESSED})"
-    # closed by a bracket or tag ("[System]", "(Admin):"), or followed by a separator
-    rf"(?:{_MARKUP}[\])}}>]+[*_`\"'|~:]*|{_MARKUP}[ \t]*(?::|>>|--?|[\u2013\u2014,]|\n){_MARKUP})"
+    # closed by a bracket or tag ("[System]", "(Admin):"), or followed by a separator: a
+    # colon, ">>" or a line's end, or a dash set apart by spaces ("SYSTEM - …"; in
+    # "Admin-set quotas" or "User, read replicas" the word is no label)
+    rf"(?:{_MARKUP}[\])}}>]+[*_`\"'|~:]*|{_MARKUP}"
+    rf"(?:[ \t]*(?::|>>|\n)|[ \t]+(?:--?|[\u2013\u2014])(?=\s)){_MARKUP})"
     r"\s*",
     re.IGNORECASE,
 )

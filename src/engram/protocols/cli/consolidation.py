@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Annotated, Any
 
+import structlog
 import typer
 
 from engram.memory.types import ConsolidationTrigger
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
         SweepReport,
     )
 
+log = structlog.get_logger("engram.cli")
 app = typer.Typer(help="Consolidation batches: list, show, roll back.", no_args_is_help=True)
 
 
@@ -42,6 +44,7 @@ def consolidate(
 
     async def work(kernel: Kernel) -> tuple[ConsolidationReport, SweepReport | None]:
         from engram.autonomy.catalogue import CONSOLIDATION_LOCK  # noqa: PLC0415 - kernel opened
+        from engram.memory.consolidation import SweepReport  # noqa: PLC0415
 
         with progress(f"consolidating ({trigger.value})", None) as advance_to:
 
@@ -53,8 +56,13 @@ def consolidate(
 
             async def swept_then_run() -> tuple[ConsolidationReport, SweepReport]:
                 # As the scheduled passes do: first the releases their events did not finish
-                # (ADR-018), so the pass does not plan over a source an agent took back.
-                swept = await kernel.consolidation.sweep_releases()
+                # (ADR-018), so the pass does not plan over a source an agent took back; a
+                # sweep that fails counts as one failed release and the pass runs.
+                try:
+                    swept = await kernel.consolidation.sweep_releases()
+                except Exception as exc:  # noqa: BLE001 - the pass runs whatever the sweep met
+                    log.error("consolidation.release_sweep_failed", error=type(exc).__name__)
+                    swept = SweepReport(found=1, released=0, failed=1)
                 return await run(), swept
 
             if dry_run:  # writes nothing: it may run beside a pass

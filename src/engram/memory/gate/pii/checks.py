@@ -234,7 +234,11 @@ def lu_matricule(value: str) -> bool:
 
 
 #: The states and regions of Myanmar numbered on a national registration card (1 to 14).
-_MM_NRC = re.compile(r"(1[0-4]|[1-9])/[A-Za-z]{6,12}\((?:N|E|P|A|F|TH|S)\)\d{6}")
+#: The township's code is written in syllables, each capitalised ("DaGaTa", "MaYaKa"), or all
+#: in capitals: "1/abcdef(N)123456" or "12/Yangon(N)123456" is a ticket's or order's number.
+_MM_NRC = re.compile(
+    r"(1[0-4]|[1-9])/(?:(?:[A-Z][a-z]{0,3}){2,4}|[A-Z]{6,12})\((?:N|E|P|A|F|TH|S)\)\d{6}"
+)
 
 
 def mm_nrc(value: str) -> bool:

@@ -467,6 +467,8 @@ def _named_documents(text: str, lower: str, shaped: list[re.Match[str]]) -> Iter
             lower, max(0, k.start() - 32), k.start()
         ):
             continue  # "company TIN", "business tax id": a company's, not a person's
+        if k.group(0).startswith("cdc ") and text[k.start() : k.start() + 3] != "CDC":
+            continue  # a seafarer's CDC is written in capitals; "cdc" is change data capture
         if k.group(0) in _ABBREVIATIONS:
             if text[k.start() : k.end()] != k.group(0).upper():
                 continue  # "dl", "nin" only as capitalised abbreviations

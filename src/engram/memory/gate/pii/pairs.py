@@ -19,6 +19,7 @@ from collections.abc import Iterator
 
 from engram.memory.gate.pii.assignments import secret_value_ok
 from engram.memory.gate.pii.findings import PiiKind, Span, Text
+from engram.memory.gate.pii.heuristics import char_classes
 
 _USER_WORDS = r"user(?:name)?|login|usr|uporabnik|korisnik|gebruiker|benutzer|utilisateur"
 _SECOND_WORDS = (
@@ -26,14 +27,18 @@ _SECOND_WORDS = (
     r"|mot de passe"
 )
 _STEMS = ("pass", "pw", "wacht", "geslo", "lozinka", "senha", "contras")
-_VALUE = r"(?P<pw>[^\s,;|'\"()]{6,128})"
-# Matched on the lowered text; the value is read from the text at the same offsets.
+# A value never starts with a hyphen: "password-reset-flow" is one word, not a pair.
+_VALUE = r"(?P<pw>(?!-)[^\s,;|'\"()]{6,128})"
+# Matched on the lowered text; the value is read from the text at the same offsets. Every
+# gap is bounded (a few spaces or tabs), so a long run of blanks costs linear time.
+_GAP = r"[ \t]{0,3}"
+_END = r"(?![\w-])"  # the password word ends: not "pass-through", not "passport"
 _PAIR = re.compile(
-    rf"\b(?:{_USER_WORDS})[ \t]*[:=]?[ \t]*[^\s/,;|]{{1,64}}[ \t]*[/,;|][ \t]*"
-    rf"(?:{_SECOND_WORDS})\b[ \t]*[:=]?[ \t]*" + _VALUE
+    rf"\b(?:{_USER_WORDS}){_GAP}[:=]?{_GAP}[^\s/,;|]{{1,64}}{_GAP}[/,;|]{_GAP}"
+    rf"(?:{_SECOND_WORDS}){_END}{_GAP}[:=]?{_GAP}" + _VALUE
 )
 _NAMED_FOR = re.compile(
-    rf"\b(?:{_SECOND_WORDS})[ \t]+for[ \t]+[^\n:=]{{1,40}}?[ \t]*:[ \t]*" + _VALUE
+    rf"\b(?:{_SECOND_WORDS}){_END}[ \t]{{1,3}}for[ \t]{{1,3}}[^\n:=]{{1,40}}?:{_GAP}" + _VALUE
 )
 
 
@@ -41,12 +46,19 @@ def find_pairs(t: Text) -> Iterator[Span]:
     text, lower = t.raw, t.lower
     if len(lower) != len(text) or not any(stem in lower for stem in _STEMS):
         return
-    patterns = (_PAIR, _NAMED_FOR) if " for " in lower else (_PAIR,)
-    for pattern in patterns:
+    # A pair has its user name to say what the value is; a password named for someone has
+    # only the words before it ("PASS FOR QA: all-tests-green" is a status), so its value
+    # must also hold three kinds of character.
+    patterns = [(_PAIR, 1)]
+    if " for " in lower:
+        patterns.append((_NAMED_FOR, 3))
+    for pattern, classes in patterns:
         for m in pattern.finditer(lower):
             start = m.start("pw")
             value = text[start : m.end("pw")].rstrip(".:")
             end = start + len(value)
             next_char = text[end] if end < len(text) else ""
-            if secret_value_ok(value, "password", next_char, bare=True):
+            if char_classes(value) >= classes and secret_value_ok(
+                value, "password", next_char, bare=True
+            ):
                 yield PiiKind.SECRET_ASSIGNMENT, start, end
