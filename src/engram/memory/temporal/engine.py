@@ -12,7 +12,8 @@ future validity alike; ``as_of_event=now`` asks what is true now. Record reads a
 Forgotten and consolidated records are left out unless asked for, and callers see only records
 at or below their read level; within a record, only the versions they may read, numbered and
 dated as :mod:`engram.memory.temporal.numbering` says.
-Every read is counted for decay (off the read path, :mod:`engram.memory.temporal.reads`).
+Every read is counted for decay (written off the read path, :mod:`engram.memory.temporal.reads`;
+a read that returned an older version first looks up its head's level, one statement).
 """
 
 from __future__ import annotations
@@ -236,7 +237,8 @@ class TemporalEngine:
         return {record.id: record for record in records}
 
     async def note_reads(self, records: Sequence[MemoryRecord]) -> None:
-        """Count one read of each record for decay (recorded off the read path).
+        """Count one read of each record for decay (written off the read path; when older
+        versions were read, their heads' levels are looked up first, one statement).
 
         A read counts for the readers who could have made it: those cleared for the version
         read and for its record's head then (an older version is read only by a reader of
