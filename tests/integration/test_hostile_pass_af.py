@@ -375,17 +375,13 @@ async def test_reads_made_while_a_record_was_hidden_do_not_lift_its_decay_for_la
     assert await _decay_seen_by(kernel, INTERN, used) > scores[0] + 0.05
 
 
-async def test_reads_of_a_quarantined_record_do_not_lift_its_decay_once_released(
-    kernel: Kernel,
-) -> None:
-    """The release lowers a quarantined record in place (the version stays, its level
-    changes): reads made while it was held at ``sensitive`` (the trusted agent's, here) must
-    not lift the decay its new agent-level readers see, any more than a lowering update's."""
-    admin = CallerIdentity.system("cli:tester")
-    released = []
+async def held_and_read(kernel: Kernel, address: str) -> list[uuid.UUID]:
+    """Two records quarantined at ``sensitive`` (an e-mail address in each), the first never
+    read, the second read 12 times by the trusted agent while held; their ids."""
+    held_ids = []
     for namespace, reads in (("unread", 0), ("used", 12)):
         held = await kernel.gate.evaluate(
-            create(belief(f"{DRILL} Escalate to ola.rand@example.com.", namespace=namespace), BOSS)
+            create(belief(f"{DRILL} Escalate to {address}.", namespace=namespace), BOSS)
         )
         assert held.modified_record is not None, held.reason
         assert AccessLevel.SENSITIVE is held.modified_record.access_level
@@ -393,7 +389,19 @@ async def test_reads_of_a_quarantined_record_do_not_lift_its_decay_once_released
         for _ in range(reads):
             assert await kernel.temporal.current(held.record_id, caller=BOSS) is not None
         await kernel.temporal.flush_reads()
-        await kernel.quarantine.release(held.record_id, admin=admin, reason="a shared desk")
-        released.append(held.record_id)
+        held_ids.append(held.record_id)
+    return held_ids
+
+
+async def test_reads_of_a_quarantined_record_do_not_lift_its_decay_once_released(
+    kernel: Kernel,
+) -> None:
+    """The release lowers a quarantined record in place (the version stays, its level
+    changes): reads made while it was held at ``sensitive`` (the trusted agent's, here) must
+    not lift the decay its new agent-level readers see, any more than a lowering update's."""
+    admin = CallerIdentity.system("cli:tester")
+    released = await held_and_read(kernel, "ola.rand@example.com")
+    for record_id in released:
+        await kernel.quarantine.release(record_id, admin=admin, reason="a shared desk")
     scores = [await _decay_seen_by(kernel, INTERN, record) for record in released]
     assert scores[1] == pytest.approx(scores[0], abs=0.01)

@@ -45,6 +45,7 @@ from engram.provision import run_migrations
 from tests.conftest import ScratchDatabase
 from tests.integration import test_http_api as http_api
 from tests.integration.gate_helpers import BOSS, INTERN, belief, create, lock_waiters, update
+from tests.integration.test_hostile_pass_af import held_and_read
 from tests.integration.test_http_api import Api
 
 api = http_api.api
@@ -153,18 +154,7 @@ async def test_a_release_does_not_show_the_decay_its_held_readers_gave_it(kernel
     refresh (an hour by default), a record in use where they could not see it. The release
     now stores the score its new readers' count gives."""
     admin = CallerIdentity.system("cli:tester")
-    released = []
-    for namespace, reads in (("unread", 0), ("used", 12)):
-        held = await kernel.gate.evaluate(
-            create(belief(f"{DRILL} Escalate to ivo.marsh@example.com.", namespace=namespace), BOSS)
-        )
-        assert held.modified_record is not None, held.reason
-        assert AccessLevel.SENSITIVE is held.modified_record.access_level
-        assert held.record_id is not None
-        for _ in range(reads):
-            assert await kernel.temporal.current(held.record_id, caller=BOSS) is not None
-        await kernel.temporal.flush_reads()
-        released.append(held.record_id)
+    released = await held_and_read(kernel, "ivo.marsh@example.com")
     await kernel.temporal.refresh_decay()  # the hourly refresh, while they are held
     for record_id in released:
         await kernel.quarantine.release(record_id, admin=admin, reason="a shared desk")
@@ -181,16 +171,7 @@ async def test_a_decay_refresh_racing_a_release_does_not_store_the_held_readers_
     was lost until the next refresh. The refresh now stores a score only on a head still at
     the level it was computed for."""
     admin = CallerIdentity.system("cli:tester")
-    released = []
-    for namespace, reads in (("unread", 0), ("used", 12)):
-        held = await kernel.gate.evaluate(
-            create(belief(f"{DRILL} Escalate to ivo.marsh@example.com.", namespace=namespace), BOSS)
-        )
-        assert held.record_id is not None, held.reason
-        for _ in range(reads):
-            assert await kernel.temporal.current(held.record_id, caller=BOSS) is not None
-        await kernel.temporal.flush_reads()
-        released.append(held.record_id)
+    released = await held_and_read(kernel, "ivo.marsh@example.com")
     await kernel.quarantine.release(released[0], admin=admin, reason="a shared desk")
     holder = await asyncpg.connect(database.admin_url)
     try:
