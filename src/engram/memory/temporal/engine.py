@@ -12,12 +12,13 @@ future validity alike; ``as_of_event=now`` asks what is true now. Record reads a
 Forgotten and consolidated records are left out unless asked for, and callers see only records
 at or below their read level; within a record, only the versions they may read, numbered and
 dated as :mod:`engram.memory.temporal.numbering` says.
-Every read is counted for decay (written off the read path, :mod:`engram.memory.temporal.reads`;
-a read that returned an older version first looks up its head's level, one statement).
+Every read is counted for decay (written off the read path, :mod:`engram.memory.temporal.reads`),
+an older version's at the higher of its level and its head's, read with it (ADR-009).
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Container, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -49,6 +50,10 @@ log = structlog.get_logger("engram.memory.temporal")
 SQL = load_queries("engram.memory.temporal", "temporal.sql", shared=store.FRAGMENTS)
 _NIL = UUID(int=0)
 DEFAULT_LIMIT = 50
+#: Heads' levels read with the older versions an as-of read returned, kept (by version id)
+#: until the read is noted: a search notes its hits after resolving them. Bounded; one that
+#: fell out is looked up again (``head_levels``).
+HEADS_KEPT = 4096
 
 
 def _distinct(types: Sequence[MemoryType] | None) -> list[MemoryType]:
@@ -79,6 +84,7 @@ class TemporalEngine:
         self._db = db
         self._reads = reads
         self._metrics = metrics
+        self._heads_read: OrderedDict[UUID, AccessLevel] = OrderedDict()
 
     async def query(
         self,
@@ -126,10 +132,19 @@ class TemporalEngine:
             # One query per type (each an ordered index scan); merge newest change first.
             rows.sort(key=lambda row: row["ingestion_time"], reverse=True)
             rows = rows[:limit]
+        self._keep_heads(rows)
         records = await as_readable(self._db, [store.record_from_row(row) for row in rows], levels)
         if count_read:
             await self.note_reads(records)
         return records
+
+    def _keep_heads(self, rows: Sequence[Row]) -> None:
+        """Remember the head's level each older version was read with (``head_level``)."""
+        for row in rows:
+            if row["superseded_by"] is not None and (level := row.get("head_level")):
+                self._heads_read[row["id"]] = AccessLevel(level)
+        while len(self._heads_read) > HEADS_KEPT:
+            self._heads_read.popitem(last=False)
 
     async def page(
         self,
@@ -237,8 +252,9 @@ class TemporalEngine:
         return {record.id: record for record in records}
 
     async def note_reads(self, records: Sequence[MemoryRecord]) -> None:
-        """Count one read of each record for decay (written off the read path; when older
-        versions were read, their heads' levels are looked up first, one statement).
+        """Count one read of each record for decay (written off the read path). The heads'
+        levels of older versions come with the as-of read's rows; versions read otherwise (a
+        feedback's, one whose level fell out of the memo) look them up, one statement.
 
         A read counts for the readers who could have made it: those cleared for the version
         read and for its record's head then (an older version is read only by a reader of
@@ -246,15 +262,17 @@ class TemporalEngine:
         at the time of the read; when the heads cannot be looked up, at ``sensitive``."""
         if self._reads is None or not records:
             return
-        older = [record.record_id for record in records if record.superseded_by is not None]
-        heads: dict[UUID, AccessLevel] = {}
-        if older:
+        older = [record for record in records if record.superseded_by is not None]
+        # the head's level read with the version, in the read's own snapshot; else now
+        heads = {r.record_id: h for r in older if (h := self._heads_read.pop(r.id, None))}
+        unknown = [r.record_id for r in older if r.record_id not in heads]
+        if unknown:
             try:
-                rows = await self._db.fetch(SQL["head_levels"], older)
+                rows = await self._db.fetch(SQL["head_levels"], unknown)
             except EngramError as exc:
                 log.warning("temporal.head_levels_failed", error=type(exc).__name__)
             else:
-                heads = {row["record_id"]: AccessLevel(row["access_level"]) for row in rows}
+                heads |= {row["record_id"]: AccessLevel(row["access_level"]) for row in rows}
         self._reads.note(
             (record.record_id, _higher(record.access_level, heads.get(record.record_id)))
             if record.superseded_by is not None

@@ -36,10 +36,20 @@ NOT EXISTS (
     WHERE h.record_id = v.record_id AND h.superseded_by IS NULL
 ) = ANY($5::text[]))
 
+-- The level of each row's head, read in the row's own snapshot: a read of an older version
+-- counts for the readers of both (reads.sql), and a head lowered in place after the read (a
+-- quarantine release) must not lower the level the read counts at. One probe of the one-head
+-- index per older version; a head is its own.
+-- fragment: head_level
+CASE WHEN v.superseded_by IS NULL THEN v.access_level::text ELSE (
+    SELECT h.access_level::text FROM memories h
+    WHERE h.record_id = v.record_id AND h.superseded_by IS NULL
+) END AS head_level
+
 -- name: as_of_record
 -- The reader's history is the versions it may read (ADR-009, amended 2026-11-27): the newest
 -- of those known at T answers, a hidden version known later left out as if never written.
-SELECT v.*
+SELECT v.*, {{head_level}}
 FROM (
     SELECT {{record_columns}}
     FROM memories v
@@ -50,7 +60,7 @@ FROM (
 WHERE {{still_valid}} AND {{not_ended}} AND {{head_readable}}
 
 -- name: as_of_history
-SELECT {{record_columns}}
+SELECT {{record_columns}}, {{head_level}}
 FROM memories v
 WHERE v.record_id = $1 AND {{known_began}} AND {{not_ended}}
   AND v.access_level = ANY($5::text[]) AND {{head_readable}}
@@ -61,7 +71,7 @@ ORDER BY v.version
 -- (memories_listing_idx); the one the caller may read whose ingestion interval contains T, as
 -- the caller sees it (until the next version it may read), witnesses that its record existed
 -- then (one per record), and for it the version answering (T, E) is picked.
-SELECT v.*
+SELECT v.*, {{head_level}}
 FROM memories w
 CROSS JOIN LATERAL (
     SELECT {{record_columns}}
@@ -92,7 +102,7 @@ LIMIT $7
 -- version known by T also began by E.
 -- The head check runs on the versions that answer (after the anti-joins), not on every one
 -- scanned: OFFSET 0 keeps the planner from pushing it into the scan.
-SELECT v.*
+SELECT v.*, {{head_level}}
 FROM (
     SELECT {{record_columns}}
     FROM memories v
