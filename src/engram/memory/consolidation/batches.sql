@@ -29,17 +29,10 @@ WHERE id = $1
        OR (rolled_back_at = $3 AND rollback_decision_ids = $2::uuid[]))
 RETURNING rolled_back_at
 
--- name: batches_with_source
--- Batches not rolled back with an item that consumed the record in $1 (JSON containment,
--- served by the items index).
-SELECT id, run_id, trigger, created_at, items, skipped, decision_ids, rolled_back_at,
-       rollback_decision_ids
-FROM consolidation_batches
-WHERE rolled_back_at IS NULL AND items @> $1::jsonb
-
 -- name: batches_with_item
--- Batches not rolled back with an item that made the consolidated record in $1 (JSON
--- containment, served by the items index).
+-- Batches not rolled back with an item that contains $1 (JSON containment, served by the
+-- items index): one that consumed a record ([{"sources": [id]}]) or made it
+-- ([{"record_id": id}]).
 SELECT id, run_id, trigger, created_at, items, skipped, decision_ids, rolled_back_at,
        rollback_decision_ids
 FROM consolidation_batches

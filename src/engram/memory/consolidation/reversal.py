@@ -103,7 +103,7 @@ class BatchDesk:
         undoes it: its other sources' facts must stay readable at their level.)"""
         refused: list[GroupOutcome] = []
         for attempt in range(1, RELEASE_ATTEMPTS + 1):
-            rows = await self._db.fetch(SQL["batches_with_source"], [{"sources": [str(record_id)]}])
+            rows = await self._db.fetch(SQL["batches_with_item"], [{"sources": [str(record_id)]}])
             groups: list[list[GateRequest]] = []
             retired: list[UUID] = []
             for row in rows:
