@@ -25,7 +25,7 @@ from engram.errors import (
     MigrationError,
     ModelFilesError,
 )
-from engram.infra import migrate
+from engram.infra import migrate, server_log
 from engram.infra.db import DatabaseAdapter
 from engram.infra.embedded_server import DATABASE, EmbeddedPostgres, make_private
 from engram.infra.model_files import ensure_default_model, missing_files
@@ -158,10 +158,21 @@ async def run_migrations(settings: EngramSettings, revision: str = "head") -> st
         return _reached(revision, await asyncio.to_thread(migrate.current_revision_sync, url))
     server = EmbeddedPostgres(settings.pgdata_dir)
     await asyncio.to_thread(server.start)
+    logged = server_log.mark(server.pgdata)
     try:
         await migrate.ensure_database(server.admin_url(), DATABASE)
         url = server.admin_url(DATABASE)
-        await asyncio.to_thread(migrate.upgrade, url, revision)
+        try:
+            await asyncio.to_thread(migrate.upgrade, url, revision)
+        except MigrationError as exc:
+            # A PANIC (the write-ahead log on a full disk) ends every session: the migration's
+            # own reads only "connection was closed"; the server's log says why.
+            panic = server_log.panic_since(server.pgdata, logged)
+            if panic is None:
+                raise
+            raise MigrationError(
+                f"upgrade to {revision} failed: the database server stopped: {panic}"
+            ) from exc
         reached = _reached(revision, await asyncio.to_thread(migrate.current_revision_sync, url))
     except BaseException:
         # The failure is what the operator must read; a stop failing after it (on the same

@@ -223,7 +223,8 @@ def test_a_full_disk_during_a_migration_reports_the_migration_and_mends(
     assert 1 == len(said), done.stderr[-2000:]
     said = said[0]
     # PostgreSQL's words depend on what ran out first: a table file (DiskFullError) or the
-    # write-ahead log (a PANIC that ends the session).
+    # write-ahead log (a PANIC that ends every session: the migration's connection just
+    # closes, and the PANIC is read from the server's log).
     assert said.startswith("engram: upgrade to head failed: "), done.stderr[-2000:]
     assert "No space left on device" in said
     assert "[SQL:" not in done.stderr
