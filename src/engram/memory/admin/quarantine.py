@@ -102,8 +102,14 @@ class QuarantineDesk:
         """Quarantined heads whose decisions come after the cursor ``after`` (an audit seq),
         in the order those decisions were appended: ``limit`` of them (more when several
         share the last one's seq), none past the settled seq."""
-        settled = await self._audit.settled_seq()
-        rows = await self._db.fetch(SQL["quarantined"], after, limit, settled)
+        # One transaction holding the lanes: a new version of a listed record (its level
+        # unchanged, its decision past the settled seq) committing between the two reads
+        # ended the version read as its head and was itself past the page: the record
+        # vanished from a list that said nothing followed (seen under load, a conflict
+        # step rewriting a quarantined record).
+        async with self._db.transaction() as conn:
+            settled = await self._audit.hold_settled(conn)
+            rows = await conn.fetch(SQL["quarantined"], after, limit, settled)
         more = bool(rows) and bool(rows[-1]["more"])
         return QuarantinePage(
             [store.record_from_row(row) for row in rows],

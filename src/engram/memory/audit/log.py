@@ -332,7 +332,14 @@ class AuditLog:
         heads (an append draws its seq once it holds its lane, and holds it until it commits):
         a page by ``seq`` ends there, so a row committing after a later one is not skipped."""
         async with self._db.transaction() as conn:
-            held = await conn.fetch(SQL["hold_lane_heads"], BATCH_LANE)
+            return await self.hold_settled(conn)
+
+    async def hold_settled(self, conn: Connection) -> int:
+        """:meth:`settled_seq` in the caller's transaction, whose lanes stay held until it
+        ends: no row above the seq returned can commit before then, so what the transaction
+        reads next is the store exactly as of that seq (a record's newer version committing
+        in between would take its older one out of the read and leave itself past the seq)."""
+        held = await conn.fetch(SQL["hold_lane_heads"], BATCH_LANE)
         return max((int(head["last_seq"] or 0) for head in held), default=0)
 
     async def verify(
