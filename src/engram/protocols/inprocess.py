@@ -62,8 +62,9 @@ from engram.retrieval.search import DEFAULT_MIN_SCORE, SearchResult
 #: The only origin this adapter can produce.
 ORIGIN = GateDecisionType.EXTERNAL
 
-#: Fields of the current version an amendment keeps unless the change names them. Event time
-#: and source confidence start afresh: a new version is a new statement.
+#: Fields of the current version an amendment keeps unless the change names them. Source
+#: confidence starts afresh; so does the event time of new content (a new statement), while
+#: the Gate keeps the event times of a version that keeps the content (``plan.next_version``).
 CARRIED = frozenset(
     {"type", "content", "metadata", "access_level", "namespace", "classification", "evidence_links"}
 )

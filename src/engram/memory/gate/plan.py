@@ -154,7 +154,21 @@ def stamped(
 
 def next_version(plan: Plan, decision_id: UUID, head: MemoryRecord) -> MemoryRecord:
     """The plan's record stored as the version after ``head`` (its record's live head), on
-    its record's path, with the id the plan chose for it."""
+    its record's path, with the id the plan chose for it.
+
+    A caller's new version that keeps the head's content restates the claim: the event times
+    it leaves out are the head's (as Layer 2 reads such a proposal, ``advisor._unchanged``).
+    Stored as "now", a change of metadata alone moved the claim's start to the change and
+    reopened a validity a newer claim had ended; the resolver then ended older claims again
+    at each such change, later each time (seen in a CI run: one record restated ten times).
+    Internal writers (self-healing, consolidation) state their event times whole."""
+    update: dict[str, object] = {"id": plan.new_version_id}
+    record = plan.record
+    if plan.request.decision_type is GateDecisionType.EXTERNAL and record.content == head.content:
+        if record.event_time is None:
+            update["event_time"] = head.event_time
+        if record.event_time_end is None:
+            update["event_time_end"] = head.event_time_end
     following = stamped(
         plan,
         decision_id,
@@ -162,7 +176,7 @@ def next_version(plan: Plan, decision_id: UUID, head: MemoryRecord) -> MemoryRec
         record_id=head.record_id,
         path=head.consolidation_path,
     )
-    return following.model_copy(update={"id": plan.new_version_id})
+    return following.model_copy(update=update)
 
 
 def updated_reason(version: int) -> str:

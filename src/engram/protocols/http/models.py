@@ -123,6 +123,6 @@ def write_schemas() -> dict[str, dict[str, Any]]:
     patch["title"] = "MemoryPatch"
     patch["description"] = (
         "The fields to change; the others keep the current version's values "
-        "(event_time and source_confidence start afresh)."
+        "(source_confidence starts afresh; event_time too when the content changes)."
     )
     return {**definitions, "MemoryInput": full, "MemoryPatch": patch}
