@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,6 +16,7 @@ import pytest
 from pgvector.asyncpg import register_vector
 
 from benchmarks.seed_versions import seed_versions
+from engram.infra.embedded_server import EmbeddedPostgres
 from engram.memory.admin.quarantine import SQL as QUARANTINE_SQL
 from engram.memory.audit.log import SQL as AUDIT_SQL
 from engram.memory.consolidation.reversal import SQL as BATCHES_SQL
@@ -39,24 +42,78 @@ async def _connect(database: ScratchDatabase) -> asyncpg.Connection:
     return conn
 
 
-@pytest.fixture
-async def seeded(database: ScratchDatabase) -> AsyncIterator[asyncpg.Connection]:
+async def _admin_execute(server: EmbeddedPostgres, statement: str) -> None:
+    admin = await asyncpg.connect(server.admin_url())
+    try:
+        await admin.execute(statement)
+    finally:
+        await admin.close()
+
+
+def _seeded_template(server: EmbeddedPostgres, template: str, **seeding: Any) -> Iterator[str]:
+    """A database seeded once for the module (seeding takes 10-20 s); each test gets a copy,
+    so what one test adds (quarantined rows, batches) no other sees."""
+    name = f"qp_{uuid.uuid4().hex[:16]}"
+
+    async def make() -> None:
+        await _admin_execute(server, f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+        conn = await _connect(ScratchDatabase(name, server))
+        try:
+            await seed_versions(conn, **seeding)
+        finally:
+            await conn.close()
+
+    asyncio.run(make())
+    yield name
+    asyncio.run(_admin_execute(server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture(scope="module")
+def seeded_template(pg_server: EmbeddedPostgres, template_db: str) -> Iterator[str]:
     """40,000 lineages of 3 versions (120,000 rows, eight types), without vectors."""
-    conn = await _connect(database)
-    await seed_versions(conn, records=40_000, versions_per_record=3)
-    yield conn
-    await conn.close()
+    yield from _seeded_template(pg_server, template_db, records=40_000, versions_per_record=3)
+
+
+@pytest.fixture(scope="module")
+def vectors_template(pg_server: EmbeddedPostgres, template_db: str) -> Iterator[str]:
+    """10,000 beliefs with random vectors: a filter that does not narrow the HNSW search."""
+    yield from _seeded_template(
+        pg_server,
+        template_db,
+        records=10_000,
+        versions_per_record=1,
+        with_vectors=True,
+        types=["belief"],
+    )
+
+
+async def _copy_of(server: EmbeddedPostgres, template: str) -> AsyncIterator[asyncpg.Connection]:
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    await _admin_execute(server, f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    conn = await _connect(ScratchDatabase(name, server))
+    try:
+        yield conn
+    finally:
+        await conn.close()
+        await _admin_execute(server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture
-async def seeded_vectors(database: ScratchDatabase) -> AsyncIterator[asyncpg.Connection]:
-    """10,000 beliefs with random vectors: a filter that does not narrow the HNSW search."""
-    conn = await _connect(database)
-    await seed_versions(
-        conn, records=10_000, versions_per_record=1, with_vectors=True, types=["belief"]
-    )
-    yield conn
-    await conn.close()
+async def seeded(
+    pg_server: EmbeddedPostgres, seeded_template: str
+) -> AsyncIterator[asyncpg.Connection]:
+    """A copy of the module's seeded database (:func:`seeded_template`)."""
+    async for conn in _copy_of(pg_server, seeded_template):
+        yield conn
+
+
+@pytest.fixture
+async def seeded_vectors(
+    pg_server: EmbeddedPostgres, vectors_template: str
+) -> AsyncIterator[asyncpg.Connection]:
+    """A copy of the module's database of beliefs with vectors (:func:`vectors_template`)."""
+    async for conn in _copy_of(pg_server, vectors_template):
+        yield conn
 
 
 def _indexes(plan: Any) -> set[str]:
