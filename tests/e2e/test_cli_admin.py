@@ -13,6 +13,7 @@ from typing import Any
 
 from engram import __version__, open_kernel
 from engram.config import EngramSettings
+from engram.infra.embedded_server import EmbeddedPostgres
 from engram.infra.fastembed_embedder import FastembedEmbedder
 from engram.memory.gate.access import caller_for_tier
 from engram.memory.gate.requests import GateRequest
@@ -158,9 +159,20 @@ async def test_memories_audit_and_quarantine_commands(
     tmp_path: Path, model_dir: Path, embedder: FastembedEmbedder
 ) -> None:
     """Reads as of an instant, verify (with an anchor), export with a checkpoint and lane heads,
-    checkpoint, replay, state, release."""
+    checkpoint, replay, state, release; run while the cluster is up (as beside `engram
+    serve`), so each command attaches to it instead of starting and stopping it (30
+    commands: 74 s → 59 s on an idle machine)."""
     data_dir = tmp_path / "data"
     made = await _history(data_dir, embedder)
+    server = EmbeddedPostgres(data_dir / "pg")
+    await asyncio.to_thread(server.start)
+    try:
+        await _commands(tmp_path, data_dir, model_dir, made)
+    finally:
+        await asyncio.to_thread(server.stop)
+
+
+async def _commands(tmp_path: Path, data_dir: Path, model_dir: Path, made: dict[str, Any]) -> None:
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return _cli(data_dir, model_dir, *args)
@@ -294,8 +306,8 @@ async def test_memories_audit_and_quarantine_commands(
     # `memories get/history` too, unless revealed.
     hidden = _json(await asyncio.to_thread(cli, "memories", "get", made["held"], "--json"))
     assert (None, True) == (hidden["content"], hidden["redacted"])
-    chain = await asyncio.to_thread(cli, "memories", "history", made["held"])
-    assert "ana@example.com" not in chain.stdout
+    told = await asyncio.to_thread(cli, "memories", "history", made["held"])
+    assert "ana@example.com" not in told.stdout
     shown = _json(
         await asyncio.to_thread(
             cli, "memories", "get", made["held"], "--json", "--reveal", "--reason", "ticket 7"
