@@ -166,13 +166,11 @@ async def run_migrations(settings: EngramSettings, revision: str = "head") -> st
             await asyncio.to_thread(migrate.upgrade, url, revision)
         except MigrationError as exc:
             # A PANIC (the write-ahead log on a full disk) ends every session: the migration's
-            # own reads only "connection was closed"; the server's log says why.
+            # own error may read only "connection was closed"; the server's log says why.
             panic = server_log.panic_since(server.pgdata, logged)
             if panic is None:
                 raise
-            raise MigrationError(
-                f"upgrade to {revision} failed: the database server stopped: {panic}"
-            ) from exc
+            raise MigrationError(f"{exc.message}; the database server logged {panic}") from exc
         reached = _reached(revision, await asyncio.to_thread(migrate.current_revision_sync, url))
     except BaseException:
         # The failure is what the operator must read; a stop failing after it (on the same

@@ -58,3 +58,16 @@ def test_only_the_tail_of_a_long_log_is_read(tmp_path: Path) -> None:
     assert "No space left on device" in (server_log.panic_since(tmp_path, 0) or "")
     server_log.log_path(tmp_path).write_text(_BEFORE + filler)
     assert server_log.panic_since(tmp_path, 0) is None
+
+
+def test_a_line_that_only_quotes_the_word_is_no_panic(tmp_path: Path) -> None:
+    """An ERROR, DETAIL or STATEMENT line quoting "PANIC:" (a row's values, a statement's
+    text) is not the server's PANIC: only the severity after the line's prefix counts."""
+    quoted = (
+        "2026-11-29 23:31:19.500 UTC [24507] ERROR:  duplicate key: (content)=(see [1] PANIC: x)\n"
+        "2026-11-29 23:31:19.501 UTC [24507] STATEMENT:  SELECT 'PANIC: not one'\n"
+    )
+    server_log.log_path(tmp_path).write_text(quoted)
+    assert server_log.panic_since(tmp_path, 0) is None
+    server_log.log_path(tmp_path).write_text(_AFTER + quoted)
+    assert "No space left on device" in (server_log.panic_since(tmp_path, 0) or "")

@@ -9,12 +9,14 @@ package's ``pg_ctl -l`` writes it): :func:`mark` notes where the log ends before
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 #: The most of the log read after a mark: a PANIC is among the last lines a server writes.
 TAIL_BYTES = 64 * 1024
 #: What starts the message of a PANIC line, after the line's prefix (time, pid).
 PANIC = "PANIC:"
+_SEVERITY = re.compile(r"^[^\[\]]*\[\d+\]\s+PANIC:\s")
 
 
 def log_path(pgdata: Path) -> Path:
@@ -43,7 +45,10 @@ def panic_since(pgdata: Path, offset: int) -> str | None:
     except OSError:
         return None
     for line in reversed(text.splitlines()):
-        if PANIC in line:
-            message = " ".join(line.split(PANIC, 1)[1].split())
+        # the severity after the line's prefix ("... [pid] PANIC:  ..."): a DETAIL or
+        # STATEMENT line quoting the word, or a row's values, is no PANIC
+        found = _SEVERITY.search(line)
+        if found is not None:
+            message = " ".join(line[found.end() :].split())
             return f"{PANIC} {message}" if message else None
     return None

@@ -64,7 +64,8 @@ ORIGIN = GateDecisionType.EXTERNAL
 
 #: Fields of the current version an amendment keeps unless the change names them. Source
 #: confidence starts afresh; so does the event time of new content (a new statement), while
-#: the Gate keeps the event times of a version that keeps the content (``plan.next_version``).
+#: an amendment that keeps the content keeps its event time too, and the Gate its validity
+#: end (``plan.next_version``).
 CARRIED = frozenset(
     {"type", "content", "metadata", "access_level", "namespace", "classification", "evidence_links"}
 )
@@ -367,6 +368,12 @@ class AgentSession:
                 request_id=request_id,
             )
         proposal = {**head.model_dump(mode="json", include=set(CARRIED)), **changes}
+        if proposal.get("content") == head.content and "event_time" not in changes:
+            # the same claim restated: dated as it was, for Layer 1 (an episode needs a
+            # date), Layer 2 (which of two claims is the newer) and the audit row alike
+            proposal["event_time"] = head.model_dump(mode="json", include={"event_time"})[
+                "event_time"
+            ]
         return await self.update(
             record_id, proposal, expected_version=expected_version, request_id=request_id
         )

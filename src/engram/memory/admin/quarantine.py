@@ -27,7 +27,7 @@ from uuid import UUID
 import structlog
 
 from engram.errors import NotFound, Quarantine, StaleCursor, ValidationFailed, VersionConflict
-from engram.infra.db import Connection, DatabaseAdapter
+from engram.infra.db import Connection, DatabaseAdapter, Row
 from engram.infra.sql import load_queries
 from engram.memory import store
 from engram.memory.audit.entry import caller_json, new_decision_id
@@ -102,14 +102,17 @@ class QuarantineDesk:
         """Quarantined heads whose decisions come after the cursor ``after`` (an audit seq),
         in the order those decisions were appended: ``limit`` of them (more when several
         share the last one's seq), none past the settled seq."""
+
         # One transaction holding the lanes: a new version of a listed record (its level
         # unchanged, its decision past the settled seq) committing between the two reads
         # ended the version read as its head and was itself past the page: the record
         # vanished from a list that said nothing followed (seen under load, a conflict
         # step rewriting a quarantined record).
-        async with self._db.transaction() as conn:
+        async def page(conn: Connection) -> list[Row]:
             settled = await self._audit.hold_settled(conn)
-            rows = await conn.fetch(SQL["quarantined"], after, limit, settled)
+            return await conn.fetch(SQL["quarantined"], after, limit, settled)
+
+        rows = await self._db.run_in_transaction(page)  # read only: safe to run again
         more = bool(rows) and bool(rows[-1]["more"])
         return QuarantinePage(
             [store.record_from_row(row) for row in rows],

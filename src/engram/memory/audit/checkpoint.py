@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
+from uuid import UUID
 
 from engram.infra.db import Row
 
@@ -241,6 +242,27 @@ def _lane_head(value: Any) -> LaneHead:
 
 def _whole(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyReport:
+    """Result of verifying the audit log.
+
+    ``sealed_through_seq`` is the largest seq the checkpoints seal: rows up to it are fixed in
+    content and order; rows after it only by their lane chains. ``checkpoint`` names the
+    checkpoint a problem was found with, when there is one.
+    """
+
+    ok: bool
+    rows_checked: int
+    first_bad_seq: int | None = None
+    first_bad_decision_id: UUID | None = None
+    problem: str | None = None
+    checkpoint: int | None = None
+    checkpoints_checked: int = 0
+    sealed_through_seq: int = 0
+    legacy_rows: int = 0
+    anchors_checked: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
@@ -49,6 +49,7 @@ from engram.memory.audit.checkpoint import (
     Coverage,
     Finding,
     OrderDigest,
+    VerifyReport,
     check_chain,
     checkpoint_from_row,
     genesis_hash,
@@ -79,27 +80,6 @@ __all__ = [
 log = structlog.get_logger("engram.memory.audit.log")
 
 SQL = load_queries("engram.memory.audit", "audit.sql")
-
-
-@dataclass(frozen=True, slots=True)
-class VerifyReport:
-    """Result of verifying the audit log.
-
-    ``sealed_through_seq`` is the largest seq the checkpoints seal: rows up to it are fixed in
-    content and order; rows after it only by their lane chains. ``checkpoint`` names the
-    checkpoint a problem was found with, when there is one.
-    """
-
-    ok: bool
-    rows_checked: int
-    first_bad_seq: int | None = None
-    first_bad_decision_id: UUID | None = None
-    problem: str | None = None
-    checkpoint: int | None = None
-    checkpoints_checked: int = 0
-    sealed_through_seq: int = 0
-    legacy_rows: int = 0
-    anchors_checked: int = 0
 
 
 def duplicate_request(exc: UniqueViolation, entry: AuditEntry) -> DuplicateRequest | None:
@@ -336,9 +316,8 @@ class AuditLog:
 
     async def hold_settled(self, conn: Connection) -> int:
         """:meth:`settled_seq` in the caller's transaction, whose lanes stay held until it
-        ends: no row above the seq returned can commit before then, so what the transaction
-        reads next is the store exactly as of that seq (a record's newer version committing
-        in between would take its older one out of the read and leave itself past the seq)."""
+        ends: no audited change can commit before then, so the transaction's later reads
+        see every audited write up to that seq and none past it."""
         held = await conn.fetch(SQL["hold_lane_heads"], BATCH_LANE)
         return max((int(head["last_seq"] or 0) for head in held), default=0)
 

@@ -164,11 +164,16 @@ def next_version(plan: Plan, decision_id: UUID, head: MemoryRecord) -> MemoryRec
     Internal writers (self-healing, consolidation) state their event times whole."""
     update: dict[str, object] = {"id": plan.new_version_id}
     record = plan.record
-    if plan.request.decision_type is GateDecisionType.EXTERNAL and record.content == head.content:
+    restated = plan.request.action is GateAction.UPDATE and record.content == head.content
+    if plan.request.decision_type is GateDecisionType.EXTERNAL and restated:
         if record.event_time is None:
             update["event_time"] = head.event_time
-        if record.event_time_end is None:
-            update["event_time_end"] = head.event_time_end
+        ended = head.event_time_end
+        # a claim dated at or after its end is stated true again from then: no end to keep
+        if record.event_time_end is None and (
+            record.event_time is None or ended is None or record.event_time < ended
+        ):
+            update["event_time_end"] = ended
     following = stamped(
         plan,
         decision_id,

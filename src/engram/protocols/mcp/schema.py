@@ -98,7 +98,8 @@ class _RecordFields(_Strict):
         default=None,
         description=(
             "When this became true or happened in the world (ISO 8601 with a timezone). "
-            "Omit for 'now'. Required for episodes."
+            "Omit for 'now' (an update that keeps the content keeps the current one). "
+            "Required for episodes."
         ),
     )
     access_level: AccessLevel = Field(
@@ -332,8 +333,9 @@ memory's evolution."""
 _UPDATE = """\
 Change a memory: a new version with the fields you send, every other field kept from the \
 current version (the old version stays in its history). Usually you send the new `content`; \
-`metadata` you send replaces the old metadata as a whole. `event_time` and \
-`source_confidence` are not kept: send them again if they still apply. \
+`metadata` you send replaces the old metadata as a whole. `source_confidence` is not kept: \
+send it again if it still applies. `event_time` is kept while the content stays the same; \
+new content is dated now unless you send `event_time`. \
 `expected_version` is required: the version you last read. If someone changed the record \
 since, the result is a `conflict` with `current_version`; read it again and redo your change. \
 The Gate checks the new version like a new memory; a rejection lists the failed checks."""
