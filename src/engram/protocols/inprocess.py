@@ -371,9 +371,7 @@ class AgentSession:
         if proposal.get("content") == head.content and "event_time" not in changes:
             # the same claim restated: dated as it was, for Layer 1 (an episode needs a
             # date), Layer 2 (which of two claims is the newer) and the audit row alike
-            proposal["event_time"] = head.model_dump(mode="json", include={"event_time"})[
-                "event_time"
-            ]
+            proposal["event_time"] = head.event_time and head.event_time.isoformat()
         return await self.update(
             record_id, proposal, expected_version=expected_version, request_id=request_id
         )
